@@ -1,0 +1,7 @@
+// igb-tools: a thin main; all of it lives in options/.
+#include "core/main_guard.h"
+#include "options/drivers.h"
+
+int main(int argc, char** argv) {
+  return igb::guarded_main("igb-tools", [&] { return igb::options::tools_main(argc, argv); });
+}

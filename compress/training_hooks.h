@@ -1,0 +1,53 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/optim/optimizer.h>
+#include <torch/serialize/archive.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace igb::compress {
+
+/// Where the training loop is when it calls a hook.
+struct MinibatchInfo {
+  /// 0-based epoch.
+  int64_t epoch = 0;
+  /// 0-based minibatch within the epoch.
+  int64_t batch = 0;
+  /// Minibatches in this epoch.
+  int64_t batches_per_epoch = 0;
+};
+
+/// The six points at which a compression schedule acts on training, called by every solver in this
+/// order per epoch:
+///   on_epoch_begin → for each minibatch { on_minibatch_begin → forward → loss →
+///   before_backward_pass → backward → before_parameter_optimization → optimizer.step() →
+///   on_minibatch_end } → validate → on_epoch_end.
+/// The base class is the empty schedule: every hook does nothing.
+class TrainingHooks {
+ public:
+  virtual ~TrainingHooks() = default;
+
+  virtual void on_epoch_begin(int64_t epoch, torch::optim::Optimizer& optimizer) {}
+  virtual void on_minibatch_begin(const MinibatchInfo& info, torch::optim::Optimizer& optimizer) {}
+  /// Returns the loss to back-propagate (regularization terms added).
+  virtual at::Tensor before_backward_pass(const MinibatchInfo& info, const at::Tensor& loss,
+                                          torch::optim::Optimizer& optimizer) {
+    return loss;
+  }
+  virtual void before_parameter_optimization(const MinibatchInfo& info,
+                                             torch::optim::Optimizer& optimizer) {}
+  virtual void on_minibatch_end(const MinibatchInfo& info, torch::optim::Optimizer& optimizer) {}
+  virtual void on_epoch_end(int64_t epoch, const std::map<std::string, double>& metrics,
+                            torch::optim::Optimizer& optimizer) {}
+
+  /// Whole schedule state, for the checkpoint.
+  virtual void save_state(torch::serialize::OutputArchive& archive) const {}
+  virtual void load_state(torch::serialize::InputArchive& archive) {}
+  /// Whether there is anything to save (false for the empty schedule).
+  virtual bool has_state() const { return false; }
+};
+
+}  // namespace igb::compress

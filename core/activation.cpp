@@ -1,0 +1,51 @@
+#include "core/activation.h"
+
+namespace igb {
+
+std::string activation_name(ActivationKind kind) {
+  switch (kind) {
+    case ActivationKind::kReLU: return "relu";
+    case ActivationKind::kPReLU: return "prelu";
+    case ActivationKind::kLeakyReLU: return "leaky_relu";
+    case ActivationKind::kTanh: return "tanh";
+    case ActivationKind::kSigmoid: return "sigmoid";
+    case ActivationKind::kIdentity: return "identity";
+  }
+  return "unknown";
+}
+
+ActivationImpl::ActivationImpl(ActivationOptions options) : options_(options) {
+  if (options_.kind() == ActivationKind::kPReLU)
+    weight = register_parameter("weight", torch::full({options_.num_parameters()}, options_.init()));
+}
+
+torch::Tensor ActivationImpl::forward_original(const torch::Tensor& x) {
+  switch (options_.kind()) {
+    case ActivationKind::kReLU: return torch::relu(x);
+    case ActivationKind::kPReLU: return torch::prelu(x, weight);
+    case ActivationKind::kLeakyReLU: return torch::leaky_relu(x, options_.negative_slope());
+    case ActivationKind::kTanh: return torch::tanh(x);
+    case ActivationKind::kSigmoid: return torch::sigmoid(x);
+    case ActivationKind::kIdentity: return x;
+  }
+  return x;
+}
+
+torch::Tensor ActivationImpl::forward(const torch::Tensor& x) {
+  if (!replacement_.is_empty()) return replacement_.forward(x);
+  return forward_original(x);
+}
+
+void ActivationImpl::replace(torch::nn::AnyModule replacement) {
+  restore();
+  replacement_ = std::move(replacement);
+  register_module("replacement", replacement_.ptr());
+}
+
+void ActivationImpl::restore() {
+  if (replacement_.is_empty()) return;
+  unregister_module("replacement");
+  replacement_ = torch::nn::AnyModule();
+}
+
+}  // namespace igb

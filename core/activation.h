@@ -1,0 +1,63 @@
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/any.h>
+
+#include <string>
+
+namespace igb {
+
+/// The activation functions a model may use.
+enum class ActivationKind { kReLU, kPReLU, kLeakyReLU, kTanh, kSigmoid, kIdentity };
+
+/// "relu", "prelu", ...
+std::string activation_name(ActivationKind kind);
+
+/// Options of an Activation module.
+struct ActivationOptions {
+  /* implicit */ ActivationOptions(ActivationKind kind) : kind_(kind) {}
+  /// Which function.
+  TORCH_ARG(ActivationKind, kind);
+  /// PReLU only: number of learned slopes (1, or the channel count). Default 1.
+  TORCH_ARG(int64_t, num_parameters) = 1;
+  /// PReLU only: initial slope. Default 0.25.
+  TORCH_ARG(double, init) = 0.25;
+  /// LeakyReLU only: slope for x < 0. Default 0.01.
+  TORCH_ARG(double, negative_slope) = 0.01;
+};
+
+/// An activation as a registered module with a slot that can really be rewired. Models call
+/// activations only through this module, so a quantizer can swap in its own implementation
+/// (`replace`) and forward follows, even inside a torch::nn::Sequential, whose own module list
+/// would otherwise keep calling the original. A PReLU's slopes are registered as `weight`, as in
+/// PyTorch, so parameter names match (`mid_part.0.1.weight`).
+///
+///   auto act = Activation(ActivationOptions(ActivationKind::kPReLU).num_parameters(56));
+///   act->replace(torch::nn::AnyModule(MyClippedReLU()));  // forward now calls MyClippedReLU
+class ActivationImpl : public torch::nn::Module {
+ public:
+  explicit ActivationImpl(ActivationOptions options);
+
+  torch::Tensor forward(const torch::Tensor& x);
+
+  /// Routes forward through `replacement` (registered as child "replacement").
+  void replace(torch::nn::AnyModule replacement);
+  /// Goes back to the built-in function.
+  void restore();
+  bool replaced() const { return !replacement_.is_empty(); }
+  /// The original function, ignoring any replacement.
+  torch::Tensor forward_original(const torch::Tensor& x);
+
+  const ActivationOptions& options() const { return options_; }
+
+  /// PReLU slopes (undefined for other kinds).
+  torch::Tensor weight;
+
+ private:
+  ActivationOptions options_;
+  torch::nn::AnyModule replacement_;
+};
+
+TORCH_MODULE(Activation);
+
+}  // namespace igb

@@ -1,0 +1,24 @@
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <filesystem>
+
+namespace igb {
+
+class Logger;
+
+/// What one run of a driver shares with everything it calls: where it writes, how it logs, which
+/// device and seed it uses. Passed explicitly; there are no global singletons.
+struct RunContext {
+  Logger* logger = nullptr;
+  /// The run directory (created once inputs are validated).
+  std::filesystem::path out_dir;
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
+  uint64_t seed = 0;
+  /// Whether progress may redraw a status line.
+  bool terminal = false;
+};
+
+}  // namespace igb

@@ -1,0 +1,77 @@
+#include "data/loader.h"
+
+#include "core/rng.h"
+
+namespace igb::data {
+
+BatchLoader::BatchLoader(const Dataset& dataset, LoaderOptions options)
+    : dataset_(dataset), options_(options) {
+  TORCH_CHECK(options_.batch_size > 0, "batch size must be positive, got ", options_.batch_size);
+}
+
+BatchLoader::~BatchLoader() { drain(); }
+
+void BatchLoader::drain() {
+  for (auto& f : pending_)
+    if (f.valid()) f.wait();
+  pending_.clear();
+}
+
+int64_t BatchLoader::batches() const {
+  int64_t n = dataset_.size() / options_.batch_size;
+  if (!options_.drop_last && dataset_.size() % options_.batch_size) ++n;
+  if (max_batches_ > 0) n = std::min(n, max_batches_);
+  return n;
+}
+
+std::vector<int64_t> BatchLoader::order(int64_t epoch) const {
+  std::vector<int64_t> idx(dataset_.size());
+  for (int64_t i = 0; i < dataset_.size(); ++i) idx[i] = i;
+  if (options_.shuffle) {
+    Rng rng = Rng::from(options_.seed, static_cast<uint64_t>(epoch), 0x5A1F);
+    for (int64_t i = dataset_.size() - 1; i > 0; --i) std::swap(idx[i], idx[rng.integer(0, i)]);
+  }
+  return idx;
+}
+
+void BatchLoader::start_epoch(int64_t epoch) {
+  drain();
+  epoch_ = epoch;
+  order_ = order(epoch);
+  next_submit_ = next_take_ = 0;
+}
+
+Example BatchLoader::make_batch(int64_t b) const {
+  int64_t begin = b * options_.batch_size;
+  int64_t end = std::min<int64_t>(begin + options_.batch_size, dataset_.size());
+  std::vector<at::Tensor> inputs, targets;
+  for (int64_t i = begin; i < end; ++i) {
+    Example e = dataset_.get(order_[i], epoch_);
+    inputs.push_back(e.input);
+    targets.push_back(e.target);
+  }
+  return {torch::stack(inputs), torch::stack(targets)};
+}
+
+bool BatchLoader::next(Example& batch) {
+  const int64_t total = batches();
+  if (next_take_ >= total) return false;
+  if (options_.workers <= 0) {
+    batch = make_batch(next_take_++);
+    return true;
+  }
+  while (next_submit_ < total && static_cast<int64_t>(pending_.size()) < options_.workers) {
+    int64_t b = next_submit_++;
+    pending_.push_back(std::async(std::launch::async, [this, b] { return make_batch(b); }));
+  }
+  batch = pending_.front().get();
+  pending_.pop_front();
+  ++next_take_;
+  if (next_submit_ < total) {
+    int64_t b = next_submit_++;
+    pending_.push_back(std::async(std::launch::async, [this, b] { return make_batch(b); }));
+  }
+  return true;
+}
+
+}  // namespace igb::data

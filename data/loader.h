@@ -1,0 +1,57 @@
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <future>
+
+#include "data/dataset.h"
+
+namespace igb::data {
+
+/// Options of a BatchLoader.
+struct LoaderOptions {
+  /// Examples per batch.
+  int64_t batch_size = 16;
+  /// Visit the examples in a fresh seeded order every epoch.
+  bool shuffle = true;
+  /// Skip the last batch when it is smaller than batch_size.
+  bool drop_last = true;
+  /// Threads assembling batches ahead of the training loop; 0 builds them on the caller's thread.
+  int64_t workers = 2;
+  /// Seed of the shuffling order.
+  uint64_t seed = 0;
+};
+
+/// Stacks examples into batches, with `workers` threads working ahead. The order and content of
+/// every batch depend only on (seed, epoch), never on the number of workers.
+class BatchLoader {
+ public:
+  BatchLoader(const Dataset& dataset, LoaderOptions options);
+  ~BatchLoader();
+
+  /// Batches per epoch (capped by `max_batches` when it is positive).
+  int64_t batches() const;
+  void set_max_batches(int64_t max_batches) { max_batches_ = max_batches; }
+
+  /// Starts an epoch: computes its order and begins prefetching.
+  void start_epoch(int64_t epoch);
+  /// Fills `batch` with the next batch; false at the end of the epoch.
+  bool next(Example& batch);
+
+  /// The example order of `epoch` (for tests).
+  std::vector<int64_t> order(int64_t epoch) const;
+
+ private:
+  Example make_batch(int64_t b) const;
+  void drain();
+
+  const Dataset& dataset_;
+  LoaderOptions options_;
+  int64_t max_batches_ = 0;
+  int64_t epoch_ = 0;
+  std::vector<int64_t> order_;
+  int64_t next_submit_ = 0, next_take_ = 0;
+  std::deque<std::future<Example>> pending_;
+};
+
+}  // namespace igb::data

@@ -1,0 +1,71 @@
+#include "models/model.h"
+
+#include <mutex>
+
+#include "models/sr/sr_models.h"
+
+namespace igb::models {
+
+Registry<ModelSpec>& model_registry() {
+  static Registry<ModelSpec> registry("model");
+  return registry;
+}
+
+void register_builtin_models() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    auto& r = model_registry();
+    sr::register_sr_models(r);
+    r.freeze();
+  });
+}
+
+Model create_model(const std::string& name, const nlohmann::json& options) {
+  return model_registry().get(name).make(options.is_null() ? nlohmann::json::object() : options);
+}
+
+int64_t count_parameters(const torch::nn::Module& model) {
+  int64_t n = 0;
+  for (const auto& p : model.parameters()) n += p.numel();
+  return n;
+}
+
+OptionReader::OptionReader(std::string model, const nlohmann::json& options)
+    : model_(std::move(model)), options_(options.is_null() ? nlohmann::json::object() : options) {
+  if (!options_.is_object()) throw InputError("model " + model_ + ": options must be a mapping");
+}
+
+void OptionReader::check_range(const std::string& key, int64_t value, int64_t lo, int64_t hi) const {
+  if (value < lo || value > hi)
+    throw InputError("model " + model_ + ": option '" + key + "' = " + std::to_string(value) +
+                     " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
+
+void OptionReader::finish() const {
+  for (const auto& kv : options_.items()) {
+    if (std::find(known_.begin(), known_.end(), kv.key()) == known_.end())
+      throw InputError("model " + model_ + " has no option '" + kv.key() + "'; valid options: " +
+                       join(known_));
+  }
+}
+
+}  // namespace igb::models
+
+#include "core/checkpoint.h"
+
+namespace igb::models {
+
+Model model_from_checkpoint(const Checkpoint& checkpoint) {
+  const auto& meta = checkpoint.meta();
+  if (!model_registry().contains(meta.model))
+    throw InputError("checkpoint " + checkpoint.path().string() + " names model '" + meta.model +
+                     "', which this build does not have; valid models: " + join(model_registry().names()));
+  if (!meta.thinning_recipes.empty())
+    throw InputError("checkpoint " + checkpoint.path().string() +
+                     " holds a thinned model, which this build cannot rebuild");
+  Model model = create_model(meta.model, meta.model_options);
+  checkpoint.load_model(*model);
+  return model;
+}
+
+}  // namespace igb::models

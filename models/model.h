@@ -1,0 +1,115 @@
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/registry.h"
+
+namespace igb::models {
+
+/// Base of every model in the zoo: a torch::nn::Module whose compressible layers are registered
+/// submodules with stable dotted names, which knows the input shape it expects (batch 1) and can
+/// emit the options it was built with, so a checkpoint can rebuild it exactly.
+class ModelImpl : public torch::nn::Module {
+ public:
+  using torch::nn::Module::Module;
+
+  virtual torch::Tensor forward(torch::Tensor x) = 0;
+  /// Shape of one dummy input, batch 1 (e.g. {1, 3, 32, 32}).
+  virtual std::vector<int64_t> input_shape() const = 0;
+  /// The resolved options, as accepted back by the registry factory.
+  virtual nlohmann::json options_json() const = 0;
+};
+
+using Model = std::shared_ptr<ModelImpl>;
+
+/// A registry entry: the application family ("sr", "classify", "deblur"), a factory taking the
+/// model's options as a JSON object (unknown keys are InputErrors), and the option defaults.
+struct ModelSpec {
+  std::string family;
+  std::function<Model(const nlohmann::json& options)> make;
+};
+
+/// The model registry (filled by register_builtin_models()).
+Registry<ModelSpec>& model_registry();
+
+/// Registers every model of the zoo; safe to call more than once. Freezes the registry.
+void register_builtin_models();
+
+/// Builds `name` with `options`; unknown names list the valid ones.
+Model create_model(const std::string& name, const nlohmann::json& options);
+
+/// Total number of parameter elements.
+int64_t count_parameters(const torch::nn::Module& model);
+
+/// Reads typed model options from JSON, rejecting keys it was not asked about.
+///
+///   OptionReader r("fsrcnn", json);
+///   int64_t d = r.get<int64_t>("d", 56);
+///   r.finish();  // throws InputError on an unknown key, listing the valid ones
+class OptionReader {
+ public:
+  OptionReader(std::string model, const nlohmann::json& options);
+  template <class T>
+  T get(const std::string& key, T fallback) {
+    known_.push_back(key);
+    if (!options_.contains(key)) return fallback;
+    try {
+      return parse<T>(options_.at(key));
+    } catch (const std::exception&) {
+      throw InputError("model " + model_ + ": option '" + key + "' has an invalid value " +
+                       options_.at(key).dump());
+    }
+  }
+  /// Checks `value` against an inclusive range, naming the option on failure.
+  void check_range(const std::string& key, int64_t value, int64_t lo, int64_t hi) const;
+  void finish() const;
+
+ private:
+  template <class T>
+  static T parse(const nlohmann::json& v) {
+    // Options arriving from the command line are strings ("56"); accept both forms.
+    if (v.is_string()) {
+      if constexpr (std::is_same_v<T, std::string>) {
+        return v.get<std::string>();
+      } else if constexpr (std::is_same_v<T, bool>) {
+        const auto& s = v.get_ref<const std::string&>();
+        if (s == "true" || s == "1") return true;
+        if (s == "false" || s == "0") return false;
+        throw std::invalid_argument(s);
+      } else {
+        size_t pos = 0;
+        const auto& s = v.get_ref<const std::string&>();
+        T out = static_cast<T>(std::is_integral_v<T> ? std::stoll(s, &pos) : std::stod(s, &pos));
+        if (pos != s.size()) throw std::invalid_argument(s);
+        return out;
+      }
+    }
+    return v.get<T>();
+  }
+
+  std::string model_;
+  nlohmann::json options_;
+  std::vector<std::string> known_;
+};
+
+}  // namespace igb::models
+
+namespace igb {
+class Checkpoint;
+}
+
+namespace igb::models {
+
+/// Rebuilds the exact model a checkpoint was saved from (registry name, options, thinning
+/// recipes) and loads its weights.
+Model model_from_checkpoint(const Checkpoint& checkpoint);
+
+}  // namespace igb::models

@@ -1,0 +1,208 @@
+#include "models/sr/sr_solver.h"
+
+#include <iostream>
+#include <optional>
+
+#include "core/checkpoint.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/logger.h"
+#include "core/table.h"
+#include "data/image.h"
+#include "data/image_metrics.h"
+#include "models/sr/sr_model.h"
+
+namespace igb::models::sr {
+
+namespace fs = std::filesystem;
+
+SrEvaluation evaluate_sr(ModelImpl& model, const std::vector<data::SrEvalImage>& images,
+                         int64_t scale, bool y_channel, const c10::Device& device,
+                         const std::string& save_dir) {
+  torch::NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  SrEvaluation ev;
+  for (const auto& img : images) {
+    auto out = model.forward(img.lr.unsqueeze(0).to(device)).squeeze(0).cpu();
+    auto hr_y = data::rgb_to_y(img.hr_rgb);
+    at::Tensor sr_y, sr_rgb;
+    if (y_channel) {
+      sr_y = data::quantize_8bit(out);
+      if (!save_dir.empty()) {
+        auto ycc = data::rgb_to_ycbcr(img.bicubic_rgb);
+        sr_rgb = data::ycbcr_to_rgb(torch::cat({sr_y, ycc.narrow(0, 1, 2)}, 0));
+      }
+    } else {
+      sr_rgb = data::quantize_8bit(out);
+      sr_y = data::rgb_to_y(sr_rgb);
+    }
+    TORCH_CHECK(sr_y.sizes() == hr_y.sizes(), "model output ", sr_y.sizes(), " does not match the ",
+                hr_y.sizes(), " ground truth of ", img.name);
+    auto bic_y = data::rgb_to_y(img.bicubic_rgb);
+    SrEvaluation::Row row{img.name,
+                          data::psnr(sr_y, hr_y, scale),
+                          data::ssim(sr_y, hr_y, scale),
+                          data::psnr(bic_y, hr_y, scale),
+                          data::ssim(bic_y, hr_y, scale)};
+    ev.rows.push_back(row);
+    if (!save_dir.empty()) {
+      fs::path name = fs::path(img.name).stem().string() + "_x" + std::to_string(scale) + ".png";
+      data::write_image(fs::path(save_dir) / name, sr_rgb);
+    }
+  }
+  const double n = static_cast<double>(std::max<size_t>(1, ev.rows.size()));
+  for (const auto& r : ev.rows) {
+    ev.psnr += r.psnr / n;
+    ev.ssim += r.ssim / n;
+    ev.bicubic_psnr += r.bicubic_psnr / n;
+    ev.bicubic_ssim += r.bicubic_ssim / n;
+  }
+  if (was_training) model.train();
+  return ev;
+}
+
+namespace {
+
+class SrTask : public TrainingTask {
+ public:
+  SrTask(Model model, data::SrData data, const SrConfig& config, c10::Device device)
+      : model_(std::move(model)), data_(std::move(data)), config_(config), device_(device) {}
+
+  Model model() override { return model_; }
+  const data::Dataset& train_set() const override { return *data_.train; }
+  at::Tensor loss(const at::Tensor& output, const at::Tensor& target) override {
+    return config_.loss == "l1" ? torch::l1_loss(output, target) : torch::mse_loss(output, target);
+  }
+  Metrics validate() override {
+    auto ev = evaluate_sr(*model_, data_.val, config_.upscale, config_.channels == "y", device_);
+    return {{"psnr", ev.psnr}, {"ssim", ev.ssim}, {"bicubic_psnr", ev.bicubic_psnr},
+            {"bicubic_ssim", ev.bicubic_ssim}};
+  }
+  std::string primary_metric() const override { return "psnr"; }
+  std::string describe(const Metrics& m) const override {
+    return "PSNR " + fixed(metric(m, "psnr"), 2) + " dB  SSIM " + fixed(metric(m, "ssim"), 4) +
+           "  (bicubic " + fixed(metric(m, "bicubic_psnr"), 2) + " dB / " +
+           fixed(metric(m, "bicubic_ssim"), 4) + ")";
+  }
+  nlohmann::json summary(const Metrics& last, const Metrics& best) const override {
+    return {{"psnr", metric(last, "psnr")},
+            {"ssim", metric(last, "ssim")},
+            {"best_psnr", metric(best, "psnr")},
+            {"best_ssim", metric(best, "ssim")},
+            {"bicubic_psnr", metric(last, "bicubic_psnr")},
+            {"bicubic_ssim", metric(last, "bicubic_ssim")},
+            {"upscale", config_.upscale},
+            {"channels", config_.channels},
+            {"data", data_.description}};
+  }
+
+ private:
+  Model model_;
+  data::SrData data_;
+  SrConfig config_;
+  c10::Device device_;
+};
+
+data::SrDataOptions data_options(int64_t scale, bool y, uint64_t seed, int64_t patch) {
+  data::SrDataOptions o;
+  o.scale = scale;
+  o.y_channel = y;
+  o.seed = seed;
+  o.patch_size = patch;
+  return o;
+}
+
+}  // namespace
+
+nlohmann::json train_sr(const SrConfig& config, RunContext& ctx, const RunInfo& info) {
+  torch::manual_seed(static_cast<uint64_t>(config.train.seed));
+  std::optional<Checkpoint> ckpt;
+  Model model;
+  if (!config.train.resume.empty()) {
+    ckpt = Checkpoint::load(config.train.resume);
+    if (ckpt->meta().optform != "sr")
+      throw InputError("checkpoint " + config.train.resume + " was trained with --optform=" +
+                       ckpt->meta().optform + ", not sr");
+    if (ckpt->meta().model != config.train.model)
+      throw InputError("checkpoint " + config.train.resume + " holds model '" + ckpt->meta().model +
+                       "', but --model is '" + config.train.model + "'");
+    model = create_model(ckpt->meta().model, ckpt->meta().model_options);
+  } else {
+    nlohmann::json opts = config.model_args;
+    opts["scale"] = config.upscale;
+    opts["channels"] = config.channels == "y" ? 1 : 3;
+    model = create_model(config.train.model, opts);
+  }
+  auto* sr_model = dynamic_cast<SrModelImpl*>(model.get());
+  if (!sr_model) throw InputError("model '" + config.train.model + "' is not a super-resolution model");
+  if (sr_model->scale() != config.upscale || sr_model->channels() != (config.channels == "y" ? 1 : 3))
+    throw InputError("checkpoint " + config.train.resume + " was trained at x" +
+                     std::to_string(sr_model->scale()) + " on " +
+                     (sr_model->channels() == 1 ? "y" : "rgb") + "; --upscale and --channels must match");
+
+  auto data = data::load_sr_data(
+      config.train.data, data_options(config.upscale, config.channels == "y", config.train.seed, config.patch_size));
+  const std::string data_line = "data: " + data.description;
+  const std::string model_line = "model: " + config.train.model + " " + model->options_json().dump() +
+                                 ", " + std::to_string(count_parameters(*model)) + " parameters";
+
+  SrTask task(model, std::move(data), config, ctx.device);
+  compress::TrainingHooks no_schedule;
+  Trainer trainer(config.train, ctx, task, no_schedule, info);
+  if (ckpt) trainer.resume_from(*ckpt);
+  // Inputs are valid from here on: only now is anything printed or written.
+  ctx.logger->info(data_line);
+  ctx.logger->info(model_line);
+  return trainer.run();
+}
+
+nlohmann::json test_sr(const SrTestConfig& config, RunContext& ctx) {
+  Checkpoint ckpt = Checkpoint::load(config.checkpoint);
+  if (ckpt.meta().optform != "sr")
+    throw InputError("checkpoint " + config.checkpoint + " was trained with --optform=" +
+                     ckpt.meta().optform + ", not sr");
+  Model model = model_from_checkpoint(ckpt);
+  auto* sr_model = dynamic_cast<SrModelImpl*>(model.get());
+  if (!sr_model) throw InputError("checkpoint " + config.checkpoint + " does not hold an SR model");
+  model->to(ctx.device);
+  const int64_t scale = sr_model->scale();
+  const bool y = sr_model->channels() == 1;
+  auto images = data::load_sr_eval_data(config.data, data_options(scale, y, 0, 96));
+
+  auto ev = evaluate_sr(*model, images, scale, y, ctx.device, config.save_images);
+  Table table;
+  table.columns = {"Image", "PSNR (dB)", "SSIM", "Bicubic PSNR (dB)", "Bicubic SSIM"};
+  nlohmann::json per_image = nlohmann::json::array();
+  for (const auto& r : ev.rows) {
+    table.rows.push_back({r.name, fixed(r.psnr, 2), fixed(r.ssim, 4), fixed(r.bicubic_psnr, 2),
+                          fixed(r.bicubic_ssim, 4)});
+    per_image.push_back({{"image", r.name}, {"psnr", r.psnr}, {"ssim", r.ssim},
+                         {"bicubic_psnr", r.bicubic_psnr}, {"bicubic_ssim", r.bicubic_ssim}});
+  }
+  table.rows.push_back({"mean", fixed(ev.psnr, 2), fixed(ev.ssim, 4), fixed(ev.bicubic_psnr, 2),
+                        fixed(ev.bicubic_ssim, 4)});
+  std::cout << table.to_text();
+  std::cout << "PSNR gain over bicubic: " << fixed(ev.psnr - ev.bicubic_psnr, 2) << " dB (x" << scale
+            << ", " << (y ? "Y" : "RGB→Y") << ", border " << scale << ")\n";
+
+  nlohmann::json summary = {{"optform", "sr"},
+                            {"checkpoint", config.checkpoint},
+                            {"model", ckpt.meta().model},
+                            {"epoch", ckpt.meta().epoch},
+                            {"upscale", scale},
+                            {"data", config.data},
+                            {"images", ev.rows.size()},
+                            {"psnr", ev.psnr},
+                            {"ssim", ev.ssim},
+                            {"bicubic_psnr", ev.bicubic_psnr},
+                            {"bicubic_ssim", ev.bicubic_ssim},
+                            {"per_image", per_image}};
+  fs::path out = config.out.empty() ? fs::path(config.checkpoint).parent_path() : fs::path(config.out);
+  if (out.empty()) out = ".";
+  write_text_atomically(out / "test_summary.json", summary.dump(2) + "\n");
+  ctx.logger->info("wrote " + (out / "test_summary.json").string());
+  return summary;
+}
+
+}  // namespace igb::models::sr

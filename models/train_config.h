@@ -1,0 +1,46 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace igb::models {
+
+/// Options every training driver shares (the common part of each optform).
+struct TrainConfig {
+  /// Model registry name.
+  std::string model;
+  /// "synthetic" (built-in generator) or a folder.
+  std::string data = "synthetic";
+  /// Total epochs (a resumed run continues up to this number).
+  int64_t epochs = 10;
+  /// Examples per minibatch.
+  int64_t batch_size = 16;
+  /// Learning rate.
+  double lr = 1e-3;
+  /// "sgd" or "adam".
+  std::string optimizer = "adam";
+  /// SGD momentum.
+  double momentum = 0.9;
+  /// L2 weight decay.
+  double weight_decay = 0;
+  /// Intra-op threads; 0 = all cores.
+  int64_t threads = 0;
+  /// Data-loading threads.
+  int64_t workers = 2;
+  /// Seed of weights, data order and augmentation.
+  uint64_t seed = 1;
+  /// "cpu" or "cuda".
+  std::string device = "cpu";
+  /// Run directory; empty = runs/<model>___<YYYY.MM.DD-HHMMSS>.
+  std::string out;
+  /// Checkpoint to resume from.
+  std::string resume;
+  /// Cap on minibatches per epoch; 0 = no cap.
+  int64_t max_batches = 0;
+  /// Log a progress line every N minibatches when not on a terminal; 0 = per epoch only.
+  int64_t log_every = 50;
+  /// Compression schedule (YAML); empty = none.
+  std::string compress;
+};
+
+}  // namespace igb::models

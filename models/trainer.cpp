@@ -1,0 +1,221 @@
+#include "models/trainer.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/logger.h"
+#include "core/progress.h"
+#include "core/table.h"
+#include "core/tensorboard.h"
+#include "data/loader.h"
+
+namespace igb::models {
+
+namespace fs = std::filesystem;
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& config,
+                                                        const std::vector<torch::Tensor>& params) {
+  if (config.optimizer == "sgd")
+    return std::make_unique<torch::optim::SGD>(
+        params, torch::optim::SGDOptions(config.lr).momentum(config.momentum).weight_decay(config.weight_decay));
+  if (config.optimizer == "adam")
+    return std::make_unique<torch::optim::Adam>(
+        params, torch::optim::AdamOptions(config.lr).weight_decay(config.weight_decay));
+  throw InputError("unknown optimizer '" + config.optimizer + "'; valid optimizers: adam, sgd");
+}
+
+double current_lr(torch::optim::Optimizer& optimizer) {
+  auto& group = optimizer.param_groups().at(0);
+  if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&group.options())) return sgd->lr();
+  if (auto* adam = dynamic_cast<torch::optim::AdamOptions*>(&group.options())) return adam->lr();
+  return std::nan("");
+}
+
+double metric(const Metrics& metrics, const std::string& name) {
+  for (const auto& kv : metrics)
+    if (kv.first == name) return kv.second;
+  return std::nan("");
+}
+
+Trainer::Trainer(const TrainConfig& config, RunContext& ctx, TrainingTask& task,
+                 compress::TrainingHooks& hooks, RunInfo info)
+    : config_(config), ctx_(ctx), task_(task), hooks_(hooks), info_(std::move(info)) {
+  model_ = task_.model();
+  model_->to(ctx_.device);
+  optimizer_ = make_optimizer(config_, model_->parameters());
+}
+
+void Trainer::resume_from(const Checkpoint& ckpt) {
+  ckpt.load_model(*model_);
+  if (!ckpt.load_optimizer(*optimizer_))
+    ctx_.logger->warn("checkpoint " + ckpt.path().string() + " holds no optimizer state; starting it afresh");
+  torch::serialize::InputArchive sched;
+  if (ckpt.scheduler_archive(sched)) hooks_.load_state(sched);
+  ckpt.restore_rng();
+  const auto& m = ckpt.meta();
+  start_epoch_ = m.epoch + 1;
+  best_epoch_ = m.best_epoch;
+  best_value_ = m.best_metric;
+  if (m.extra.contains("best_metrics"))
+    for (const auto& kv : m.extra["best_metrics"].items()) best_metrics_.emplace_back(kv.key(), kv.value().get<double>());
+  train_seconds_ = m.extra.value("train_seconds", 0.0);
+  if (start_epoch_ >= config_.epochs)
+    throw InputError("checkpoint " + ckpt.path().string() + " has already trained " +
+                     std::to_string(start_epoch_) + " epochs; --epochs is the total, so raise it above " +
+                     std::to_string(start_epoch_) + " to continue");
+  resumed_from_ = ckpt.path().string();
+}
+
+double Trainer::train_epoch(int64_t epoch) {
+  // Built per epoch so the loader never outlives a dataset swapped by a thinning step.
+  data::LoaderOptions lo;
+  lo.batch_size = config_.batch_size;
+  lo.workers = config_.workers;
+  lo.seed = config_.seed;
+  data::BatchLoader loader(task_.train_set(), lo);
+  loader.set_max_batches(config_.max_batches);
+  const int64_t batches = loader.batches();
+  if (batches == 0)
+    throw InputError("the training set has " + std::to_string(task_.train_set().size()) +
+                     " examples, fewer than one batch of " + std::to_string(config_.batch_size));
+
+  Progress progress(*ctx_.logger, ctx_.terminal, config_.log_every);
+  ctx_.logger->set_console_hook([&progress] { progress.clear(); });
+  progress.begin_epoch(epoch, config_.epochs, batches);
+
+  model_->train();
+  hooks_.on_epoch_begin(epoch, *optimizer_);
+  loader.start_epoch(epoch);
+  data::Example batch;
+  double loss_sum = 0;
+  for (int64_t b = 0; loader.next(batch); ++b) {
+    compress::MinibatchInfo info{epoch, b, batches};
+    hooks_.on_minibatch_begin(info, *optimizer_);
+    auto input = batch.input.to(ctx_.device), target = batch.target.to(ctx_.device);
+    auto output = model_->forward(input);
+    auto loss = task_.loss(output, target);
+    auto total = hooks_.before_backward_pass(info, loss, *optimizer_);
+    optimizer_->zero_grad();
+    total.backward();
+    hooks_.before_parameter_optimization(info, *optimizer_);
+    optimizer_->step();
+    hooks_.on_minibatch_end(info, *optimizer_);
+    double l = loss.item<double>();
+    if (!std::isfinite(l))
+      throw std::runtime_error("training diverged: loss is " + std::to_string(l) + " at epoch " +
+                               std::to_string(epoch) + ", batch " + std::to_string(b) +
+                               " (lower --lr)");
+    loss_sum += l;
+    progress.batch_done(b, l, input.size(0));
+  }
+  progress.end_epoch();
+  ctx_.logger->set_console_hook(nullptr);
+  return loss_sum / static_cast<double>(batches);
+}
+
+nlohmann::json Trainer::make_summary(const Metrics& last) const {
+  nlohmann::json s = task_.summary(last, best_metrics_.empty() ? last : best_metrics_);
+  s["optform"] = info_.optform;
+  s["model"] = config_.model;
+  s["epochs"] = config_.epochs;
+  s["best_epoch"] = best_epoch_;
+  s["params"] = count_parameters(*model_);
+  s["train_seconds"] = std::round(train_seconds_ * 10) / 10;
+  return s;
+}
+
+void Trainer::save(const fs::path& path, int64_t epoch, const Metrics& last) {
+  CheckpointMeta meta;
+  meta.optform = info_.optform;
+  meta.model = config_.model;
+  meta.model_options = model_->options_json();
+  meta.config = info_.config_json;
+  meta.epoch = epoch;
+  meta.best_metric_name = task_.primary_metric();
+  meta.best_metric = best_value_;
+  meta.best_epoch = best_epoch_;
+  nlohmann::json last_j = nlohmann::json::object(), best_j = nlohmann::json::object();
+  for (const auto& kv : last) last_j[kv.first] = kv.second;
+  for (const auto& kv : best_metrics_) best_j[kv.first] = kv.second;
+  meta.extra = {{"metrics", last_j}, {"best_metrics", best_j}, {"train_seconds", train_seconds_}};
+  CheckpointParts parts;
+  parts.model = model_.get();
+  parts.optimizer = optimizer_.get();
+  if (hooks_.has_state())
+    parts.scheduler = [this](torch::serialize::OutputArchive& a) { hooks_.save_state(a); };
+  save_checkpoint(path, meta, parts);
+}
+
+nlohmann::json Trainer::run() {
+  const fs::path out = ctx_.out_dir;
+  fs::create_directories(out);
+  ctx_.logger->open_file(out / "train.log");
+  write_text_atomically(out / "config.yaml", info_.config_yaml);
+  EventWriter events(out);
+  ctx_.logger->info("training " + config_.model + " for epochs " + std::to_string(start_epoch_) + "-" +
+                    std::to_string(config_.epochs - 1) + " on " + std::to_string(torch::get_num_threads()) +
+                    " threads (" + ctx_.device.str() + "), run directory " + out.string());
+  if (!resumed_from_.empty()) ctx_.logger->info("resumed from " + resumed_from_);
+
+  Metrics names_probe;  // metrics.csv columns come from the first validation
+  const std::string primary = task_.primary_metric();
+  std::unique_ptr<CsvAppender> csv;
+  nlohmann::json summary;
+  for (int64_t epoch = start_epoch_; epoch < config_.epochs; ++epoch) {
+    auto t0 = std::chrono::steady_clock::now();
+    double train_loss = train_epoch(epoch);
+    double lr = current_lr(*optimizer_);
+    model_->eval();
+    Metrics metrics;
+    {
+      torch::NoGradGuard no_grad;
+      metrics = task_.validate();
+    }
+    std::map<std::string, double> metric_map(metrics.begin(), metrics.end());
+    metric_map["train_loss"] = train_loss;
+    hooks_.on_epoch_end(epoch, metric_map, *optimizer_);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    train_seconds_ += seconds;
+
+    double value = metric(metrics, primary);
+    bool improved = best_epoch_ < 0 || (task_.higher_is_better() ? value > best_value_ : value < best_value_);
+    if (improved) {
+      best_epoch_ = epoch;
+      best_value_ = value;
+      best_metrics_ = metrics;
+    }
+    ctx_.logger->info("==> epoch " + std::to_string(epoch) + "/" + std::to_string(config_.epochs - 1) +
+                      "  loss " + fixed(train_loss, 6) + "  " + task_.describe(metrics) + "  lr " +
+                      std::to_string(lr) + "  " + fixed(seconds, 1) + "s" + (improved ? "  (best)" : ""));
+
+    if (!csv) {
+      std::vector<std::string> cols{"epoch", "lr", "train_loss"};
+      for (const auto& kv : metrics) cols.push_back(kv.first);
+      cols.push_back("time_s");
+      csv = std::make_unique<CsvAppender>((out / "metrics.csv").string(), cols);
+    }
+    std::vector<std::pair<std::string, std::string>> row{
+        {"epoch", std::to_string(epoch)}, {"lr", std::to_string(lr)}, {"train_loss", fixed(train_loss, 6)}};
+    for (const auto& kv : metrics) row.emplace_back(kv.first, fixed(kv.second, 4));
+    row.emplace_back("time_s", fixed(seconds, 2));
+    csv->append(row);
+
+    events.add_scalar("train/loss", train_loss, epoch);
+    events.add_scalar("lr", lr, epoch);
+    for (const auto& kv : metrics) events.add_scalar("val/" + kv.first, kv.second, epoch);
+    events.flush();
+
+    save(out / "checkpoint.ckpt", epoch, metrics);
+    if (improved) {
+      write_atomically(out / "best.ckpt", [&](const fs::path& tmp) {
+        fs::copy_file(out / "checkpoint.ckpt", tmp, fs::copy_options::overwrite_existing);
+      });
+    }
+    summary = make_summary(metrics);
+    write_text_atomically(out / "summary.json", summary.dump(2) + "\n");
+  }
+  return summary;
+}
+
+}  // namespace igb::models

@@ -1,0 +1,97 @@
+#pragma once
+
+#include <torch/optim/optimizer.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "compress/training_hooks.h"
+#include "core/checkpoint.h"
+#include "core/run_context.h"
+#include "data/dataset.h"
+#include "models/model.h"
+#include "models/train_config.h"
+
+namespace igb::models {
+
+/// Validation metrics in display order.
+using Metrics = std::vector<std::pair<std::string, double>>;
+
+/// What one application family brings to the shared training loop.
+class TrainingTask {
+ public:
+  virtual ~TrainingTask() = default;
+  virtual Model model() = 0;
+  virtual const data::Dataset& train_set() const = 0;
+  virtual at::Tensor loss(const at::Tensor& output, const at::Tensor& target) = 0;
+  /// Runs validation; the primary metric comes first.
+  virtual Metrics validate() = 0;
+  /// Name of the metric that picks best.ckpt ("psnr", "top1").
+  virtual std::string primary_metric() const = 0;
+  virtual bool higher_is_better() const { return true; }
+  /// One log line for an epoch's metrics.
+  virtual std::string describe(const Metrics& metrics) const = 0;
+  /// Family-specific keys of summary.json, given the last and the best metrics.
+  virtual nlohmann::json summary(const Metrics& last, const Metrics& best) const = 0;
+};
+
+/// Everything a training run writes about itself besides tensors.
+struct RunInfo {
+  std::string optform;
+  /// Resolved options, written as config.yaml and kept in the checkpoint.
+  std::string config_yaml;
+  nlohmann::json config_json = nlohmann::json::object();
+};
+
+/// Builds the optimizer `config` names over `params` (InputError for an unknown one).
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& config,
+                                                        const std::vector<torch::Tensor>& params);
+
+/// The training loop shared by all solvers: calls the hooks in the documented order, validates
+/// each epoch, writes metrics.csv, TensorBoard events, checkpoint.ckpt, best.ckpt and
+/// summary.json into the run directory, and resumes from a checkpoint.
+class Trainer {
+ public:
+  Trainer(const TrainConfig& config, RunContext& ctx, TrainingTask& task,
+          compress::TrainingHooks& hooks, RunInfo info);
+
+  /// Loads model, optimizer and schedule state from `ckpt` and continues after its epoch.
+  void resume_from(const Checkpoint& ckpt);
+
+  /// Trains up to config.epochs; returns the summary written to summary.json.
+  nlohmann::json run();
+
+  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+
+ private:
+  double train_epoch(int64_t epoch);
+  void save(const std::filesystem::path& path, int64_t epoch, const Metrics& last);
+  nlohmann::json make_summary(const Metrics& last) const;
+
+  TrainConfig config_;
+  RunContext& ctx_;
+  TrainingTask& task_;
+  compress::TrainingHooks& hooks_;
+  RunInfo info_;
+  Model model_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  int64_t start_epoch_ = 0;
+  int64_t best_epoch_ = -1;
+  double best_value_ = 0;
+  Metrics best_metrics_;
+  double train_seconds_ = 0;
+  std::string resumed_from_;
+};
+
+/// Current learning rate of the first parameter group.
+double current_lr(torch::optim::Optimizer& optimizer);
+
+/// Looks up `name` in `metrics` (NaN when absent).
+double metric(const Metrics& metrics, const std::string& name);
+
+}  // namespace igb::models

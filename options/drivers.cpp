@@ -1,0 +1,188 @@
+#include "options/drivers.h"
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "core/checkpoint.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/logger.h"
+#include "core/progress.h"
+#include "models/model.h"
+#include "options/common_options.h"
+#include "options/optform.h"
+#include "options/yaml_config.h"
+
+namespace igb::options {
+
+namespace fs = std::filesystem;
+
+Registry<OptFormSpec>& optform_registry() {
+  static Registry<OptFormSpec> registry("optform");
+  return registry;
+}
+
+void register_builtin_optforms() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    models::register_builtin_models();
+    auto& r = optform_registry();
+    r.add("sr", {make_sr_optform}, "super-resolution: srcnn, fsrcnn, espcn, vdsr; PSNR/SSIM on Y");
+    r.freeze();
+  });
+}
+
+namespace {
+
+/// Finds `--optform=X` / `--optform X` at the front of argv. Returns the index of the first
+/// argument after it, or 0 when there is none.
+int take_optform(int argc, char** argv, std::string& optform) {
+  if (argc < 2) return 0;
+  std::string a = argv[1];
+  if (a.rfind("--optform=", 0) == 0) {
+    optform = a.substr(10);
+    return 2;
+  }
+  if (a == "--optform") {
+    if (argc < 3) throw InputError("--optform needs a value; valid optforms: " + join(optform_registry().names()));
+    optform = argv[2];
+    return 3;
+  }
+  return 0;
+}
+
+int missing_optform(const std::string& program, int argc, char** argv) {
+  std::string list;
+  for (const auto& n : optform_registry().names())
+    list += "  " + n + "  " + optform_registry().entry(n).help + "\n";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << "usage: " << program << " --optform=NAME [options]\n\n"
+                << "--optform comes first and selects the application:\n" << list
+                << "\n" << program << " --optform=NAME --help lists that application's options.\n";
+      return kExitOk;
+    }
+    if (a.rfind("--optform", 0) == 0)
+      throw InputError("--optform must be the first argument");
+  }
+  throw InputError("the first argument must be --optform=NAME; valid optforms: " +
+                   join(optform_registry().names()));
+}
+
+/// Parses argv[first..] with `app`; help prints and returns true (caller exits 0).
+bool parse(CLI::App& app, int argc, char** argv, int first, YamlConfig* yaml) {
+  for (int i = first; i + 1 < argc && yaml; ++i)
+    if (std::string(argv[i]) == "--config") yaml->set_file(argv[i + 1]);
+  for (int i = first; i < argc && yaml; ++i)
+    if (std::string(argv[i]).rfind("--config=", 0) == 0) yaml->set_file(std::string(argv[i]).substr(9));
+  try {
+    app.parse(argc - first + 1, argv + first - 1);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return true;
+  } catch (const CLI::CallForAllHelp&) {
+    std::cout << app.help("", CLI::AppFormatMode::All);
+    return true;
+  } catch (const CLI::ParseError& e) {
+    throw InputError(std::string(e.what()) + " (see --help)");
+  }
+  return false;
+}
+
+std::string default_run_dir(const std::string& model) {
+  return "runs/" + model + "___" + local_time_string("%Y.%m.%d-%H%M%S");
+}
+
+}  // namespace
+
+int train_main(int argc, char** argv) {
+  register_builtin_optforms();
+  std::string optform;
+  int first = take_optform(argc, argv, optform);
+  if (!first) return missing_optform("igb-train", argc, argv);
+  auto form = optform_registry().get(optform).make();
+
+  CLI::App app("Train a model of the " + optform + " application, optionally under a compression schedule.",
+               "igb-train --optform=" + optform);
+  models::TrainConfig train;
+  train.model = form->default_model();
+  form->add_train_options(app, train);
+  auto yaml = std::make_shared<YamlConfig>(optform);
+  yaml->set_app(&app);
+  app.config_formatter(yaml);
+  app.set_config("--config", "", "Read options from a YAML file (long option names as keys); the command line overrides it");
+  app.allow_config_extras(CLI::config_extras_mode::error);
+  if (parse(app, argc, argv, first, yaml.get())) return kExitOk;
+
+  Logger logger;
+  RunContext ctx;
+  ctx.logger = &logger;
+  ctx.device = configure_runtime(train.threads, train.device);
+  ctx.seed = train.seed;
+  ctx.terminal = Progress::stderr_is_terminal();
+  if (!train.out.empty()) ctx.out_dir = train.out;
+  else if (!train.resume.empty()) ctx.out_dir = fs::path(train.resume).parent_path();
+  else ctx.out_dir = default_run_dir(train.model);
+  if (ctx.out_dir.empty()) ctx.out_dir = ".";
+
+  nlohmann::json config_json = {{"optform", optform}};
+  for (const auto& [k, v] : resolved_options(app)) config_json[k] = v;
+  config_json["out"] = ctx.out_dir.string();
+  auto summary = form->run_train(ctx, yaml->to_config(&app, true, false, ""), config_json);
+  std::cout << summary.dump(2) << std::endl;
+  logger.info("run directory: " + ctx.out_dir.string());
+  return kExitOk;
+}
+
+int test_main(int argc, char** argv) {
+  register_builtin_optforms();
+  std::string optform;
+  int first = take_optform(argc, argv, optform);
+  if (!first) return missing_optform("igb-test", argc, argv);
+  auto form = optform_registry().get(optform).make();
+
+  CLI::App app("Test a checkpoint of the " + optform + " application: rebuilds the model from the checkpoint alone.",
+               "igb-test --optform=" + optform);
+  std::string checkpoint, data = "synthetic", out, device = "cpu";
+  int64_t threads = 0;
+  app.add_option("--checkpoint", checkpoint, "Checkpoint (.ckpt) to test")->required();
+  app.add_option("--data", data, "'synthetic' or a data folder")->capture_default_str();
+  app.add_option("--out", out, "Folder for test_summary.json (default: the checkpoint's folder)");
+  app.add_option("--device", device, "Device")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--threads", threads, "Intra-op threads (0 = all cores)")->capture_default_str();
+  form->add_test_options(app);
+  if (parse(app, argc, argv, first, nullptr)) return kExitOk;
+
+  Logger logger;
+  RunContext ctx;
+  ctx.logger = &logger;
+  ctx.device = configure_runtime(threads, device);
+  form->run_test(ctx, checkpoint, data, out);
+  return kExitOk;
+}
+
+int tools_main(int argc, char** argv) {
+  register_builtin_optforms();
+  CLI::App app("Analysis and export tools for igb models and checkpoints.", "igb-tools");
+  app.require_subcommand(1);
+  auto* list = app.add_subcommand("list", "Print a registry: models or optforms");
+  std::string what;
+  list->add_option("registry", what, "models | optforms")->required()->check(CLI::IsMember({"models", "optforms"}));
+  if (parse(app, argc, argv, 1, nullptr)) return kExitOk;
+
+  if (list->parsed()) {
+    if (what == "models") {
+      auto& r = models::model_registry();
+      for (const auto& n : r.names())
+        std::cout << n << "\t" << r.entry(n).factory.family << "\t" << r.entry(n).help << "\n";
+    } else {
+      auto& r = optform_registry();
+      for (const auto& n : r.names()) std::cout << n << "\t" << r.entry(n).help << "\n";
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace igb::options

@@ -1,0 +1,131 @@
+#include "options/yaml_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <CLI/CLI.hpp>
+
+#include "core/error.h"
+
+namespace igb::options {
+
+namespace {
+bool skip_option(const CLI::Option* opt) {
+  const auto& names = opt->get_lnames();
+  if (names.empty()) return true;
+  const std::string& n = names.front();
+  return n == "help" || n == "config" || n == "help-all";
+}
+
+nlohmann::json typed(const std::string& s) {
+  if (s == "true") return true;
+  if (s == "false") return false;
+  char* end = nullptr;
+  long long i = std::strtoll(s.c_str(), &end, 10);
+  if (!s.empty() && end && *end == '\0') return i;
+  double d = std::strtod(s.c_str(), &end);
+  if (!s.empty() && end && *end == '\0') return d;
+  return s;
+}
+}  // namespace
+
+std::vector<std::pair<std::string, nlohmann::json>> resolved_options(const CLI::App& app) {
+  std::vector<std::pair<std::string, nlohmann::json>> out;
+  for (const CLI::Option* opt : app.get_options()) {
+    if (skip_option(opt)) continue;
+    const std::string name = opt->get_lnames().front();
+    std::vector<std::string> values = opt->results();
+    nlohmann::json v;
+    if (opt->get_type_size() == 0) {  // a flag
+      v = opt->count() > 0 && !(values.size() == 1 && (values[0] == "false" || values[0] == "0"));
+    } else if (opt->get_expected_max() > 1) {
+      v = nlohmann::json::array();
+      for (const auto& s : values) v.push_back(typed(s));
+    } else if (!values.empty()) {
+      v = typed(values.back());
+    } else {
+      v = typed(opt->get_default_str());
+    }
+    out.emplace_back(name, v);
+  }
+  return out;
+}
+
+std::string YamlConfig::to_config(const CLI::App* app, bool, bool write_description,
+                                  std::string) const {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "optform" << YAML::Value << optform_;
+  for (const auto& [name, value] : resolved_options(*app)) {
+    out << YAML::Key << name << YAML::Value;
+    if (value.is_array()) {
+      out << YAML::Flow << YAML::BeginSeq;
+      for (const auto& v : value) out << (v.is_string() ? v.get<std::string>() : v.dump());
+      out << YAML::EndSeq;
+    } else if (value.is_string()) {
+      const auto& s = value.get_ref<const std::string&>();
+      if (s.empty()) out << YAML::DoubleQuoted << s;
+      else out << s;
+    } else {
+      out << YAML::Value << value.dump();
+    }
+  }
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+std::vector<CLI::ConfigItem> YamlConfig::from_config(std::istream& input) const {
+  YAML::Node root;
+  try {
+    root = YAML::Load(input);
+  } catch (const YAML::Exception& e) {
+    throw InputError(file_ + ":" + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
+  }
+  std::vector<CLI::ConfigItem> items;
+  if (root.IsNull()) return items;
+  if (!root.IsMap())
+    throw InputError(file_ + ":" + std::to_string(root.Mark().line + 1) +
+                     ": a config file is a mapping of option names to values");
+  for (const auto& kv : root) {
+    const std::string key = kv.first.as<std::string>();
+    const auto& val = kv.second;
+    const std::string where = file_ + ":" + std::to_string(kv.first.Mark().line + 1);
+    if (key == "optform") {
+      if (!val.IsScalar() || val.as<std::string>() != optform_)
+        throw InputError(where + ": the file is for --optform=" + (val.IsScalar() ? val.as<std::string>() : "?") +
+                         ", but this run is --optform=" + optform_);
+      continue;
+    }
+    if (app_) {
+      std::vector<std::string> valid;
+      bool found = false;
+      for (const CLI::Option* opt : app_->get_options()) {
+        if (skip_option(opt)) continue;
+        for (const auto& n : opt->get_lnames()) {
+          valid.push_back(n);
+          found = found || n == key;
+        }
+      }
+      if (!found)
+        throw InputError(where + ": unknown option '" + key + "'; did you mean " +
+                         join(closest_names(key, valid), " or ") + "?");
+    }
+    CLI::ConfigItem item;
+    item.name = key;
+    if (val.IsScalar()) {
+      item.inputs.push_back(val.as<std::string>());
+    } else if (val.IsSequence()) {
+      for (const auto& v : val) {
+        if (!v.IsScalar()) throw InputError(where + ": option '" + key + "' must hold scalars");
+        item.inputs.push_back(v.as<std::string>());
+      }
+    } else if (val.IsNull()) {
+      continue;
+    } else {
+      throw InputError(where + ": option '" + key + "' must be a scalar or a list");
+    }
+    items.push_back(std::move(item));
+  }
+  return items;
+}
+
+}  // namespace igb::options

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian packages igb builds with (only those missing), then configures and builds.
+# Usage: scripts/setup.sh [build-dir]   (default: build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR="${1:-build}"
+
+PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config
+  libtorch-dev libyaml-cpp-dev libonnx-dev libopencv-dev libcli11-dev
+  libgraphviz-dev graphviz libgtest-dev libgmock-dev libgloo-dev
+  nlohmann-json3-dev libfmt-dev
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+# Keep the compiler cache inside the project so repeated builds (and CI re-runs) reuse it.
+export CCACHE_DIR="${CCACHE_DIR:-$PWD/.ccache}"
+export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
+
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIGB_BUILD_TESTS=ON
+fi
+# Two jobs: each LibTorch translation unit needs about 1 GB and the machine has two cores.
+cmake --build "$BUILD_DIR" -j "${IGB_JOBS:-2}" "${@:2}"

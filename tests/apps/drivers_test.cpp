@@ -1,0 +1,172 @@
+// End-to-end checks of the three executables: bad input gives one clear line and exit 2, leaving
+// nothing behind; a short run writes the whole run directory and igb-test reads it back.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code;
+  std::string output;
+  std::vector<std::string> lines() const {
+    std::vector<std::string> out;
+    std::string cur;
+    for (char c : output) {
+      if (c == '\n') {
+        out.push_back(cur);
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+    if (!cur.empty()) out.push_back(cur);
+    return out;
+  }
+};
+
+Result run(const std::string& args) {
+  std::string cmd = std::string(IGB_BIN_DIR) + "/" + args + " 2>&1";
+  Result r{0, {}};
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class Drivers : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("igb_drivers_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Expects exit 2 with exactly one line that contains `needle`, and no run directory left.
+  void expect_input_error(const std::string& args, const std::string& needle) {
+    auto r = run(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+    auto lines = r.lines();
+    ASSERT_EQ(lines.size(), 1u) << args << "\n" << r.output;
+    EXPECT_NE(lines[0].find("error: "), std::string::npos) << lines[0];
+    EXPECT_NE(lines[0].find(needle), std::string::npos) << "expected '" << needle << "' in: " << lines[0];
+    EXPECT_FALSE(fs::exists(dir_ / "run")) << "partial run directory left by: " << args;
+  }
+
+  std::string train(const std::string& extra) {
+    return "igb-train --optform=sr --out " + (dir_ / "run").string() + " --threads 1 " + extra;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(Drivers, OptformIsRequiredAndValidated) {
+  expect_input_error("igb-train --model fsrcnn", "valid optforms: sr");
+  expect_input_error("igb-train --optform=nope", "unknown optform 'nope'; valid optforms: sr");
+  expect_input_error("igb-test --optform nope --checkpoint x", "valid optforms: sr");
+  auto help = run("igb-train --optform=sr --help");
+  EXPECT_EQ(help.code, 0);
+  for (const char* opt : {"--model", "--data", "--epochs", "--batch-size", "--lr", "--optimizer", "--momentum",
+                          "--weight-decay", "--threads", "--workers", "--seed", "--device", "--out", "--resume",
+                          "--max-batches", "--log-every", "--upscale", "--patch-size", "--channels", "--config"})
+    EXPECT_NE(help.output.find(opt), std::string::npos) << opt;
+}
+
+TEST_F(Drivers, BadOptionValues) {
+  expect_input_error(train("--epochs -3"), "--epochs");
+  expect_input_error(train("--upscale 5"), "--upscale");
+  expect_input_error(train("--model fsrcnnn"), "unknown model 'fsrcnnn'; valid models: espcn, fsrcnn, srcnn, vdsr");
+  expect_input_error(train("--patch-size 50 --upscale 3"), "--patch-size 50 is not a multiple of --upscale 3");
+  expect_input_error(train("--model-arg d"), "--model-arg 'd' is not KEY=VALUE");
+  expect_input_error(train("--model-arg q=3"), "model fsrcnn has no option 'q'");
+  expect_input_error(train("--no-such-flag"), "--no-such-flag");
+}
+
+TEST_F(Drivers, BadDataFolders) {
+  expect_input_error(train("--data " + (dir_ / "missing").string()), "does not exist");
+  fs::create_directories(dir_ / "empty");
+  expect_input_error(train("--data " + (dir_ / "empty").string()), "holds no images");
+  fs::create_directories(dir_ / "corrupt/train");
+  fs::create_directories(dir_ / "corrupt/val");
+  std::ofstream(dir_ / "corrupt/train/a.png") << "not a png";
+  std::ofstream(dir_ / "corrupt/val/b.png") << "not a png";
+  expect_input_error(train("--data " + (dir_ / "corrupt").string()), "a.png is unreadable or corrupt");
+}
+
+TEST_F(Drivers, BadConfigFiles) {
+  std::ofstream(dir_ / "bad.yaml") << "epochs: 2\nbatchsize: 4\n";
+  expect_input_error(train("--config " + (dir_ / "bad.yaml").string()),
+                     "bad.yaml:2: unknown option 'batchsize'; did you mean batch-size");
+  std::ofstream(dir_ / "other.yaml") << "optform: classify\n";
+  expect_input_error(train("--config " + (dir_ / "other.yaml").string()), "this run is --optform=sr");
+}
+
+TEST_F(Drivers, CorruptAndTruncatedCheckpoints) {
+  std::ofstream(dir_ / "garbage.ckpt") << "garbage";
+  expect_input_error("igb-test --optform=sr --checkpoint " + (dir_ / "garbage.ckpt").string(), "is corrupt or truncated");
+  expect_input_error(train("--resume " + (dir_ / "garbage.ckpt").string()), "is corrupt or truncated");
+  expect_input_error("igb-test --optform=sr --checkpoint " + (dir_ / "none.ckpt").string(), "does not exist");
+}
+
+TEST_F(Drivers, ShortRunWritesTheRunDirectoryAndTestReadsItBack) {
+  auto r = run(train("--epochs 2 --max-batches 2 --batch-size 4 --model-arg d=8 --model-arg s=4 --model-arg m=1"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  fs::path run_dir = dir_ / "run";
+  for (const char* f : {"train.log", "metrics.csv", "config.yaml", "checkpoint.ckpt", "best.ckpt", "summary.json"})
+    EXPECT_TRUE(fs::exists(run_dir / f)) << f;
+  bool events = false;
+  for (const auto& e : fs::directory_iterator(run_dir))
+    events = events || e.path().filename().string().find("tfevents") != std::string::npos;
+  EXPECT_TRUE(events);
+  auto summary = nlohmann::json::parse(std::ifstream(run_dir / "summary.json"));
+  for (const char* k : {"optform", "model", "epochs", "best_epoch", "params", "psnr", "ssim", "best_psnr",
+                        "bicubic_psnr", "bicubic_ssim"})
+    EXPECT_TRUE(summary.contains(k)) << k;
+  EXPECT_EQ(summary["epochs"], 2);
+  EXPECT_EQ(summary["params"], 8 * 25 + 8 + 8 + 8 * 4 + 4 + 4 + 4 * 9 * 4 + 4 + 4 + 4 * 8 + 8 + 8 + 81 * 8 + 1);
+
+  // The resolved options reload with --config and reproduce the run's settings.
+  std::ifstream cfg(run_dir / "config.yaml");
+  std::string cfg_text((std::istreambuf_iterator<char>(cfg)), std::istreambuf_iterator<char>());
+  EXPECT_NE(cfg_text.find("epochs: 2"), std::string::npos) << cfg_text;
+  EXPECT_NE(cfg_text.find("optform: sr"), std::string::npos) << cfg_text;
+
+  // Resuming for a third epoch continues the same run directory.
+  auto resumed = run("igb-train --optform=sr --threads 1 --config " + (run_dir / "config.yaml").string() +
+                     " --epochs 3 --resume " + (run_dir / "checkpoint.ckpt").string() + " --out " + run_dir.string());
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("training fsrcnn for epochs 2-2"), std::string::npos) << resumed.output;
+  auto again = run("igb-train --optform=sr --threads 1 --epochs 3 --resume " + (run_dir / "checkpoint.ckpt").string());
+  EXPECT_EQ(again.code, 2);
+  EXPECT_NE(again.output.find("has already trained 3 epochs"), std::string::npos) << again.output;
+
+  auto t = run("igb-test --optform=sr --threads 1 --checkpoint " + (run_dir / "best.ckpt").string() +
+               " --save-images " + (dir_ / "images").string() + " --out " + (dir_ / "test").string());
+  ASSERT_EQ(t.code, 0) << t.output;
+  EXPECT_NE(t.output.find("Bicubic PSNR"), std::string::npos);
+  auto ts = nlohmann::json::parse(std::ifstream(dir_ / "test" / "test_summary.json"));
+  EXPECT_EQ(ts["images"], 10);
+  EXPECT_NEAR(ts["bicubic_psnr"].get<double>(), summary["bicubic_psnr"].get<double>(), 1e-9);
+  EXPECT_TRUE(fs::exists(dir_ / "images" / "synthetic_0_x3.png"));
+}
+
+TEST_F(Drivers, ToolsListsRegistries) {
+  auto r = run("igb-tools list models");
+  EXPECT_EQ(r.code, 0);
+  for (const char* m : {"srcnn", "fsrcnn", "espcn", "vdsr"}) EXPECT_NE(r.output.find(m), std::string::npos);
+  auto bad = run("igb-tools list nothing");
+  EXPECT_EQ(bad.code, 2);
+}
+
+}  // namespace

@@ -1,0 +1,150 @@
+#include "core/checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/fs.h"
+
+namespace igb {
+
+namespace fs = std::filesystem;
+
+namespace {
+struct NetImpl : torch::nn::Module {
+  explicit NetImpl(int64_t hidden = 5) {
+    fc1 = register_module("fc1", torch::nn::Linear(3, hidden));
+    bn = register_module("bn", torch::nn::BatchNorm1d(hidden));
+    fc2 = register_module("fc2", torch::nn::Linear(hidden, 2));
+  }
+  torch::Tensor forward(torch::Tensor x) { return fc2(torch::relu(bn(fc1(x)))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::nn::BatchNorm1d bn{nullptr};
+};
+TORCH_MODULE(Net);
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("igb_ckpt_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+}  // namespace
+
+TEST_F(CheckpointTest, RoundTripsModelOptimizerAndMeta) {
+  torch::manual_seed(3);
+  Net a;
+  torch::optim::Adam opt(a->parameters(), torch::optim::AdamOptions(0.01));
+  for (int i = 0; i < 3; ++i) {
+    opt.zero_grad();
+    a->forward(torch::randn({4, 3})).pow(2).sum().backward();
+    opt.step();
+  }
+  CheckpointMeta meta;
+  meta.optform = "sr";
+  meta.model = "net";
+  meta.model_options = {{"hidden", 5}};
+  meta.epoch = 7;
+  meta.best_metric = 31.5;
+  meta.best_epoch = 6;
+  meta.best_metric_name = "psnr";
+  meta.schedule_text = "version: 1\n";
+  save_checkpoint(dir_ / "a.ckpt", meta, {a.get(), &opt, nullptr});
+  EXPECT_FALSE(fs::exists(dir_ / ("a.ckpt.tmp")));
+
+  auto ck = Checkpoint::load(dir_ / "a.ckpt");
+  EXPECT_EQ(ck.meta().optform, "sr");
+  EXPECT_EQ(ck.meta().model_options["hidden"], 5);
+  EXPECT_EQ(ck.meta().epoch, 7);
+  EXPECT_DOUBLE_EQ(ck.meta().best_metric, 31.5);
+  EXPECT_EQ(ck.meta().schedule_text, "version: 1\n");
+
+  torch::manual_seed(99);
+  Net b;
+  torch::optim::Adam opt_b(b->parameters(), torch::optim::AdamOptions(0.01));
+  ck.load_model(*b);
+  ASSERT_TRUE(ck.load_optimizer(opt_b));
+  for (const auto& [name, t] : named_state(*a)) {
+    bool found = false;
+    for (const auto& [n2, t2] : named_state(*b))
+      if (n2 == name) {
+        found = true;
+        EXPECT_TRUE(torch::equal(t, t2)) << name;
+      }
+    EXPECT_TRUE(found) << name;
+  }
+  // The same next step from both: optimizer moments were restored.
+  torch::manual_seed(5);
+  auto x = torch::randn({4, 3});
+  opt.zero_grad();
+  a->forward(x).pow(2).sum().backward();
+  opt.step();
+  opt_b.zero_grad();
+  b->forward(x).pow(2).sum().backward();
+  opt_b.step();
+  EXPECT_TRUE(torch::equal(a->fc1->weight, b->fc1->weight));
+}
+
+TEST_F(CheckpointTest, ShapeMismatchNamesTheTensor) {
+  Net a(5), b(6);
+  save_checkpoint(dir_ / "a.ckpt", CheckpointMeta{}, {a.get(), nullptr, nullptr});
+  auto ck = Checkpoint::load(dir_ / "a.ckpt");
+  try {
+    ck.load_model(*b);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("'fc1.weight' has shape [5x3] but the model expects [6x3]"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(CheckpointTest, TruncatedCorruptMissingAndForeignFilesAreInputErrors) {
+  Net a;
+  save_checkpoint(dir_ / "a.ckpt", CheckpointMeta{}, {a.get(), nullptr, nullptr});
+  auto size = fs::file_size(dir_ / "a.ckpt");
+  fs::copy_file(dir_ / "a.ckpt", dir_ / "t.ckpt");
+  fs::resize_file(dir_ / "t.ckpt", size / 2);
+  EXPECT_THROW(Checkpoint::load(dir_ / "t.ckpt"), InputError);
+
+  std::ofstream(dir_ / "g.ckpt") << "this is not an archive";
+  EXPECT_THROW(Checkpoint::load(dir_ / "g.ckpt"), InputError);
+  EXPECT_THROW(Checkpoint::load(dir_ / "missing.ckpt"), InputError);
+
+  torch::serialize::OutputArchive foreign;
+  foreign.write("x", torch::ones({2}));
+  foreign.save_to((dir_ / "f.ckpt").string());
+  try {
+    Checkpoint::load(dir_ / "f.ckpt");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("not an igb checkpoint"), std::string::npos);
+  }
+}
+
+TEST_F(CheckpointTest, FailedWriteLeavesThePreviousFileIntact) {
+  Net a;
+  CheckpointMeta meta;
+  meta.epoch = 1;
+  save_checkpoint(dir_ / "a.ckpt", meta, {a.get(), nullptr, nullptr});
+  // A writer that dies half-way through its temporary file.
+  EXPECT_THROW(write_atomically(dir_ / "a.ckpt",
+                                [](const fs::path& tmp) {
+                                  std::ofstream(tmp) << "partial";
+                                  throw std::runtime_error("disk full");
+                                }),
+               std::runtime_error);
+  EXPECT_EQ(Checkpoint::load(dir_ / "a.ckpt").meta().epoch, 1);
+  int files = 0;
+  for (auto& e : fs::directory_iterator(dir_)) files += e.is_regular_file();
+  EXPECT_EQ(files, 1);
+}
+
+}  // namespace igb

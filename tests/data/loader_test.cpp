@@ -1,0 +1,78 @@
+#include "data/loader.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "core/rng.h"
+
+namespace igb::data {
+
+namespace {
+// Example i of epoch e is a tensor holding (i, e, a seeded random number).
+class ToyDataset : public Dataset {
+ public:
+  int64_t size() const override { return 37; }
+  Example get(int64_t index, int64_t epoch) const override {
+    Rng rng = Rng::from(11, epoch, index);
+    return {torch::tensor({float(index), float(epoch), float(rng.uniform())}), torch::tensor(index)};
+  }
+};
+}  // namespace
+
+TEST(BatchLoader, SameBatchesWhateverTheWorkers) {
+  ToyDataset ds;
+  std::vector<std::vector<at::Tensor>> runs;
+  for (int64_t workers : {0, 1, 3}) {
+    LoaderOptions o;
+    o.batch_size = 5;
+    o.workers = workers;
+    o.seed = 42;
+    BatchLoader loader(ds, o);
+    EXPECT_EQ(loader.batches(), 7);  // 37 / 5, last partial batch dropped
+    std::vector<at::Tensor> got;
+    for (int64_t epoch : {0, 1}) {
+      loader.start_epoch(epoch);
+      Example b;
+      while (loader.next(b)) got.push_back(b.input);
+    }
+    runs.push_back(got);
+  }
+  for (size_t r = 1; r < runs.size(); ++r) {
+    ASSERT_EQ(runs[r].size(), runs[0].size());
+    for (size_t i = 0; i < runs[0].size(); ++i) EXPECT_TRUE(torch::equal(runs[r][i], runs[0][i]));
+  }
+}
+
+TEST(BatchLoader, ShufflesAPermutationPerEpoch) {
+  ToyDataset ds;
+  LoaderOptions o;
+  o.seed = 3;
+  BatchLoader loader(ds, o);
+  auto e0 = loader.order(0), e1 = loader.order(1);
+  EXPECT_NE(e0, e1);
+  EXPECT_EQ(std::set<int64_t>(e0.begin(), e0.end()).size(), 37u);
+  EXPECT_EQ(loader.order(0), e0);
+  o.shuffle = false;
+  BatchLoader plain(ds, o);
+  EXPECT_EQ(plain.order(5)[10], 10);
+}
+
+TEST(BatchLoader, KeepLastAndMaxBatches) {
+  ToyDataset ds;
+  LoaderOptions o;
+  o.batch_size = 10;
+  o.drop_last = false;
+  o.workers = 2;
+  BatchLoader loader(ds, o);
+  EXPECT_EQ(loader.batches(), 4);
+  loader.start_epoch(0);
+  Example b;
+  int64_t seen = 0;
+  while (loader.next(b)) seen += b.input.size(0);
+  EXPECT_EQ(seen, 37);
+  loader.set_max_batches(2);
+  EXPECT_EQ(loader.batches(), 2);
+}
+
+}  // namespace igb::data
