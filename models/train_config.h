@@ -17,6 +17,9 @@ struct TrainConfig {
   int64_t batch_size = 16;
   /// Learning rate.
   double lr = 1e-3;
+  /// Built-in learning-rate decay over the epochs: "none", or "cosine" (from lr down to lr/100
+  /// at the last epoch). Set per epoch; a schedule's lr_schedulers replace it.
+  std::string lr_decay = "none";
   /// "sgd" or "adam".
   std::string optimizer = "adam";
   /// SGD momentum.

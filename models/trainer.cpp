@@ -25,6 +25,19 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& confi
   throw InputError("unknown optimizer '" + config.optimizer + "'; valid optimizers: adam, sgd");
 }
 
+void set_lr(torch::optim::Optimizer& optimizer, double lr) {
+  for (auto& group : optimizer.param_groups()) {
+    if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&group.options())) sgd->lr(lr);
+    if (auto* adam = dynamic_cast<torch::optim::AdamOptions*>(&group.options())) adam->lr(lr);
+  }
+}
+
+double decayed_lr(const TrainConfig& config, int64_t epoch) {
+  if (config.lr_decay != "cosine" || config.epochs <= 1) return config.lr;
+  const double lo = config.lr / 100, t = static_cast<double>(epoch) / static_cast<double>(config.epochs - 1);
+  return lo + 0.5 * (config.lr - lo) * (1 + std::cos(M_PI * t));
+}
+
 double current_lr(torch::optim::Optimizer& optimizer) {
   auto& group = optimizer.param_groups().at(0);
   if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&group.options())) return sgd->lr();
@@ -85,6 +98,7 @@ double Trainer::train_epoch(int64_t epoch) {
   progress.begin_epoch(epoch, config_.epochs, batches);
 
   model_->train();
+  if (config_.lr_decay != "none") set_lr(*optimizer_, decayed_lr(config_, epoch));
   hooks_.on_epoch_begin(epoch, *optimizer_);
   loader.start_epoch(epoch);
   data::Example batch;

@@ -88,6 +88,12 @@ class Trainer {
   std::string resumed_from_;
 };
 
+/// Sets the learning rate of every parameter group.
+void set_lr(torch::optim::Optimizer& optimizer, double lr);
+
+/// The learning rate of `epoch` under config.lr_decay.
+double decayed_lr(const TrainConfig& config, int64_t epoch);
+
 /// Current learning rate of the first parameter group.
 double current_lr(torch::optim::Optimizer& optimizer);
 

@@ -17,6 +17,8 @@ void add_common_train_options(CLI::App& app, models::TrainConfig& c) {
   app.add_option("--batch-size", c.batch_size, "Examples per minibatch")
       ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{65536}));
   app.add_option("--lr", c.lr, "Learning rate")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--lr-decay", c.lr_decay, "Learning-rate decay over the epochs (cosine: down to lr/100)")
+      ->capture_default_str()->check(CLI::IsMember({"none", "cosine"}));
   app.add_option("--optimizer", c.optimizer, "Optimizer")
       ->capture_default_str()->check(CLI::IsMember({"sgd", "adam"}));
   app.add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str()->check(CLI::Range(0.0, 1.0));

@@ -19,7 +19,8 @@ class SrOptForm : public OptForm {
     app_ = &app;
     train_ = &train;
     // The defaults are the main job: FSRCNN x3 on synthetic data, well above bicubic in minutes.
-    train.epochs = 12;
+    train.epochs = 36;
+    train.lr_decay = "cosine";
     train.batch_size = 16;
     train.lr = 2e-3;
     train.optimizer = "adam";

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/activation.h"
+#include "core/conv_transpose.h"
 #include "core/sequential.h"
 
 namespace igb::models::sr {
@@ -48,7 +49,7 @@ FsrcnnImpl::FsrcnnImpl(int64_t scale, int64_t channels, int64_t d, int64_t s, in
 torch::Tensor FsrcnnImpl::forward(torch::Tensor x) {
   x = first_part->forward(x);
   x = mid_part->forward(x);
-  return last_part->forward(x);
+  return fast_conv_transpose2d(*last_part, x);
 }
 
 nlohmann::json FsrcnnImpl::options_json() const {

@@ -151,6 +151,19 @@ TEST_F(Drivers, ShortRunWritesTheRunDirectoryAndTestReadsItBack) {
   EXPECT_EQ(again.code, 2);
   EXPECT_NE(again.output.find("has already trained 3 epochs"), std::string::npos) << again.output;
 
+  // A truncated copy of a real checkpoint is refused by both drivers, and nothing is written.
+  fs::copy_file(run_dir / "checkpoint.ckpt", dir_ / "cut.ckpt");
+  fs::resize_file(dir_ / "cut.ckpt", fs::file_size(dir_ / "cut.ckpt") * 2 / 3);
+  auto cut = run("igb-test --optform=sr --checkpoint " + (dir_ / "cut.ckpt").string() + " --out " +
+                 (dir_ / "cut_out").string());
+  EXPECT_EQ(cut.code, 2) << cut.output;
+  EXPECT_NE(cut.output.find("cut.ckpt is corrupt or truncated"), std::string::npos) << cut.output;
+  EXPECT_FALSE(fs::exists(dir_ / "cut_out"));
+  auto cut_resume = run("igb-train --optform=sr --epochs 5 --resume " + (dir_ / "cut.ckpt").string() +
+                        " --out " + (dir_ / "cut_run").string());
+  EXPECT_EQ(cut_resume.code, 2) << cut_resume.output;
+  EXPECT_FALSE(fs::exists(dir_ / "cut_run"));
+
   auto t = run("igb-test --optform=sr --threads 1 --checkpoint " + (run_dir / "best.ckpt").string() +
                " --save-images " + (dir_ / "images").string() + " --out " + (dir_ / "test").string());
   ASSERT_EQ(t.code, 0) << t.output;
