@@ -23,5 +23,5 @@ function(igb_test name)
   target_compile_definitions(${name} PRIVATE
     IGB_BIN_DIR="${PROJECT_BINARY_DIR}/apps" IGB_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   igb_use_pch(${name})
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES PROPERTIES LABELS "${ARG_LABELS}")
 endfunction()

@@ -5,6 +5,7 @@ namespace igb {
 std::string activation_name(ActivationKind kind) {
   switch (kind) {
     case ActivationKind::kReLU: return "relu";
+    case ActivationKind::kReLU6: return "relu6";
     case ActivationKind::kPReLU: return "prelu";
     case ActivationKind::kLeakyReLU: return "leaky_relu";
     case ActivationKind::kTanh: return "tanh";
@@ -22,6 +23,7 @@ ActivationImpl::ActivationImpl(ActivationOptions options) : options_(options) {
 torch::Tensor ActivationImpl::forward_original(const torch::Tensor& x) {
   switch (options_.kind()) {
     case ActivationKind::kReLU: return torch::relu(x);
+    case ActivationKind::kReLU6: return torch::hardtanh(x, 0.0, 6.0);
     case ActivationKind::kPReLU: return torch::prelu(x, weight);
     case ActivationKind::kLeakyReLU: return torch::leaky_relu(x, options_.negative_slope());
     case ActivationKind::kTanh: return torch::tanh(x);

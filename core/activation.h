@@ -8,7 +8,7 @@
 namespace igb {
 
 /// The activation functions a model may use.
-enum class ActivationKind { kReLU, kPReLU, kLeakyReLU, kTanh, kSigmoid, kIdentity };
+enum class ActivationKind { kReLU, kReLU6, kPReLU, kLeakyReLU, kTanh, kSigmoid, kIdentity };
 
 /// "relu", "prelu", ...
 std::string activation_name(ActivationKind kind);

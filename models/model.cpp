@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "models/classify/classifier.h"
 #include "models/sr/sr_models.h"
 
 namespace igb::models {
@@ -16,12 +17,28 @@ void register_builtin_models() {
   std::call_once(once, [] {
     auto& r = model_registry();
     sr::register_sr_models(r);
+    classify::register_classify_models(r);
     r.freeze();
   });
 }
 
 Model create_model(const std::string& name, const nlohmann::json& options) {
   return model_registry().get(name).make(options.is_null() ? nlohmann::json::object() : options);
+}
+
+std::vector<std::string> model_names(const std::string& family) {
+  std::vector<std::string> out;
+  for (const auto& n : model_registry().names())
+    if (model_registry().get(n).family == family) out.push_back(n);
+  return out;
+}
+
+void check_model_family(const std::string& name, const std::string& family) {
+  const auto& r = model_registry();
+  if (r.contains(name) && r.get(name).family == family) return;
+  const std::string what = r.contains(name) ? "model '" + name + "' is a " + r.get(name).family + " model"
+                                            : "unknown model '" + name + "'";
+  throw InputError(what + "; valid " + family + " models: " + join(model_names(family)));
 }
 
 int64_t count_parameters(const torch::nn::Module& model) {

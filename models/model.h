@@ -46,6 +46,12 @@ void register_builtin_models();
 /// Builds `name` with `options`; unknown names list the valid ones.
 Model create_model(const std::string& name, const nlohmann::json& options);
 
+/// Names of the models of one application family, sorted.
+std::vector<std::string> model_names(const std::string& family);
+
+/// Throws InputError unless `name` is a model of `family`, listing that family's models.
+void check_model_family(const std::string& name, const std::string& family);
+
 /// Total number of parameter elements.
 int64_t count_parameters(const torch::nn::Module& model);
 

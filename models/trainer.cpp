@@ -171,6 +171,7 @@ nlohmann::json Trainer::run() {
                     std::to_string(config_.epochs - 1) + " on " + std::to_string(torch::get_num_threads()) +
                     " threads (" + ctx_.device.str() + "), run directory " + out.string());
   if (!resumed_from_.empty()) ctx_.logger->info("resumed from " + resumed_from_);
+  for (const auto& line : notes_) ctx_.logger->info(line);
 
   Metrics names_probe;  // metrics.csv columns come from the first validation
   const std::string primary = task_.primary_metric();

@@ -63,6 +63,10 @@ class Trainer {
   /// Loads model, optimizer and schedule state from `ckpt` and continues after its epoch.
   void resume_from(const Checkpoint& ckpt);
 
+  /// A line for the log once the run directory exists (inputs are validated before anything is
+  /// printed or written).
+  void note(std::string line) { notes_.push_back(std::move(line)); }
+
   /// Trains up to config.epochs; returns the summary written to summary.json.
   nlohmann::json run();
 
@@ -86,6 +90,7 @@ class Trainer {
   Metrics best_metrics_;
   double train_seconds_ = 0;
   std::string resumed_from_;
+  std::vector<std::string> notes_;
 };
 
 /// Sets the learning rate of every parameter group.

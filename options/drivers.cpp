@@ -28,6 +28,7 @@ void register_builtin_optforms() {
   std::call_once(once, [] {
     models::register_builtin_models();
     auto& r = optform_registry();
+    r.add("classify", {make_classify_optform}, "image classification: CIFAR/ImageNet/MNIST zoo; top-1, top-5");
     r.add("sr", {make_sr_optform}, "super-resolution: srcnn, fsrcnn, espcn, vdsr; PSNR/SSIM on Y");
     r.freeze();
   });

@@ -129,6 +129,7 @@ nlohmann::json train_sr(const SrConfig& config, RunContext& ctx, const RunInfo& 
                        "', but --model is '" + config.train.model + "'");
     model = create_model(ckpt->meta().model, ckpt->meta().model_options);
   } else {
+    check_model_family(config.train.model, "sr");
     nlohmann::json opts = config.model_args;
     opts["scale"] = config.upscale;
     opts["channels"] = config.channels == "y" ? 1 : 3;
@@ -151,9 +152,8 @@ nlohmann::json train_sr(const SrConfig& config, RunContext& ctx, const RunInfo& 
   compress::TrainingHooks no_schedule;
   Trainer trainer(config.train, ctx, task, no_schedule, info);
   if (ckpt) trainer.resume_from(*ckpt);
-  // Inputs are valid from here on: only now is anything printed or written.
-  ctx.logger->info(data_line);
-  ctx.logger->info(model_line);
+  trainer.note(data_line);
+  trainer.note(model_line);
   return trainer.run();
 }
 

@@ -72,9 +72,9 @@ class Drivers : public ::testing::Test {
 };
 
 TEST_F(Drivers, OptformIsRequiredAndValidated) {
-  expect_input_error("igb-train --model fsrcnn", "valid optforms: sr");
-  expect_input_error("igb-train --optform=nope", "unknown optform 'nope'; valid optforms: sr");
-  expect_input_error("igb-test --optform nope --checkpoint x", "valid optforms: sr");
+  expect_input_error("igb-train --model fsrcnn", "valid optforms: classify, sr");
+  expect_input_error("igb-train --optform=nope", "unknown optform 'nope'; valid optforms: classify, sr");
+  expect_input_error("igb-test --optform nope --checkpoint x", "valid optforms: classify, sr");
   auto help = run("igb-train --optform=sr --help");
   EXPECT_EQ(help.code, 0);
   for (const char* opt : {"--model", "--data", "--epochs", "--batch-size", "--lr", "--optimizer", "--momentum",
@@ -86,7 +86,8 @@ TEST_F(Drivers, OptformIsRequiredAndValidated) {
 TEST_F(Drivers, BadOptionValues) {
   expect_input_error(train("--epochs -3"), "--epochs");
   expect_input_error(train("--upscale 5"), "--upscale");
-  expect_input_error(train("--model fsrcnnn"), "unknown model 'fsrcnnn'; valid models: espcn, fsrcnn, srcnn, vdsr");
+  expect_input_error(train("--model fsrcnnn"), "unknown model 'fsrcnnn'; valid sr models: espcn, fsrcnn, srcnn, vdsr");
+  expect_input_error(train("--model resnet20_cifar"), "model 'resnet20_cifar' is a classify model; valid sr models");
   expect_input_error(train("--patch-size 50 --upscale 3"), "--patch-size 50 is not a multiple of --upscale 3");
   expect_input_error(train("--model-arg d"), "--model-arg 'd' is not KEY=VALUE");
   expect_input_error(train("--model-arg q=3"), "model fsrcnn has no option 'q'");
@@ -174,10 +175,54 @@ TEST_F(Drivers, ShortRunWritesTheRunDirectoryAndTestReadsItBack) {
   EXPECT_TRUE(fs::exists(dir_ / "images" / "synthetic_0_x3.png"));
 }
 
+TEST_F(Drivers, ClassifyTrainsOnCifarFilesAndTests) {
+  // A tiny CIFAR-10 folder in the real binary format: 40 training and 20 test records.
+  fs::create_directories(dir_ / "cifar");
+  auto records = [](int n, int offset) {
+    std::string out;
+    for (int i = 0; i < n; ++i) {
+      out.push_back(static_cast<char>((i + offset) % 10));
+      for (int p = 0; p < 3072; ++p) out.push_back(static_cast<char>((p * 7 + i * 13 + offset) % 256));
+    }
+    return out;
+  };
+  std::ofstream(dir_ / "cifar" / "data_batch_1.bin", std::ios::binary) << records(40, 0);
+  std::ofstream(dir_ / "cifar" / "test_batch.bin", std::ios::binary) << records(20, 5);
+  auto r = run("igb-train --optform=classify --model simplenet_cifar --threads 1 --epochs 1 --batch-size 8 --data " +
+               (dir_ / "cifar").string() + " --out " + (dir_ / "run").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("==> epoch 0/0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Top1: "), std::string::npos) << r.output;
+  auto summary = nlohmann::json::parse(std::ifstream(dir_ / "run" / "summary.json"));
+  for (const char* k : {"top1", "top5", "loss", "best_top1", "params"}) EXPECT_TRUE(summary.contains(k)) << k;
+  EXPECT_EQ(summary["params"], 62006);
+  EXPECT_EQ(summary["dataset"], "cifar10");
+
+  auto t = run("igb-test --optform=classify --threads 1 --checkpoint " + (dir_ / "run" / "best.ckpt").string() +
+               " --data " + (dir_ / "cifar").string());
+  ASSERT_EQ(t.code, 0) << t.output;
+  auto ts = nlohmann::json::parse(std::ifstream(dir_ / "run" / "test_summary.json"));
+  EXPECT_EQ(ts["images"], 20);
+  EXPECT_NEAR(ts["top1"].get<double>(), summary["top1"].get<double>(), 1e-9);
+
+  // Testing an SR checkpoint as a classifier is refused.
+  auto wrong = run("igb-test --optform=sr --checkpoint " + (dir_ / "run" / "best.ckpt").string());
+  EXPECT_EQ(wrong.code, 2);
+  EXPECT_NE(wrong.output.find("not sr"), std::string::npos) << wrong.output;
+
+  // A truncated batch file is named.
+  fs::resize_file(dir_ / "cifar" / "test_batch.bin", 5000);
+  auto bad = run("igb-train --optform=classify --data " + (dir_ / "cifar").string() + " --out " + (dir_ / "run2").string());
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.output.find("test_batch.bin is truncated"), std::string::npos) << bad.output;
+  EXPECT_FALSE(fs::exists(dir_ / "run2"));
+}
+
 TEST_F(Drivers, ToolsListsRegistries) {
   auto r = run("igb-tools list models");
   EXPECT_EQ(r.code, 0);
-  for (const char* m : {"srcnn", "fsrcnn", "espcn", "vdsr"}) EXPECT_NE(r.output.find(m), std::string::npos);
+  for (const char* m : {"srcnn", "fsrcnn", "espcn", "vdsr", "resnet20_cifar", "densenet_cifar", "mobilenet_v2"})
+    EXPECT_NE(r.output.find(m), std::string::npos) << m;
   auto bad = run("igb-tools list nothing");
   EXPECT_EQ(bad.code, 2);
 }

@@ -1,0 +1,295 @@
+#include "data/classify_data.h"
+
+#include <fstream>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "data/image.h"
+#include "data/image_folder.h"
+#include "data/synthetic_shapes.h"
+
+namespace igb::data {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw InputError("cannot read " + p.string());
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+uint32_t be32(const std::string& s, size_t off) {
+  auto b = [&](size_t i) { return static_cast<uint32_t>(static_cast<uint8_t>(s[off + i])); };
+  return (b(0) << 24) | (b(1) << 16) | (b(2) << 8) | b(3);
+}
+
+/// Channel conversion, resize and normalisation shared by every source.
+struct Preprocess {
+  int64_t channels, height, width;
+  std::vector<double> mean, std;
+  bool augment;
+  uint64_t seed;
+
+  at::Tensor operator()(at::Tensor img, bool train, int64_t index, int64_t epoch) const {
+    auto x = img.to(torch::kFloat32).div_(255.0f);
+    if (x.size(0) == 1 && channels == 3) x = x.expand({3, x.size(1), x.size(2)});
+    if (x.size(0) == 3 && channels == 1) x = rgb_to_y(x);
+    const int64_t h = x.size(1), w = x.size(2);
+    Rng rng = Rng::from(seed, static_cast<uint64_t>(epoch) * 7919 + 3, static_cast<uint64_t>(index));
+    const bool small = height <= 64;
+    if (small) {
+      if (h != height || w != width)
+        x = torch::upsample_bilinear2d(x.unsqueeze(0), {height, width}, false).squeeze(0);
+      if (train && augment) {
+        // CIFAR augmentation: pad 4 with zeros, random crop back, random horizontal flip.
+        x = torch::constant_pad_nd(x, {4, 4, 4, 4});
+        int64_t dy = rng.integer(0, 8), dx = rng.integer(0, 8);
+        x = x.narrow(1, dy, height).narrow(2, dx, width);
+        if (rng.coin()) x = x.flip({2});
+      }
+    } else {
+      // ImageNet style: shorter side to 256/224 of the input, then a random (train) or centre crop.
+      const double s = (height * 256.0 / 224.0) / static_cast<double>(std::min(h, w));
+      const int64_t nh = std::max(height, static_cast<int64_t>(std::lround(h * s)));
+      const int64_t nw = std::max(width, static_cast<int64_t>(std::lround(w * s)));
+      x = torch::upsample_bilinear2d(x.unsqueeze(0), {nh, nw}, false).squeeze(0);
+      int64_t dy = (nh - height) / 2, dx = (nw - width) / 2;
+      if (train && augment) {
+        dy = rng.integer(0, nh - height);
+        dx = rng.integer(0, nw - width);
+      }
+      x = x.narrow(1, dy, height).narrow(2, dx, width);
+      if (train && augment && rng.coin()) x = x.flip({2});
+    }
+    auto m = torch::tensor(std::vector<float>(mean.begin(), mean.begin() + channels)).view({channels, 1, 1});
+    auto sd = torch::tensor(std::vector<float>(std.begin(), std.begin() + channels)).view({channels, 1, 1});
+    return ((x - m) / sd).contiguous();
+  }
+};
+
+class TensorDataset : public Dataset {
+ public:
+  TensorDataset(LabeledImages data, Preprocess pre, bool train)
+      : data_(std::move(data)), pre_(std::move(pre)), train_(train) {}
+  int64_t size() const override { return data_.images.size(0); }
+  Example get(int64_t index, int64_t epoch) const override {
+    return {pre_(data_.images[index], train_, index, epoch), data_.labels[index]};
+  }
+
+ private:
+  LabeledImages data_;
+  Preprocess pre_;
+  bool train_;
+};
+
+class FileDataset : public Dataset {
+ public:
+  FileDataset(std::vector<fs::path> files, std::vector<int64_t> labels, Preprocess pre, bool train)
+      : files_(std::move(files)), labels_(std::move(labels)), pre_(std::move(pre)), train_(train) {}
+  int64_t size() const override { return static_cast<int64_t>(files_.size()); }
+  Example get(int64_t index, int64_t epoch) const override {
+    auto img = (read_image(files_[index]) * 255).round().to(torch::kUInt8);
+    return {pre_(img, train_, index, epoch), torch::tensor(labels_[index])};
+  }
+
+ private:
+  std::vector<fs::path> files_;
+  std::vector<int64_t> labels_;
+  Preprocess pre_;
+  bool train_;
+};
+
+fs::path cifar_root(const fs::path& root) {
+  if (fs::exists(root / "data_batch_1.bin")) return root;
+  if (fs::exists(root / "cifar-10-batches-bin" / "data_batch_1.bin")) return root / "cifar-10-batches-bin";
+  return {};
+}
+
+bool is_mnist(const fs::path& root) { return fs::exists(root / "train-images-idx3-ubyte"); }
+
+bool has_class_folders(const fs::path& root) {
+  fs::path base = fs::is_directory(root / "train") ? root / "train" : root;
+  if (!fs::is_directory(base)) return false;
+  for (const auto& e : fs::directory_iterator(base))
+    if (e.is_directory()) return true;
+  return false;
+}
+
+LabeledImages synthetic_split(int64_t count, int64_t size, uint64_t seed) {
+  auto images = torch::empty({count, 3, size, size}, torch::kUInt8);
+  auto labels = torch::empty({count}, torch::kInt64);
+  auto acc = labels.accessor<int64_t, 1>();
+  for (int64_t i = 0; i < count; ++i) {
+    acc[i] = i % 10;
+    images[i].copy_(render_synthetic_shape(i % 10, size, seed + static_cast<uint64_t>(i)));
+  }
+  return {images, labels};
+}
+
+// Class sub-folders: <dir>/<class>/<image>; classes sorted by name.
+void class_files(const fs::path& dir, const std::vector<std::string>& classes, std::vector<fs::path>& files,
+                 std::vector<int64_t>& labels) {
+  for (size_t c = 0; c < classes.size(); ++c) {
+    if (!fs::is_directory(dir / classes[c])) continue;
+    for (const auto& f : list_images(dir / classes[c])) {
+      files.push_back(f);
+      labels.push_back(static_cast<int64_t>(c));
+    }
+  }
+}
+
+}  // namespace
+
+LabeledImages read_cifar10_batches(const std::vector<fs::path>& files) {
+  constexpr int64_t kRecord = 1 + 3 * 32 * 32;
+  std::vector<at::Tensor> images, labels;
+  for (const auto& f : files) {
+    std::string bytes = read_bytes(f);
+    if (bytes.empty() || bytes.size() % kRecord != 0)
+      throw InputError("CIFAR-10 file " + f.string() + " is truncated: " + std::to_string(bytes.size()) +
+                       " bytes is not a whole number of 3073-byte records");
+    const int64_t n = static_cast<int64_t>(bytes.size()) / kRecord;
+    auto raw = torch::from_blob(bytes.data(), {n, kRecord}, torch::kUInt8).clone();
+    auto lab = raw.select(1, 0).to(torch::kInt64);
+    if (lab.max().item<int64_t>() > 9) {
+      int64_t bad = lab.gt(9).nonzero()[0][0].item<int64_t>();
+      throw InputError("CIFAR-10 file " + f.string() + ": record " + std::to_string(bad) + " has label " +
+                       std::to_string(lab[bad].item<int64_t>()) + ", outside 0-9");
+    }
+    labels.push_back(lab);
+    images.push_back(raw.narrow(1, 1, kRecord - 1).reshape({n, 3, 32, 32}));
+  }
+  return {torch::cat(images), torch::cat(labels)};
+}
+
+LabeledImages read_mnist(const fs::path& images_path, const fs::path& labels_path) {
+  std::string im = read_bytes(images_path), lb = read_bytes(labels_path);
+  if (im.size() < 16 || be32(im, 0) != 2051)
+    throw InputError("MNIST file " + images_path.string() + " is not an IDX image file (magic 2051)");
+  if (lb.size() < 8 || be32(lb, 0) != 2049)
+    throw InputError("MNIST file " + labels_path.string() + " is not an IDX label file (magic 2049)");
+  const int64_t n = be32(im, 4), rows = be32(im, 8), cols = be32(im, 12), nl = be32(lb, 4);
+  if (static_cast<int64_t>(im.size()) < 16 + n * rows * cols)
+    throw InputError("MNIST file " + images_path.string() + " is truncated: header says " + std::to_string(n) +
+                     " images of " + std::to_string(rows) + "x" + std::to_string(cols));
+  if (static_cast<int64_t>(lb.size()) < 8 + nl)
+    throw InputError("MNIST file " + labels_path.string() + " is truncated: header says " + std::to_string(nl) + " labels");
+  if (nl != n)
+    throw InputError("MNIST files disagree: " + std::to_string(n) + " images in " + images_path.string() + " but " +
+                     std::to_string(nl) + " labels in " + labels_path.string());
+  auto images = torch::from_blob(im.data() + 16, {n, 1, rows, cols}, torch::kUInt8).clone();
+  auto labels = torch::from_blob(lb.data() + 8, {n}, torch::kUInt8).to(torch::kInt64);
+  if (n > 0 && labels.max().item<int64_t>() > 9) {
+    int64_t bad = labels.gt(9).nonzero()[0][0].item<int64_t>();
+    throw InputError("MNIST file " + labels_path.string() + ": label " + std::to_string(bad) + " is " +
+                     std::to_string(labels[bad].item<int64_t>()) + ", outside 0-9");
+  }
+  return {images, labels};
+}
+
+std::string detect_classify_dataset(const std::string& data) {
+  if (data == "synthetic") return "synthetic";
+  fs::path root(data);
+  if (!fs::exists(root)) throw InputError("data folder " + data + " does not exist");
+  if (!fs::is_directory(root)) throw InputError("data path " + data + " is not a folder");
+  if (!cifar_root(root).empty()) return "cifar10";
+  if (is_mnist(root)) return "mnist";
+  if (has_class_folders(root)) return "imagefolder";
+  throw InputError("data folder " + data +
+                   " is not a recognised dataset: expected CIFAR-10 binaries (data_batch_1.bin …), MNIST IDX files "
+                   "(train-images-idx3-ubyte …) or one sub-folder of images per class");
+}
+
+ClassifyData load_classify_data(const std::string& data, const ClassifyDataOptions& o) {
+  ClassifyData d;
+  d.dataset = o.dataset == "auto" ? detect_classify_dataset(data) : o.dataset;
+  if (d.dataset != "synthetic" && data == "synthetic")
+    throw InputError("--dataset " + d.dataset + " needs --data FOLDER");
+  Preprocess pre{o.input_shape[1], o.input_shape[2], o.input_shape[3], {}, {}, o.augment, o.seed};
+  fs::path root(data);
+  if (d.dataset == "synthetic") {
+    pre.mean = {0.5, 0.5, 0.5};
+    pre.std = {0.25, 0.25, 0.25};
+    d.classes = synthetic_shape_classes();
+    d.train = std::make_unique<TensorDataset>(synthetic_split(o.synthetic_train, 32, 10'000'000), pre, true);
+    d.val = std::make_unique<TensorDataset>(synthetic_split(o.synthetic_val, 32, 20'000'000), pre, false);
+    d.description = "synthetic shapes (" + std::to_string(o.synthetic_train) + " training, " +
+                    std::to_string(o.synthetic_val) + " validation images, 10 classes)";
+  } else if (d.dataset == "cifar10") {
+    fs::path dir = cifar_root(root);
+    if (dir.empty()) throw InputError("data folder " + data + " has no CIFAR-10 data_batch_1.bin");
+    std::vector<fs::path> train_files;
+    for (int i = 1; i <= 5; ++i)
+      if (fs::exists(dir / ("data_batch_" + std::to_string(i) + ".bin")))
+        train_files.push_back(dir / ("data_batch_" + std::to_string(i) + ".bin"));
+    if (!fs::exists(dir / "test_batch.bin")) throw InputError("CIFAR-10 folder " + dir.string() + " has no test_batch.bin");
+    pre.mean = {0.4914, 0.4822, 0.4465};
+    pre.std = {0.2470, 0.2435, 0.2616};
+    d.classes = {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
+    auto train = read_cifar10_batches(train_files), val = read_cifar10_batches({dir / "test_batch.bin"});
+    d.description = "CIFAR-10 " + dir.string() + " (" + std::to_string(train.labels.size(0)) + " training, " +
+                    std::to_string(val.labels.size(0)) + " test images)";
+    d.train = std::make_unique<TensorDataset>(std::move(train), pre, true);
+    d.val = std::make_unique<TensorDataset>(std::move(val), pre, false);
+  } else if (d.dataset == "mnist") {
+    for (const char* f : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                          "t10k-labels-idx1-ubyte"})
+      if (!fs::exists(root / f)) throw InputError("MNIST folder " + data + " has no " + f);
+    pre.mean = {0.1307, 0.1307, 0.1307};
+    pre.std = {0.3081, 0.3081, 0.3081};
+    d.classes = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+    auto train = read_mnist(root / "train-images-idx3-ubyte", root / "train-labels-idx1-ubyte");
+    auto val = read_mnist(root / "t10k-images-idx3-ubyte", root / "t10k-labels-idx1-ubyte");
+    d.description = "MNIST " + data + " (" + std::to_string(train.labels.size(0)) + " training, " +
+                    std::to_string(val.labels.size(0)) + " test images)";
+    d.train = std::make_unique<TensorDataset>(std::move(train), pre, true);
+    d.val = std::make_unique<TensorDataset>(std::move(val), pre, false);
+  } else if (d.dataset == "imagefolder") {
+    pre.mean = {0.485, 0.456, 0.406};
+    pre.std = {0.229, 0.224, 0.225};
+    const bool split = fs::is_directory(root / "train");
+    fs::path train_dir = split ? root / "train" : root, val_dir;
+    if (split)
+      for (const char* v : {"val", "valid", "validation", "test"})
+        if (fs::is_directory(root / v)) {
+          val_dir = root / v;
+          break;
+        }
+    if (!fs::is_directory(train_dir)) throw InputError("data folder " + data + " does not exist");
+    for (const auto& e : fs::directory_iterator(train_dir))
+      if (e.is_directory()) d.classes.push_back(e.path().filename().string());
+    std::sort(d.classes.begin(), d.classes.end());
+    if (d.classes.size() < 2)
+      throw InputError("image folder " + train_dir.string() + " needs one sub-folder per class, at least two");
+    std::vector<fs::path> tf, vf;
+    std::vector<int64_t> tl, vl;
+    class_files(train_dir, d.classes, tf, tl);
+    if (!val_dir.empty()) {
+      class_files(val_dir, d.classes, vf, vl);
+    } else {
+      // Hold out every tenth image (files are grouped by class, so every class gives some).
+      std::vector<fs::path> all = tf;
+      std::vector<int64_t> al = tl;
+      tf.clear();
+      tl.clear();
+      for (size_t i = 0; i < all.size(); ++i) {
+        const bool hold = i % 10 == 9;
+        (hold ? vf : tf).push_back(all[i]);
+        (hold ? vl : tl).push_back(al[i]);
+      }
+    }
+    if (tf.empty()) throw InputError("image folder " + train_dir.string() + " holds no images (png, jpg, jpeg, bmp)");
+    if (vf.empty()) throw InputError("image folder " + data + " has no validation images");
+    d.description = "image folder " + data + " (" + std::to_string(tf.size()) + " training, " +
+                    std::to_string(vf.size()) + " validation images, " + std::to_string(d.classes.size()) + " classes)";
+    d.train = std::make_unique<FileDataset>(std::move(tf), std::move(tl), pre, true);
+    d.val = std::make_unique<FileDataset>(std::move(vf), std::move(vl), pre, false);
+  } else {
+    throw InputError("unknown dataset '" + d.dataset + "'; valid datasets: cifar10, imagefolder, mnist, synthetic");
+  }
+  return d;
+}
+
+}  // namespace igb::data

@@ -1,0 +1,60 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+
+namespace igb::data {
+
+/// Images with labels held in memory: uint8 [N, C, H, W] and int64 [N].
+struct LabeledImages {
+  at::Tensor images;
+  at::Tensor labels;
+};
+
+/// Reads CIFAR-10 binary batch files (records of 1 label byte + 3072 pixel bytes, R, G, B planes
+/// of 32×32). Throws InputError naming the file on a truncated file or a label outside 0–9.
+LabeledImages read_cifar10_batches(const std::vector<std::filesystem::path>& files);
+
+/// Reads an MNIST IDX pair (images magic 2051, labels magic 2049, big-endian sizes). Throws
+/// InputError naming the file on a bad magic, truncated data, count mismatch or label > 9.
+LabeledImages read_mnist(const std::filesystem::path& images, const std::filesystem::path& labels);
+
+/// How classification examples are made.
+struct ClassifyDataOptions {
+  /// "auto" (recognise the folder), "cifar10", "mnist", "imagefolder" or "synthetic".
+  std::string dataset = "auto";
+  /// The model's input shape {1, C, H, W}: examples are converted to C channels and H×W.
+  std::vector<int64_t> input_shape = {1, 3, 32, 32};
+  /// Training augmentation (small inputs: pad 4 + random crop + flip; large: random crop + flip).
+  bool augment = true;
+  uint64_t seed = 0;
+  /// Synthetic shapes only: training and validation images.
+  int64_t synthetic_train = 20000;
+  int64_t synthetic_val = 2000;
+};
+
+/// Training and validation sets of one classification run.
+struct ClassifyData {
+  std::unique_ptr<Dataset> train;
+  std::unique_ptr<Dataset> val;
+  std::vector<std::string> classes;
+  /// "cifar10", "mnist", "imagefolder", "synthetic".
+  std::string dataset;
+  std::string description;
+};
+
+/// Which dataset `data` is ("synthetic", or a folder holding CIFAR-10 binaries, MNIST IDX files
+/// or class sub-folders); InputError when it is none of them.
+std::string detect_classify_dataset(const std::string& data);
+
+/// Loads `data` for classification.
+ClassifyData load_classify_data(const std::string& data, const ClassifyDataOptions& options);
+
+}  // namespace igb::data

@@ -1,0 +1,175 @@
+#include "models/classify/classify_solver.h"
+
+#include <iostream>
+#include <optional>
+
+#include "core/checkpoint.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/logger.h"
+#include "core/table.h"
+#include "data/classify_data.h"
+#include "data/loader.h"
+#include "models/classify/classifier.h"
+
+namespace igb::models::classify {
+
+namespace fs = std::filesystem;
+
+ClassifyEvaluation evaluate_classifier(ModelImpl& model, const data::Dataset& dataset, int64_t batch_size,
+                                       int64_t workers, const c10::Device& device) {
+  torch::NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  data::LoaderOptions lo;
+  lo.batch_size = batch_size;
+  lo.shuffle = false;
+  lo.drop_last = false;
+  lo.workers = workers;
+  data::BatchLoader loader(dataset, lo);
+  loader.start_epoch(0);
+  data::Example batch;
+  ClassifyEvaluation ev;
+  double loss_sum = 0;
+  int64_t c1 = 0, c5 = 0;
+  while (loader.next(batch)) {
+    auto target = batch.target.to(device);
+    auto logits = model.forward(batch.input.to(device));
+    loss_sum += torch::cross_entropy_loss(logits, target, {}, at::Reduction::Sum).item<double>();
+    const int64_t k = std::min<int64_t>(5, logits.size(1));
+    auto top = std::get<1>(logits.topk(k, 1));
+    auto hit = top.eq(target.unsqueeze(1));
+    c1 += hit.narrow(1, 0, 1).sum().item<int64_t>();
+    c5 += hit.sum().item<int64_t>();
+    ev.count += target.size(0);
+  }
+  if (ev.count > 0) {
+    ev.top1 = 100.0 * static_cast<double>(c1) / static_cast<double>(ev.count);
+    ev.top5 = 100.0 * static_cast<double>(c5) / static_cast<double>(ev.count);
+    ev.loss = loss_sum / static_cast<double>(ev.count);
+  }
+  if (was_training) model.train();
+  return ev;
+}
+
+namespace {
+
+class ClassifyTask : public TrainingTask {
+ public:
+  ClassifyTask(Model model, data::ClassifyData data, const ClassifyConfig& config, c10::Device device)
+      : model_(std::move(model)), data_(std::move(data)), config_(config), device_(device) {}
+
+  Model model() override { return model_; }
+  const data::Dataset& train_set() const override { return *data_.train; }
+  at::Tensor loss(const at::Tensor& output, const at::Tensor& target) override {
+    return torch::cross_entropy_loss(output, target);
+  }
+  Metrics validate() override {
+    auto ev = evaluate_classifier(*model_, *data_.val, std::max<int64_t>(config_.train.batch_size, 64),
+                                  config_.train.workers, device_);
+    return {{"top1", ev.top1}, {"top5", ev.top5}, {"loss", ev.loss}};
+  }
+  std::string primary_metric() const override { return "top1"; }
+  std::string describe(const Metrics& m) const override {
+    return "Top1: " + fixed(metric(m, "top1"), 3) + "  Top5: " + fixed(metric(m, "top5"), 3) +
+           "  Loss: " + fixed(metric(m, "loss"), 3);
+  }
+  nlohmann::json summary(const Metrics& last, const Metrics& best) const override {
+    return {{"top1", metric(last, "top1")},  {"top5", metric(last, "top5")},
+            {"loss", metric(last, "loss")},  {"best_top1", metric(best, "top1")},
+            {"best_top5", metric(best, "top5")}, {"dataset", data_.dataset},
+            {"classes", data_.classes.size()}, {"data", data_.description}};
+  }
+
+ private:
+  Model model_;
+  data::ClassifyData data_;
+  ClassifyConfig config_;
+  c10::Device device_;
+};
+
+data::ClassifyDataOptions data_options(const std::string& dataset, const Model& model, uint64_t seed) {
+  data::ClassifyDataOptions o;
+  o.dataset = dataset;
+  o.input_shape = model->input_shape();
+  o.seed = seed;
+  return o;
+}
+
+}  // namespace
+
+nlohmann::json train_classify(const ClassifyConfig& config, RunContext& ctx, const RunInfo& info) {
+  torch::manual_seed(config.train.seed);
+  std::optional<Checkpoint> ckpt;
+  Model model;
+  if (!config.train.resume.empty()) {
+    ckpt = Checkpoint::load(config.train.resume);
+    if (ckpt->meta().optform != "classify")
+      throw InputError("checkpoint " + config.train.resume + " was trained with --optform=" + ckpt->meta().optform +
+                       ", not classify");
+    model = create_model(ckpt->meta().model, ckpt->meta().model_options);
+  } else {
+    check_model_family(config.train.model, "classify");
+    nlohmann::json opts = config.model_args;
+    // The class count comes from the data unless given; build once to learn the input shape.
+    if (config.input_size > 0) opts["input_size"] = config.input_size;
+    if (config.num_classes > 0) opts["num_classes"] = config.num_classes;
+    model = create_model(config.train.model, opts);
+  }
+  auto data = data::load_classify_data(config.train.data, data_options(config.dataset, model, config.train.seed));
+  auto* clf = dynamic_cast<ClassifierImpl*>(model.get());
+  const auto classes = static_cast<int64_t>(data.classes.size());
+  if (!ckpt && config.num_classes == 0 && clf->num_classes() != classes) {
+    nlohmann::json opts = model->options_json();
+    opts.update(config.model_args);
+    opts["num_classes"] = classes;
+    torch::manual_seed(config.train.seed);
+    model = create_model(config.train.model, opts);
+    clf = dynamic_cast<ClassifierImpl*>(model.get());
+  }
+  if (clf->num_classes() < classes)
+    throw InputError("the model has " + std::to_string(clf->num_classes()) + " outputs but the data has " +
+                     std::to_string(classes) + " classes");
+
+  const std::string data_line = "data: " + data.description;
+  const std::string model_line = "model: " + config.train.model + " " + model->options_json().dump() + ", " +
+                                 std::to_string(count_parameters(*model)) + " parameters";
+  ClassifyTask task(model, std::move(data), config, ctx.device);
+  compress::TrainingHooks no_schedule;
+  Trainer trainer(config.train, ctx, task, no_schedule, info);
+  if (ckpt) trainer.resume_from(*ckpt);
+  trainer.note(data_line);
+  trainer.note(model_line);
+  return trainer.run();
+}
+
+nlohmann::json test_classify(const std::string& checkpoint, const std::string& data, const std::string& dataset,
+                             const std::string& out, RunContext& ctx) {
+  Checkpoint ckpt = Checkpoint::load(checkpoint);
+  if (ckpt.meta().optform != "classify")
+    throw InputError("checkpoint " + checkpoint + " was trained with --optform=" + ckpt.meta().optform +
+                     ", not classify");
+  Model model = model_from_checkpoint(ckpt);
+  model->to(ctx.device);
+  auto d = data::load_classify_data(data, data_options(dataset, model, 0));
+  auto t0 = std::chrono::steady_clock::now();
+  auto ev = evaluate_classifier(*model, *d.val, 128, 2, ctx.device);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  Table table{{"Checkpoint", "Epoch", "Images", "Top1 (%)", "Top5 (%)", "Loss"},
+              {{checkpoint, std::to_string(ckpt.meta().epoch), std::to_string(ev.count), fixed(ev.top1, 3),
+                fixed(ev.top5, 3), fixed(ev.loss, 4)}}};
+  std::cout << table.to_text();
+  std::cout << "==> Top1: " << fixed(ev.top1, 3) << "    Top5: " << fixed(ev.top5, 3) << "    Loss: " << fixed(ev.loss, 3)
+            << std::endl;
+  nlohmann::json summary = {{"optform", "classify"}, {"checkpoint", checkpoint}, {"model", ckpt.meta().model},
+                            {"epoch", ckpt.meta().epoch}, {"dataset", d.dataset}, {"data", d.description},
+                            {"images", ev.count}, {"top1", ev.top1}, {"top5", ev.top5}, {"loss", ev.loss},
+                            {"seconds", secs}};
+  fs::path dir = out.empty() ? fs::path(checkpoint).parent_path() : fs::path(out);
+  if (dir.empty()) dir = ".";
+  write_text_atomically(dir / "test_summary.json", summary.dump(2) + "\n");
+  ctx.logger->info("wrote " + (dir / "test_summary.json").string());
+  return summary;
+}
+
+}  // namespace igb::models::classify

@@ -1,0 +1,87 @@
+// torchvision's MobileNetV2 (width 1.0).
+#include "core/activation.h"
+#include "core/sequential.h"
+#include "models/classify/classifier.h"
+
+namespace igb::models::classify {
+
+namespace nn = torch::nn;
+
+namespace {
+
+/// conv (no bias) + BN + ReLU6, as torchvision's Conv2dNormActivation: children 0, 1, 2.
+Sequential conv_bn_relu6(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t groups) {
+  return Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, k).stride(stride).padding((k - 1) / 2).groups(groups).bias(false)),
+                    nn::BatchNorm2d(out), Activation(ActivationKind::kReLU6));
+}
+
+/// `conv`: [expand 1x1 (when t ≠ 1)], depthwise 3x3, project 1x1, BN; residual when the shape
+/// is kept.
+class InvertedResidualImpl : public nn::Module {
+ public:
+  InvertedResidualImpl(int64_t in, int64_t out, int64_t stride, int64_t t)
+      : residual_(stride == 1 && in == out) {
+    const int64_t hidden = in * t;
+    conv = Sequential();
+    if (t != 1) conv->push_back(conv_bn_relu6(in, hidden, 1, 1, 1));
+    conv->push_back(conv_bn_relu6(hidden, hidden, 3, stride, hidden));
+    conv->push_back(nn::Conv2d(nn::Conv2dOptions(hidden, out, 1).bias(false)));
+    conv->push_back(nn::BatchNorm2d(out));
+    register_module("conv", conv);
+  }
+  torch::Tensor forward(torch::Tensor x) { return residual_ ? x + conv->forward(x) : conv->forward(x); }
+  Sequential conv{nullptr};
+
+ private:
+  bool residual_;
+};
+TORCH_MODULE(InvertedResidual);
+
+class MobileNetV2Impl : public ClassifierImpl {
+ public:
+  explicit MobileNetV2Impl(ClassifierOptions o) : ClassifierImpl(o.num_classes, o.shape(3)) {
+    // t (expansion), c (channels), n (repeats), s (first stride).
+    const int64_t settings[7][4] = {{1, 16, 1, 1},  {6, 24, 2, 2},  {6, 32, 3, 2}, {6, 64, 4, 2},
+                                    {6, 96, 3, 1},  {6, 160, 3, 2}, {6, 320, 1, 1}};
+    features = Sequential();
+    features->push_back(conv_bn_relu6(3, 32, 3, 2, 1));
+    int64_t in = 32;
+    for (const auto& s : settings) {
+      for (int64_t i = 0; i < s[2]; ++i) {
+        features->push_back(InvertedResidual(in, s[1], i == 0 ? s[3] : 1, s[0]));
+        in = s[1];
+      }
+    }
+    features->push_back(conv_bn_relu6(in, 1280, 1, 1, 1));
+    register_module("features", features);
+    avgpool = register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(1)));
+    classifier = register_module("classifier", Sequential(nn::Dropout(0.2), nn::Linear(1280, o.num_classes)));
+    torch::NoGradGuard no_grad;
+    for (auto& m : modules(false)) {
+      if (auto* c = m->as<nn::Conv2d>()) nn::init::kaiming_normal_(c->weight, 0, torch::kFanOut);
+      if (auto* l = m->as<nn::Linear>()) {
+        nn::init::normal_(l->weight, 0, 0.01);
+        nn::init::zeros_(l->bias);
+      }
+    }
+  }
+  torch::Tensor forward(torch::Tensor x) override {
+    return classifier->forward(avgpool(features->forward(x)).flatten(1));
+  }
+  nlohmann::json options_json() const override {
+    return {{"num_classes", num_classes_}, {"input_size", input_shape_[2]}};
+  }
+  Sequential features{nullptr}, classifier{nullptr};
+  nn::AdaptiveAvgPool2d avgpool{nullptr};
+};
+
+}  // namespace
+
+Model make_mobilenet_v2(const nlohmann::json& options) {
+  OptionReader r("mobilenet_v2", options);
+  auto o = read_classifier_options(r, 1000, 224, 32);
+  r.finish();
+  return std::make_shared<MobileNetV2Impl>(o);
+}
+
+}  // namespace igb::models::classify

@@ -1,0 +1,100 @@
+// He et al. (2016) CIFAR ResNets: 6n + 2 layers, identity shortcuts zero-padded on downsampling.
+#include "core/activation.h"
+#include "core/sequential.h"
+#include "models/classify/classifier.h"
+
+namespace igb::models::classify {
+
+namespace nn = torch::nn;
+
+namespace {
+
+nn::Conv2d conv3x3(int64_t in, int64_t out, int64_t stride) {
+  return nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false));
+}
+
+/// conv1, bn1, relu1, conv2, bn2, (+ shortcut), relu2.
+class BasicBlockImpl : public nn::Module {
+ public:
+  BasicBlockImpl(int64_t in, int64_t out, int64_t stride) : in_(in), out_(out), stride_(stride) {
+    conv1 = register_module("conv1", conv3x3(in, out, stride));
+    bn1 = register_module("bn1", nn::BatchNorm2d(out));
+    relu1 = register_module("relu1", Activation(ActivationKind::kReLU));
+    conv2 = register_module("conv2", conv3x3(out, out, 1));
+    bn2 = register_module("bn2", nn::BatchNorm2d(out));
+    relu2 = register_module("relu2", Activation(ActivationKind::kReLU));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    auto y = bn2(conv2(relu1(bn1(conv1(x)))));
+    auto shortcut = x;
+    if (stride_ != 1 || in_ != out_) {
+      // Option A: subsample, then zero-pad the new channels on both sides.
+      shortcut = x.slice(2, 0, c10::nullopt, stride_).slice(3, 0, c10::nullopt, stride_);
+      int64_t pad = out_ - in_;
+      shortcut = torch::constant_pad_nd(shortcut, {0, 0, 0, 0, pad / 2, pad - pad / 2});
+    }
+    return relu2(y + shortcut);
+  }
+
+  nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  Activation relu1{nullptr}, relu2{nullptr};
+
+ private:
+  int64_t in_, out_, stride_;
+};
+TORCH_MODULE(BasicBlock);
+
+class ResNetCifarImpl : public ClassifierImpl {
+ public:
+  ResNetCifarImpl(int64_t depth, ClassifierOptions o) : ClassifierImpl(o.num_classes, o.shape(3)), depth_(depth) {
+    const int64_t n = (depth - 2) / 6;
+    conv1 = register_module("conv1", conv3x3(3, 16, 1));
+    bn1 = register_module("bn1", nn::BatchNorm2d(16));
+    relu = register_module("relu", Activation(ActivationKind::kReLU));
+    int64_t in = 16;
+    for (int64_t stage = 0; stage < 3; ++stage) {
+      const int64_t out = 16 << stage;
+      Sequential layer;
+      for (int64_t b = 0; b < n; ++b) {
+        layer->push_back(BasicBlock(in, out, (b == 0 && stage > 0) ? 2 : 1));
+        in = out;
+      }
+      layers.push_back(register_module("layer" + std::to_string(stage + 1), layer));
+    }
+    avgpool = register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(1)));
+    fc = register_module("fc", nn::Linear(64, o.num_classes));
+    torch::NoGradGuard no_grad;
+    for (auto& m : modules(false))
+      if (auto* c = m->as<nn::Conv2d>()) nn::init::kaiming_normal_(c->weight, 0, torch::kFanOut, torch::kReLU);
+  }
+  torch::Tensor forward(torch::Tensor x) override {
+    x = relu(bn1(conv1(x)));
+    for (auto& l : layers) x = l->forward(x);
+    return fc(avgpool(x).flatten(1));
+  }
+  nlohmann::json options_json() const override {
+    return {{"num_classes", num_classes_}, {"input_size", input_shape_[2]}};
+  }
+
+  nn::Conv2d conv1{nullptr};
+  nn::BatchNorm2d bn1{nullptr};
+  Activation relu{nullptr};
+  std::vector<Sequential> layers;
+  nn::AdaptiveAvgPool2d avgpool{nullptr};
+  nn::Linear fc{nullptr};
+
+ private:
+  int64_t depth_;
+};
+
+}  // namespace
+
+Model make_resnet_cifar(int64_t depth, const nlohmann::json& options) {
+  OptionReader r("resnet" + std::to_string(depth) + "_cifar", options);
+  auto o = read_classifier_options(r, 10, 32, 8);
+  r.finish();
+  return std::make_shared<ResNetCifarImpl>(depth, o);
+}
+
+}  // namespace igb::models::classify

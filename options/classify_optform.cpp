@@ -1,0 +1,72 @@
+// --optform=classify: image classification training and testing.
+#include <CLI/CLI.hpp>
+
+#include "core/checkpoint.h"
+#include "models/classify/classify_solver.h"
+#include "options/common_options.h"
+#include "options/optform.h"
+
+namespace igb::options {
+
+namespace {
+
+class ClassifyOptForm : public OptForm {
+ public:
+  std::string default_model() const override { return "resnet20_cifar"; }
+
+  void add_train_options(CLI::App& app, models::TrainConfig& train) override {
+    app_ = &app;
+    train_ = &train;
+    // The defaults train resnet20_cifar past 90% top-1 on the synthetic shapes in minutes.
+    train.epochs = 6;
+    train.batch_size = 128;
+    train.lr = 0.1;
+    train.optimizer = "sgd";
+    train.momentum = 0.9;
+    train.weight_decay = 1e-4;
+    train.lr_decay = "cosine";
+    add_common_train_options(app, train);
+    add_dataset_option(app);
+    app.add_option("--num-classes", config_.num_classes, "Output classes (0 = as many as the data has)")
+        ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{100000}));
+    app.add_option("--input-size", config_.input_size,
+                   "Side of the square input (0 = the model's: 32 for CIFAR models, 224 for ImageNet ones)")
+        ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{4096}));
+    app.add_option("--model-arg", model_args_, "Model option KEY=VALUE, repeatable (densenet_cifar: depth, growth)");
+  }
+
+  nlohmann::json run_train(RunContext& ctx, const std::string& config_yaml,
+                           const nlohmann::json& config_json) override {
+    config_.train = *train_;
+    config_.model_args = parse_model_args(model_args_);
+    if (!config_.train.resume.empty() && !app_->get_option("--model")->count())
+      config_.train.model = Checkpoint::load(config_.train.resume).meta().model;
+    models::RunInfo info{"classify", config_yaml, config_json};
+    return models::classify::train_classify(config_, ctx, info);
+  }
+
+  void add_test_options(CLI::App& app) override { add_dataset_option(app); }
+
+  nlohmann::json run_test(RunContext& ctx, const std::string& checkpoint, const std::string& data,
+                          const std::string& out) override {
+    return models::classify::test_classify(checkpoint, data, config_.dataset, out, ctx);
+  }
+
+ private:
+  void add_dataset_option(CLI::App& app) {
+    app.add_option("--dataset", config_.dataset, "Force the dataset format instead of recognising --data")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"auto", "cifar10", "mnist", "imagefolder", "synthetic"}));
+  }
+
+  CLI::App* app_ = nullptr;
+  models::TrainConfig* train_ = nullptr;
+  models::classify::ClassifyConfig config_;
+  std::vector<std::string> model_args_;
+};
+
+}  // namespace
+
+std::unique_ptr<OptForm> make_classify_optform() { return std::make_unique<ClassifyOptForm>(); }
+
+}  // namespace igb::options
