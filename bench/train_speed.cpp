@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/runtime.h"
 #include "models/model.h"
 
 int main(int argc, char** argv) {
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   torch::set_num_threads(static_cast<int>(threads));
+  igb::tune_allocator();
   torch::manual_seed(0);
   igb::models::register_builtin_models();
   auto model = igb::models::create_model(model_name, {});

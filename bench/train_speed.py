@@ -20,11 +20,11 @@ class Block(nn.Module):
         self.stride, self.pad = stride, cout - cin
 
     def forward(self, x):
-        y = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
+        y = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)), inplace=True)))
         s = x
         if self.stride != 1 or self.pad:
             s = F.pad(x[:, :, ::self.stride, ::self.stride], (0, 0, 0, 0, self.pad // 2, self.pad - self.pad // 2))
-        return F.relu(y + s)
+        return F.relu(y + s, inplace=True)
 
 
 class ResNetCifar(nn.Module):
@@ -43,7 +43,7 @@ class ResNetCifar(nn.Module):
         self.fc = nn.Linear(64, classes)
 
     def forward(self, x):
-        x = self.layers(F.relu(self.bn1(self.conv1(x))))
+        x = self.layers(F.relu(self.bn1(self.conv1(x)), inplace=True))
         return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
 
 

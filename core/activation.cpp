@@ -22,10 +22,14 @@ ActivationImpl::ActivationImpl(ActivationOptions options) : options_(options) {
 
 torch::Tensor ActivationImpl::forward_original(const torch::Tensor& x) {
   switch (options_.kind()) {
-    case ActivationKind::kReLU: return torch::relu(x);
-    case ActivationKind::kReLU6: return torch::hardtanh(x, 0.0, 6.0);
+    case ActivationKind::kReLU: return options_.inplace() ? x.relu_() : torch::relu(x);
+    case ActivationKind::kReLU6:
+      return options_.inplace() ? torch::hardtanh_(const_cast<torch::Tensor&>(x), 0.0, 6.0)
+                                : torch::hardtanh(x, 0.0, 6.0);
     case ActivationKind::kPReLU: return torch::prelu(x, weight);
-    case ActivationKind::kLeakyReLU: return torch::leaky_relu(x, options_.negative_slope());
+    case ActivationKind::kLeakyReLU:
+      return options_.inplace() ? torch::leaky_relu_(const_cast<torch::Tensor&>(x), options_.negative_slope())
+                                : torch::leaky_relu(x, options_.negative_slope());
     case ActivationKind::kTanh: return torch::tanh(x);
     case ActivationKind::kSigmoid: return torch::sigmoid(x);
     case ActivationKind::kIdentity: return x;

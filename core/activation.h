@@ -24,6 +24,10 @@ struct ActivationOptions {
   TORCH_ARG(double, init) = 0.25;
   /// LeakyReLU only: slope for x < 0. Default 0.01.
   TORCH_ARG(double, negative_slope) = 0.01;
+  /// ReLU, ReLU6 and LeakyReLU only: overwrite the input instead of allocating the output, as
+  /// torchvision's `ReLU(inplace=True)`. Only for inputs nothing else reads afterwards (the
+  /// fresh output of a conv, BN or add). Default false.
+  TORCH_ARG(bool, inplace) = false;
 };
 
 /// An activation as a registered module with a slot that can really be rewired. Models call

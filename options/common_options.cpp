@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/runtime.h"
 
 namespace igb::options {
 
@@ -40,6 +41,7 @@ void add_common_train_options(CLI::App& app, models::TrainConfig& c) {
 c10::Device configure_runtime(int64_t threads, const std::string& device) {
   if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
   torch::set_num_threads(static_cast<int>(threads));
+  tune_allocator();
   // Data workers run their own threads; keep OpenCV from oversubscribing the cores.
   cv::setNumThreads(1);
   if (device == "cuda") {

@@ -14,7 +14,7 @@ namespace {
 class AlexNetImpl : public ClassifierImpl {
  public:
   explicit AlexNetImpl(ClassifierOptions o) : ClassifierImpl(o.num_classes, o.shape(3)) {
-    auto relu = [] { return Activation(ActivationKind::kReLU); };
+    auto relu = [] { return Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)); };
     auto pool = [] { return nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2)); };
     features = register_module(
         "features", Sequential(nn::Conv2d(nn::Conv2dOptions(3, 64, 11).stride(4).padding(2)), relu(), pool(),

@@ -15,10 +15,10 @@ class DenseLayerImpl : public nn::Module {
  public:
   DenseLayerImpl(int64_t in, int64_t growth) {
     bn1 = register_module("bn1", nn::BatchNorm2d(in));
-    relu1 = register_module("relu1", Activation(ActivationKind::kReLU));
+    relu1 = register_module("relu1", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in, 4 * growth, 1).bias(false)));
     bn2 = register_module("bn2", nn::BatchNorm2d(4 * growth));
-    relu2 = register_module("relu2", Activation(ActivationKind::kReLU));
+    relu2 = register_module("relu2", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(4 * growth, growth, 3).padding(1).bias(false)));
   }
   torch::Tensor forward(torch::Tensor x) {
@@ -36,7 +36,7 @@ class TransitionImpl : public nn::Module {
  public:
   TransitionImpl(int64_t in, int64_t out) {
     bn = register_module("bn", nn::BatchNorm2d(in));
-    relu = register_module("relu", Activation(ActivationKind::kReLU));
+    relu = register_module("relu", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     conv = register_module("conv", nn::Conv2d(nn::Conv2dOptions(in, out, 1).bias(false)));
     pool = register_module("pool", nn::AvgPool2d(nn::AvgPool2dOptions(2)));
   }
@@ -69,7 +69,7 @@ class DenseNetCifarImpl : public ClassifierImpl {
       }
     }
     bn = register_module("bn", nn::BatchNorm2d(c));
-    relu = register_module("relu", Activation(ActivationKind::kReLU));
+    relu = register_module("relu", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     avgpool = register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(1)));
     fc = register_module("fc", nn::Linear(c, o.num_classes));
     torch::NoGradGuard no_grad;

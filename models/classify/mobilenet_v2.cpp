@@ -12,7 +12,7 @@ namespace {
 /// conv (no bias) + BN + ReLU6, as torchvision's Conv2dNormActivation: children 0, 1, 2.
 Sequential conv_bn_relu6(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t groups) {
   return Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, k).stride(stride).padding((k - 1) / 2).groups(groups).bias(false)),
-                    nn::BatchNorm2d(out), Activation(ActivationKind::kReLU6));
+                    nn::BatchNorm2d(out), Activation(ActivationOptions(ActivationKind::kReLU6).inplace(true)));
 }
 
 /// `conv`: [expand 1x1 (when t ≠ 1)], depthwise 3x3, project 1x1, BN; residual when the shape

@@ -22,20 +22,20 @@ class BlockImpl : public nn::Module {
     if (bottleneck) {
       conv1 = register_module("conv1", conv(in, planes, 1, 1));
       bn1 = register_module("bn1", nn::BatchNorm2d(planes));
-      relu1 = register_module("relu1", Activation(ActivationKind::kReLU));
+      relu1 = register_module("relu1", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
       conv2 = register_module("conv2", conv(planes, planes, 3, stride));
       bn2 = register_module("bn2", nn::BatchNorm2d(planes));
-      relu2 = register_module("relu2", Activation(ActivationKind::kReLU));
+      relu2 = register_module("relu2", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
       conv3 = register_module("conv3", conv(planes, out, 1, 1));
       bn3 = register_module("bn3", nn::BatchNorm2d(out));
-      relu3 = register_module("relu3", Activation(ActivationKind::kReLU));
+      relu3 = register_module("relu3", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     } else {
       conv1 = register_module("conv1", conv(in, planes, 3, stride));
       bn1 = register_module("bn1", nn::BatchNorm2d(planes));
-      relu1 = register_module("relu1", Activation(ActivationKind::kReLU));
+      relu1 = register_module("relu1", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
       conv2 = register_module("conv2", conv(planes, planes, 3, 1));
       bn2 = register_module("bn2", nn::BatchNorm2d(planes));
-      relu2 = register_module("relu2", Activation(ActivationKind::kReLU));
+      relu2 = register_module("relu2", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     }
     if (stride != 1 || in != out)
       downsample = register_module("downsample", Sequential(conv(in, out, 1, stride), nn::BatchNorm2d(out)));
@@ -65,7 +65,7 @@ class ResNetImpl : public ClassifierImpl {
     const std::vector<int64_t> blocks = depth == 18 ? std::vector<int64_t>{2, 2, 2, 2} : std::vector<int64_t>{3, 4, 6, 3};
     conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)));
     bn1 = register_module("bn1", nn::BatchNorm2d(64));
-    relu = register_module("relu", Activation(ActivationKind::kReLU));
+    relu = register_module("relu", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     maxpool = register_module("maxpool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
     int64_t in = 64;
     for (int64_t stage = 0; stage < 4; ++stage) {

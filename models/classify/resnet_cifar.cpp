@@ -19,10 +19,10 @@ class BasicBlockImpl : public nn::Module {
   BasicBlockImpl(int64_t in, int64_t out, int64_t stride) : in_(in), out_(out), stride_(stride) {
     conv1 = register_module("conv1", conv3x3(in, out, stride));
     bn1 = register_module("bn1", nn::BatchNorm2d(out));
-    relu1 = register_module("relu1", Activation(ActivationKind::kReLU));
+    relu1 = register_module("relu1", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     conv2 = register_module("conv2", conv3x3(out, out, 1));
     bn2 = register_module("bn2", nn::BatchNorm2d(out));
-    relu2 = register_module("relu2", Activation(ActivationKind::kReLU));
+    relu2 = register_module("relu2", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
   }
   torch::Tensor forward(torch::Tensor x) {
     auto y = bn2(conv2(relu1(bn1(conv1(x)))));
@@ -51,7 +51,7 @@ class ResNetCifarImpl : public ClassifierImpl {
     const int64_t n = (depth - 2) / 6;
     conv1 = register_module("conv1", conv3x3(3, 16, 1));
     bn1 = register_module("bn1", nn::BatchNorm2d(16));
-    relu = register_module("relu", Activation(ActivationKind::kReLU));
+    relu = register_module("relu", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     int64_t in = 16;
     for (int64_t stage = 0; stage < 3; ++stage) {
       const int64_t out = 16 << stage;

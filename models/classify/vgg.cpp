@@ -22,7 +22,7 @@ Sequential vgg_features(bool batch_norm) {
     }
     f->push_back(nn::Conv2d(nn::Conv2dOptions(in, c, 3).padding(1)));
     if (batch_norm) f->push_back(nn::BatchNorm2d(c));
-    f->push_back(Activation(ActivationKind::kReLU));
+    f->push_back(Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     in = c;
   }
   return f;
@@ -36,8 +36,8 @@ class Vgg16Impl : public ClassifierImpl {
     features = register_module("features", vgg_features(false));
     avgpool = register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(7)));
     classifier = register_module(
-        "classifier", Sequential(nn::Linear(512 * 7 * 7, 4096), Activation(ActivationKind::kReLU),
-                                 nn::Dropout(0.5), nn::Linear(4096, 4096), Activation(ActivationKind::kReLU),
+        "classifier", Sequential(nn::Linear(512 * 7 * 7, 4096), Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)),
+                                 nn::Dropout(0.5), nn::Linear(4096, 4096), Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)),
                                  nn::Dropout(0.5), nn::Linear(4096, o.num_classes)));
   }
   torch::Tensor forward(torch::Tensor x) override {
@@ -57,7 +57,7 @@ class Vgg16CifarImpl : public ClassifierImpl {
   explicit Vgg16CifarImpl(ClassifierOptions o) : ClassifierImpl(o.num_classes, o.shape(3)) {
     features = register_module("features", vgg_features(true));
     classifier = register_module(
-        "classifier", Sequential(nn::Linear(512, 512), nn::BatchNorm1d(512), Activation(ActivationKind::kReLU),
+        "classifier", Sequential(nn::Linear(512, 512), nn::BatchNorm1d(512), Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)),
                                  nn::Linear(512, o.num_classes)));
     torch::NoGradGuard no_grad;
     for (auto& m : modules(false))

@@ -45,6 +45,18 @@ TEST(Activation, Kinds) {
   EXPECT_FLOAT_EQ(leaky(x)[0].item<float>(), -0.2f);
   auto prelu = Activation(ActivationKind::kPReLU);
   EXPECT_FLOAT_EQ(prelu(x)[1].item<float>(), -0.125f);
+  auto relu6 = Activation(ActivationKind::kReLU6);
+  EXPECT_TRUE(torch::equal(relu6(torch::tensor({-1.0f, 3.0f, 7.0f})), torch::tensor({0.0f, 3.0f, 6.0f})));
+}
+
+TEST(Activation, InPlaceOverwritesItsInputAndKeepsGradients) {
+  auto inplace = Activation(ActivationOptions(ActivationKind::kReLU).inplace(true));
+  auto w = torch::tensor({-1.0f, 2.0f}, torch::requires_grad());
+  auto h = w * 3;  // a fresh intermediate, as after a conv
+  auto y = inplace(h);
+  EXPECT_TRUE(torch::equal(h, torch::tensor({0.0f, 6.0f})));  // the input itself was rectified
+  y.sum().backward();
+  EXPECT_TRUE(torch::equal(w.grad(), torch::tensor({0.0f, 3.0f})));
 }
 
 }  // namespace igb
