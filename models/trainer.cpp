@@ -173,7 +173,6 @@ nlohmann::json Trainer::run() {
   if (!resumed_from_.empty()) ctx_.logger->info("resumed from " + resumed_from_);
   for (const auto& line : notes_) ctx_.logger->info(line);
 
-  Metrics names_probe;  // metrics.csv columns come from the first validation
   const std::string primary = task_.primary_metric();
   std::unique_ptr<CsvAppender> csv;
   nlohmann::json summary;
