@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace igb::compress {
 
@@ -18,6 +19,13 @@ struct MinibatchInfo {
   int64_t batch = 0;
   /// Minibatches in this epoch.
   int64_t batches_per_epoch = 0;
+};
+
+/// A scalar a schedule reports once per epoch: a metrics.csv column and a TensorBoard tag.
+struct EpochScalar {
+  std::string column;
+  std::string tag;
+  double value = 0;
 };
 
 /// The six points at which a compression schedule acts on training, called by every solver in this
@@ -48,6 +56,13 @@ class TrainingHooks {
   virtual void load_state(torch::serialize::InputArchive& archive) {}
   /// Whether there is anything to save (false for the empty schedule).
   virtual bool has_state() const { return false; }
+
+  /// Scalars to log after each epoch (sparsity of the pruned weights, ...).
+  virtual std::vector<EpochScalar> epoch_scalars() const { return {}; }
+  /// Whether the schedule sets the learning rate (its lr_schedulers replace --lr-decay).
+  virtual bool controls_lr() const { return false; }
+  /// The schedule's text, copied into the run directory and the checkpoint.
+  virtual std::string schedule_text() const { return {}; }
 };
 
 }  // namespace igb::compress

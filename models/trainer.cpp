@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "compress/scheduler.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/logger.h"
@@ -26,10 +27,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& confi
 }
 
 void set_lr(torch::optim::Optimizer& optimizer, double lr) {
-  for (auto& group : optimizer.param_groups()) {
-    if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&group.options())) sgd->lr(lr);
-    if (auto* adam = dynamic_cast<torch::optim::AdamOptions*>(&group.options())) adam->lr(lr);
-  }
+  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
 }
 
 double decayed_lr(const TrainConfig& config, int64_t epoch) {
@@ -39,10 +37,7 @@ double decayed_lr(const TrainConfig& config, int64_t epoch) {
 }
 
 double current_lr(torch::optim::Optimizer& optimizer) {
-  auto& group = optimizer.param_groups().at(0);
-  if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&group.options())) return sgd->lr();
-  if (auto* adam = dynamic_cast<torch::optim::AdamOptions*>(&group.options())) return adam->lr();
-  return std::nan("");
+  return optimizer.param_groups().at(0).options().get_lr();
 }
 
 double metric(const Metrics& metrics, const std::string& name) {
@@ -98,7 +93,7 @@ double Trainer::train_epoch(int64_t epoch) {
   progress.begin_epoch(epoch, config_.epochs, batches);
 
   model_->train();
-  if (config_.lr_decay != "none") set_lr(*optimizer_, decayed_lr(config_, epoch));
+  if (config_.lr_decay != "none" && !hooks_.controls_lr()) set_lr(*optimizer_, decayed_lr(config_, epoch));
   hooks_.on_epoch_begin(epoch, *optimizer_);
   loader.start_epoch(epoch);
   data::Example batch;
@@ -149,6 +144,7 @@ void Trainer::save(const fs::path& path, int64_t epoch, const Metrics& last) {
   meta.best_metric_name = task_.primary_metric();
   meta.best_metric = best_value_;
   meta.best_epoch = best_epoch_;
+  meta.schedule_text = hooks_.schedule_text();
   nlohmann::json last_j = nlohmann::json::object(), best_j = nlohmann::json::object();
   for (const auto& kv : last) last_j[kv.first] = kv.second;
   for (const auto& kv : best_metrics_) best_j[kv.first] = kv.second;
@@ -172,6 +168,9 @@ nlohmann::json Trainer::run() {
                     " threads (" + ctx_.device.str() + "), run directory " + out.string());
   if (!resumed_from_.empty()) ctx_.logger->info("resumed from " + resumed_from_);
   for (const auto& line : notes_) ctx_.logger->info(line);
+  if (!hooks_.schedule_text().empty()) write_text_atomically(out / "schedule.yaml", hooks_.schedule_text());
+  if (hooks_.controls_lr() && config_.lr_decay != "none")
+    ctx_.logger->info("the schedule's lr_schedulers set the learning rate; --lr-decay " + config_.lr_decay + " is off");
 
   const std::string primary = task_.primary_metric();
   std::unique_ptr<CsvAppender> csv;
@@ -199,25 +198,32 @@ nlohmann::json Trainer::run() {
       best_value_ = value;
       best_metrics_ = metrics;
     }
+    const auto scalars = hooks_.epoch_scalars();
+    std::string sparsity_text;
+    for (const auto& sc : scalars)
+      if (sc.column == "sparsity") sparsity_text = "  sparsity " + fixed(100 * sc.value, 2) + "%";
     ctx_.logger->info("==> epoch " + std::to_string(epoch) + "/" + std::to_string(config_.epochs - 1) +
-                      "  loss " + fixed(train_loss, 6) + "  " + task_.describe(metrics) + "  lr " +
+                      "  loss " + fixed(train_loss, 6) + "  " + task_.describe(metrics) + sparsity_text + "  lr " +
                       std::to_string(lr) + "  " + fixed(seconds, 1) + "s" + (improved ? "  (best)" : ""));
 
     if (!csv) {
       std::vector<std::string> cols{"epoch", "lr", "train_loss"};
       for (const auto& kv : metrics) cols.push_back(kv.first);
+      for (const auto& sc : scalars) cols.push_back(sc.column);
       cols.push_back("time_s");
       csv = std::make_unique<CsvAppender>((out / "metrics.csv").string(), cols);
     }
     std::vector<std::pair<std::string, std::string>> row{
         {"epoch", std::to_string(epoch)}, {"lr", std::to_string(lr)}, {"train_loss", fixed(train_loss, 6)}};
     for (const auto& kv : metrics) row.emplace_back(kv.first, fixed(kv.second, 4));
+    for (const auto& sc : scalars) row.emplace_back(sc.column, fixed(sc.value, 6));
     row.emplace_back("time_s", fixed(seconds, 2));
     csv->append(row);
 
     events.add_scalar("train/loss", train_loss, epoch);
     events.add_scalar("lr", lr, epoch);
     for (const auto& kv : metrics) events.add_scalar("val/" + kv.first, kv.second, epoch);
+    for (const auto& sc : scalars) events.add_scalar(sc.tag, sc.value, epoch);
     events.flush();
 
     save(out / "checkpoint.ckpt", epoch, metrics);
@@ -227,9 +233,22 @@ nlohmann::json Trainer::run() {
       });
     }
     summary = make_summary(metrics);
+    for (const auto& sc : scalars)
+      if (sc.column == "sparsity") summary["sparsity"] = sc.value;
     write_text_atomically(out / "summary.json", summary.dump(2) + "\n");
   }
   return summary;
+}
+
+std::unique_ptr<compress::TrainingHooks> make_schedule(const TrainConfig& config, ModelImpl& model, Logger* logger,
+                                                       const Checkpoint* resume) {
+  if (!config.compress.empty())
+    return compress::CompressionScheduler::from_file(config.compress, model, config.lr, logger);
+  if (resume && !resume->meta().schedule_text.empty())
+    return compress::CompressionScheduler::from_text(resume->meta().schedule_text,
+                                                     resume->path().string() + " (its schedule)", model, config.lr,
+                                                     logger);
+  return std::make_unique<compress::TrainingHooks>();
 }
 
 }  // namespace igb::models

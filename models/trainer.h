@@ -102,6 +102,11 @@ double decayed_lr(const TrainConfig& config, int64_t epoch);
 /// Current learning rate of the first parameter group.
 double current_lr(torch::optim::Optimizer& optimizer);
 
+/// The compression schedule of a run: --compress FILE, else the schedule saved in the checkpoint
+/// being resumed, else the empty schedule. Validated against `model` (InputError).
+std::unique_ptr<compress::TrainingHooks> make_schedule(const TrainConfig& config, ModelImpl& model, Logger* logger,
+                                                       const Checkpoint* resume);
+
 /// Looks up `name` in `metrics` (NaN when absent).
 double metric(const Metrics& metrics, const std::string& name);
 

@@ -32,6 +32,7 @@ void add_common_train_options(CLI::App& app, models::TrainConfig& c) {
   app.add_option("--device", c.device, "Device")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--out", c.out, "Run directory (default runs/<model>___<YYYY.MM.DD-HHMMSS>)");
   app.add_option("--resume", c.resume, "Checkpoint to continue from (its next epoch; --epochs is the total)");
+  app.add_option("--compress", c.compress, "Compression schedule (Distiller YAML); on resume, the checkpoint's by default");
   app.add_option("--max-batches", c.max_batches, "Cap on minibatches per epoch, for smoke runs (0 = none)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--log-every", c.log_every, "Progress log line every N minibatches when not on a terminal")

@@ -149,8 +149,8 @@ nlohmann::json train_sr(const SrConfig& config, RunContext& ctx, const RunInfo& 
                                  ", " + std::to_string(count_parameters(*model)) + " parameters";
 
   SrTask task(model, std::move(data), config, ctx.device);
-  compress::TrainingHooks no_schedule;
-  Trainer trainer(config.train, ctx, task, no_schedule, info);
+  auto schedule = make_schedule(config.train, *model, ctx.logger, ckpt ? &*ckpt : nullptr);
+  Trainer trainer(config.train, ctx, task, *schedule, info);
   if (ckpt) trainer.resume_from(*ckpt);
   trainer.note(data_line);
   trainer.note(model_line);

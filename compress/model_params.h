@@ -1,0 +1,41 @@
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace igb::compress {
+
+/// The parameters of a model as a schedule sees them: names (a leading "module." in a schedule is
+/// stripped, as DataParallel adds it) and, for each conv or linear weight, the tensors that go
+/// with its output channels: its bias and the affine parameters and running statistics of the
+/// BatchNorm that follows it.
+class ModelParams {
+ public:
+  explicit ModelParams(torch::nn::Module& model);
+
+  /// Resolves a schedule's parameter name (strips "module."); InputError at `where` naming the
+  /// closest valid names when there is no such parameter.
+  std::string resolve(const std::string& name, const std::string& where) const;
+  bool contains(const std::string& name) const { return params_.count(name) != 0; }
+  at::Tensor& at(const std::string& name) { return params_.at(name); }
+  const std::vector<std::string>& names() const { return names_; }
+  /// Weights of convolutions and linear layers (dimension ≥ 2), in model order.
+  std::vector<std::string> weight_names() const;
+
+  /// Parameters indexed by the output channels of `weight`: its bias and the weight and bias of
+  /// the BatchNorm that follows it.
+  struct Followers {
+    std::vector<std::string> params;
+  };
+  const Followers& followers(const std::string& weight) const;
+
+ private:
+  std::map<std::string, at::Tensor> params_;
+  std::vector<std::string> names_;
+  std::map<std::string, Followers> followers_;
+};
+
+}  // namespace igb::compress

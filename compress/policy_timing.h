@@ -1,0 +1,24 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace igb::compress {
+
+/// When a policy acts: epochs range(start, end, frequency), end exclusive, or an explicit list.
+struct PolicyTiming {
+  int64_t start = 0;
+  int64_t end = 0;
+  int64_t frequency = 1;
+  /// When not empty, the policy acts at exactly these epochs (and start/end/frequency are unused).
+  std::vector<int64_t> epochs;
+
+  bool active(int64_t epoch) const;
+  bool is_range() const { return epochs.empty(); }
+  /// Last epoch at which the policy acts.
+  int64_t last() const;
+  std::string describe() const;
+};
+
+}  // namespace igb::compress

@@ -1,0 +1,401 @@
+#include "compress/scheduler.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <set>
+
+#include "compress/yaml_reader.h"
+#include "core/fs.h"
+#include "core/logger.h"
+
+namespace igb::compress {
+
+namespace {
+
+const std::vector<std::string> kTopLevel = {"version",    "pruners",       "regularizers", "quantizers",
+                                            "extensions", "lr_schedulers", "policies"};
+const std::vector<std::string> kQuantizers = {"DorefaQuantizer", "PACTQuantizer", "WRPNQuantizer",
+                                              "QuantAwareTrainRangeLinearQuantizer"};
+
+std::string section_kind(Policy::Kind k) {
+  switch (k) {
+    case Policy::Kind::kPruner: return "pruner";
+    case Policy::Kind::kRegularizer: return "regularizer";
+    case Policy::Kind::kLrScheduler: return "lr_scheduler";
+    case Policy::Kind::kExtension: return "extension";
+  }
+  return "?";
+}
+
+}  // namespace
+
+void register_builtin_compression() {
+  register_builtin_pruners();
+  register_builtin_regularizers();
+  register_builtin_lr_schedulers();
+}
+
+CompressionScheduler::CompressionScheduler(torch::nn::Module& model, double base_lr, Logger* logger)
+    : params_(model), base_lr_(base_lr), logger_(logger) {}
+
+std::unique_ptr<CompressionScheduler> CompressionScheduler::from_file(const std::string& path, torch::nn::Module& model,
+                                                                      double base_lr, Logger* logger) {
+  if (!std::filesystem::exists(path)) throw InputError("schedule " + path + " does not exist");
+  return from_text(read_text_file(path), path, model, base_lr, logger);
+}
+
+std::unique_ptr<CompressionScheduler> CompressionScheduler::from_text(const std::string& text, const std::string& file,
+                                                                      torch::nn::Module& model, double base_lr,
+                                                                      Logger* logger) {
+  register_builtin_compression();
+  std::unique_ptr<CompressionScheduler> s(new CompressionScheduler(model, base_lr, logger));
+  s->parse(text, file);
+  return s;
+}
+
+void CompressionScheduler::parse(const std::string& text, const std::string& file) {
+  text_ = text;
+  file_ = file;
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw InputError(file + ":" + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
+  }
+  if (!root.IsMap()) throw InputError(file + ": a schedule is a mapping with version, pruners, …, policies");
+  for (const auto& kv : root) {
+    auto key = kv.first.as<std::string>();
+    if (std::find(kTopLevel.begin(), kTopLevel.end(), key) == kTopLevel.end())
+      throw InputError(yaml_where(file, kv.first) + ": unknown top-level key '" + key + "'; did you mean " +
+                       join(closest_names(key, kTopLevel, 2), " or ") + "? (valid: " + join(kTopLevel) + ")");
+  }
+  if (!root["version"]) throw InputError(file + ": the schedule has no 'version' (it must be 1)");
+  if (root["version"].as<std::string>() != "1")
+    throw InputError(yaml_where(file, root["version"]) + ": version " + root["version"].as<std::string>() +
+                     " is not supported (only 1)");
+
+  std::set<std::string> all_names;
+  auto instances = [&](const char* section, auto&& make) {
+    YAML::Node n = root[section];
+    if (!n || n.IsNull()) return;
+    if (!n.IsMap()) throw InputError(yaml_where(file, n) + ": '" + section + "' must map instance names to {class: …}");
+    for (const auto& kv : n) {
+      const auto name = kv.first.as<std::string>();
+      const auto where = yaml_where(file, kv.first);
+      if (!all_names.insert(name).second) throw InputError(where + ": instance name '" + name + "' is used twice");
+      if (!kv.second.IsMap() || !kv.second["class"])
+        throw InputError(where + ": " + section + "." + name + " needs a 'class'");
+      const auto cls = kv.second["class"].as<std::string>();
+      YamlReader r(kv.second, file, std::string(section) + "." + name + " (" + cls + ")");
+      r.ignore({"class"});
+      make(name, cls, r, yaml_where(file, kv.second["class"]));
+      r.finish();
+    }
+  };
+  auto unknown_class = [](const std::string& where, const std::string& cls, const std::vector<std::string>& valid,
+                          const char* what) {
+    return InputError(where + ": unknown " + std::string(what) + " class '" + cls + "'; valid: " + join(valid));
+  };
+
+  instances("pruners", [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
+    if (!pruner_registry().contains(cls)) throw unknown_class(w, cls, pruner_registry().names(), "pruner");
+    pruners_[name] = pruner_registry().get(cls)(name, r, params_);
+  });
+  instances("regularizers", [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
+    if (!regularizer_registry().contains(cls)) throw unknown_class(w, cls, regularizer_registry().names(), "regularizer");
+    regularizers_[name] = regularizer_registry().get(cls)(name, r, params_);
+  });
+  instances("lr_schedulers", [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
+    if (!lr_scheduler_registry().contains(cls)) throw unknown_class(w, cls, lr_scheduler_registry().names(), "LR scheduler");
+    lr_schedulers_[name] = lr_scheduler_registry().get(cls)(r);
+  });
+  instances("extensions", [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
+    const std::map<std::string, std::string> funcs = {{"FilterRemover", "remove_filters"},
+                                                      {"ChannelRemover", "remove_channels"}};
+    if (!funcs.count(cls)) throw unknown_class(w, cls, {"ChannelRemover", "FilterRemover"}, "extension");
+    auto f = r.get<std::string>("thinning_func_str", funcs.at(cls));
+    if (f != funcs.at(cls))
+      throw InputError(r.where("thinning_func_str") + ": " + cls + " takes thinning_func_str: " + funcs.at(cls) +
+                       ", not " + f);
+    r.ignore({"arch", "dataset"});  // the model knows its input shape
+    extensions_[name] = cls;
+  });
+  if (YAML::Node q = root["quantizers"]; q && !q.IsNull()) {
+    if (q.IsMap() && q.size() > 1)
+      throw InputError(yaml_where(file, q) + ": a schedule has at most one quantizer, this one has " +
+                       std::to_string(q.size()));
+    for (const auto& kv : q) {
+      const auto cls = kv.second["class"] ? kv.second["class"].as<std::string>() : "";
+      const auto where = yaml_where(file, kv.first);
+      if (std::find(kQuantizers.begin(), kQuantizers.end(), cls) == kQuantizers.end())
+        throw InputError(where + ": unknown quantizer class '" + cls + "'; valid: " + join(kQuantizers));
+      throw InputError(where + ": quantizer " + kv.first.as<std::string>() + " (" + cls +
+                       "): quantization-aware training is not available in this build");
+    }
+  }
+
+  YAML::Node pol = root["policies"];
+  if (!pol || !pol.IsSequence() || pol.size() == 0)
+    throw InputError(file + ": the schedule has no 'policies' list, so it would do nothing");
+  std::set<std::string> used;
+  for (const auto& p : pol) {
+    Policy policy;
+    policy.where = yaml_where(file, p);
+    if (!p.IsMap()) throw InputError(policy.where + ": a policy is a mapping");
+    YamlReader r(p, file, "policy");
+    const std::vector<std::pair<std::string, Policy::Kind>> kinds = {{"pruner", Policy::Kind::kPruner},
+                                                                     {"regularizer", Policy::Kind::kRegularizer},
+                                                                     {"lr_scheduler", Policy::Kind::kLrScheduler},
+                                                                     {"extension", Policy::Kind::kExtension},
+                                                                     {"quantizer", Policy::Kind::kExtension}};
+    int found = 0;
+    YAML::Node body;
+    for (const auto& [key, kind] : kinds) {
+      if (r.has(key)) {
+        if (key == "quantizer")
+          throw InputError(r.where(key) + ": quantizer policies need a quantizer, and quantization-aware training "
+                                          "is not available in this build");
+        ++found;
+        policy.kind = kind;
+        body = r.node(key);
+      } else {
+        r.ignore({key});
+      }
+    }
+    if (found != 1)
+      throw InputError(policy.where + ": a policy names exactly one of pruner, regularizer, quantizer, lr_scheduler, "
+                                      "extension (this one names " + std::to_string(found) + ")");
+    YamlReader b(body, file, "policy " + section_kind(policy.kind));
+    policy.instance = b.get<std::string>("instance_name");
+    YAML::Node args = b.node("args");
+    b.finish();
+    std::vector<std::string> valid;
+    auto check_instance = [&](const auto& table) {
+      for (const auto& kv : table) valid.push_back(kv.first);
+      if (!table.count(policy.instance))
+        throw InputError(b.where("instance_name") + ": no " + section_kind(policy.kind) + " named '" + policy.instance +
+                         "'; defined: " + (valid.empty() ? std::string("none") : join(valid)));
+    };
+    switch (policy.kind) {
+      case Policy::Kind::kPruner: check_instance(pruners_); break;
+      case Policy::Kind::kRegularizer: check_instance(regularizers_); break;
+      case Policy::Kind::kLrScheduler: check_instance(lr_schedulers_); break;
+      case Policy::Kind::kExtension: check_instance(extensions_); break;
+    }
+    used.insert(policy.instance);
+    if (args && !args.IsNull()) {
+      YamlReader a(args, file, "policy args of " + policy.instance);
+      if (policy.kind == Policy::Kind::kPruner) {
+        policy.keep_mask = a.get<bool>("keep_mask", false);
+        policy.mini_batch_pruning_frequency = a.get<int64_t>("mini_batch_pruning_frequency", 0);
+        policy.mask_on_forward_only = a.get<bool>("mask_on_forward_only", false);
+        policy.mask_gradients = a.get<bool>("mask_gradients", false);
+        policy.use_double_copies = a.get<bool>("use_double_copies", false);
+        if (policy.mini_batch_pruning_frequency < 0)
+          throw InputError(a.where("mini_batch_pruning_frequency") + ": mini_batch_pruning_frequency must be >= 0");
+      } else if (policy.kind == Policy::Kind::kRegularizer) {
+        policy.keep_mask = a.get<bool>("keep_mask", false);
+      }
+      a.finish();
+    }
+    // Timing.
+    const bool range = r.has("starting_epoch") || r.has("ending_epoch") || r.has("frequency");
+    const bool list = r.has("epochs");
+    if (range && list)
+      throw InputError(policy.where + ": a policy's timing is either starting_epoch/ending_epoch/frequency or epochs, not both");
+    if (list) {
+      policy.timing.epochs = r.get<std::vector<int64_t>>("epochs");
+      r.ignore({"starting_epoch", "ending_epoch", "frequency"});
+      if (policy.timing.epochs.empty()) throw InputError(r.where("epochs") + ": the policy's epochs list is empty");
+      for (auto e : policy.timing.epochs)
+        if (e < 0) throw InputError(r.where("epochs") + ": epoch " + std::to_string(e) + " is negative");
+    } else {
+      r.ignore({"epochs"});
+      if (!range) throw InputError(policy.where + ": the policy has no timing (starting_epoch, ending_epoch, frequency, or epochs)");
+      policy.timing.start = r.get<int64_t>("starting_epoch");
+      policy.timing.end = r.get<int64_t>("ending_epoch");
+      policy.timing.frequency = r.get<int64_t>("frequency", 1);
+      if (policy.timing.start < 0) throw InputError(r.where("starting_epoch") + ": starting_epoch is negative");
+      if (policy.timing.end <= policy.timing.start)
+        throw InputError(r.where("ending_epoch") + ": ending_epoch " + std::to_string(policy.timing.end) +
+                         " is not after starting_epoch " + std::to_string(policy.timing.start) +
+                         " (the range is empty; ending_epoch is exclusive)");
+      if (policy.timing.frequency <= 0) throw InputError(r.where("frequency") + ": frequency must be positive");
+    }
+    r.finish();
+    if (policy.kind == Policy::Kind::kPruner && pruners_.at(policy.instance)->needs_range_timing() && list)
+      throw InputError(policy.where + ": pruner " + policy.instance +
+                       " follows the AGP schedule and needs starting_epoch/ending_epoch/frequency, not epochs");
+    auto add_named = [&](const std::vector<std::string>& names) {
+      for (const auto& n : names)
+        if (std::find(named_params_.begin(), named_params_.end(), n) == named_params_.end()) named_params_.push_back(n);
+    };
+    if (policy.kind == Policy::Kind::kPruner) add_named(pruners_.at(policy.instance)->targets());
+    if (policy.kind == Policy::Kind::kRegularizer) add_named(regularizers_.at(policy.instance)->targets());
+    policies_.push_back(policy);
+  }
+  for (const auto& n : all_names)
+    if (!used.count(n) && logger_) logger_->warn(file + ": '" + n + "' is defined but no policy uses it");
+  // LR policies act after all others within a hook (REFERENCE.md §1).
+  std::stable_partition(policies_.begin(), policies_.end(),
+                        [](const Policy& p) { return p.kind != Policy::Kind::kLrScheduler; });
+}
+
+bool CompressionScheduler::controls_lr() const {
+  return std::any_of(policies_.begin(), policies_.end(),
+                     [](const Policy& p) { return p.kind == Policy::Kind::kLrScheduler; });
+}
+
+bool CompressionScheduler::forward_only(const std::string& param) const {
+  auto it = open_policy_.find(param);
+  return it != open_policy_.end() && (it->second->mask_on_forward_only || it->second->use_double_copies);
+}
+
+void CompressionScheduler::apply_masks() {
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, mask] : masks_) params_.at(name).mul_(mask);
+}
+
+void CompressionScheduler::set_lr(torch::optim::Optimizer& optimizer, double lr) const {
+  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+}
+
+void CompressionScheduler::on_epoch_begin(int64_t epoch, torch::optim::Optimizer&) {
+  epoch_ = epoch;
+  open_policy_.clear();
+  for (const auto& p : policies_) {
+    if (p.kind == Policy::Kind::kPruner) {
+      auto& pruner = *pruners_.at(p.instance);
+      // A policy's masking modes hold from its first to its last epoch.
+      const int64_t first = p.timing.is_range() ? p.timing.start : *std::min_element(p.timing.epochs.begin(), p.timing.epochs.end());
+      if (epoch >= first && epoch <= p.timing.last())
+        for (const auto& t : pruner.targets()) open_policy_[t] = &p;
+      if (p.timing.active(epoch)) pruner.set_masks(params_, masks_, epoch, p.timing);
+    } else if (p.kind == Policy::Kind::kExtension && p.timing.active(epoch) && logger_) {
+      logger_->warn(file_ + ": extension " + p.instance + " (" + extensions_.at(p.instance) +
+                    ") at epoch " + std::to_string(epoch) +
+                    ": physical thinning is not available in this build; the pruned structures stay as zeros");
+    }
+  }
+  apply_masks();
+}
+
+void CompressionScheduler::on_minibatch_begin(const MinibatchInfo& info, torch::optim::Optimizer&) {
+  for (const auto& p : policies_)
+    if (p.kind == Policy::Kind::kPruner && p.mini_batch_pruning_frequency > 0 && p.timing.active(info.epoch) &&
+        info.batch > 0 && info.batch % p.mini_batch_pruning_frequency == 0)
+      pruners_.at(p.instance)->set_masks(params_, masks_, info.epoch, p.timing);
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, mask] : masks_) {
+    auto it = open_policy_.find(name);
+    if (it != open_policy_.end() && it->second->use_double_copies) dense_copies_[name] = params_.at(name).clone();
+    params_.at(name).mul_(mask);
+  }
+}
+
+at::Tensor CompressionScheduler::before_backward_pass(const MinibatchInfo& info, const at::Tensor& loss,
+                                                      torch::optim::Optimizer&) {
+  at::Tensor total = loss;
+  for (const auto& p : policies_)
+    if (p.kind == Policy::Kind::kRegularizer && p.timing.active(info.epoch))
+      total = total + regularizers_.at(p.instance)->loss(params_);
+  return total;
+}
+
+void CompressionScheduler::before_parameter_optimization(const MinibatchInfo&, torch::optim::Optimizer&) {
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, mask] : masks_) {
+    auto it = open_policy_.find(name);
+    if (it == open_policy_.end()) continue;
+    auto& param = params_.at(name);
+    if (it->second->mask_gradients && param.grad().defined()) param.mutable_grad().mul_(mask);
+    // Double copies: the optimizer updates the dense weights with the gradient of the masked ones.
+    auto dense = dense_copies_.find(name);
+    if (dense != dense_copies_.end()) {
+      param.copy_(dense->second);
+      dense_copies_.erase(dense);
+    }
+  }
+}
+
+void CompressionScheduler::on_minibatch_end(const MinibatchInfo& info, torch::optim::Optimizer&) {
+  for (const auto& p : policies_)
+    if (p.kind == Policy::Kind::kRegularizer && p.timing.active(info.epoch) && info.batch + 1 == info.batches_per_epoch &&
+        regularizers_.at(p.instance)->has_threshold()) {
+      MaskTable fresh;
+      regularizers_.at(p.instance)->threshold(params_, fresh);
+      if (p.keep_mask) {
+        for (auto& [n, m] : fresh) masks_[n] = masks_.count(n) ? masks_[n] * m : m;
+      } else {
+        torch::NoGradGuard no_grad;
+        for (auto& [n, m] : fresh) params_.at(n).mul_(m);  // zero once, let training decide
+      }
+    }
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, mask] : masks_)
+    if (!forward_only(name)) params_.at(name).mul_(mask);
+}
+
+void CompressionScheduler::on_epoch_end(int64_t epoch, const std::map<std::string, double>&,
+                                        torch::optim::Optimizer& optimizer) {
+  for (const auto& p : policies_) {
+    if (p.kind == Policy::Kind::kLrScheduler && p.timing.active(epoch)) {
+      const int64_t steps = ++lr_steps_[p.instance];
+      set_lr(optimizer, lr_schedulers_.at(p.instance)->lr(base_lr_, steps));
+    }
+    if (p.kind == Policy::Kind::kPruner && epoch == p.timing.last() && p.keep_mask) {
+      // The policy ends: its masks become permanent, whatever its masking modes were.
+      for (const auto& t : pruners_.at(p.instance)->targets()) open_policy_.erase(t);
+      apply_masks();
+    }
+  }
+}
+
+std::vector<EpochScalar> CompressionScheduler::epoch_scalars() const {
+  std::vector<EpochScalar> out;
+  double zeros = 0, total = 0;
+  auto& params = const_cast<ModelParams&>(params_);
+  for (const auto& w : params.weight_names()) {
+    const auto& t = params.at(w);
+    zeros += t.detach().eq(0).sum().item<double>();
+    total += static_cast<double>(t.numel());
+  }
+  out.push_back({"sparsity", "sparsity/weights/total", total > 0 ? zeros / total : 0});
+  for (const auto& n : named_params_)
+    out.push_back({"sparsity/" + n, "sparsity/weights/" + n, sparsity(params.at(n))});
+  return out;
+}
+
+void CompressionScheduler::save_state(torch::serialize::OutputArchive& archive) const {
+  std::vector<std::string> names;
+  int64_t i = 0;
+  for (const auto& [name, mask] : masks_) {
+    names.push_back(name);
+    archive.write("mask" + std::to_string(i++), mask);
+  }
+  nlohmann::json steps = lr_steps_;
+  archive.write("mask_names", c10::IValue(nlohmann::json(names).dump()));
+  archive.write("lr_steps", c10::IValue(steps.dump()));
+  archive.write("schedule_text", c10::IValue(text_));
+}
+
+void CompressionScheduler::load_state(torch::serialize::InputArchive& archive) {
+  c10::IValue names_v, steps_v;
+  if (!archive.try_read("mask_names", names_v)) return;
+  auto names = nlohmann::json::parse(names_v.toStringRef()).get<std::vector<std::string>>();
+  masks_.clear();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (!params_.contains(names[i]))
+      throw InputError("checkpoint holds a mask for '" + names[i] + "', which the model does not have");
+    at::Tensor m;
+    archive.read("mask" + std::to_string(i), m);
+    if (!m.sizes().equals(params_.at(names[i]).sizes()))
+      throw InputError("checkpoint mask for '" + names[i] + "' does not match the parameter's shape");
+    masks_[names[i]] = m;
+  }
+  if (archive.try_read("lr_steps", steps_v))
+    lr_steps_ = nlohmann::json::parse(steps_v.toStringRef()).get<std::map<std::string, int64_t>>();
+}
+
+}  // namespace igb::compress

@@ -1,0 +1,107 @@
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compress/lr_schedulers.h"
+#include "compress/model_params.h"
+#include "compress/policy_timing.h"
+#include "compress/pruners.h"
+#include "compress/regularizers.h"
+#include "compress/training_hooks.h"
+
+namespace igb {
+class Logger;
+}
+
+namespace igb::compress {
+
+/// One entry of the schedule's `policies` list.
+struct Policy {
+  enum class Kind { kPruner, kRegularizer, kLrScheduler, kExtension };
+  Kind kind = Kind::kPruner;
+  std::string instance;
+  PolicyTiming timing;
+  /// Pruner policy args (Distiller's names and meanings).
+  bool keep_mask = false;
+  bool mask_on_forward_only = false;
+  bool mask_gradients = false;
+  bool use_double_copies = false;
+  int64_t mini_batch_pruning_frequency = 0;
+  /// file:line of the policy.
+  std::string where;
+};
+
+/// Distiller's compression scheduler, driven by a schedule in Distiller's YAML format
+/// (REFERENCE.md §1): pruners, regularizers, LR schedulers and extensions acting at the six
+/// training hooks by their policies' timing, with one mask per pruned parameter applied before
+/// every forward pass and after every optimizer step. Every name in the file is validated when it
+/// is loaded; nothing is silently ignored.
+///
+///   auto sched = CompressionScheduler::from_file("agp.yaml", *model, 0.01, &logger);
+///   Trainer trainer(config, ctx, task, *sched, info);
+class CompressionScheduler : public TrainingHooks {
+ public:
+  /// Parses and validates `text` (named `file` in messages) against `model`; `base_lr` is the
+  /// learning rate the LR schedulers scale. InputError with file:line on any problem.
+  static std::unique_ptr<CompressionScheduler> from_text(const std::string& text, const std::string& file,
+                                                         torch::nn::Module& model, double base_lr, Logger* logger);
+  static std::unique_ptr<CompressionScheduler> from_file(const std::string& path, torch::nn::Module& model,
+                                                         double base_lr, Logger* logger);
+
+  void on_epoch_begin(int64_t epoch, torch::optim::Optimizer& optimizer) override;
+  void on_minibatch_begin(const MinibatchInfo& info, torch::optim::Optimizer& optimizer) override;
+  at::Tensor before_backward_pass(const MinibatchInfo& info, const at::Tensor& loss,
+                                  torch::optim::Optimizer& optimizer) override;
+  void before_parameter_optimization(const MinibatchInfo& info, torch::optim::Optimizer& optimizer) override;
+  void on_minibatch_end(const MinibatchInfo& info, torch::optim::Optimizer& optimizer) override;
+  void on_epoch_end(int64_t epoch, const std::map<std::string, double>& metrics,
+                    torch::optim::Optimizer& optimizer) override;
+
+  void save_state(torch::serialize::OutputArchive& archive) const override;
+  void load_state(torch::serialize::InputArchive& archive) override;
+  bool has_state() const override { return true; }
+  std::vector<EpochScalar> epoch_scalars() const override;
+  bool controls_lr() const override;
+  std::string schedule_text() const override { return text_; }
+
+  /// Multiplies every masked parameter by its mask.
+  void apply_masks();
+  const MaskTable& masks() const { return masks_; }
+  const std::vector<Policy>& policies() const { return policies_; }
+  /// Parameters some pruning or regularization policy names, in first-named order.
+  const std::vector<std::string>& named_params() const { return named_params_; }
+
+ private:
+  CompressionScheduler(torch::nn::Module& model, double base_lr, Logger* logger);
+  void parse(const std::string& text, const std::string& file);
+  void set_lr(torch::optim::Optimizer& optimizer, double lr) const;
+  bool forward_only(const std::string& param) const;
+
+  ModelParams params_;
+  double base_lr_;
+  Logger* logger_;
+  std::string text_, file_;
+  std::map<std::string, std::unique_ptr<Pruner>> pruners_;
+  std::map<std::string, std::unique_ptr<Regularizer>> regularizers_;
+  std::map<std::string, std::unique_ptr<LrScheduler>> lr_schedulers_;
+  std::map<std::string, std::string> extensions_;  // name → class
+  std::vector<Policy> policies_;
+  std::vector<std::string> named_params_;
+  MaskTable masks_;
+  /// LR scheduler steps taken, by instance.
+  std::map<std::string, int64_t> lr_steps_;
+  int64_t epoch_ = 0;
+  /// Per-parameter masking modes of the pruning policies open this epoch.
+  std::map<std::string, const Policy*> open_policy_;
+  std::map<std::string, at::Tensor> dense_copies_;
+};
+
+/// Registers pruner, regularizer and LR-scheduler classes (idempotent).
+void register_builtin_compression();
+
+}  // namespace igb::compress

@@ -1,0 +1,235 @@
+#include "compress/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "models/model.h"
+
+namespace igb::compress {
+
+namespace {
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { models::register_builtin_models(); }
+  void SetUp() override {
+    torch::manual_seed(0);
+    fsrcnn_ = models::create_model("fsrcnn", {});
+    resnet_ = models::create_model("resnet20_cifar", {});
+  }
+  // Expects an InputError whose message contains every needle.
+  void expect_error(const std::string& yaml, torch::nn::Module& model, const std::vector<std::string>& needles) {
+    try {
+      CompressionScheduler::from_text(yaml, "s.yaml", model, 0.1, nullptr);
+      FAIL() << "no error for:\n" << yaml;
+    } catch (const InputError& e) {
+      for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what() << "\nwanted: " << n;
+    }
+  }
+  models::Model fsrcnn_, resnet_;
+};
+
+const char* kAgp = R"(version: 1
+pruners:
+  p:
+    class: AutomatedGradualPruner
+    initial_sparsity: 0.1
+    final_sparsity: 0.6
+    weights: [mid_part.1.weight, mid_part.3.weight]
+policies:
+  - pruner:
+      instance_name: p
+    starting_epoch: 0
+    ending_epoch: 4
+    frequency: 1
+)";
+
+std::string shared_example(const std::string& name) {
+  return std::string(IGB_SOURCE_DIR) + "/../shared/examples/" + name;
+}
+
+}  // namespace
+
+TEST_F(SchedulerTest, SharedExamplesLoadUnchangedOnFsrcnn) {
+  for (const char* f : {"agp_prune.yaml", "filter_prune.yaml"}) {
+    if (!std::filesystem::exists(shared_example(f))) GTEST_SKIP() << "shared/examples not beside the checkout";
+    auto s = CompressionScheduler::from_file(shared_example(f), *fsrcnn_, 0.001, nullptr);
+    EXPECT_EQ(s->named_params().size(), 6u) << f;
+  }
+  // filter_prune.yaml's reg_regims form: 40% of mid_part.1's 12 filters is 4.
+  auto s = CompressionScheduler::from_file(shared_example("filter_prune.yaml"), *fsrcnn_, 0.001, nullptr);
+  torch::optim::SGD opt(fsrcnn_->parameters(), 0.001);
+  {
+    torch::NoGradGuard g;  // FSRCNN starts with zero biases; make pruned ones distinguishable
+    fsrcnn_->named_parameters()["mid_part.1.bias"].uniform_(0.1, 1.0);
+  }
+  s->on_epoch_begin(0, opt);
+  auto w = fsrcnn_->named_parameters()["mid_part.1.weight"];
+  EXPECT_EQ(w.flatten(1).abs().sum(1).eq(0).sum().item<int64_t>(), 4);
+  EXPECT_EQ(fsrcnn_->named_parameters()["mid_part.1.bias"].eq(0).sum().item<int64_t>(), 4);
+}
+
+TEST_F(SchedulerTest, AgpMasksGrowAndStayThroughMomentumSteps) {
+  auto s = CompressionScheduler::from_text(kAgp, "s.yaml", *fsrcnn_, 0.1, nullptr);
+  torch::optim::SGD opt(fsrcnn_->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-3));
+  auto w = fsrcnn_->named_parameters()["mid_part.1.weight"];  // 12·12·9 = 1296
+  double last = 0;
+  for (int64_t epoch = 0; epoch < 6; ++epoch) {
+    s->on_epoch_begin(epoch, opt);
+    for (int64_t b = 0; b < 3; ++b) {
+      MinibatchInfo info{epoch, b, 3};
+      s->on_minibatch_begin(info, opt);
+      auto loss = fsrcnn_->forward(torch::rand({2, 1, 8, 8})).pow(2).mean();
+      loss = s->before_backward_pass(info, loss, opt);
+      opt.zero_grad();
+      loss.backward();
+      s->before_parameter_optimization(info, opt);
+      opt.step();
+      s->on_minibatch_end(info, opt);
+      // Masked weights stay zero after the step, momentum and weight decay notwithstanding.
+      auto m = s->masks().at("mid_part.1.weight");
+      EXPECT_EQ(w.masked_select(m.eq(0)).abs().sum().item<float>(), 0.0f);
+    }
+    s->on_epoch_end(epoch, {}, opt);
+    double sp = sparsity(w);
+    const double expected = epoch < 4 ? agp_target(0.1, 0.6, epoch, {0, 4, 1, {}}) : 0.6;
+    EXPECT_EQ(w.eq(0).sum().item<int64_t>(), static_cast<int64_t>(std::floor(expected * 1296 + 1e-9))) << epoch;
+    EXPECT_GE(sp, last);
+    last = sp;
+  }
+  EXPECT_NEAR(last, 0.6, 1.0 / 1296);
+  auto scalars = s->epoch_scalars();
+  ASSERT_EQ(scalars.size(), 3u);
+  EXPECT_EQ(scalars[1].column, "sparsity/mid_part.1.weight");
+  EXPECT_EQ(scalars[1].tag, "sparsity/weights/mid_part.1.weight");
+}
+
+TEST_F(SchedulerTest, FilterPruningZeroesBiasAndFollowingBatchNorm) {
+  const char* yaml = R"(version: 1
+pruners:
+  f:
+    class: L1RankedStructureParameterPruner
+    group_type: Filters
+    desired_sparsity: 0.5
+    weights: [module.layer1.0.conv1.weight, layer1.1.conv1.weight]
+    group_dependency: Leader
+policies:
+  - pruner: {instance_name: f}
+    epochs: [0]
+)";
+  auto s = CompressionScheduler::from_text(yaml, "s.yaml", *resnet_, 0.1, nullptr);
+  torch::optim::SGD opt(resnet_->parameters(), 0.1);
+  {
+    torch::NoGradGuard g;
+    for (auto& p : resnet_->named_parameters())
+      if (p.key().find("bn") != std::string::npos) p.value().uniform_(0.5, 1.5);
+  }
+  s->on_epoch_begin(0, opt);
+  auto p = resnet_->named_parameters();
+  auto f0 = p["layer1.0.conv1.weight"].flatten(1).abs().sum(1).eq(0);
+  auto f1 = p["layer1.1.conv1.weight"].flatten(1).abs().sum(1).eq(0);
+  EXPECT_EQ(f0.sum().item<int64_t>(), 8);
+  EXPECT_TRUE(torch::equal(f0, f1));  // Leader: one choice for both
+  EXPECT_TRUE(torch::equal(p["layer1.0.bn1.weight"].eq(0), f0));
+  EXPECT_TRUE(torch::equal(p["layer1.0.bn1.bias"].eq(0), f0));
+  EXPECT_EQ(p["layer1.0.bn2.weight"].eq(0).sum().item<int64_t>(), 0);
+}
+
+TEST_F(SchedulerTest, ValidationErrorsNameFileLineAndChoices) {
+  expect_error("version: 1\nprunerz: {}\npolicies: []\n", *fsrcnn_, {"s.yaml:2:", "unknown top-level key 'prunerz'", "pruners"});
+  expect_error("version: 1\npruners:\n  p:\n    class: AGPPruner\npolicies: []\n", *fsrcnn_,
+               {"s.yaml:4:", "unknown pruner class 'AGPPruner'", "AutomatedGradualPruner"});
+  expect_error(
+      "version: 1\npruners:\n  p:\n    class: AutomatedGradualPruner\n    initial_sparsity: 0.1\n    final_sparsity: 0.5\n"
+      "    weights: [mid_part.1.wieght]\npolicies:\n  - pruner: {instance_name: p}\n    starting_epoch: 0\n    ending_epoch: 2\n",
+      *fsrcnn_, {"s.yaml:7:", "'mid_part.1.wieght' is not a parameter", "mid_part.1.weight"});
+  expect_error("version: 1\npruners:\n  p:\n    class: AutomatedGradualPruner\n    initial_sparsity: 0.1\n"
+               "    weights: [mid_part.1.weight]\npolicies: []\n",
+               *fsrcnn_, {"s.yaml:4:", "missing the key 'final_sparsity'"});
+  expect_error("version: 1\npruners:\n  p:\n    class: SparsityLevelParameterPruner\n    levels: {'*': 0.5}\n    level: 3\n"
+               "policies:\n  - pruner: {instance_name: p}\n    epochs: [0]\n",
+               *fsrcnn_, {"s.yaml:6:", "unknown key 'level'", "levels"});
+  expect_error("version: 1\npruners:\n  p:\n    class: SparsityLevelParameterPruner\n    levels: {'*': 0.5}\n"
+               "policies:\n  - pruner: {instance_name: q}\n    epochs: [0]\n",
+               *fsrcnn_, {"s.yaml:7:", "no pruner named 'q'", "defined: p"});
+  expect_error("version: 1\npruners:\n  p:\n    class: SparsityLevelParameterPruner\n    levels: {'*': 0.5}\n"
+               "policies:\n  - pruner: {instance_name: p}\n    starting_epoch: 5\n    ending_epoch: 3\n",
+               *fsrcnn_, {"s.yaml:9:", "ending_epoch 3 is not after starting_epoch 5"});
+  expect_error("version: 1\npruners:\n  p:\n    class: SparsityLevelParameterPruner\n    levels: {'*': 0.5}\n"
+               "policies:\n  - pruner: {instance_name: p}\n    epochs: []\n",
+               *fsrcnn_, {"s.yaml:8:", "epochs list is empty"});
+  expect_error("version: 1\npruners:\n  p:\n    class: SparsityLevelParameterPruner\n    levels: {'*': 0.5}\n"
+               "policies:\n  - pruner: {instance_name: p}\n",
+               *fsrcnn_, {"s.yaml:7:", "no timing"});
+  expect_error("version: 1\nquantizers:\n  a: {class: DorefaQuantizer}\n  b: {class: PACTQuantizer}\npolicies: []\n",
+               *fsrcnn_, {"s.yaml:3:", "at most one quantizer"});
+  expect_error(kAgp + std::string("  - pruner: {instance_name: p}\n    epochs: [1]\n"), *fsrcnn_,
+               {"needs starting_epoch/ending_epoch/frequency"});
+  expect_error("version: 1\npruners:\n  p:\n    class: L1RankedStructureParameterPruner\n    group_type: Rows\n"
+               "    desired_sparsity: 0.5\n    weights: [mid_part.1.weight]\npolicies:\n  - pruner: {instance_name: p}\n    epochs: [0]\n",
+               *fsrcnn_, {"Rows pruning needs a 2-D (linear) weight"});
+}
+
+TEST_F(SchedulerTest, LrSchedulersRegularizersAndState) {
+  const char* yaml = R"(version: 1
+lr_schedulers:
+  lr:
+    class: MultiStepMultiGammaLR
+    milestones: [1, 3]
+    gammas: [0.5, 0.1]
+regularizers:
+  l1:
+    class: L1Regularizer
+    reg_regims: {mid_part.1.weight: 0.01}
+  gl:
+    class: GroupLassoRegularizer
+    reg_regims: {mid_part.3.weight: [0.1, 3D]}
+policies:
+  - lr_scheduler: {instance_name: lr}
+    starting_epoch: 0
+    ending_epoch: 10
+    frequency: 1
+  - regularizer: {instance_name: l1}
+    epochs: [0]
+  - regularizer: {instance_name: gl}
+    epochs: [0]
+)";
+  auto s = CompressionScheduler::from_text(yaml, "s.yaml", *fsrcnn_, 0.2, nullptr);
+  EXPECT_TRUE(s->controls_lr());
+  EXPECT_EQ(s->policies().back().kind, Policy::Kind::kLrScheduler);  // LR policies run last
+  torch::optim::SGD opt(fsrcnn_->parameters(), 0.2);
+  auto p = fsrcnn_->named_parameters();
+  auto zero = torch::zeros({});
+  auto reg = s->before_backward_pass({0, 0, 1}, zero, opt);
+  const double expected = 0.01 * p["mid_part.1.weight"].abs().sum().item<double>() +
+                          0.1 * p["mid_part.3.weight"].flatten(1).norm(2, {1}).sum().item<double>();
+  EXPECT_NEAR(reg.item<double>(), expected, 1e-4);
+  EXPECT_EQ(s->before_backward_pass({1, 0, 1}, zero, opt).item<double>(), 0.0);  // not active at epoch 1
+  std::vector<double> lrs;
+  for (int64_t e = 0; e < 5; ++e) {
+    s->on_epoch_end(e, {}, opt);
+    lrs.push_back(opt.param_groups()[0].options().get_lr());
+  }
+  // After step k: 0.2, ×0.5 from step 1, ×0.1 more from step 3.
+  EXPECT_NEAR(lrs[0], 0.1, 1e-12);
+  EXPECT_NEAR(lrs[1], 0.1, 1e-12);
+  EXPECT_NEAR(lrs[2], 0.01, 1e-12);
+  EXPECT_NEAR(lrs[4], 0.01, 1e-12);
+
+  // State round trip: LR steps and masks.
+  torch::serialize::OutputArchive out;
+  s->save_state(out);
+  std::stringstream buf;
+  out.save_to(buf);
+  torch::serialize::InputArchive in;
+  in.load_from(buf);
+  auto s2 = CompressionScheduler::from_text(yaml, "s.yaml", *fsrcnn_, 0.2, nullptr);
+  s2->load_state(in);
+  s2->on_epoch_end(5, {}, opt);
+  EXPECT_NEAR(opt.param_groups()[0].options().get_lr(), 0.01, 1e-12);
+}
+
+}  // namespace igb::compress
