@@ -261,9 +261,12 @@ void CompressionScheduler::set_lr(torch::optim::Optimizer& optimizer, double lr)
   for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
 }
 
-void CompressionScheduler::on_epoch_begin(int64_t epoch, torch::optim::Optimizer&) {
+void CompressionScheduler::on_epoch_begin(int64_t epoch, torch::optim::Optimizer& optimizer) {
   epoch_ = epoch;
   open_policy_.clear();
+  // The rate of LR schedulers that have stepped, re-applied so a resumed run continues with it.
+  for (const auto& [name, steps] : lr_steps_)
+    if (steps > 0) set_lr(optimizer, lr_schedulers_.at(name)->lr(base_lr_, steps));
   for (const auto& p : policies_) {
     if (p.kind == Policy::Kind::kPruner) {
       auto& pruner = *pruners_.at(p.instance);
@@ -396,6 +399,9 @@ void CompressionScheduler::load_state(torch::serialize::InputArchive& archive) {
   }
   if (archive.try_read("lr_steps", steps_v))
     lr_steps_ = nlohmann::json::parse(steps_v.toStringRef()).get<std::map<std::string, int64_t>>();
+  for (const auto& [name, steps] : lr_steps_)
+    if (!lr_schedulers_.count(name))
+      throw InputError("checkpoint holds the state of LR scheduler '" + name + "', which the schedule does not define");
 }
 
 }  // namespace igb::compress

@@ -218,6 +218,28 @@ TEST_F(Drivers, ClassifyTrainsOnCifarFilesAndTests) {
   EXPECT_FALSE(fs::exists(dir_ / "run2"));
 }
 
+TEST_F(Drivers, CompressScheduleErrorsAndTheSharedExamples) {
+  std::ofstream(dir_ / "bad.yaml") << "version: 1\npruners:\n  p:\n    class: AutomatedGradualPruner\n"
+                                      "    initial_sparsity: 0.1\n    final_sparsity: 0.5\n    weights: [mid_part.1.weigth]\n"
+                                      "policies:\n  - pruner: {instance_name: p}\n    starting_epoch: 0\n    ending_epoch: 2\n";
+  expect_input_error(train("--compress " + (dir_ / "bad.yaml").string()),
+                     "bad.yaml:7: 'mid_part.1.weigth' is not a parameter of the model; closest: mid_part.1.weight");
+  expect_input_error(train("--compress " + (dir_ / "none.yaml").string()), "does not exist");
+  // The original tool's schedules run unchanged on fsrcnn.
+  const std::string examples = std::string(IGB_SOURCE_DIR) + "/../shared/examples/";
+  if (!fs::exists(examples + "agp_prune.yaml")) GTEST_SKIP() << "shared/examples not beside the checkout";
+  auto r = run(train("--epochs 1 --max-batches 2 --batch-size 4 --compress " + examples + "agp_prune.yaml"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("sparsity"), std::string::npos);
+  auto summary = nlohmann::json::parse(std::ifstream(dir_ / "run" / "summary.json"));
+  EXPECT_GT(summary["sparsity"].get<double>(), 0.0);
+  EXPECT_TRUE(fs::exists(dir_ / "run" / "schedule.yaml"));
+  fs::remove_all(dir_ / "run");
+  auto f = run(train("--epochs 1 --max-batches 2 --batch-size 4 --compress " + examples + "filter_prune.yaml"));
+  ASSERT_EQ(f.code, 0) << f.output;
+  EXPECT_NE(f.output.find("thinning is not available"), std::string::npos) << f.output;
+}
+
 TEST_F(Drivers, ToolsListsRegistries) {
   auto r = run("igb-tools list models");
   EXPECT_EQ(r.code, 0);

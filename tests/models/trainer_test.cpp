@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "core/checkpoint.h"
 #include "core/logger.h"
@@ -168,6 +169,63 @@ TEST(Trainer, ResumeGivesTheSameWeightsAsAStraightRun) {
   EXPECT_EQ(rows, 4);
   fs::remove_all(straight.out_dir);
   fs::remove_all(split.out_dir);
+}
+
+TEST(Trainer, ResumeMidScheduleEndsWithTheSameMasksAndWeights) {
+  Logger logger;
+  logger.set_quiet(true);
+  register_builtin_models();
+  torch::set_num_threads(1);
+  auto schedule = fs::temp_directory_path() / "igb_resume_agp.yaml";
+  std::ofstream(schedule) << "version: 1\npruners:\n  p:\n    class: AutomatedGradualPruner\n"
+                             "    initial_sparsity: 0.1\n    final_sparsity: 0.7\n"
+                             "    weights: [mid_part.0.0.weight, mid_part.1.weight]\n"
+                             "lr_schedulers:\n  lr:\n    class: StepLR\n    step_size: 1\n    gamma: 0.5\n"
+                             "policies:\n  - pruner: {instance_name: p}\n    starting_epoch: 0\n    ending_epoch: 4\n"
+                             "  - lr_scheduler: {instance_name: lr}\n    starting_epoch: 0\n    ending_epoch: 4\n";
+  sr::SrConfig cfg;
+  cfg.train.model = "fsrcnn";
+  cfg.train.batch_size = 4;
+  cfg.train.max_batches = 3;
+  cfg.train.workers = 0;
+  cfg.train.seed = 7;
+  cfg.train.optimizer = "sgd";
+  cfg.train.lr = 0.01;
+  cfg.train.compress = schedule.string();
+  cfg.patch_size = 24;
+  cfg.model_args = {{"d", 8}, {"s", 4}, {"m", 1}};
+
+  RunContext straight{&logger, temp_dir("sched_straight")};
+  cfg.train.epochs = 4;
+  auto s1 = sr::train_sr(cfg, straight, RunInfo{"sr", "", {}});
+  RunContext split{&logger, temp_dir("sched_split")};
+  cfg.train.epochs = 2;
+  sr::train_sr(cfg, split, RunInfo{"sr", "", {}});
+  cfg.train.epochs = 4;
+  cfg.train.compress.clear();  // the checkpoint's own schedule is used
+  cfg.train.resume = (split.out_dir / "checkpoint.ckpt").string();
+  auto s2 = sr::train_sr(cfg, split, RunInfo{"sr", "", {}});
+
+  auto a = Checkpoint::load(straight.out_dir / "checkpoint.ckpt");
+  auto b = Checkpoint::load(split.out_dir / "checkpoint.ckpt");
+  EXPECT_FALSE(b.meta().schedule_text.empty());
+  auto ma = model_from_checkpoint(a), mb = model_from_checkpoint(b);
+  auto pa = ma->named_parameters(), pb = mb->named_parameters();
+  for (const auto& kv : pa) EXPECT_TRUE(torch::equal(kv.value(), pb[kv.key()])) << kv.key();
+  // The last AGP epoch reached 70% in both named weights (within one element).
+  for (const char* n : {"mid_part.0.0.weight", "mid_part.1.weight"}) {
+    const auto& w = pa[n];
+    EXPECT_NEAR(w.eq(0).sum().item<double>(), std::floor(0.7 * w.numel()), 1.0) << n;
+  }
+  EXPECT_DOUBLE_EQ(s1["sparsity"].get<double>(), s2["sparsity"].get<double>());
+  EXPECT_TRUE(fs::exists(split.out_dir / "schedule.yaml"));
+  std::ifstream csv(split.out_dir / "metrics.csv");
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_NE(header.find("sparsity/mid_part.1.weight"), std::string::npos) << header;
+  fs::remove_all(straight.out_dir);
+  fs::remove_all(split.out_dir);
+  fs::remove(schedule);
 }
 
 }  // namespace igb::models
