@@ -232,4 +232,97 @@ policies:
   EXPECT_NEAR(opt.param_groups()[0].options().get_lr(), 0.01, 1e-12);
 }
 
+TEST_F(SchedulerTest, PolicyArgsDoubleCopiesForwardOnlyAndGradientMasks) {
+  auto yaml = [](const char* args) {
+    return std::string("version: 1\npruners:\n  p:\n    class: SparsityLevelParameterPruner\n"
+                       "    levels: {mid_part.1.weight: 0.5}\npolicies:\n  - pruner:\n      instance_name: p\n"
+                       "      args: ") + args + "\n    starting_epoch: 0\n    ending_epoch: 2\n";
+  };
+  auto w = fsrcnn_->named_parameters()["mid_part.1.weight"];
+  auto step = [&](CompressionScheduler& s, torch::optim::Optimizer& opt, bool check_forward_masked) {
+    MinibatchInfo info{0, 0, 1};
+    s.on_minibatch_begin(info, opt);
+    if (check_forward_masked) EXPECT_EQ(w.masked_select(s.masks().at("mid_part.1.weight").eq(0)).abs().sum().item<float>(), 0.0f);
+    auto loss = fsrcnn_->forward(torch::rand({2, 1, 8, 8})).pow(2).mean();
+    opt.zero_grad();
+    loss.backward();
+    s.before_parameter_optimization(info, opt);
+    opt.step();
+    s.on_minibatch_end(info, opt);
+  };
+  {
+    // use_double_copies: forward sees the masked weight, the optimizer updates the dense copy.
+    auto s = CompressionScheduler::from_text(yaml("{use_double_copies: true}"), "s.yaml", *fsrcnn_, 0.1, nullptr);
+    torch::optim::SGD opt(fsrcnn_->parameters(), 0.5);
+    s->on_epoch_begin(0, opt);
+    step(*s, opt, true);
+    EXPECT_GT(w.masked_select(s->masks().at("mid_part.1.weight").eq(0)).abs().sum().item<float>(), 0.0f);
+  }
+  {
+    // mask_gradients: pruned positions get no gradient.
+    auto s = CompressionScheduler::from_text(yaml("{mask_gradients: true}"), "s.yaml", *fsrcnn_, 0.1, nullptr);
+    torch::optim::SGD opt(fsrcnn_->parameters(), 0.5);
+    s->on_epoch_begin(0, opt);
+    MinibatchInfo info{0, 0, 1};
+    s->on_minibatch_begin(info, opt);
+    auto loss = fsrcnn_->forward(torch::rand({2, 1, 8, 8})).pow(2).mean();
+    opt.zero_grad();
+    loss.backward();
+    s->before_parameter_optimization(info, opt);
+    EXPECT_EQ(w.grad().masked_select(s->masks().at("mid_part.1.weight").eq(0)).abs().sum().item<float>(), 0.0f);
+  }
+  // Unknown policy args are errors.
+  expect_error(yaml("{keep_masks: true}"), *fsrcnn_, {"s.yaml:9:", "unknown key 'keep_masks'", "keep_mask"});
+}
+
+TEST_F(SchedulerTest, EveryLrSchedulerFollowsItsClosedForm) {
+  const std::vector<std::pair<std::string, std::vector<double>>> cases = {
+      {"{class: StepLR, step_size: 2, gamma: 0.5}", {1.0, 0.5, 0.5, 0.25}},
+      {"{class: MultiStepLR, milestones: [2, 3], gamma: 0.1}", {1.0, 0.1, 0.01, 0.01}},
+      {"{class: ExponentialLR, gamma: 0.9}", {0.9, 0.81, 0.729, 0.6561}},
+      {"{class: CosineAnnealingLR, T_max: 4}", {0.5 + 0.5 * std::cos(M_PI / 4), 0.5, 0.5 + 0.5 * std::cos(3 * M_PI / 4), 0.0}},
+      {"{class: PolynomialLR, T_max: 4, power: 2}", {0.5625, 0.25, 0.0625, 0.0}},
+      {"{class: MultiStepMultiGammaLR, milestones: [1, 3], gammas: [0.5, 0.2]}", {0.5, 0.5, 0.1, 0.1}}};
+  for (const auto& [spec, expected] : cases) {
+    auto yaml = "version: 1\nlr_schedulers:\n  lr: " + spec +
+                "\npolicies:\n  - lr_scheduler: {instance_name: lr}\n    starting_epoch: 0\n    ending_epoch: 9\n";
+    auto s = CompressionScheduler::from_text(yaml, "s.yaml", *fsrcnn_, 1.0, nullptr);
+    torch::optim::SGD opt(fsrcnn_->parameters(), 1.0);
+    for (size_t e = 0; e < expected.size(); ++e) {
+      s->on_epoch_end(static_cast<int64_t>(e), {}, opt);
+      EXPECT_NEAR(opt.param_groups()[0].options().get_lr(), expected[e], 1e-9) << spec << " step " << e + 1;
+    }
+  }
+}
+
+TEST_F(SchedulerTest, GroupLassoThresholdMasksWeakFilters) {
+  {
+    torch::NoGradGuard g;
+    auto w = resnet_->named_parameters()["layer1.0.conv1.weight"];
+    w.fill_(0.1);
+    w[3].fill_(0.0001);  // mean |w| 1e-4 < strength 1e-3
+    w[7].fill_(-0.0002);
+  }
+  const char* yaml = R"(version: 1
+regularizers:
+  gl:
+    class: GroupLassoRegularizer
+    threshold_criteria: Mean_Abs
+    reg_regims: {layer1.0.conv1.weight: [0.001, Filters]}
+policies:
+  - regularizer: {instance_name: gl, args: {keep_mask: true}}
+    epochs: [0]
+)";
+  auto s = CompressionScheduler::from_text(yaml, "s.yaml", *resnet_, 0.1, nullptr);
+  torch::optim::SGD opt(resnet_->parameters(), 0.1);
+  s->on_epoch_begin(0, opt);
+  s->on_minibatch_end({0, 0, 1}, opt);  // the last minibatch of the epoch
+  auto zero_filters = resnet_->named_parameters()["layer1.0.conv1.weight"].flatten(1).abs().sum(1).eq(0);
+  auto expected = torch::zeros({16}, torch::kBool);
+  expected[3] = true;
+  expected[7] = true;
+  EXPECT_TRUE(torch::equal(zero_filters, expected));
+  EXPECT_TRUE(torch::equal(s->masks().at("layer1.0.conv1.weight").flatten(1).sum(1).eq(0), expected));
+}
+
 }  // namespace igb::compress
