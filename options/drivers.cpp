@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "compress/scheduler.h"
 #include "core/checkpoint.h"
 #include "core/error.h"
 #include "core/fs.h"
@@ -92,6 +93,11 @@ bool parse(CLI::App& app, int argc, char** argv, int first, YamlConfig* yaml) {
   return false;
 }
 
+template <class R>
+void print_registry(const R& r) {
+  for (const auto& n : r.names()) std::cout << n << "\t" << r.entry(n).help << "\n";
+}
+
 std::string default_run_dir(const std::string& model) {
   return "runs/" + model + "___" + local_time_string("%Y.%m.%d-%H%M%S");
 }
@@ -166,11 +172,14 @@ int test_main(int argc, char** argv) {
 
 int tools_main(int argc, char** argv) {
   register_builtin_optforms();
+  compress::register_builtin_compression();
   CLI::App app("Analysis and export tools for igb models and checkpoints.", "igb-tools");
   app.require_subcommand(1);
-  auto* list = app.add_subcommand("list", "Print a registry: models or optforms");
+  auto* list = app.add_subcommand("list", "Print a registry: models, optforms, pruners, regularizers, lr_schedulers");
   std::string what;
-  list->add_option("registry", what, "models | optforms")->required()->check(CLI::IsMember({"models", "optforms"}));
+  list->add_option("registry", what, "models | optforms | pruners | regularizers | lr_schedulers")
+      ->required()
+      ->check(CLI::IsMember({"models", "optforms", "pruners", "regularizers", "lr_schedulers"}));
   if (parse(app, argc, argv, 1, nullptr)) return kExitOk;
 
   if (list->parsed()) {
@@ -178,9 +187,14 @@ int tools_main(int argc, char** argv) {
       auto& r = models::model_registry();
       for (const auto& n : r.names())
         std::cout << n << "\t" << r.entry(n).factory.family << "\t" << r.entry(n).help << "\n";
+    } else if (what == "optforms") {
+      print_registry(optform_registry());
+    } else if (what == "pruners") {
+      print_registry(compress::pruner_registry());
+    } else if (what == "regularizers") {
+      print_registry(compress::regularizer_registry());
     } else {
-      auto& r = optform_registry();
-      for (const auto& n : r.names()) std::cout << n << "\t" << r.entry(n).help << "\n";
+      print_registry(compress::lr_scheduler_registry());
     }
   }
   return kExitOk;

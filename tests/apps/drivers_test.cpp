@@ -245,6 +245,11 @@ TEST_F(Drivers, ToolsListsRegistries) {
   EXPECT_EQ(r.code, 0);
   for (const char* m : {"srcnn", "fsrcnn", "espcn", "vdsr", "resnet20_cifar", "densenet_cifar", "mobilenet_v2"})
     EXPECT_NE(r.output.find(m), std::string::npos) << m;
+  auto pruners = run("igb-tools list pruners");
+  EXPECT_EQ(pruners.code, 0);
+  for (const char* c : {"AutomatedGradualPruner", "L1RankedStructureParameterPruner_AGP", "SensitivityPruner"})
+    EXPECT_NE(pruners.output.find(c), std::string::npos) << c;
+  EXPECT_NE(run("igb-tools list lr_schedulers").output.find("MultiStepMultiGammaLR"), std::string::npos);
   auto bad = run("igb-tools list nothing");
   EXPECT_EQ(bad.code, 2);
 }
