@@ -78,6 +78,17 @@ class LassoRegularizer : public Regularizer {
     for (const auto& t : terms_) {
       const auto& w = params.at(t.param);
       at::Tensor m;
+      if (!t.l1 && t.group == LassoGroup::k3D) {
+        // Whole filters: zero them with their bias and following BatchNorm, as filter pruning
+        // does, so evaluation with running statistics sees exactly zero channels.
+        auto g = grouped(w.detach().abs(), t.group);
+        auto mag = criterion_ == Criterion::kMax ? std::get<0>(g.max(1)) : g.mean(1);
+        std::vector<int64_t> pruned;
+        auto weak = mag.le(t.strength).nonzero().flatten();
+        for (int64_t i = 0; i < weak.numel(); ++i) pruned.push_back(weak[i].item<int64_t>());
+        mask_groups(params, masks, t.param, GroupType::kFilters, pruned, w);
+        continue;
+      }
       if (t.l1) {
         m = threshold_mask(w, t.strength);
       } else {

@@ -302,6 +302,7 @@ TEST_F(SchedulerTest, GroupLassoThresholdMasksWeakFilters) {
     w.fill_(0.1);
     w[3].fill_(0.0001);  // mean |w| 1e-4 < strength 1e-3
     w[7].fill_(-0.0002);
+    resnet_->named_parameters()["layer1.0.bn1.bias"].uniform_(0.5, 1.5);  // BN biases start at zero
   }
   const char* yaml = R"(version: 1
 regularizers:
@@ -323,6 +324,9 @@ policies:
   expected[7] = true;
   EXPECT_TRUE(torch::equal(zero_filters, expected));
   EXPECT_TRUE(torch::equal(s->masks().at("layer1.0.conv1.weight").flatten(1).sum(1).eq(0), expected));
+  // The following BatchNorm goes with the filters, so evaluation sees exactly zero channels.
+  EXPECT_TRUE(torch::equal(resnet_->named_parameters()["layer1.0.bn1.weight"].eq(0), expected));
+  EXPECT_TRUE(torch::equal(resnet_->named_parameters()["layer1.0.bn1.bias"].eq(0), expected));
 }
 
 }  // namespace igb::compress
