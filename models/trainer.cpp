@@ -240,6 +240,13 @@ nlohmann::json Trainer::run() {
   return summary;
 }
 
+Checkpoint load_checkpoint_for(const std::string& path, const std::string& optform) {
+  Checkpoint ckpt = Checkpoint::load(path);
+  if (ckpt.meta().optform != optform)
+    throw InputError("checkpoint " + path + " was trained with --optform=" + ckpt.meta().optform + ", not " + optform);
+  return ckpt;
+}
+
 std::unique_ptr<compress::TrainingHooks> make_schedule(const TrainConfig& config, ModelImpl& model, Logger* logger,
                                                        const Checkpoint* resume) {
   if (!config.compress.empty())

@@ -102,6 +102,9 @@ double decayed_lr(const TrainConfig& config, int64_t epoch);
 /// Current learning rate of the first parameter group.
 double current_lr(torch::optim::Optimizer& optimizer);
 
+/// Loads a checkpoint and checks it was trained with `optform` (InputError otherwise).
+Checkpoint load_checkpoint_for(const std::string& path, const std::string& optform);
+
 /// The compression schedule of a run: --compress FILE, else the schedule saved in the checkpoint
 /// being resumed, else the empty schedule. Validated against `model` (InputError).
 std::unique_ptr<compress::TrainingHooks> make_schedule(const TrainConfig& config, ModelImpl& model, Logger* logger,

@@ -103,10 +103,7 @@ nlohmann::json train_classify(const ClassifyConfig& config, RunContext& ctx, con
   std::optional<Checkpoint> ckpt;
   Model model;
   if (!config.train.resume.empty()) {
-    ckpt = Checkpoint::load(config.train.resume);
-    if (ckpt->meta().optform != "classify")
-      throw InputError("checkpoint " + config.train.resume + " was trained with --optform=" + ckpt->meta().optform +
-                       ", not classify");
+    ckpt = load_checkpoint_for(config.train.resume, "classify");
     model = create_model(ckpt->meta().model, ckpt->meta().model_options);
   } else {
     check_model_family(config.train.model, "classify");
@@ -145,10 +142,7 @@ nlohmann::json train_classify(const ClassifyConfig& config, RunContext& ctx, con
 
 nlohmann::json test_classify(const std::string& checkpoint, const std::string& data, const std::string& dataset,
                              const std::string& out, RunContext& ctx) {
-  Checkpoint ckpt = Checkpoint::load(checkpoint);
-  if (ckpt.meta().optform != "classify")
-    throw InputError("checkpoint " + checkpoint + " was trained with --optform=" + ckpt.meta().optform +
-                     ", not classify");
+  Checkpoint ckpt = load_checkpoint_for(checkpoint, "classify");
   Model model = model_from_checkpoint(ckpt);
   model->to(ctx.device);
   auto d = data::load_classify_data(data, data_options(dataset, model, 0));

@@ -120,10 +120,7 @@ nlohmann::json train_sr(const SrConfig& config, RunContext& ctx, const RunInfo& 
   std::optional<Checkpoint> ckpt;
   Model model;
   if (!config.train.resume.empty()) {
-    ckpt = Checkpoint::load(config.train.resume);
-    if (ckpt->meta().optform != "sr")
-      throw InputError("checkpoint " + config.train.resume + " was trained with --optform=" +
-                       ckpt->meta().optform + ", not sr");
+    ckpt = load_checkpoint_for(config.train.resume, "sr");
     if (ckpt->meta().model != config.train.model)
       throw InputError("checkpoint " + config.train.resume + " holds model '" + ckpt->meta().model +
                        "', but --model is '" + config.train.model + "'");
@@ -158,10 +155,7 @@ nlohmann::json train_sr(const SrConfig& config, RunContext& ctx, const RunInfo& 
 }
 
 nlohmann::json test_sr(const SrTestConfig& config, RunContext& ctx) {
-  Checkpoint ckpt = Checkpoint::load(config.checkpoint);
-  if (ckpt.meta().optform != "sr")
-    throw InputError("checkpoint " + config.checkpoint + " was trained with --optform=" +
-                     ckpt.meta().optform + ", not sr");
+  Checkpoint ckpt = load_checkpoint_for(config.checkpoint, "sr");
   Model model = model_from_checkpoint(ckpt);
   auto* sr_model = dynamic_cast<SrModelImpl*>(model.get());
   if (!sr_model) throw InputError("checkpoint " + config.checkpoint + " does not hold an SR model");
