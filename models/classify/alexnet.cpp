@@ -30,9 +30,6 @@ class AlexNetImpl : public ClassifierImpl {
   torch::Tensor forward(torch::Tensor x) override {
     return classifier->forward(avgpool(features->forward(x)).flatten(1));
   }
-  nlohmann::json options_json() const override {
-    return {{"num_classes", num_classes_}, {"input_size", input_shape_[2]}};
-  }
   Sequential features{nullptr}, classifier{nullptr};
   nn::AdaptiveAvgPool2d avgpool{nullptr};
 };

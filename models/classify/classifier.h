@@ -12,6 +12,10 @@ class ClassifierImpl : public ModelImpl {
 
   int64_t num_classes() const { return num_classes_; }
   std::vector<int64_t> input_shape() const override { return input_shape_; }
+  /// num_classes and input_size; models with more options extend it.
+  nlohmann::json options_json() const override {
+    return {{"num_classes", num_classes_}, {"input_size", input_shape_[2]}};
+  }
 
  protected:
   int64_t num_classes_;

@@ -85,7 +85,10 @@ class DenseNetCifarImpl : public ClassifierImpl {
     return fc(avgpool(relu(bn(x))).flatten(1));
   }
   nlohmann::json options_json() const override {
-    return {{"num_classes", num_classes_}, {"input_size", input_shape_[2]}, {"depth", depth_}, {"growth", growth_}};
+    auto o = ClassifierImpl::options_json();
+    o["depth"] = depth_;
+    o["growth"] = growth_;
+    return o;
   }
 
   nn::Conv2d conv1{nullptr};

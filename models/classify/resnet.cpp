@@ -88,9 +88,6 @@ class ResNetImpl : public ClassifierImpl {
     for (auto& l : layers) x = l->forward(x);
     return fc(avgpool(x).flatten(1));
   }
-  nlohmann::json options_json() const override {
-    return {{"num_classes", num_classes_}, {"input_size", input_shape_[2]}};
-  }
 
   nn::Conv2d conv1{nullptr};
   nn::BatchNorm2d bn1{nullptr};

@@ -35,9 +35,6 @@ class TwoConvNetImpl : public ClassifierImpl {
     x = x.flatten(1);
     return fc3(relu4(fc2(relu3(fc1(x)))));
   }
-  nlohmann::json options_json() const override {
-    return {{"num_classes", num_classes_}, {"input_size", input_shape_[2]}};
-  }
 
   nn::Conv2d conv1{nullptr}, conv2{nullptr};
   nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};

@@ -43,9 +43,6 @@ class Vgg16Impl : public ClassifierImpl {
   torch::Tensor forward(torch::Tensor x) override {
     return classifier->forward(avgpool(features->forward(x)).flatten(1));
   }
-  nlohmann::json options_json() const override {
-    return {{"num_classes", num_classes_}, {"input_size", input_shape_[2]}};
-  }
   Sequential features{nullptr}, classifier{nullptr};
   nn::AdaptiveAvgPool2d avgpool{nullptr};
 };
@@ -71,9 +68,6 @@ class Vgg16CifarImpl : public ClassifierImpl {
     x = features->forward(x);
     if (x.size(2) != 1 || x.size(3) != 1) x = torch::adaptive_avg_pool2d(x, {1, 1});
     return classifier->forward(x.flatten(1));
-  }
-  nlohmann::json options_json() const override {
-    return {{"num_classes", num_classes_}, {"input_size", input_shape_[2]}};
   }
   Sequential features{nullptr}, classifier{nullptr};
 };
