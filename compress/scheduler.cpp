@@ -11,12 +11,17 @@
 
 namespace igb::compress {
 
+const std::vector<std::string>& quantizer_classes() {
+  static const std::vector<std::string> classes = {"DorefaQuantizer", "PACTQuantizer", "WRPNQuantizer",
+                                                   "QuantAwareTrainRangeLinearQuantizer"};
+  return classes;
+}
+
 namespace {
 
 const std::vector<std::string> kTopLevel = {"version",    "pruners",       "regularizers", "quantizers",
                                             "extensions", "lr_schedulers", "policies"};
-const std::vector<std::string> kQuantizers = {"DorefaQuantizer", "PACTQuantizer", "WRPNQuantizer",
-                                              "QuantAwareTrainRangeLinearQuantizer"};
+const std::vector<std::string>& kQuantizers = quantizer_classes();
 
 std::string section_kind(Policy::Kind k) {
   switch (k) {

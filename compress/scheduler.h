@@ -104,4 +104,8 @@ class CompressionScheduler : public TrainingHooks {
 /// Registers pruner, regularizer and LR-scheduler classes (idempotent).
 void register_builtin_compression();
 
+/// The quantizer classes a schedule may name (recognised and refused with a clear error: this
+/// build has no quantization-aware training).
+const std::vector<std::string>& quantizer_classes();
+
 }  // namespace igb::compress

@@ -1,5 +1,7 @@
 #include "core/activation.h"
 
+#include "core/trace_scope.h"
+
 namespace igb {
 
 std::string activation_name(ActivationKind kind) {
@@ -38,6 +40,7 @@ torch::Tensor ActivationImpl::forward_original(const torch::Tensor& x) {
 }
 
 torch::Tensor ActivationImpl::forward(const torch::Tensor& x) {
+  TraceScope scope(this);
   if (!replacement_.is_empty()) return replacement_.forward(x);
   return forward_original(x);
 }

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/checkpoint.h"
+#include "data/datasets.h"
 #include "models/classify/classify_solver.h"
 #include "options/common_options.h"
 #include "options/optform.h"
@@ -56,7 +57,13 @@ class ClassifyOptForm : public OptForm {
   void add_dataset_option(CLI::App& app) {
     app.add_option("--dataset", config_.dataset, "Force the dataset format instead of recognising --data")
         ->capture_default_str()
-        ->check(CLI::IsMember({"auto", "cifar10", "mnist", "imagefolder", "synthetic"}));
+        ->check(CLI::IsMember(dataset_choices()));
+  }
+
+  static std::vector<std::string> dataset_choices() {
+    auto names = data::dataset_names("classify");
+    names.insert(names.begin(), "auto");
+    return names;
   }
 
   CLI::App* app_ = nullptr;

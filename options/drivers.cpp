@@ -13,6 +13,7 @@
 #include "models/model.h"
 #include "options/common_options.h"
 #include "options/optform.h"
+#include "options/tool_commands.h"
 #include "options/yaml_config.h"
 
 namespace igb::options {
@@ -93,11 +94,6 @@ bool parse(CLI::App& app, int argc, char** argv, int first, YamlConfig* yaml) {
   return false;
 }
 
-template <class R>
-void print_registry(const R& r) {
-  for (const auto& n : r.names()) std::cout << n << "\t" << r.entry(n).help << "\n";
-}
-
 std::string default_run_dir(const std::string& model) {
   return "runs/" + model + "___" + local_time_string("%Y.%m.%d-%H%M%S");
 }
@@ -154,7 +150,13 @@ int test_main(int argc, char** argv) {
                "igb-test --optform=" + optform);
   std::string checkpoint, data = "synthetic", out, device = "cpu";
   int64_t threads = 0;
+  std::vector<std::string> summary;
   app.add_option("--checkpoint", checkpoint, "Checkpoint (.ckpt) to test")->required();
+  app.add_option("--summary", summary,
+                 "After testing, write these reports into the output folder: sparsity, macs, graph, profile "
+                 "(comma-separated)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(summary_kinds()));
   app.add_option("--data", data, "'synthetic' or a data folder")->capture_default_str();
   app.add_option("--out", out, "Folder for test_summary.json (default: the checkpoint's folder)");
   app.add_option("--device", device, "Device")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
@@ -167,6 +169,10 @@ int test_main(int argc, char** argv) {
   ctx.logger = &logger;
   ctx.device = configure_runtime(threads, device);
   form->run_test(ctx, checkpoint, data, out);
+  if (!summary.empty()) {
+    const fs::path dir = out.empty() ? fs::path(checkpoint).parent_path() : fs::path(out);
+    write_summaries(load_tool_model("", {}, checkpoint, ""), summary, dir.empty() ? fs::path(".") : dir, logger);
+  }
   return kExitOk;
 }
 
@@ -175,29 +181,9 @@ int tools_main(int argc, char** argv) {
   compress::register_builtin_compression();
   CLI::App app("Analysis and export tools for igb models and checkpoints.", "igb-tools");
   app.require_subcommand(1);
-  auto* list = app.add_subcommand("list", "Print a registry: models, optforms, pruners, regularizers, lr_schedulers");
-  std::string what;
-  list->add_option("registry", what, "models | optforms | pruners | regularizers | lr_schedulers")
-      ->required()
-      ->check(CLI::IsMember({"models", "optforms", "pruners", "regularizers", "lr_schedulers"}));
+  ToolCommands commands(app);
   if (parse(app, argc, argv, 1, nullptr)) return kExitOk;
-
-  if (list->parsed()) {
-    if (what == "models") {
-      auto& r = models::model_registry();
-      for (const auto& n : r.names())
-        std::cout << n << "\t" << r.entry(n).factory.family << "\t" << r.entry(n).help << "\n";
-    } else if (what == "optforms") {
-      print_registry(optform_registry());
-    } else if (what == "pruners") {
-      print_registry(compress::pruner_registry());
-    } else if (what == "regularizers") {
-      print_registry(compress::regularizer_registry());
-    } else {
-      print_registry(compress::lr_scheduler_registry());
-    }
-  }
-  return kExitOk;
+  return commands.run();
 }
 
 }  // namespace igb::options

@@ -1,0 +1,255 @@
+#include "options/tool_commands.h"
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "compress/pruners.h"
+#include "compress/regularizers.h"
+#include "compress/lr_schedulers.h"
+#include "compress/scheduler.h"
+#include "core/checkpoint.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/logger.h"
+#include "data/datasets.h"
+#include "options/optform.h"
+#include "tools/draw.h"
+#include "tools/macs.h"
+#include "tools/profile.h"
+#include "tools/sparsity.h"
+
+namespace igb::options {
+
+namespace fs = std::filesystem;
+
+ToolModel load_tool_model(const std::string& model, const std::vector<std::string>& options,
+                          const std::string& checkpoint, const std::string& input) {
+  if (model.empty() == checkpoint.empty()) throw InputError("give either --model NAME or --checkpoint FILE");
+  ToolModel m;
+  if (!checkpoint.empty()) {
+    if (!options.empty()) throw InputError("--model-option applies to --model; a checkpoint rebuilds its own model");
+    auto ckpt = Checkpoint::load(checkpoint);
+    m.model = models::model_from_checkpoint(ckpt);
+    m.name = ckpt.meta().model;
+  } else {
+    nlohmann::json opts = nlohmann::json::object();
+    for (const auto& kv : options) {
+      auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw InputError("--model-option '" + kv + "' must be key=value (e.g. upscale=3)");
+      opts[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    m.model = models::create_model(model, opts);
+    m.name = model;
+  }
+  m.input = input.empty() ? m.model->input_shape() : tools::parse_shape(input, "--input");
+  const auto own = m.model->input_shape();
+  if (m.input.size() != own.size())
+    throw InputError("--input " + input + ": " + m.name + " takes " + std::to_string(own.size()) + "-D input like " +
+                     tools::shape_to_string(own));
+  if (m.input[1] != own[1])
+    throw InputError("--input " + input + ": " + m.name + " takes " + std::to_string(own[1]) + "-channel input, like " + tools::shape_to_string(own));
+  return m;
+}
+
+tools::SummaryGraph tool_graph(const ToolModel& m, const tools::Shape& input) {
+  auto model = m.model;
+  return tools::SummaryGraph::build(
+      *model, input, [model](const torch::Tensor& x) { return model->forward(x); }, m.name);
+}
+
+const std::vector<std::string>& summary_kinds() {
+  static const std::vector<std::string> kinds = {"sparsity", "macs", "graph", "profile"};
+  return kinds;
+}
+
+void write_summaries(const ToolModel& m, const std::vector<std::string>& kinds, const fs::path& out_dir,
+                     Logger& logger) {
+  for (const auto& k : kinds)
+    if (std::find(summary_kinds().begin(), summary_kinds().end(), k) == summary_kinds().end())
+      throw InputError("--summary: unknown report '" + k + "'; valid: " + join(summary_kinds()));
+  fs::create_directories(out_dir);
+  for (const auto& k : kinds) {
+    if (k == "sparsity") {
+      auto r = tools::sparsity_report(tools::model_sparsity(*m.model), m.name);
+      tools::print_report(r, std::cout);
+      tools::write_report(r, out_dir / "sparsity.csv", out_dir / "sparsity.json");
+    } else if (k == "macs") {
+      auto r = tools::macs_report(tools::compute_macs(tool_graph(m, m.input), *m.model));
+      tools::print_report(r, std::cout);
+      tools::write_report(r, out_dir / "macs.csv", out_dir / "macs.json");
+    } else if (k == "graph") {
+      auto g = tool_graph(m, m.input);
+      tools::draw_graph(g, out_dir / "graph.dot", false);
+      tools::draw_graph(g, out_dir / "graph.svg", false);
+    } else if (k == "profile") {
+      tools::ProfileOptions po;
+      po.batch_sizes = {1};
+      auto model = m.model;
+      auto p = tools::profile_model(
+          *model, m.input, [model](const torch::Tensor& x) { return model->forward(x); }, m.name, po,
+          [&](const std::string& s) { logger.info(s); });
+      for (const auto& r : tools::profile_reports(p, po.top)) {
+        tools::print_report(r, std::cout);
+        std::cout << "\n";
+      }
+      write_text_atomically(out_dir / "profile.json", tools::profile_json(p).dump(2) + "\n");
+      write_text_atomically(out_dir / "profile_trace.json", p.chrome_trace.dump() + "\n");
+    }
+    logger.info("summary " + k + " written to " + out_dir.string());
+  }
+}
+
+namespace {
+
+std::vector<int64_t> parse_batch_sizes(const std::string& text) {
+  std::vector<int64_t> out;
+  std::string cur;
+  auto flush = [&] {
+    if (cur.empty() || cur.find_first_not_of("0123456789") != std::string::npos || cur.size() > 7 || std::stoll(cur) == 0)
+      throw InputError("--batch-sizes '" + text + "': give positive integers separated by commas, e.g. 1,16,64");
+    out.push_back(std::stoll(cur));
+    cur.clear();
+  };
+  for (char c : text) {
+    if (c == ',') flush();
+    else cur += c;
+  }
+  flush();
+  return out;
+}
+
+template <class R>
+void print_registry(const R& r) {
+  for (const auto& n : r.names()) std::cout << n << "\t" << r.entry(n).help << "\n";
+}
+
+}  // namespace
+
+ToolCommands::ToolCommands(CLI::App& app) {
+  list_ = app.add_subcommand("list", "Print a registry: models, datasets, optforms, pruners, regularizers, "
+                                     "lr_schedulers, quantizers");
+  list_->add_option("registry", registry_, "models | datasets | optforms | pruners | regularizers | lr_schedulers | quantizers")
+      ->required()
+      ->check(CLI::IsMember({"models", "datasets", "optforms", "pruners", "regularizers", "lr_schedulers", "quantizers"}));
+
+  macs_ = app.add_subcommand("macs", "Per-layer MACs and parameter counts (conv, transposed conv, linear)");
+  add_target(macs_, macs_target_, true);
+  add_outputs(macs_, macs_out_);
+
+  sparsity_ = app.add_subcommand("sparsity", "Distiller-style weight sparsity table of a checkpoint");
+  add_target(sparsity_, sparsity_target_, false);
+  add_outputs(sparsity_, sparsity_out_);
+
+  draw_ = app.add_subcommand("draw", "Draw the data-flow graph with Graphviz (.svg, .png or .dot)");
+  add_target(draw_, draw_target_, true);
+  draw_->add_option("--out", draw_path_, "Output file: .svg, .png or .dot")->required();
+  draw_->add_flag("--params", draw_params_, "Also draw parameter nodes (name and shape)");
+
+  profile_ = app.add_subcommand("profile", "Per-layer latency, output bytes and top operators per batch size");
+  add_target(profile_, profile_target_, true);
+  profile_->add_option("--batch-sizes", batch_sizes_, "Comma-separated batch sizes")->capture_default_str();
+  profile_->add_option("--top", top_, "Rows of the operators table")->capture_default_str()->check(CLI::Range(1, 1000));
+  profile_->add_option("--repeats", repeats_, "Timed runs per measurement (the median is reported)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  profile_->add_option("--trace", trace_path_, "Write a Chrome trace (chrome://tracing, Perfetto) to this file");
+  add_outputs(profile_, profile_out_);
+}
+
+void ToolCommands::add_target(CLI::App* sub, Target& t, bool model_allowed) {
+  if (model_allowed) {
+    sub->add_option("--model", t.model, "A model of the zoo (see igb-tools list models)");
+    sub->add_option("--model-option", t.options, "Model option key=value (repeatable), e.g. upscale=3");
+    sub->add_option("--input", t.input, "Input shape NxCxHxW (default: the model's own, batch 1)");
+  }
+  sub->add_option("--checkpoint", t.checkpoint, "A checkpoint (.ckpt); the model is rebuilt from it");
+  if (!model_allowed) sub->get_option("--checkpoint")->required();
+}
+
+void ToolCommands::add_outputs(CLI::App* sub, Outputs& o) {
+  sub->add_option("--csv", o.csv, "Also write the table as CSV to this file");
+  sub->add_option("--json", o.json, "Also write the report as JSON to this file");
+}
+
+int ToolCommands::run() {
+  if (list_->parsed()) {
+    if (registry_ == "models") {
+      auto& r = models::model_registry();
+      for (const auto& n : r.names())
+        std::cout << n << "\t" << r.entry(n).factory.family << "\t" << r.entry(n).help << "\n";
+    } else if (registry_ == "datasets") {
+      data::register_builtin_datasets();
+      auto& r = data::dataset_registry();
+      for (const auto& n : r.names())
+        std::cout << n << "\t" << r.entry(n).factory.selected_by << "\t" << r.entry(n).help << "\n";
+    } else if (registry_ == "optforms") {
+      print_registry(optform_registry());
+    } else if (registry_ == "pruners") {
+      print_registry(compress::pruner_registry());
+    } else if (registry_ == "regularizers") {
+      print_registry(compress::regularizer_registry());
+    } else if (registry_ == "lr_schedulers") {
+      print_registry(compress::lr_scheduler_registry());
+    } else {
+      for (const auto& q : compress::quantizer_classes())
+        std::cout << q << "\trecognised in schedules; quantization-aware training is not available in this build\n";
+    }
+    return kExitOk;
+  }
+  if (macs_->parsed()) {
+    auto m = load_tool_model(macs_target_.model, macs_target_.options, macs_target_.checkpoint, macs_target_.input);
+    auto r = tools::macs_report(tools::compute_macs(tool_graph(m, m.input), *m.model));
+    tools::print_report(r, std::cout);
+    tools::write_report(r, macs_out_.csv, macs_out_.json);
+    return kExitOk;
+  }
+  if (sparsity_->parsed()) {
+    auto m = load_tool_model("", {}, sparsity_target_.checkpoint, "");
+    auto r = tools::sparsity_report(tools::model_sparsity(*m.model), m.name);
+    tools::print_report(r, std::cout);
+    tools::write_report(r, sparsity_out_.csv, sparsity_out_.json);
+    return kExitOk;
+  }
+  if (draw_->parsed()) {
+    auto m = load_tool_model(draw_target_.model, draw_target_.options, draw_target_.checkpoint, draw_target_.input);
+    auto g = tool_graph(m, m.input);
+    tools::draw_graph(g, draw_path_, draw_params_);
+    std::cout << "drew " << g.ops().size() << " ops of " << m.name << " to " << draw_path_ << "\n";
+    return kExitOk;
+  }
+  if (profile_->parsed()) {
+    tools::ProfileOptions po;
+    po.batch_sizes = parse_batch_sizes(batch_sizes_);
+    po.top = top_;
+    po.repeats = repeats_;
+    auto m = load_tool_model(profile_target_.model, profile_target_.options, profile_target_.checkpoint,
+                             profile_target_.input);
+    Logger logger;
+    auto model = m.model;
+    auto p = tools::profile_model(
+        *model, m.input, [model](const torch::Tensor& x) { return model->forward(x); }, m.name, po,
+        [&](const std::string& s) { logger.info(s); });
+    for (const auto& r : tools::profile_reports(p, po.top)) {
+      tools::print_report(r, std::cout);
+      std::cout << "\n";
+    }
+    if (!profile_out_.csv.empty()) {
+      // One CSV of every layer at every batch size.
+      Table t;
+      t.columns = {"Batch", "Name", "Type", "Output", "Output bytes", "Forward (ms)", "Fwd+Bwd (ms)"};
+      for (const auto& b : p.batches)
+        for (const auto& l : b.layers)
+          t.rows.push_back({std::to_string(b.batch), l.name, l.type, tools::shape_to_string(l.output),
+                            std::to_string(l.output_bytes), fixed(l.forward_ms, 4), fixed(l.forward_backward_ms, 4)});
+      write_text_atomically(profile_out_.csv, t.to_csv());
+    }
+    if (!profile_out_.json.empty()) write_text_atomically(profile_out_.json, tools::profile_json(p).dump(2) + "\n");
+    if (!trace_path_.empty()) write_text_atomically(trace_path_, p.chrome_trace.dump() + "\n");
+    return kExitOk;
+  }
+  return kExitOk;
+}
+
+}  // namespace igb::options

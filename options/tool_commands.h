@@ -1,0 +1,75 @@
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+#include "tools/graph/summary_graph.h"
+
+namespace CLI {
+class App;
+}
+
+namespace igb {
+class Logger;
+}
+
+namespace igb::options {
+
+/// The model a tool works on: built from the registry (`--model` with options) or rebuilt from a
+/// checkpoint, with the input shape to trace it on.
+struct ToolModel {
+  models::Model model;
+  std::string name;
+  tools::Shape input;
+};
+
+/// Exactly one of `model` and `checkpoint` must be given (InputError otherwise). `options` are
+/// "key=value" model options; `input` ("1x3x224x224", empty = the model's own) overrides the
+/// dummy input shape.
+ToolModel load_tool_model(const std::string& model, const std::vector<std::string>& options,
+                          const std::string& checkpoint, const std::string& input);
+
+/// The summary graph of a tool model.
+tools::SummaryGraph tool_graph(const ToolModel& m, const tools::Shape& input);
+
+/// The reports `igb-test --summary` can write.
+const std::vector<std::string>& summary_kinds();
+
+/// Runs each report of `kinds` (sparsity, macs, graph, profile) on `m`, prints the tables and
+/// writes sparsity.{csv,json}, macs.{csv,json}, graph.svg and graph.dot, profile.json and
+/// profile_trace.json into `out_dir`.
+void write_summaries(const ToolModel& m, const std::vector<std::string>& kinds, const std::filesystem::path& out_dir,
+                     Logger& logger);
+
+/// The subcommands of igb-tools: list, macs, sparsity, draw, profile. Construct on the app, parse,
+/// then run() the one that was given.
+class ToolCommands {
+ public:
+  explicit ToolCommands(CLI::App& app);
+  int run();
+
+ private:
+  struct Target {
+    std::string model, checkpoint, input;
+    std::vector<std::string> options;
+  };
+  struct Outputs {
+    std::string csv, json;
+  };
+  void add_target(CLI::App* sub, Target& t, bool model_allowed);
+  static void add_outputs(CLI::App* sub, Outputs& o);
+
+  CLI::App *list_ = nullptr, *macs_ = nullptr, *sparsity_ = nullptr, *draw_ = nullptr, *profile_ = nullptr;
+  std::string registry_;
+  Target macs_target_, sparsity_target_, draw_target_, profile_target_;
+  Outputs macs_out_, sparsity_out_, profile_out_;
+  std::string draw_path_;
+  bool draw_params_ = false;
+  std::string batch_sizes_ = "1";
+  int top_ = 10, repeats_ = 5;
+  std::string trace_path_;
+};
+
+}  // namespace igb::options

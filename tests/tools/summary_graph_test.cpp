@@ -1,0 +1,200 @@
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "core/error.h"
+#include "models/model.h"
+#include "tools/graph/summary_graph.h"
+
+namespace igb::tools {
+
+namespace {
+
+models::Model make(const std::string& name, nlohmann::json opts = nlohmann::json::object()) {
+  models::register_builtin_models();
+  torch::manual_seed(0);
+  return models::create_model(name, opts);
+}
+
+SummaryGraph graph_of(const models::Model& m, const std::string& name) {
+  return SummaryGraph::build(*m, m->input_shape(), [&](const torch::Tensor& x) { return m->forward(x); }, name);
+}
+
+/// "name@offset" for each reach, sorted, for compact comparisons.
+std::vector<std::string> describe(const SummaryGraph& g, const std::vector<Reach>& reaches) {
+  std::vector<std::string> out;
+  for (const auto& r : reaches)
+    out.push_back(g.op(r.op).name + "@" + std::to_string(r.offset) + (r.block != 1 ? "x" + std::to_string(r.block) : "") +
+                  (r.barrier ? "!" : ""));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> names(const SummaryGraph& g, const std::vector<int>& ops) {
+  std::vector<std::string> out;
+  for (int i : ops) out.push_back(g.op(i).name);
+  return out;
+}
+
+}  // namespace
+
+TEST(SummaryGraph, ResNetOpsAreTiedToModulesAndParameters) {
+  auto m = make("resnet20_cifar");
+  auto g = graph_of(m, "resnet20_cifar");
+  const auto& conv = g.op("layer2.0.conv1");
+  EXPECT_EQ(conv.type, "Conv");
+  EXPECT_EQ(conv.module, "layer2.0.conv1");
+  EXPECT_EQ(conv.params, std::vector<std::string>{"layer2.0.conv1.weight"});
+  EXPECT_EQ(conv.kernel, (Shape{3, 3}));
+  EXPECT_EQ(conv.stride, (Shape{2, 2}));
+  EXPECT_EQ(g.shape(conv.inputs[0]), (Shape{1, 16, 32, 32}));
+  EXPECT_EQ(g.shape(conv.outputs[0]), (Shape{1, 32, 16, 16}));
+  const auto& bn = g.op("layer2.0.bn1");
+  EXPECT_EQ(bn.type, "BatchNorm");
+  EXPECT_EQ(bn.params.size(), 4u);  // weight, bias, running mean and var
+  // Parameter-free ops are named by the module they run in.
+  EXPECT_EQ(g.op("layer1.0.relu1").type, "ReLU");
+  EXPECT_EQ(g.op("layer1.0.add").type, "Add");
+  EXPECT_EQ(g.op("avgpool").type, "AdaptiveAvgPool");
+  // Linear is one op with weight first, even though the trace splits it into t() and addmm.
+  const auto& fc = g.op("fc");
+  EXPECT_EQ(fc.type, "Linear");
+  EXPECT_EQ(fc.params, (std::vector<std::string>{"fc.weight", "fc.bias"}));
+  EXPECT_EQ(fc.param_shapes[0], (Shape{10, 64}));
+  EXPECT_EQ(g.find("fc_2"), -1);
+  EXPECT_THROW(g.index("layer1.0.conv3"), InputError);
+  // Tracing leaves the model as it was.
+  EXPECT_TRUE(m->is_training());
+  for (const auto& p : m->parameters()) EXPECT_TRUE(p.requires_grad());
+}
+
+TEST(SummaryGraph, PredecessorsAndSuccessors) {
+  auto m = make("resnet20_cifar");
+  auto g = graph_of(m, "resnet20_cifar");
+  const int add = g.index("layer1.1.add");
+  EXPECT_EQ(names(g, g.predecessors(add)), (std::vector<std::string>{"layer1.0.relu2", "layer1.1.bn2"}));
+  EXPECT_EQ(names(g, g.successors(add)), (std::vector<std::string>{"layer1.1.relu2"}));
+  EXPECT_EQ(names(g, g.successors(g.index("layer1.1.relu2"))),
+            (std::vector<std::string>{"layer1.2.conv1", "layer1.2.add"}));
+}
+
+// Channels produced before a residual add reach every consumer downstream of the chain of adds;
+// the zero-padded downsampling shortcuts move them to an offset of 8 (16 → 32) and 24 (→ 64).
+TEST(SummaryGraph, ResNetSuccessorsCrossResidualAddsAndPaddedShortcuts) {
+  auto m = make("resnet20_cifar");
+  auto g = graph_of(m, "resnet20_cifar");
+  EXPECT_EQ(describe(g, g.parametric_successors(g.index("layer1.0.conv2"))), std::vector<std::string>{"layer1.0.bn2@0"});
+  EXPECT_EQ(describe(g, g.parametric_successors(g.index("layer1.0.bn2"))),
+            (std::vector<std::string>{"fc@24", "layer1.1.conv1@0", "layer1.2.conv1@0", "layer2.0.conv1@0",
+                                      "layer2.1.conv1@8", "layer2.2.conv1@8", "layer3.0.conv1@8",
+                                      "layer3.1.conv1@24", "layer3.2.conv1@24"}));
+  // Within a stage the add ties the block's bn2 to the block input's producer.
+  EXPECT_EQ(describe(g, g.parametric_predecessors(g.index("layer1.1.conv1"))),
+            (std::vector<std::string>{"bn1@0", "layer1.0.bn2@0"}));
+  // The reach remembers what it crossed.
+  for (const auto& r : g.parametric_successors(g.index("layer1.0.bn2")))
+    if (g.op(r.op).name == "layer1.1.conv1") {
+      EXPECT_EQ(names(g, r.via), (std::vector<std::string>{"layer1.0.add", "layer1.0.relu2"}));
+    }
+}
+
+// DenseNet: a layer's new channels land after the block input's channels in each concat.
+TEST(SummaryGraph, DenseNetSuccessorsCarryConcatOffsets) {
+  auto m = make("densenet_cifar", {{"depth", 16}});
+  auto g = graph_of(m, "densenet_cifar");
+  // conv1 → 24 channels; dense1.0 adds 12 (offset 24), dense1.1 adds 12 more (offset 36).
+  EXPECT_EQ(describe(g, g.parametric_successors(g.index("dense1.0.conv2"))),
+            (std::vector<std::string>{"dense1.1.bn1@24", "trans1.bn@24"}));
+  EXPECT_EQ(describe(g, g.parametric_successors(g.index("conv1"))),
+            (std::vector<std::string>{"dense1.0.bn1@0", "dense1.1.bn1@0", "trans1.bn@0"}));
+  EXPECT_EQ(describe(g, g.parametric_predecessors(g.index("trans1.bn"))),
+            (std::vector<std::string>{"conv1@0", "dense1.0.conv2@24", "dense1.1.conv2@36"}));
+  EXPECT_EQ(g.op("dense1.1.concat").type, "Concat");
+  EXPECT_EQ(g.op("trans1.pool").type, "AvgPool");
+}
+
+// After a flatten, each channel of the last conv is a block of H·W features of the linear layer.
+TEST(SummaryGraph, FlattenMapsChannelsToFeatureBlocks) {
+  auto m = make("simplenet_cifar");
+  auto g = graph_of(m, "simplenet_cifar");
+  auto reach = g.parametric_successors(g.index("conv2"));
+  ASSERT_EQ(reach.size(), 1u);
+  EXPECT_EQ(g.op(reach[0].op).type, "Linear");
+  EXPECT_EQ(reach[0].block, 25);  // 16 channels of 5x5 → 400 features
+  auto back = g.parametric_predecessors(reach[0].op);
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(g.op(back[0].op).name, "conv2");
+  EXPECT_EQ(back[0].block, 25);
+}
+
+TEST(SummaryGraph, PixelShuffleIsABarrierForChannelWalks) {
+  auto m = make("espcn", {{"scale", 3}});
+  auto g = graph_of(m, "espcn");
+  int last = -1;
+  for (const auto& op : g.ops())
+    if (op.type == "Conv") last = op.id;
+  ASSERT_GE(last, 0);
+  auto reach = g.parametric_successors(last);
+  ASSERT_EQ(reach.size(), 1u);
+  EXPECT_TRUE(reach[0].barrier);
+  EXPECT_EQ(g.op(reach[0].op).type, "PixelShuffle");
+  EXPECT_EQ(g.op(reach[0].op).factor, 3);
+}
+
+TEST(SummaryGraph, EveryZooModelTraces) {
+  models::register_builtin_models();
+  for (const auto& family : {"classify", "sr"})
+    for (const auto& name : models::model_names(family)) {
+      nlohmann::json opts = nlohmann::json::object();
+      if (name == "resnet50" || name == "resnet34" || name == "resnet18" || name == "mobilenet_v2" ||
+          name == "vgg16")
+        opts["input_size"] = 64;
+      if (name == "alexnet") opts["input_size"] = 96;
+      auto m = make(name, opts);
+      SummaryGraph g = graph_of(m, name);
+      int convs = 0;
+      std::set<std::string> unique;
+      for (const auto& op : g.ops()) {
+        unique.insert(op.name);
+        if (op.type == "Conv" || op.type == "ConvTranspose" || op.type == "Linear") {
+          ++convs;
+          EXPECT_FALSE(op.module.empty()) << name << " " << op.name;
+          EXPECT_FALSE(op.param("weight").empty()) << name << " " << op.name;
+        }
+      }
+      EXPECT_GT(convs, 0) << name;
+      EXPECT_EQ(unique.size(), g.ops().size()) << name;
+      ASSERT_EQ(g.outputs().size(), 1u) << name;
+    }
+}
+
+namespace {
+
+/// A model with a tensor that requires grad but is not a parameter: the tracer cannot record it.
+class Untraceable : public torch::nn::Module {
+ public:
+  Untraceable() {
+    conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 2, 3)));
+    scale = torch::ones({1, 2, 1, 1}).requires_grad_(true);
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return conv(x) * scale; }
+  torch::nn::Conv2d conv{nullptr};
+  torch::Tensor scale;
+};
+
+}  // namespace
+
+TEST(SummaryGraph, AnUntraceableModelIsAnInputErrorNamingWhereItStopped) {
+  auto m = std::make_shared<Untraceable>();
+  try {
+    SummaryGraph::build(*m, {1, 1, 8, 8}, [&](const torch::Tensor& x) { return m->forward(x); }, "untraceable");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cannot trace untraceable"), std::string::npos) << what;
+    EXPECT_NE(what.find("requires grad"), std::string::npos) << what;
+    EXPECT_NE(what.find("after aten::_convolution (conv)"), std::string::npos) << what;
+  }
+}
+
+}  // namespace igb::tools
