@@ -13,6 +13,7 @@
 #include "core/fs.h"
 #include "core/logger.h"
 #include "data/datasets.h"
+#include "options/common_options.h"
 #include "options/optform.h"
 #include "tools/draw.h"
 #include "tools/macs.h"
@@ -28,18 +29,12 @@ ToolModel load_tool_model(const std::string& model, const std::vector<std::strin
   if (model.empty() == checkpoint.empty()) throw InputError("give either --model NAME or --checkpoint FILE");
   ToolModel m;
   if (!checkpoint.empty()) {
-    if (!options.empty()) throw InputError("--model-option applies to --model; a checkpoint rebuilds its own model");
+    if (!options.empty()) throw InputError("--model-arg applies to --model; a checkpoint rebuilds its own model");
     auto ckpt = Checkpoint::load(checkpoint);
     m.model = models::model_from_checkpoint(ckpt);
     m.name = ckpt.meta().model;
   } else {
-    nlohmann::json opts = nlohmann::json::object();
-    for (const auto& kv : options) {
-      auto eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0)
-        throw InputError("--model-option '" + kv + "' must be key=value (e.g. upscale=3)");
-      opts[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
+    const nlohmann::json opts = parse_model_args(options);
     m.model = models::create_model(model, opts);
     m.name = model;
   }
@@ -161,10 +156,11 @@ ToolCommands::ToolCommands(CLI::App& app) {
 void ToolCommands::add_target(CLI::App* sub, Target& t, bool model_allowed) {
   if (model_allowed) {
     sub->add_option("--model", t.model, "A model of the zoo (see igb-tools list models)");
-    sub->add_option("--model-option", t.options, "Model option key=value (repeatable), e.g. upscale=3");
+    sub->add_option("--model-arg", t.options, "Model option KEY=VALUE (repeatable), e.g. scale=3");
     sub->add_option("--input", t.input, "Input shape NxCxHxW (default: the model's own, batch 1)");
   }
   sub->add_option("--checkpoint", t.checkpoint, "A checkpoint (.ckpt); the model is rebuilt from it");
+  sub->add_option("--threads", threads_, "Intra-op threads (0 = all cores)")->capture_default_str();
   if (!model_allowed) sub->get_option("--checkpoint")->required();
 }
 
@@ -174,6 +170,7 @@ void ToolCommands::add_outputs(CLI::App* sub, Outputs& o) {
 }
 
 int ToolCommands::run() {
+  configure_runtime(threads_, "cpu");
   if (list_->parsed()) {
     if (registry_ == "models") {
       auto& r = models::model_registry();

@@ -26,7 +26,7 @@ struct ToolModel {
 };
 
 /// Exactly one of `model` and `checkpoint` must be given (InputError otherwise). `options` are
-/// "key=value" model options; `input` ("1x3x224x224", empty = the model's own) overrides the
+/// "KEY=VALUE" model arguments (as igb-train's --model-arg); `input` ("1x3x224x224", empty = the model's own) overrides the
 /// dummy input shape.
 ToolModel load_tool_model(const std::string& model, const std::vector<std::string>& options,
                           const std::string& checkpoint, const std::string& input);
@@ -69,6 +69,7 @@ class ToolCommands {
   bool draw_params_ = false;
   std::string batch_sizes_ = "1";
   int top_ = 10, repeats_ = 5;
+  int64_t threads_ = 0;
   std::string trace_path_;
 };
 

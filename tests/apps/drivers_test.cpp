@@ -205,6 +205,35 @@ TEST_F(Drivers, ClassifyTrainsOnCifarFilesAndTests) {
   EXPECT_EQ(ts["images"], 20);
   EXPECT_NEAR(ts["top1"].get<double>(), summary["top1"].get<double>(), 1e-9);
 
+  // The reports the original tool's tester wrote, into the output folder.
+  auto sum = run("igb-test --optform=classify --threads 1 --checkpoint " + (dir_ / "run" / "best.ckpt").string() +
+                 " --data " + (dir_ / "cifar").string() + " --out " + (dir_ / "reports").string() +
+                 " --summary sparsity,macs,graph,profile");
+  ASSERT_EQ(sum.code, 0) << sum.output;
+  for (const char* f : {"test_summary.json", "sparsity.csv", "sparsity.json", "macs.csv", "macs.json", "graph.svg",
+                        "graph.dot", "profile.json", "profile_trace.json"})
+    EXPECT_TRUE(fs::exists(dir_ / "reports" / f)) << f;
+  auto macs = nlohmann::json::parse(std::ifstream(dir_ / "reports" / "macs.json"));
+  EXPECT_EQ(macs["total_macs"], 651720);
+  auto sparsity = nlohmann::json::parse(std::ifstream(dir_ / "reports" / "sparsity.json"));
+  EXPECT_EQ(sparsity["params"].size(), 5u);
+  auto profile = nlohmann::json::parse(std::ifstream(dir_ / "reports" / "profile.json"));
+  EXPECT_EQ(profile["batches"][0]["layers"][0]["name"], "conv1");
+  EXPECT_NE(sum.output.find("Total MACs: 651,720"), std::string::npos) << sum.output;
+  auto bad_summary = run("igb-test --optform=classify --checkpoint " + (dir_ / "run" / "best.ckpt").string() +
+                         " --summary macs,flops");
+  EXPECT_EQ(bad_summary.code, 2);
+  EXPECT_NE(bad_summary.output.find("flops"), std::string::npos) << bad_summary.output;
+
+  auto sp = run("igb-tools sparsity --checkpoint " + (dir_ / "run" / "best.ckpt").string() + " --csv " +
+                (dir_ / "sp.csv").string());
+  ASSERT_EQ(sp.code, 0) << sp.output;
+  EXPECT_NE(sp.output.find("Total sparsity:"), std::string::npos) << sp.output;
+  std::ifstream csv(dir_ / "sp.csv");
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_EQ(header, "Name,Shape,NNZ (dense),NNZ (sparse),Cols (%),Rows (%),Ch (%),2D (%),3D (%),Fine (%),Std,Mean,Abs-Mean");
+
   // Testing an SR checkpoint as a classifier is refused.
   auto wrong = run("igb-test --optform=sr --checkpoint " + (dir_ / "run" / "best.ckpt").string());
   EXPECT_EQ(wrong.code, 2);
@@ -252,6 +281,43 @@ TEST_F(Drivers, ToolsListsRegistries) {
   EXPECT_NE(run("igb-tools list lr_schedulers").output.find("MultiStepMultiGammaLR"), std::string::npos);
   auto bad = run("igb-tools list nothing");
   EXPECT_EQ(bad.code, 2);
+  auto datasets = run("igb-tools list datasets");
+  EXPECT_NE(datasets.output.find("classify/cifar10"), std::string::npos) << datasets.output;
+  EXPECT_NE(run("igb-tools list quantizers").output.find("DorefaQuantizer"), std::string::npos);
+}
+
+TEST_F(Drivers, ToolsReportsOnZooModels) {
+  auto macs = run("igb-tools macs --model resnet20_cifar --json " + (dir_ / "m.json").string());
+  ASSERT_EQ(macs.code, 0) << macs.output;
+  EXPECT_NE(macs.output.find("Total MACs: 40,551,040"), std::string::npos) << macs.output;
+  auto j = nlohmann::json::parse(std::ifstream(dir_ / "m.json"));
+  EXPECT_EQ(j["total_params"], 269722);
+  EXPECT_EQ(j["input"], (std::vector<int64_t>{1, 3, 32, 32}));
+  auto big = run("igb-tools macs --model resnet18 --input 1x3x112x112");
+  EXPECT_NE(big.output.find("1x3x112x112"), std::string::npos) << big.output;
+
+  auto png = run("igb-tools draw --model densenet_cifar --model-arg depth=16 --out " + (dir_ / "d.png").string());
+  ASSERT_EQ(png.code, 0) << png.output;
+  std::ifstream in(dir_ / "d.png", std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, 4);
+  EXPECT_EQ(std::string(magic + 1, 3), "PNG");
+
+  auto prof = run("igb-tools profile --model simplenet_cifar --batch-sizes 1,8 --top 5 --repeats 1 --trace " +
+                  (dir_ / "t.json").string() + " --json " + (dir_ / "p.json").string());
+  ASSERT_EQ(prof.code, 0) << prof.output;
+  EXPECT_NE(prof.output.find("Top operators of simplenet_cifar, batch 8"), std::string::npos) << prof.output;
+  auto trace = nlohmann::json::parse(std::ifstream(dir_ / "t.json"));
+  EXPECT_GT(trace["traceEvents"].size(), 20u);
+  auto p = nlohmann::json::parse(std::ifstream(dir_ / "p.json"));
+  EXPECT_EQ(p["batches"][1]["batch"], 8);
+
+  expect_input_error("igb-tools draw --model resnet20_cifar --out " + (dir_ / "g.gif").string(), "must be .svg, .png or .dot");
+  EXPECT_FALSE(fs::exists(dir_ / "g.gif"));
+  expect_input_error("igb-tools macs --model resnet20_cifar --checkpoint x.ckpt", "either --model NAME or --checkpoint");
+  expect_input_error("igb-tools macs --model resnet20_cifar --input 1x3xx32", "not a shape");
+  expect_input_error("igb-tools profile --model simplenet_cifar --batch-sizes 1,0", "--batch-sizes");
+  expect_input_error("igb-tools macs --model fsrcnn --model-arg scale", "is not KEY=VALUE");
 }
 
 }  // namespace
