@@ -11,8 +11,9 @@ PACKAGES=(
   libgraphviz-dev graphviz libgtest-dev libgmock-dev libgloo-dev
   nlohmann-json3-dev libfmt-dev
   # LibTorch falls back to BLAS for linear layers and small-batch convolutions; without an
-  # optimised BLAS, Debian links the reference one (6x slower on ResNet-20 at batch 1).
-  libopenblas0-pthread
+  # optimised BLAS, Debian links the reference one (9x slower on ResNet-20 at batch 1). The
+  # OpenMP build shares LibTorch's threads instead of competing with them.
+  libopenblas0-openmp
 )
 
 missing=()
