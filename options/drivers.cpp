@@ -14,6 +14,7 @@
 #include "options/common_options.h"
 #include "options/optform.h"
 #include "options/tool_commands.h"
+#include "tools/macs.h"
 #include "options/yaml_config.h"
 
 namespace igb::options {
@@ -134,6 +135,13 @@ int train_main(int argc, char** argv) {
   for (const auto& [k, v] : resolved_options(app)) config_json[k] = v;
   config_json["out"] = ctx.out_dir.string();
   auto summary = form->run_train(ctx, yaml->to_config(&app, true, false, ""), config_json);
+  // MACs of the trained model (after any thinning), from the summary graph of the last checkpoint.
+  if (fs::exists(ctx.out_dir / "checkpoint.ckpt") && fs::exists(ctx.out_dir / "summary.json")) {
+    auto m = load_tool_model("", {}, (ctx.out_dir / "checkpoint.ckpt").string(), "");
+    summary["macs"] = tools::compute_macs(tool_graph(m, m.input), *m.model).total_macs;
+    summary["macs_input"] = m.input;
+    write_text_atomically(ctx.out_dir / "summary.json", summary.dump(2) + "\n");
+  }
   std::cout << summary.dump(2) << std::endl;
   logger.info("run directory: " + ctx.out_dir.string());
   return kExitOk;

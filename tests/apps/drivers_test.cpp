@@ -196,6 +196,7 @@ TEST_F(Drivers, ClassifyTrainsOnCifarFilesAndTests) {
   auto summary = nlohmann::json::parse(std::ifstream(dir_ / "run" / "summary.json"));
   for (const char* k : {"top1", "top5", "loss", "best_top1", "params"}) EXPECT_TRUE(summary.contains(k)) << k;
   EXPECT_EQ(summary["params"], 62006);
+  EXPECT_EQ(summary["macs"], 651720);
   EXPECT_EQ(summary["dataset"], "cifar10");
 
   auto t = run("igb-test --optform=classify --threads 1 --checkpoint " + (dir_ / "run" / "best.ckpt").string() +
