@@ -54,6 +54,23 @@ tools::SummaryGraph tool_graph(const ToolModel& m, const tools::Shape& input) {
       *model, input, [model](const torch::Tensor& x) { return model->forward(x); }, m.name);
 }
 
+namespace {
+
+/// Profiles a tool model, logging progress, and prints its tables.
+tools::ModelProfile run_profile(const ToolModel& m, const tools::ProfileOptions& options, Logger& logger) {
+  auto model = m.model;
+  auto p = tools::profile_model(
+      *model, m.input, [model](const torch::Tensor& x) { return model->forward(x); }, m.name, options,
+      [&](const std::string& s) { logger.info(s); });
+  for (const auto& r : tools::profile_reports(p, options.top)) {
+    tools::print_report(r, std::cout);
+    std::cout << "\n";
+  }
+  return p;
+}
+
+}  // namespace
+
 const std::vector<std::string>& summary_kinds() {
   static const std::vector<std::string> kinds = {"sparsity", "macs", "graph", "profile"};
   return kinds;
@@ -79,16 +96,7 @@ void write_summaries(const ToolModel& m, const std::vector<std::string>& kinds, 
       tools::draw_graph(g, out_dir / "graph.dot", false);
       tools::draw_graph(g, out_dir / "graph.svg", false);
     } else if (k == "profile") {
-      tools::ProfileOptions po;
-      po.batch_sizes = {1};
-      auto model = m.model;
-      auto p = tools::profile_model(
-          *model, m.input, [model](const torch::Tensor& x) { return model->forward(x); }, m.name, po,
-          [&](const std::string& s) { logger.info(s); });
-      for (const auto& r : tools::profile_reports(p, po.top)) {
-        tools::print_report(r, std::cout);
-        std::cout << "\n";
-      }
+      auto p = run_profile(m, tools::ProfileOptions(), logger);
       write_text_atomically(out_dir / "profile.json", tools::profile_json(p).dump(2) + "\n");
       write_text_atomically(out_dir / "profile_trace.json", p.chrome_trace.dump() + "\n");
     }
@@ -224,14 +232,7 @@ int ToolCommands::run() {
     auto m = load_tool_model(profile_target_.model, profile_target_.options, profile_target_.checkpoint,
                              profile_target_.input);
     Logger logger;
-    auto model = m.model;
-    auto p = tools::profile_model(
-        *model, m.input, [model](const torch::Tensor& x) { return model->forward(x); }, m.name, po,
-        [&](const std::string& s) { logger.info(s); });
-    for (const auto& r : tools::profile_reports(p, po.top)) {
-      tools::print_report(r, std::cout);
-      std::cout << "\n";
-    }
+    auto p = run_profile(m, po, logger);
     if (!profile_out_.csv.empty()) {
       // One CSV of every layer at every batch size.
       Table t;
