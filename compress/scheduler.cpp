@@ -7,6 +7,7 @@
 
 #include "compress/yaml_reader.h"
 #include "core/fs.h"
+#include "compress/thinning.h"
 #include "core/logger.h"
 
 namespace igb::compress {
@@ -42,7 +43,51 @@ void register_builtin_compression() {
 }
 
 CompressionScheduler::CompressionScheduler(torch::nn::Module& model, double base_lr, Logger* logger)
-    : params_(model), base_lr_(base_lr), logger_(logger) {}
+    : model_(model), params_(model), base_lr_(base_lr), logger_(logger) {}
+
+void CompressionScheduler::set_tracer(std::vector<int64_t> input_shape, tools::SummaryGraph::Forward forward) {
+  input_shape_ = std::move(input_shape);
+  forward_ = std::move(forward);
+}
+
+nlohmann::json CompressionScheduler::take_thinning_recipes() {
+  auto out = std::move(pending_recipes_);
+  pending_recipes_ = nlohmann::json::array();
+  return out;
+}
+
+void CompressionScheduler::thin(const Policy& p, int64_t epoch, torch::optim::Optimizer& optimizer) {
+  const std::string& cls = extensions_.at(p.instance);
+  if (!forward_) throw std::logic_error("thinning needs set_tracer() on the scheduler");
+  const auto kind = cls == "FilterRemover" ? ThinningKind::kFilters : ThinningKind::kChannels;
+  const auto graph = tools::SummaryGraph::build(model_, input_shape_, forward_);
+  const auto plan = plan_thinning(model_, graph, kind);
+  const std::string head = file_ + ": extension " + p.instance + " (" + cls + ") at epoch " + std::to_string(epoch);
+  if (plan.empty()) {
+    if (logger_) logger_->info(head + ": no zeroed " + (kind == ThinningKind::kFilters ? "filters" : "channels") +
+                               " to remove");
+    return;
+  }
+  int64_t before = 0, after = 0;
+  for (const auto& t : model_.parameters()) before += t.numel();
+  thin_for_training(model_, plan.recipe, &optimizer, &masks_);
+  dense_copies_.clear();
+  for (const auto& t : model_.parameters()) after += t.numel();
+  const int64_t macs_after = tools::SummaryGraph::build(model_, input_shape_, forward_).total_macs();
+  if (logger_) {
+    logger_->info(head + ": removed " + std::to_string(plan.removed_groups) + " channel groups; MACs " +
+                  std::to_string(graph.total_macs()) + " -> " + std::to_string(macs_after) + ", parameters " +
+                  std::to_string(before) + " -> " + std::to_string(after));
+    for (const auto& line : plan.log) logger_->info("  " + line);
+  }
+  auto recipe = plan.recipe;
+  recipe["epoch"] = epoch;
+  recipe["macs_before"] = graph.total_macs();
+  recipe["macs_after"] = macs_after;
+  recipe["params_before"] = before;
+  recipe["params_after"] = after;
+  pending_recipes_.push_back(std::move(recipe));
+}
 
 std::unique_ptr<CompressionScheduler> CompressionScheduler::from_file(const std::string& path, torch::nn::Module& model,
                                                                       double base_lr, Logger* logger) {
@@ -280,10 +325,6 @@ void CompressionScheduler::on_epoch_begin(int64_t epoch, torch::optim::Optimizer
       if (epoch >= first && epoch <= p.timing.last())
         for (const auto& t : pruner.targets()) open_policy_[t] = &p;
       if (p.timing.active(epoch)) pruner.set_masks(params_, masks_, epoch, p.timing);
-    } else if (p.kind == Policy::Kind::kExtension && p.timing.active(epoch) && logger_) {
-      logger_->warn(file_ + ": extension " + p.instance + " (" + extensions_.at(p.instance) +
-                    ") at epoch " + std::to_string(epoch) +
-                    ": physical thinning is not available in this build; the pruned structures stay as zeros");
     }
   }
   apply_masks();
@@ -358,6 +399,9 @@ void CompressionScheduler::on_epoch_end(int64_t epoch, const std::map<std::strin
       apply_masks();
     }
   }
+  // Thinning comes last, on the epoch's final weights (Distiller's extensions act at epoch end).
+  for (const auto& p : policies_)
+    if (p.kind == Policy::Kind::kExtension && p.timing.active(epoch)) thin(p, epoch, optimizer);
 }
 
 std::vector<EpochScalar> CompressionScheduler::epoch_scalars() const {

@@ -13,6 +13,7 @@
 #include "compress/pruners.h"
 #include "compress/regularizers.h"
 #include "compress/training_hooks.h"
+#include "tools/graph/summary_graph.h"
 
 namespace igb {
 class Logger;
@@ -68,6 +69,11 @@ class CompressionScheduler : public TrainingHooks {
   std::vector<EpochScalar> epoch_scalars() const override;
   bool controls_lr() const override;
   std::string schedule_text() const override { return text_; }
+  nlohmann::json take_thinning_recipes() override;
+
+  /// How to trace the model for thinning (FilterRemover, ChannelRemover): its input shape and
+  /// forward. Without it a thinning extension is an error when its epoch comes.
+  void set_tracer(std::vector<int64_t> input_shape, tools::SummaryGraph::Forward forward);
 
   /// Multiplies every masked parameter by its mask.
   void apply_masks();
@@ -81,9 +87,14 @@ class CompressionScheduler : public TrainingHooks {
   void parse(const std::string& text, const std::string& file);
   void set_lr(torch::optim::Optimizer& optimizer, double lr) const;
   bool forward_only(const std::string& param) const;
+  void thin(const Policy& p, int64_t epoch, torch::optim::Optimizer& optimizer);
 
+  torch::nn::Module& model_;
   ModelParams params_;
   double base_lr_;
+  std::vector<int64_t> input_shape_;
+  tools::SummaryGraph::Forward forward_;
+  nlohmann::json pending_recipes_ = nlohmann::json::array();
   Logger* logger_;
   std::string text_, file_;
   std::map<std::string, std::unique_ptr<Pruner>> pruners_;

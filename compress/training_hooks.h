@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace igb::compress {
 
 /// Where the training loop is when it calls a hook.
@@ -63,6 +65,9 @@ class TrainingHooks {
   virtual bool controls_lr() const { return false; }
   /// The schedule's text, copied into the run directory and the checkpoint.
   virtual std::string schedule_text() const { return {}; }
+  /// Thinning recipes applied to the model since the last call (core/thinning_recipe.h), in
+  /// order; the solver appends them to the checkpoint's recipes.
+  virtual nlohmann::json take_thinning_recipes() { return nlohmann::json::array(); }
 };
 
 }  // namespace igb::compress

@@ -53,6 +53,8 @@ class ActivationImpl : public torch::nn::Module {
   torch::Tensor forward_original(const torch::Tensor& x);
 
   const ActivationOptions& options() const { return options_; }
+  /// PReLU after thinning sliced its slopes: records the new count.
+  void set_num_parameters(int64_t n) { options_.num_parameters(n); }
 
   /// PReLU slopes (undefined for other kinds).
   torch::Tensor weight;

@@ -1,5 +1,7 @@
 #include "models/model.h"
 
+#include "core/thinning_recipe.h"
+
 #include <mutex>
 
 #include "models/classify/classifier.h"
@@ -77,10 +79,11 @@ Model model_from_checkpoint(const Checkpoint& checkpoint) {
   if (!model_registry().contains(meta.model))
     throw InputError("checkpoint " + checkpoint.path().string() + " names model '" + meta.model +
                      "', which this build does not have; valid models: " + join(model_registry().names()));
-  if (!meta.thinning_recipes.empty())
-    throw InputError("checkpoint " + checkpoint.path().string() +
-                     " holds a thinned model, which this build cannot rebuild");
   Model model = create_model(meta.model, meta.model_options);
+  // A thinned model: replay its thinning recipes on the dense model, then load the weights.
+  for (size_t i = 0; i < meta.thinning_recipes.size(); ++i)
+    apply_thinning_recipe(*model, meta.thinning_recipes[i],
+                          checkpoint.path().string() + " (thinning recipe " + std::to_string(i + 1) + ")");
   checkpoint.load_model(*model);
   return model;
 }

@@ -73,6 +73,7 @@ void Trainer::resume_from(const Checkpoint& ckpt) {
                      std::to_string(start_epoch_) + " epochs; --epochs is the total, so raise it above " +
                      std::to_string(start_epoch_) + " to continue");
   resumed_from_ = ckpt.path().string();
+  recipes_ = m.thinning_recipes;
 }
 
 double Trainer::train_epoch(int64_t epoch) {
@@ -145,6 +146,7 @@ void Trainer::save(const fs::path& path, int64_t epoch, const Metrics& last) {
   meta.best_metric = best_value_;
   meta.best_epoch = best_epoch_;
   meta.schedule_text = hooks_.schedule_text();
+  meta.thinning_recipes = recipes_;
   nlohmann::json last_j = nlohmann::json::object(), best_j = nlohmann::json::object();
   for (const auto& kv : last) last_j[kv.first] = kv.second;
   for (const auto& kv : best_metrics_) best_j[kv.first] = kv.second;
@@ -188,6 +190,7 @@ nlohmann::json Trainer::run() {
     std::map<std::string, double> metric_map(metrics.begin(), metrics.end());
     metric_map["train_loss"] = train_loss;
     hooks_.on_epoch_end(epoch, metric_map, *optimizer_);
+    for (auto& recipe : hooks_.take_thinning_recipes()) recipes_.push_back(std::move(recipe));
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     train_seconds_ += seconds;
 
@@ -249,13 +252,17 @@ Checkpoint load_checkpoint_for(const std::string& path, const std::string& optfo
 
 std::unique_ptr<compress::TrainingHooks> make_schedule(const TrainConfig& config, ModelImpl& model, Logger* logger,
                                                        const Checkpoint* resume) {
+  std::unique_ptr<compress::CompressionScheduler> schedule;
   if (!config.compress.empty())
-    return compress::CompressionScheduler::from_file(config.compress, model, config.lr, logger);
-  if (resume && !resume->meta().schedule_text.empty())
-    return compress::CompressionScheduler::from_text(resume->meta().schedule_text,
-                                                     resume->path().string() + " (its schedule)", model, config.lr,
-                                                     logger);
-  return std::make_unique<compress::TrainingHooks>();
+    schedule = compress::CompressionScheduler::from_file(config.compress, model, config.lr, logger);
+  else if (resume && !resume->meta().schedule_text.empty())
+    schedule = compress::CompressionScheduler::from_text(resume->meta().schedule_text,
+                                                         resume->path().string() + " (its schedule)", model,
+                                                         config.lr, logger);
+  if (!schedule) return std::make_unique<compress::TrainingHooks>();
+  // Thinning traces the model on its own input shape, on the device it trains on.
+  schedule->set_tracer(model.input_shape(), [&model](const torch::Tensor& x) { return model.forward(x); });
+  return schedule;
 }
 
 }  // namespace igb::models

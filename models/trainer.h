@@ -90,6 +90,8 @@ class Trainer {
   Metrics best_metrics_;
   double train_seconds_ = 0;
   std::string resumed_from_;
+  /// Thinning recipes of the model, from the checkpoint resumed and this run's thinning.
+  nlohmann::json recipes_ = nlohmann::json::array();
   std::vector<std::string> notes_;
 };
 

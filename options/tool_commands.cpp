@@ -8,10 +8,12 @@
 #include "compress/regularizers.h"
 #include "compress/lr_schedulers.h"
 #include "compress/scheduler.h"
+#include "compress/thinning.h"
 #include "core/checkpoint.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/logger.h"
+#include "core/thinning_recipe.h"
 #include "data/datasets.h"
 #include "options/common_options.h"
 #include "options/optform.h"
@@ -159,6 +161,14 @@ ToolCommands::ToolCommands(CLI::App& app) {
       ->check(CLI::Range(1, 1000));
   profile_->add_option("--trace", trace_path_, "Write a Chrome trace (chrome://tracing, Perfetto) to this file");
   add_outputs(profile_, profile_out_);
+
+  thin_ = app.add_subcommand("thin", "Physically remove zeroed filters and channels from a checkpoint's model");
+  thin_->add_option("--checkpoint", thin_checkpoint_, "Checkpoint (.ckpt) with zeroed structures")->required();
+  thin_->add_option("--out", thin_out_, "Thinned checkpoint to write")->required();
+  thin_->add_option("--kind", thin_kind_, "filters (remove_filters), channels (remove_channels), or both")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"filters", "channels", "both"}));
+  thin_->add_option("--threads", threads_, "Intra-op threads (0 = all cores)")->capture_default_str();
 }
 
 void ToolCommands::add_target(CLI::App* sub, Target& t, bool model_allowed) {
@@ -224,6 +234,7 @@ int ToolCommands::run() {
     std::cout << "drew " << g.ops().size() << " ops of " << m.name << " to " << draw_path_ << "\n";
     return kExitOk;
   }
+  if (thin_->parsed()) return run_thin();
   if (profile_->parsed()) {
     tools::ProfileOptions po;
     po.batch_sizes = parse_batch_sizes(batch_sizes_);
@@ -247,6 +258,47 @@ int ToolCommands::run() {
     if (!trace_path_.empty()) write_text_atomically(trace_path_, p.chrome_trace.dump() + "\n");
     return kExitOk;
   }
+  return kExitOk;
+}
+
+int ToolCommands::run_thin() {
+  if (fs::absolute(thin_out_) == fs::absolute(thin_checkpoint_))
+    throw InputError("--out must differ from --checkpoint; the original checkpoint is kept");
+  auto ckpt = Checkpoint::load(thin_checkpoint_);
+  auto m = load_tool_model("", {}, thin_checkpoint_, "");
+  const auto before = tools::compute_macs(tool_graph(m, m.input), *m.model);
+  auto meta = ckpt.meta();
+  int64_t removed = 0;
+  Logger logger;
+  for (const auto kind : {compress::ThinningKind::kFilters, compress::ThinningKind::kChannels}) {
+    if ((kind == compress::ThinningKind::kFilters && thin_kind_ == "channels") ||
+        (kind == compress::ThinningKind::kChannels && thin_kind_ == "filters"))
+      continue;
+    const auto plan = compress::plan_thinning(*m.model, tool_graph(m, m.input), kind);
+    if (plan.empty()) continue;
+    apply_thinning_recipe(*m.model, plan.recipe, thin_checkpoint_);
+    meta.thinning_recipes.push_back(plan.recipe);
+    removed += plan.removed_groups;
+    for (const auto& line : plan.log) logger.info(line);
+  }
+  if (removed == 0) throw InputError(thin_checkpoint_ + " has no zeroed " +
+                                     (thin_kind_ == "both" ? std::string("filters or channels") : thin_kind_) +
+                                     " that can be removed; nothing written");
+  const auto after = tools::compute_macs(tool_graph(m, m.input), *m.model);
+  // The optimizer and schedule state (masks) belong to the dense shapes: a thinned checkpoint
+  // starts them afresh when training resumes from it.
+  CheckpointParts parts;
+  parts.model = m.model.get();
+  save_checkpoint(thin_out_, meta, parts);
+  Table t;
+  t.columns = {"", "Before", "After", "Ratio"};
+  auto ratio = [](int64_t a, int64_t b) { return b ? fixed(static_cast<double>(a) / static_cast<double>(b), 3) : "-"; };
+  t.rows.push_back({"MACs", std::to_string(before.total_macs), std::to_string(after.total_macs),
+                    ratio(after.total_macs, before.total_macs)});
+  t.rows.push_back({"Parameters", std::to_string(before.total_params), std::to_string(after.total_params),
+                    ratio(after.total_params, before.total_params)});
+  std::cout << "Thinned " << m.name << ": removed " << removed << " channel groups\n\n" << t.to_text();
+  std::cout << "wrote " << thin_out_ << "\n";
   return kExitOk;
 }
 

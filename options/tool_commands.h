@@ -61,7 +61,11 @@ class ToolCommands {
   void add_target(CLI::App* sub, Target& t, bool model_allowed);
   static void add_outputs(CLI::App* sub, Outputs& o);
 
-  CLI::App *list_ = nullptr, *macs_ = nullptr, *sparsity_ = nullptr, *draw_ = nullptr, *profile_ = nullptr;
+  int run_thin();
+
+  CLI::App *list_ = nullptr, *macs_ = nullptr, *sparsity_ = nullptr, *draw_ = nullptr, *profile_ = nullptr,
+           *thin_ = nullptr;
+  std::string thin_checkpoint_, thin_out_, thin_kind_ = "both";
   std::string registry_;
   Target macs_target_, sparsity_target_, draw_target_, profile_target_;
   Outputs macs_out_, sparsity_out_, profile_out_;

@@ -22,15 +22,7 @@ MacsSummary compute_macs(const SummaryGraph& graph, const torch::nn::Module& mod
       if (op.params[i] == weight) l.weights = op.param_shapes[i];
       if (op.params[i] == weight || op.params[i] == op.param("bias")) l.params += volume(op.param_shapes[i]);
     }
-    // Products per output (or, transposed, per input) element: weight dims after the first.
-    const int64_t per_element = volume(Shape(l.weights.begin() + 1, l.weights.end()));
-    if (op.type == "ConvTranspose") {
-      l.macs = volume(l.ifm) * per_element;
-    } else if (op.type == "Conv") {
-      l.macs = volume(l.ofm) * per_element;
-    } else {
-      l.macs = volume(l.ofm) * l.weights.back();
-    }
+    l.macs = graph.macs(op.id);
     s.total_macs += l.macs;
     s.layers.push_back(std::move(l));
   }

@@ -104,7 +104,7 @@ nlohmann::json train_classify(const ClassifyConfig& config, RunContext& ctx, con
   Model model;
   if (!config.train.resume.empty()) {
     ckpt = load_checkpoint_for(config.train.resume, "classify");
-    model = create_model(ckpt->meta().model, ckpt->meta().model_options);
+    model = model_from_checkpoint(*ckpt);  // in its thinned shape, if it was thinned
   } else {
     check_model_family(config.train.model, "classify");
     nlohmann::json opts = config.model_args;

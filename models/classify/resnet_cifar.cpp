@@ -1,5 +1,6 @@
 // He et al. (2016) CIFAR ResNets: 6n + 2 layers, identity shortcuts zero-padded on downsampling.
 #include "core/activation.h"
+#include "core/channel_pad.h"
 #include "core/sequential.h"
 #include "models/classify/classifier.h"
 
@@ -16,32 +17,36 @@ nn::Conv2d conv3x3(int64_t in, int64_t out, int64_t stride) {
 /// conv1, bn1, relu1, conv2, bn2, (+ shortcut), relu2.
 class BasicBlockImpl : public nn::Module {
  public:
-  BasicBlockImpl(int64_t in, int64_t out, int64_t stride) : in_(in), out_(out), stride_(stride) {
+  BasicBlockImpl(int64_t in, int64_t out, int64_t stride) : stride_(stride) {
     conv1 = register_module("conv1", conv3x3(in, out, stride));
     bn1 = register_module("bn1", nn::BatchNorm2d(out));
     relu1 = register_module("relu1", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     conv2 = register_module("conv2", conv3x3(out, out, 1));
     bn2 = register_module("bn2", nn::BatchNorm2d(out));
     relu2 = register_module("relu2", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
+    if (stride != 1 || in != out) {
+      const int64_t pad = out - in;
+      shortcut = register_module("shortcut", ChannelPad(pad / 2, pad - pad / 2));
+    }
   }
   torch::Tensor forward(torch::Tensor x) {
     auto y = bn2(conv2(relu1(bn1(conv1(x)))));
-    auto shortcut = x;
-    if (stride_ != 1 || in_ != out_) {
+    auto skip = x;
+    if (shortcut) {
       // Option A: subsample, then zero-pad the new channels on both sides.
-      shortcut = x.slice(2, 0, c10::nullopt, stride_).slice(3, 0, c10::nullopt, stride_);
-      int64_t pad = out_ - in_;
-      shortcut = torch::constant_pad_nd(shortcut, {0, 0, 0, 0, pad / 2, pad - pad / 2});
+      skip = shortcut(x.slice(2, 0, c10::nullopt, stride_).slice(3, 0, c10::nullopt, stride_));
     }
-    return relu2(y + shortcut);
+    return relu2(y + skip);
   }
 
   nn::Conv2d conv1{nullptr}, conv2{nullptr};
   nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
   Activation relu1{nullptr}, relu2{nullptr};
+  /// The zero-padded shortcut of a block that changes width (absent otherwise).
+  ChannelPad shortcut{nullptr};
 
  private:
-  int64_t in_, out_, stride_;
+  int64_t stride_;
 };
 TORCH_MODULE(BasicBlock);
 

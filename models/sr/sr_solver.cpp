@@ -124,7 +124,7 @@ nlohmann::json train_sr(const SrConfig& config, RunContext& ctx, const RunInfo& 
     if (ckpt->meta().model != config.train.model)
       throw InputError("checkpoint " + config.train.resume + " holds model '" + ckpt->meta().model +
                        "', but --model is '" + config.train.model + "'");
-    model = create_model(ckpt->meta().model, ckpt->meta().model_options);
+    model = model_from_checkpoint(*ckpt);  // in its thinned shape, if it was thinned
   } else {
     check_model_family(config.train.model, "sr");
     nlohmann::json opts = config.model_args;

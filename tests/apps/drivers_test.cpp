@@ -265,9 +265,56 @@ TEST_F(Drivers, CompressScheduleErrorsAndTheSharedExamples) {
   EXPECT_GT(summary["sparsity"].get<double>(), 0.0);
   EXPECT_TRUE(fs::exists(dir_ / "run" / "schedule.yaml"));
   fs::remove_all(dir_ / "run");
+  // filter_prune.yaml prunes and thins at epoch 0: the run goes on with the thin model, and its
+  // checkpoints reload in their thinned shape for testing, tools and resuming.
   auto f = run(train("--epochs 1 --max-batches 2 --batch-size 4 --compress " + examples + "filter_prune.yaml"));
   ASSERT_EQ(f.code, 0) << f.output;
-  EXPECT_NE(f.output.find("thinning is not available"), std::string::npos) << f.output;
+  EXPECT_NE(f.output.find("(FilterRemover) at epoch 0: removed"), std::string::npos) << f.output;
+  EXPECT_NE(f.output.find("mid_part.9.0: filters 56 -> 34"), std::string::npos) << f.output;
+  auto thin = nlohmann::json::parse(std::ifstream(dir_ / "run" / "summary.json"));
+  EXPECT_LT(thin["macs"].get<int64_t>(), 12'763'136);  // dense FSRCNN x3 on 32x32
+  EXPECT_LT(thin["params"].get<int64_t>(), 12'809);
+  auto t = run("igb-test --optform=sr --threads 1 --checkpoint " + (dir_ / "run" / "checkpoint.ckpt").string());
+  EXPECT_EQ(t.code, 0) << t.output;
+  auto macs = run("igb-tools macs --checkpoint " + (dir_ / "run" / "checkpoint.ckpt").string());
+  EXPECT_NE(macs.output.find("Total MACs: "), std::string::npos) << macs.output;
+  EXPECT_NE(macs.output.find("1x34x32x32"), std::string::npos) << macs.output;
+  auto resumed = run("igb-train --optform=sr --threads 1 --epochs 2 --max-batches 2 --batch-size 4 --resume " +
+                     (dir_ / "run" / "checkpoint.ckpt").string());
+  EXPECT_EQ(resumed.code, 0) << resumed.output;
+  auto again = nlohmann::json::parse(std::ifstream(dir_ / "run" / "summary.json"));
+  EXPECT_EQ(again["macs"], thin["macs"]);
+  EXPECT_EQ(again["epochs"], 2);
+}
+
+TEST_F(Drivers, ToolsThinACheckpoint) {
+  // A short run pruned by filters but not thinned, then thinned by igb-tools thin.
+  std::ofstream(dir_ / "prune.yaml") << "version: 1\npruners:\n  p:\n    class: L1RankedStructureParameterPruner\n"
+                                        "    reg_regims:\n      mid_part.0.0.weight: [0.5, Filters]\n"
+                                        "policies:\n  - pruner: {instance_name: p}\n    epochs: [0]\n";
+  auto r = run(train("--epochs 1 --max-batches 2 --batch-size 4 --compress " + (dir_ / "prune.yaml").string()));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto ckpt = (dir_ / "run" / "checkpoint.ckpt").string();
+  auto t = run("igb-tools thin --checkpoint " + ckpt + " --out " + (dir_ / "thin.ckpt").string());
+  ASSERT_EQ(t.code, 0) << t.output;
+  EXPECT_NE(t.output.find("mid_part.0.0: filters 12 -> 6"), std::string::npos) << t.output;
+  EXPECT_NE(t.output.find("MACs"), std::string::npos) << t.output;
+  auto test = run("igb-test --optform=sr --threads 1 --checkpoint " + (dir_ / "thin.ckpt").string() + " --out " +
+                  (dir_ / "t").string());
+  ASSERT_EQ(test.code, 0) << test.output;
+  auto dense_test = run("igb-test --optform=sr --threads 1 --checkpoint " + ckpt + " --out " + (dir_ / "d").string());
+  auto a = nlohmann::json::parse(std::ifstream(dir_ / "t" / "test_summary.json"));
+  auto b = nlohmann::json::parse(std::ifstream(dir_ / "d" / "test_summary.json"));
+  EXPECT_NEAR(a["psnr"].get<double>(), b["psnr"].get<double>(), 1e-4);  // same outputs, fewer filters
+  // Nothing left to remove, and the original is never overwritten.
+  auto nothing = run("igb-tools thin --checkpoint " + (dir_ / "thin.ckpt").string() + " --out " +
+                     (dir_ / "thin2.ckpt").string());
+  EXPECT_EQ(nothing.code, 2);
+  EXPECT_NE(nothing.output.find("nothing written"), std::string::npos) << nothing.output;
+  EXPECT_FALSE(fs::exists(dir_ / "thin2.ckpt"));
+  auto same = run("igb-tools thin --checkpoint " + ckpt + " --out " + ckpt);
+  EXPECT_EQ(same.code, 2);
+  EXPECT_NE(same.output.find("--out must differ"), std::string::npos) << same.output;
 }
 
 TEST_F(Drivers, ToolsListsRegistries) {

@@ -566,6 +566,29 @@ int SummaryGraph::index(const std::string& name) const {
                    join(closest_names(name, names)));
 }
 
+int64_t SummaryGraph::macs(int index) const {
+  const auto& op = ops_.at(index);
+  const bool conv = op.type == "Conv" || op.type == "ConvTranspose";
+  if ((!conv && op.type != "Linear") || op.inputs.empty() || op.outputs.empty()) return 0;
+  const std::string weight = op.param("weight");
+  if (weight.empty()) return 0;
+  Shape w;
+  for (size_t i = 0; i < op.params.size(); ++i)
+    if (op.params[i] == weight) w = op.param_shapes[i];
+  if (w.size() < 2) return 0;
+  // Products per output (or, transposed, per input) element: the weight's dims after the first.
+  const int64_t per_element = volume(Shape(w.begin() + 1, w.end()));
+  if (op.type == "ConvTranspose") return volume(shape(op.inputs[0])) * per_element;
+  if (op.type == "Conv") return volume(shape(op.outputs[0])) * per_element;
+  return volume(shape(op.outputs[0])) * w.back();
+}
+
+int64_t SummaryGraph::total_macs() const {
+  int64_t total = 0;
+  for (size_t i = 0; i < ops_.size(); ++i) total += macs(static_cast<int>(i));
+  return total;
+}
+
 std::vector<int> SummaryGraph::ops_of_module(const std::string& module) const {
   std::vector<int> out;
   for (const auto& op : ops_)

@@ -132,6 +132,13 @@ class SummaryGraph {
   /// the input of `op` (the concat offset).
   std::vector<Reach> parametric_predecessors(int op) const;
 
+  /// Multiply-accumulates of op `op` for the traced input (convention of torchvision, Distiller
+  /// and fvcore): conv Cout·Hout·Wout·(Cin/groups)·kh·kw, transposed conv Cin·(Cout/groups)·kh·kw
+  /// per input pixel, linear in·out per output row; 0 for every other op.
+  int64_t macs(int op) const;
+  /// Sum over all ops.
+  int64_t total_macs() const;
+
   /// Shape of value `v`.
   const Shape& shape(int v) const { return values_.at(v).shape; }
 

@@ -1,0 +1,502 @@
+#include "compress/thinning.h"
+
+#include <torch/optim/adagrad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
+
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "core/error.h"
+#include "core/thinning_recipe.h"
+
+namespace igb::compress {
+
+using tools::OpNode;
+using tools::SummaryGraph;
+
+namespace {
+
+class UnionFind {
+ public:
+  explicit UnionFind(size_t n) : parent_(n) { std::iota(parent_.begin(), parent_.end(), 0); }
+  int find(int x) {
+    while (parent_[x] != x) x = parent_[x] = parent_[parent_[x]];
+    return x;
+  }
+  void unite(int a, int b) {
+    a = find(a), b = find(b);
+    if (a != b) parent_[std::max(a, b)] = std::min(a, b);
+  }
+
+ private:
+  std::vector<int> parent_;
+};
+
+bool producer(const OpNode& op) {
+  if (op.param("weight").empty()) return false;
+  return op.type == "Linear" || ((op.type == "Conv" || op.type == "ConvTranspose") && op.groups == 1);
+}
+
+/// Per-channel ops that keep channel c in place (the first data input to the output).
+bool keeps_channels(const std::string& type) {
+  static const std::set<std::string> types = {
+      "BatchNorm", "InstanceNorm", "PReLU", "ReLU", "ReLU6", "LeakyReLU", "Tanh", "Sigmoid", "MaxPool",
+      "AvgPool", "AdaptiveAvgPool", "AdaptiveMaxPool", "Dropout", "Clamp", "Upsample", "Contiguous",
+      "Clone", "Cast"};
+  return types.count(type) > 0;
+}
+
+/// Per-channel counts of non-zero entries of `t` along `dim` (the other dimensions summed).
+std::vector<int64_t> nonzero_per(const at::Tensor& t, int64_t dim) {
+  auto nz = t.detach().ne(0).to(torch::kLong);
+  if (t.dim() > 1) {
+    std::vector<int64_t> others;
+    for (int64_t d = 0; d < t.dim(); ++d)
+      if (d != dim) others.push_back(d);
+    nz = nz.sum(others);
+  }
+  nz = nz.contiguous().cpu();
+  return std::vector<int64_t>(nz.data_ptr<int64_t>(), nz.data_ptr<int64_t>() + nz.numel());
+}
+
+std::string fmt_count(int64_t before, int64_t after) { return std::to_string(before) + " -> " + std::to_string(after); }
+
+class Planner {
+ public:
+  Planner(const torch::nn::Module& model, const SummaryGraph& g, ThinningKind kind)
+      : model_(model), g_(g), kind_(kind), params_(model.named_parameters()), buffers_(model.named_buffers()) {
+    int total = 0;
+    for (const auto& v : g.values()) {
+      base_.push_back(total);
+      total += static_cast<int>(channels(v.id));
+    }
+    uf_ = std::make_unique<UnionFind>(total);
+    fixed_.assign(total, false);
+    not_zero_preserving_.assign(total, false);
+    source_.assign(total, false);
+    source_nonzero_.assign(total, false);
+    consumer_.assign(total, false);
+    consumer_nonzero_.assign(total, false);
+  }
+
+  /// Ties channels without deciding anything (for channel_group).
+  void tie_all() {
+    for (const auto& op : g_.ops()) tie(op);
+    for (int v : g_.inputs()) fix_value(v);
+    for (int v : g_.outputs()) fix_value(v);
+  }
+
+  std::vector<GroupMember> members(int op_index, int64_t channel, bool* removable) {
+    const auto& src = g_.op(op_index);
+    if (!producer(src) || src.outputs.empty() || channel < 0 || channel >= channels(src.outputs[0]))
+      throw InputError("channel_group: " + src.name + " is not a conv, transposed conv or linear layer with output channel " +
+                       std::to_string(channel));
+    const int r = root(src.outputs[0], channel);
+    bool fixed = false;
+    for (size_t i = 0; i < fixed_.size(); ++i)
+      if (fixed_[i] && uf_->find(static_cast<int>(i)) == r) fixed = true;
+    if (removable) *removable = !fixed;
+    std::vector<GroupMember> out;
+    using Role = GroupMember::Role;
+    auto add = [&](Role role, const OpNode& op, const std::string& t, int64_t dim, int64_t index) {
+      if (!t.empty()) out.push_back({role, op.name, t, dim, index});
+    };
+    for (const auto& op : g_.ops()) {
+      if (op.inputs.empty() || op.outputs.empty()) continue;
+      const int in = op.inputs[0], o = op.outputs[0];
+      const std::string w = op.param("weight"), b = op.param("bias");
+      for (int64_t c = 0; c < channels(o); ++c) {
+        if (root(o, c) != r) continue;
+        if (producer(op)) {
+          add(Role::kProducer, op, w, op.type == "ConvTranspose" ? 1 : 0, c);
+          add(Role::kProducer, op, b, 0, c);
+        } else if (depthwise(op) || op.type == "BatchNorm" || op.type == "InstanceNorm" ||
+                   (op.type == "PReLU" && !w.empty() && tensor(w).numel() == channels(o))) {
+          add(Role::kFollower, op, w, 0, c);
+          if (op.type != "PReLU") add(Role::kFollower, op, b, 0, c);
+        }
+      }
+      if (producer(op))
+        for (int64_t c = 0; c < channels(in); ++c)
+          if (root(in, c) == r) add(Role::kConsumer, op, w, op.type == "ConvTranspose" ? 0 : 1, c);
+    }
+    return out;
+  }
+
+  ThinningPlan plan() {
+    tie_all();
+    for (const auto& op : g_.ops()) inspect(op);
+    decide();
+    return build();
+  }
+
+ private:
+  int64_t channels(int v) const {
+    const auto& s = g_.shape(v);
+    return s.size() >= 2 ? s[1] : 0;
+  }
+  int node(int v, int64_t c) const { return base_[v] + static_cast<int>(c); }
+  int root(int v, int64_t c) { return uf_->find(node(v, c)); }
+  void fix_value(int v) {
+    for (int64_t c = 0; c < channels(v); ++c) fixed_[node(v, c)] = true;
+  }
+  void fix_op(const OpNode& op) {
+    for (int v : op.inputs) fix_value(v);
+    for (int v : op.outputs) fix_value(v);
+  }
+  void tie_same(int a, int b, const OpNode& op) {
+    if (channels(a) != channels(b)) return fix_op(op);
+    for (int64_t c = 0; c < channels(a); ++c) uf_->unite(node(a, c), node(b, c));
+  }
+  const at::Tensor& tensor(const std::string& name) const {
+    if (const auto* t = params_.find(name)) return *t;
+    return buffers_[name];
+  }
+  bool depthwise(const OpNode& op) const {
+    return op.type == "Conv" && op.groups > 1 && !op.inputs.empty() && !op.outputs.empty() &&
+           op.groups == channels(op.inputs[0]) && channels(op.outputs[0]) == channels(op.inputs[0]);
+  }
+
+  /// Ties the channels an op keeps together.
+  void tie(const OpNode& op) {
+    if (op.inputs.empty() || op.outputs.empty()) return fix_op(op);
+    const int in = op.inputs[0], out = op.outputs[0];
+    const auto& is = g_.shape(in);
+    const auto& os = g_.shape(out);
+    if (producer(op)) return;
+    if (depthwise(op)) return tie_same(in, out, op);
+    if (op.type == "Conv" || op.type == "ConvTranspose") return fix_op(op);  // grouped, not depthwise
+    if (keeps_channels(op.type)) return tie_same(in, out, op);
+    if (op.type == "Add" || op.type == "Sub" || op.type == "Mul" || op.type == "Div") {
+      for (int v : op.inputs) {
+        if (channels(v) == channels(out)) tie_same(v, out, op);
+        else if (channels(v) != 1) return fix_op(op);
+      }
+      return;
+    }
+    if (op.type == "Concat") {
+      if (op.dim != 1) {
+        for (int v : op.inputs) tie_same(v, out, op);
+        return;
+      }
+      int64_t offset = 0;
+      for (int v : op.inputs) {
+        for (int64_t c = 0; c < channels(v); ++c) uf_->unite(node(v, c), node(out, offset + c));
+        offset += channels(v);
+      }
+      return;
+    }
+    if (op.type == "Pad") {
+      const auto rank = static_cast<int64_t>(is.size());
+      const size_t pair = static_cast<size_t>(rank - 2);
+      const bool channel_pad = 2 * pair + 1 < op.pads.size() && (op.pads[2 * pair] || op.pads[2 * pair + 1]);
+      if (!channel_pad) return tie_same(in, out, op);
+      if (op.kind != "aten::constant_pad_nd") return fix_op(op);
+      const int64_t before = op.pads[2 * pair];
+      for (int64_t c = 0; c < channels(in); ++c) uf_->unite(node(in, c), node(out, before + c));
+      // Padded channels can only go when a ChannelPad module can be told how many are left.
+      if (!pad_module(op))
+        for (int64_t c = 0; c < channels(out); ++c)
+          if (c < before || c >= before + channels(in)) fixed_[node(out, c)] = true;
+      return;
+    }
+    if (op.type == "Flatten" || op.type == "Reshape") {
+      if (is.size() >= 3 && os.size() == 2 && os[0] == is[0] && (op.type == "Reshape" || op.dim == 1)) {
+        const int64_t spatial = tools::volume(tools::Shape(is.begin() + 2, is.end()));
+        for (int64_t c = 0; c < channels(in); ++c)
+          for (int64_t k = 0; k < spatial; ++k) uf_->unite(node(in, c), node(out, c * spatial + k));
+        return;
+      }
+      if ((op.type == "Flatten" && op.dim >= 2) || is == os) return tie_same(in, out, op);
+      return fix_op(op);
+    }
+    if (op.type == "Slice" || op.type == "Softmax") {
+      if (op.dim != 1) return tie_same(in, out, op);
+      return fix_op(op);
+    }
+    if (op.type == "Mean" && os.size() >= 2 && channels(in) == channels(out)) return tie_same(in, out, op);
+    if (op.type == "PixelShuffle" && op.factor > 0) {
+      const int64_t r2 = op.factor * op.factor;
+      for (int64_t c = 0; c < channels(out); ++c)
+        for (int64_t k = 0; k < r2; ++k) uf_->unite(node(in, c * r2 + k), node(out, c));
+      return;
+    }
+    fix_op(op);
+  }
+
+  bool pad_module(const OpNode& op) const {
+    if (op.module.empty()) return false;
+    for (const auto& item : model_.named_modules("", false))
+      if (item.key() == op.module) return item.value()->name().find("ChannelPad") != std::string::npos;
+    return false;
+  }
+
+  /// Records which channels each op writes (sources) or reads (consumers), and whether they
+  /// stay zero through it.
+  void inspect(const OpNode& op) {
+    if (op.inputs.empty() || op.outputs.empty()) return;
+    const int in = op.inputs[0], out = op.outputs[0];
+    const std::string weight = op.param("weight"), bias = op.param("bias");
+    if (producer(op)) {
+      const auto& w = tensor(weight);
+      // Output channels are dimension 0 of conv and linear weights, 1 of transposed conv weights.
+      const int64_t out_dim = op.type == "ConvTranspose" ? 1 : 0, in_dim = 1 - out_dim;
+      auto out_nz = nonzero_per(w, out_dim);
+      if (!bias.empty()) {
+        auto b = nonzero_per(tensor(bias), 0);
+        for (size_t j = 0; j < out_nz.size(); ++j) out_nz[j] += b[j];
+      }
+      for (int64_t j = 0; j < channels(out) && j < static_cast<int64_t>(out_nz.size()); ++j) {
+        source_[node(out, j)] = true;
+        if (out_nz[j]) source_nonzero_[node(out, j)] = true;
+      }
+      auto in_nz = nonzero_per(w, in_dim);
+      for (int64_t c = 0; c < channels(in) && c < static_cast<int64_t>(in_nz.size()); ++c) {
+        consumer_[node(in, c)] = true;
+        if (in_nz[c]) consumer_nonzero_[node(in, c)] = true;
+      }
+      return;
+    }
+    // Ops on the channel path that do not map a zero channel to zero.
+    auto spoil = [&](const std::vector<int64_t>& bad) {
+      for (int64_t c = 0; c < channels(out) && c < static_cast<int64_t>(bad.size()); ++c)
+        if (bad[c]) not_zero_preserving_[node(out, c)] = true;
+    };
+    if (depthwise(op) && !bias.empty()) spoil(nonzero_per(tensor(bias), 0));
+    if (op.type == "BatchNorm" && !bias.empty()) {
+      // Eval: beta - gamma·mean/sqrt(var + eps); training: beta. Zero when beta = 0 and gamma·mean = 0.
+      auto beta = nonzero_per(tensor(bias), 0);
+      std::vector<int64_t> bad = beta;
+      if (!weight.empty() && !op.param("running_mean").empty()) {
+        auto gm = nonzero_per(tensor(weight).detach() * tensor(op.param("running_mean")), 0);
+        for (size_t c = 0; c < bad.size(); ++c) bad[c] += gm[c];
+      }
+      spoil(bad);
+    }
+    if (op.type == "InstanceNorm" && !bias.empty()) spoil(nonzero_per(tensor(bias), 0));
+    if (op.type == "Sigmoid" || op.type == "Softmax") spoil(std::vector<int64_t>(channels(out), 1));
+  }
+
+  /// Chooses the groups to remove.
+  void decide() {
+    std::map<int, bool> fixed, source, source_nonzero, consumer, consumer_nonzero, spoiled;
+    const int n = static_cast<int>(fixed_.size());
+    for (int i = 0; i < n; ++i) {
+      const int r = uf_->find(i);
+      fixed[r] = fixed[r] || fixed_[i];
+      source[r] = source[r] || source_[i];
+      source_nonzero[r] = source_nonzero[r] || source_nonzero_[i];
+      consumer[r] = consumer[r] || consumer_[i];
+      consumer_nonzero[r] = consumer_nonzero[r] || consumer_nonzero_[i];
+      spoiled[r] = spoiled[r] || not_zero_preserving_[i];
+    }
+    for (const auto& [r, is_fixed] : fixed) {
+      if (is_fixed) continue;
+      const bool go = kind_ == ThinningKind::kFilters ? source[r] && !source_nonzero[r] && !spoiled[r]
+                                                      : consumer[r] && !consumer_nonzero[r];
+      if (go) removed_.insert(r);
+    }
+    // Every tensor keeps at least one channel.
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (const auto& v : g_.values()) {
+        const int64_t c = channels(v.id);
+        if (c == 0) continue;
+        bool all = true;
+        for (int64_t k = 0; k < c && all; ++k) all = removed_.count(root(v.id, k)) > 0;
+        if (all) {
+          removed_.erase(root(v.id, 0));
+          changed = true;
+        }
+      }
+    }
+  }
+
+  std::vector<int64_t> keep(int v) {
+    std::vector<int64_t> k;
+    for (int64_t c = 0; c < channels(v); ++c)
+      if (!removed_.count(root(v, c))) k.push_back(c);
+    return k;
+  }
+
+  void slice(nlohmann::json& recipe, const std::string& name, int64_t dim, const std::vector<int64_t>& keep) {
+    if (name.empty()) return;
+    const auto& t = tensor(name);
+    if (t.size(dim) == static_cast<int64_t>(keep.size())) return;
+    const auto key = name + "#" + std::to_string(dim);
+    if (auto it = sliced_.find(key); it != sliced_.end()) {
+      if (it->second != keep)
+        throw InputError("cannot thin: " + name + " is used by two ops whose channels are removed differently");
+      return;
+    }
+    sliced_[key] = keep;
+    recipe["tensors"].push_back({{"name", name}, {"dim", dim}, {"size", t.size(dim)}, {"keep", keep}});
+  }
+
+  void set(nlohmann::json& recipe, const std::string& module, const std::string& option, int64_t value) {
+    if (module.empty()) return;
+    for (auto& m : recipe["modules"])
+      if (m["name"] == module) {
+        m["set"][option] = value;
+        return;
+      }
+    recipe["modules"].push_back({{"name", module}, {"set", {{option, value}}}});
+  }
+
+  ThinningPlan build() {
+    ThinningPlan plan;
+    plan.removed_groups = static_cast<int64_t>(removed_.size());
+    auto& recipe = plan.recipe;
+    recipe = {{"kind", kind_ == ThinningKind::kFilters ? "filters" : "channels"},
+              {"tensors", nlohmann::json::array()},
+              {"modules", nlohmann::json::array()}};
+    if (removed_.empty()) return plan;
+    // Groups written by more than one producer (residual adds): say which layers moved together.
+    std::map<int, std::set<std::string>> producers_of;
+    for (const auto& op : g_.ops()) {
+      if (!producer(op)) continue;
+      const int out = op.outputs[0];
+      for (int64_t j = 0; j < channels(out); ++j)
+        if (removed_.count(root(out, j))) producers_of[root(out, j)].insert(op.name);
+    }
+    std::set<std::set<std::string>> groups;
+    for (const auto& [r, names] : producers_of)
+      if (names.size() > 1) groups.insert(names);
+    for (const auto& names : groups) {
+      std::vector<std::string> list(names.begin(), names.end());
+      plan.log.push_back("channel group of " + std::to_string(list.size()) + " layers joined by adds or concats, "
+                         "thinned together: " + join(list));
+    }
+
+    for (const auto& op : g_.ops()) {
+      if (op.inputs.empty() || op.outputs.empty()) continue;
+      const int in = op.inputs[0], out = op.outputs[0];
+      const std::string weight = op.param("weight"), bias = op.param("bias");
+      const auto kin = keep(in), kout = keep(out);
+      const bool in_changed = static_cast<int64_t>(kin.size()) != channels(in);
+      const bool out_changed = static_cast<int64_t>(kout.size()) != channels(out);
+      if (!in_changed && !out_changed) continue;
+      if (producer(op)) {
+        const bool transposed = op.type == "ConvTranspose";
+        const bool linear = op.type == "Linear";
+        if (out_changed) {
+          slice(recipe, weight, transposed ? 1 : 0, kout);
+          slice(recipe, bias, 0, kout);
+          set(recipe, op.module, linear ? "out_features" : "out_channels", static_cast<int64_t>(kout.size()));
+          plan.log.push_back(op.name + ": " + (linear ? "outputs " : "filters ") + fmt_count(channels(out), kout.size()));
+        }
+        if (in_changed) {
+          slice(recipe, weight, transposed ? 0 : 1, kin);
+          set(recipe, op.module, linear ? "in_features" : "in_channels", static_cast<int64_t>(kin.size()));
+          plan.log.push_back(op.name + ": " + (linear ? "input features " : "input channels ") +
+                             fmt_count(channels(in), kin.size()));
+        }
+      } else if (depthwise(op)) {
+        slice(recipe, weight, 0, kin);
+        slice(recipe, bias, 0, kin);
+        const auto n = static_cast<int64_t>(kin.size());
+        set(recipe, op.module, "in_channels", n);
+        set(recipe, op.module, "out_channels", n);
+        set(recipe, op.module, "groups", n);
+        plan.log.push_back(op.name + ": depthwise channels " + fmt_count(channels(in), n));
+      } else if (op.type == "BatchNorm" || op.type == "InstanceNorm") {
+        for (const char* p : {"weight", "bias", "running_mean", "running_var"}) slice(recipe, op.param(p), 0, kin);
+        set(recipe, op.module, "num_features", static_cast<int64_t>(kin.size()));
+      } else if (op.type == "PReLU" && !weight.empty() && tensor(weight).numel() == channels(in)) {
+        slice(recipe, weight, 0, kin);
+        set(recipe, op.module, "num_parameters", static_cast<int64_t>(kin.size()));
+      } else if (op.type == "Pad" && pad_module(op)) {
+        const auto rank = static_cast<int64_t>(g_.shape(in).size());
+        const int64_t before = op.pads[2 * static_cast<size_t>(rank - 2)];
+        int64_t kept_before = 0, kept_after = 0;
+        for (int64_t c : kout) {
+          if (c < before) ++kept_before;
+          else if (c >= before + channels(in)) ++kept_after;
+        }
+        set(recipe, op.module, "before", kept_before);
+        set(recipe, op.module, "after", kept_after);
+        plan.log.push_back(op.name + ": padded channels " + fmt_count(channels(out) - channels(in), kept_before + kept_after));
+      }
+    }
+    return plan;
+  }
+
+  const torch::nn::Module& model_;
+  const SummaryGraph& g_;
+  ThinningKind kind_;
+  torch::OrderedDict<std::string, at::Tensor> params_, buffers_;
+  std::vector<int> base_;
+  std::unique_ptr<UnionFind> uf_;
+  std::vector<bool> fixed_, not_zero_preserving_, source_, source_nonzero_, consumer_, consumer_nonzero_;
+  std::set<int> removed_;
+  std::map<std::string, std::vector<int64_t>> sliced_;
+};
+
+/// Slices every state tensor of `p` in `optimizer` that has `p`'s shape along `dim`.
+void slice_optimizer_state(torch::optim::Optimizer& optimizer, const at::Tensor& p, int64_t dim,
+                           const std::vector<int64_t>& keep) {
+  auto& state = optimizer.state();
+  auto it = state.find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+  if (it == state.end()) return;
+  auto cut = [&](const at::Tensor& t) -> at::Tensor {
+    if (!t.defined() || t.sizes() != p.sizes()) return t;
+    return t.index_select(dim, torch::tensor(keep, torch::TensorOptions().dtype(torch::kLong).device(t.device()))).contiguous();
+  };
+  torch::NoGradGuard no_grad;
+  auto* s = it->second.get();
+  if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(s)) {
+    sgd->momentum_buffer(cut(sgd->momentum_buffer()));
+  } else if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(s)) {
+    adam->exp_avg(cut(adam->exp_avg()));
+    adam->exp_avg_sq(cut(adam->exp_avg_sq()));
+    adam->max_exp_avg_sq(cut(adam->max_exp_avg_sq()));
+  } else if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(s)) {
+    adamw->exp_avg(cut(adamw->exp_avg()));
+    adamw->exp_avg_sq(cut(adamw->exp_avg_sq()));
+    adamw->max_exp_avg_sq(cut(adamw->max_exp_avg_sq()));
+  } else if (auto* rms = dynamic_cast<torch::optim::RMSpropParamState*>(s)) {
+    rms->square_avg(cut(rms->square_avg()));
+    rms->momentum_buffer(cut(rms->momentum_buffer()));
+    rms->grad_avg(cut(rms->grad_avg()));
+  } else if (auto* ada = dynamic_cast<torch::optim::AdagradParamState*>(s)) {
+    ada->sum(cut(ada->sum()));
+  } else {
+    throw std::logic_error("thinning cannot slice the state of this optimizer");
+  }
+}
+
+}  // namespace
+
+std::vector<GroupMember> channel_group(const torch::nn::Module& model, const SummaryGraph& graph, const std::string& op,
+                                       int64_t channel, bool* removable) {
+  Planner planner(model, graph, ThinningKind::kFilters);
+  planner.tie_all();
+  return planner.members(graph.index(op), channel, removable);
+}
+
+ThinningPlan plan_thinning(const torch::nn::Module& model, const SummaryGraph& graph, ThinningKind kind) {
+  torch::NoGradGuard no_grad;
+  return Planner(model, graph, kind).plan();
+}
+
+void thin_for_training(torch::nn::Module& model, const nlohmann::json& recipe, torch::optim::Optimizer* optimizer,
+                       MaskTable* masks) {
+  auto params = model.named_parameters();
+  // Entry by entry, so a weight thinned in two dimensions has its state cut twice in step.
+  apply_thinning_recipe(model, recipe, "thinning",
+                        [&](const std::string& name, const at::Tensor& t, int64_t dim, const std::vector<int64_t>& keep) {
+                          if (optimizer && params.contains(name)) slice_optimizer_state(*optimizer, t, dim, keep);
+                          if (!masks) return;
+                          auto it = masks->find(name);
+                          if (it != masks->end() && it->second.dim() > dim)
+                            it->second = it->second
+                                             .index_select(dim, torch::tensor(keep, torch::kLong).to(it->second.device()))
+                                             .contiguous();
+                        });
+}
+
+}  // namespace igb::compress

@@ -1,0 +1,78 @@
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "compress/pruners.h"
+#include "tools/graph/summary_graph.h"
+
+namespace igb::compress {
+
+/// Distiller's two thinning functions.
+enum class ThinningKind {
+  /// remove_filters: output channels whose filters (and biases) are zero in every producer.
+  kFilters,
+  /// remove_channels: channels every consumer reads with all-zero weights.
+  kChannels,
+};
+
+/// What a thinning would do: the recipe (core/thinning_recipe.h) and a log line per layer.
+struct ThinningPlan {
+  nlohmann::json recipe;
+  std::vector<std::string> log;
+  /// Channel groups removed (a group spans every tensor whose channels are tied to it).
+  int64_t removed_groups = 0;
+  bool empty() const { return removed_groups == 0; }
+};
+
+/// Plans the physical removal of pruned structures, following the summary graph.
+///
+/// The channels of every tensor in the graph are tied into groups: an op that keeps channels in
+/// place (normalisation, activations, pooling, residual add, depthwise convolution) ties its
+/// input channel c to its output channel c; a concat ties each input's channels to their offset
+/// in the output; a flatten ties a channel to its block of H·W features; a pixel shuffle ties r²
+/// input channels to one output channel; a channel pad ties its input to the middle of its output.
+/// A group is removed only as a whole and only when that provably leaves the model's output
+/// unchanged: for kFilters, every producer (conv, transposed conv, linear) writing into it has a
+/// zero filter and bias there and every op on the way maps zero to zero (BatchNorm with zero
+/// affine terms, ReLU, add, …); for kChannels, every consumer reads it with zero weights. Groups
+/// touching the model's input or output, or an op the walk does not understand (a channel slice,
+/// a grouped non-depthwise conv), are never removed. A tensor always keeps at least one channel.
+ThinningPlan plan_thinning(const torch::nn::Module& model, const tools::SummaryGraph& graph, ThinningKind kind);
+
+/// One tensor entry tied to a channel group.
+struct GroupMember {
+  enum class Role {
+    kProducer,  // writes the channel: a filter (weight slice) or bias entry
+    kFollower,  // a per-channel op on the way: norm affine terms, depthwise filter, PReLU slope
+    kConsumer,  // reads the channel: an input-channel slice of a conv, transposed conv or linear
+  };
+  Role role;
+  std::string op;      // the op's name in the summary graph
+  std::string tensor;  // parameter name
+  int64_t dim = 0;
+  int64_t index = 0;
+};
+
+/// Every tensor entry tied to output channel `channel` of producer op `op` (a conv, transposed
+/// conv or linear): the filters of all producers joined with it by adds and concats, the
+/// per-channel followers, and the consumers' input slices. Zeroing the producer and follower
+/// entries makes the group removable by kFilters thinning. Also reports whether the group can be
+/// removed at all (`removable` false when it reaches the model's input or output or an op the
+/// walk does not follow).
+std::vector<GroupMember> channel_group(const torch::nn::Module& model, const tools::SummaryGraph& graph,
+                                       const std::string& op, int64_t channel, bool* removable = nullptr);
+
+/// Applies a recipe to a model being trained: weights, gradients and module options
+/// (apply_thinning_recipe), and alike the optimizer's per-parameter state (SGD momentum, Adam
+/// and AdamW moments, RMSprop and Adagrad sums) and the scheduler's masks, so training goes on
+/// in the same run.
+void thin_for_training(torch::nn::Module& model, const nlohmann::json& recipe, torch::optim::Optimizer* optimizer,
+                       MaskTable* masks);
+
+}  // namespace igb::compress

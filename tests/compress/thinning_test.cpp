@@ -1,0 +1,328 @@
+// Thinning removes zeroed structures; the thinned model must compute what the masked one did.
+#include <gtest/gtest.h>
+
+#include <torch/optim/adam.h>
+#include <torch/optim/sgd.h>
+
+#include "compress/scheduler.h"
+#include "compress/thinning.h"
+#include "core/error.h"
+#include "core/thinning_recipe.h"
+#include "models/model.h"
+
+namespace igb::compress {
+
+namespace {
+
+using tools::SummaryGraph;
+
+models::Model make(const std::string& name, nlohmann::json opts = nlohmann::json::object()) {
+  models::register_builtin_models();
+  torch::manual_seed(0);
+  auto m = models::create_model(name, opts);
+  // Non-trivial normalisation statistics and affine terms, so zeroing must be done right.
+  torch::NoGradGuard no_grad;
+  for (auto& item : m->named_buffers())
+    if (item.key().find("running_mean") != std::string::npos) item.value().uniform_(-0.5, 0.5);
+    else if (item.key().find("running_var") != std::string::npos) item.value().uniform_(0.5, 1.5);
+  for (auto& item : m->named_modules())
+    if (auto* bn = item.value()->as<torch::nn::BatchNorm2d>()) {
+      bn->weight.uniform_(0.5, 1.5);
+      bn->bias.uniform_(-0.2, 0.2);
+    }
+  m->eval();
+  return m;
+}
+
+SummaryGraph graph_of(const models::Model& m) {
+  return SummaryGraph::build(*m, m->input_shape(), [m](const torch::Tensor& x) { return m->forward(x); });
+}
+
+/// Zeroes output channel `c` of producer `op` and everything that must be zero with it (the
+/// filters of the whole channel group and its per-channel followers), as a group-aware filter
+/// pruner does. Returns whether the group can be removed.
+bool zero_filter(const models::Model& m, const SummaryGraph& g, const std::string& op, int64_t c) {
+  bool removable = false;
+  auto members = channel_group(*m, g, op, c, &removable);
+  auto params = m->named_parameters();
+  torch::NoGradGuard no_grad;
+  for (const auto& mem : members)
+    if (mem.role != GroupMember::Role::kConsumer) params[mem.tensor].select(mem.dim, mem.index).zero_();
+  return removable;
+}
+
+int64_t size_of(const models::Model& m, const std::string& param, int64_t dim) {
+  return m->named_parameters()[param].size(dim);
+}
+
+/// Thins `m` in place; returns max |masked output − thinned output| and checks a fresh model
+/// rebuilt from the recipe and loaded with the thinned weights computes the same.
+double thin_and_compare(const models::Model& m, const std::string& name, nlohmann::json opts, ThinningPlan* out_plan,
+                        ThinningKind kind = ThinningKind::kFilters) {
+  torch::NoGradGuard no_grad;
+  // In double precision, so the comparison sees thinning errors, not float32 summation order
+  // (deep nets with random statistics reach activations in the thousands).
+  m->to(torch::kDouble);
+  auto shape = m->input_shape();
+  shape[0] = 2;
+  torch::manual_seed(1);
+  const auto x = torch::randn(shape, torch::kDouble);
+  const auto before = m->forward(x).clone();
+  const int64_t params_before = models::count_parameters(*m);
+  auto plan = plan_thinning(*m, graph_of(m), kind);
+  EXPECT_FALSE(plan.empty()) << name;
+  apply_thinning_recipe(*m, plan.recipe, name);
+  const auto after = m->forward(x);
+  EXPECT_EQ(after.sizes(), before.sizes()) << name;
+  EXPECT_LT(models::count_parameters(*m), params_before) << name;
+  // Replay: dense model + recipe + weights.
+  auto fresh = models::create_model(name, opts);
+  fresh->to(torch::kDouble);
+  fresh->eval();
+  apply_thinning_recipe(*fresh, plan.recipe, name);
+  auto src = m->named_parameters();
+  auto dst = fresh->named_parameters();
+  for (auto& item : src) dst[item.key()].copy_(item.value());
+  auto sb = m->named_buffers();
+  auto db = fresh->named_buffers();
+  for (auto& item : sb) db[item.key()].copy_(item.value());
+  EXPECT_TRUE(torch::allclose(fresh->forward(x), after, 0, 0)) << name;
+  if (out_plan) *out_plan = plan;
+  return (after - before).abs().max().item<double>();
+}
+
+}  // namespace
+
+TEST(Thinning, ResNet20InnerFiltersAndAResidualGroupAcrossPaddedShortcuts) {
+  auto m = make("resnet20_cifar");
+  auto g = graph_of(m);
+  for (const char* conv : {"layer1.0.conv1", "layer2.1.conv1", "layer3.2.conv1"})
+    for (int64_t c : {1, 5, 7}) EXPECT_TRUE(zero_filter(m, g, conv, c));
+  // Channel 3 of stage 1 is tied by the adds to every block's conv2 and the stem conv, and by the
+  // zero-padded shortcuts to channel 11 of stage 2 and 27 of stage 3 and to the fc input.
+  auto group = channel_group(*m, g, "layer1.1.conv2", 3);
+  std::set<std::string> producers;
+  for (const auto& mem : group)
+    if (mem.role == GroupMember::Role::kProducer) producers.insert(mem.op + "@" + std::to_string(mem.index));
+  EXPECT_EQ(producers, (std::set<std::string>{"conv1@3", "layer1.0.conv2@3", "layer1.1.conv2@3", "layer1.2.conv2@3",
+                                              "layer2.0.conv2@11", "layer2.1.conv2@11", "layer2.2.conv2@11",
+                                              "layer3.0.conv2@27", "layer3.1.conv2@27", "layer3.2.conv2@27"}));
+  EXPECT_TRUE(zero_filter(m, g, "layer1.1.conv2", 3));
+  // A padded-only channel of stage 2 (0..7 come from zeros) is a group of stage-2 and -3 convs.
+  EXPECT_TRUE(zero_filter(m, g, "layer2.0.conv2", 2));
+  ThinningPlan plan;
+  EXPECT_LE(thin_and_compare(m, "resnet20_cifar", {}, &plan), 1e-5);
+  EXPECT_EQ(size_of(m, "layer1.0.conv1.weight", 0), 13);
+  EXPECT_EQ(size_of(m, "layer1.0.conv2.weight", 1), 13);
+  EXPECT_EQ(size_of(m, "conv1.weight", 0), 15);
+  EXPECT_EQ(size_of(m, "layer1.2.conv2.weight", 0), 15);
+  EXPECT_EQ(size_of(m, "layer2.0.conv2.weight", 0), 30);
+  EXPECT_EQ(size_of(m, "layer3.0.conv2.weight", 0), 62);
+  EXPECT_EQ(size_of(m, "fc.weight", 1), 62);
+  EXPECT_EQ(m->named_buffers()["layer2.0.bn2.running_mean"].size(0), 30);
+  bool logged = false;
+  for (const auto& line : plan.log)
+    if (line.find("thinned together") != std::string::npos && line.find("layer2.2.conv2") != std::string::npos) logged = true;
+  EXPECT_TRUE(logged);
+}
+
+TEST(Thinning, AGroupWithOneLiveProducerIsKept) {
+  auto m = make("resnet20_cifar");
+  auto g = graph_of(m);
+  // Only one of the ten producers of the group is zeroed: nothing can be removed.
+  torch::NoGradGuard no_grad;
+  m->named_parameters()["layer1.1.conv2.weight"][4].zero_();
+  m->named_parameters()["layer1.1.bn2.weight"][4].zero_();
+  m->named_parameters()["layer1.1.bn2.bias"][4].zero_();
+  EXPECT_TRUE(plan_thinning(*m, g, ThinningKind::kFilters).empty());
+}
+
+TEST(Thinning, ResNet56BlocksFirstConvs) {
+  auto m = make("resnet56_cifar");
+  auto g = graph_of(m);
+  for (int stage = 1; stage <= 3; ++stage)
+    for (int b = 0; b < 9; b += 2)
+      for (int64_t c = 0; c < 4; ++c)
+        zero_filter(m, g, "layer" + std::to_string(stage) + "." + std::to_string(b) + ".conv1", 2 * c + 1);
+  EXPECT_LE(thin_and_compare(m, "resnet56_cifar", {}, nullptr), 1e-5);
+  EXPECT_EQ(size_of(m, "layer3.8.conv1.weight", 0), 60);
+  EXPECT_EQ(size_of(m, "layer3.7.conv1.weight", 0), 64);
+}
+
+TEST(Thinning, Vgg16CifarThroughPoolingFlattenAndBatchNorm1d) {
+  auto m = make("vgg16_cifar");
+  auto g = graph_of(m);
+  for (int64_t c = 0; c < 32; ++c) zero_filter(m, g, "features.0", 2 * c);
+  for (int64_t c = 0; c < 100; ++c) zero_filter(m, g, "features.40", c);
+  for (int64_t c = 0; c < 10; ++c) zero_filter(m, g, "classifier.0", c);
+  EXPECT_LE(thin_and_compare(m, "vgg16_cifar", {}, nullptr), 1e-5);
+  EXPECT_EQ(size_of(m, "features.0.weight", 0), 32);
+  EXPECT_EQ(size_of(m, "features.3.weight", 1), 32);
+  EXPECT_EQ(size_of(m, "classifier.0.weight", 1), 412);
+  EXPECT_EQ(size_of(m, "classifier.0.weight", 0), 502);
+  EXPECT_EQ(size_of(m, "classifier.1.weight", 0), 502);
+  EXPECT_EQ(size_of(m, "classifier.3.weight", 1), 502);
+}
+
+TEST(Thinning, DenseNetConcatOffsets) {
+  auto m = make("densenet_cifar");
+  auto g = graph_of(m);
+  // A growth conv's channels land at an offset in every later concat of the block.
+  for (int64_t c : {0, 5, 11}) EXPECT_TRUE(zero_filter(m, g, "dense1.0.conv2", c));
+  for (int64_t c : {1, 2}) EXPECT_TRUE(zero_filter(m, g, "dense2.3.conv2", c));
+  for (int64_t c : {0, 7, 9}) EXPECT_TRUE(zero_filter(m, g, "dense1.2.conv1", c));
+  for (int64_t c : {3, 4}) EXPECT_TRUE(zero_filter(m, g, "trans1.conv", c));
+  EXPECT_LE(thin_and_compare(m, "densenet_cifar", {}, nullptr), 1e-5);
+  EXPECT_EQ(size_of(m, "dense1.0.conv2.weight", 0), 9);
+  EXPECT_EQ(size_of(m, "dense1.1.conv1.weight", 1), 24 + 9);
+  EXPECT_EQ(size_of(m, "trans1.conv.weight", 1), 96 - 3);
+  EXPECT_EQ(size_of(m, "dense1.2.conv2.weight", 1), 45);
+  EXPECT_EQ(size_of(m, "trans1.conv.weight", 0), 46);
+}
+
+TEST(Thinning, MobileNetV2ThroughDepthwiseConvolutions) {
+  auto m = make("mobilenet_v2", {{"input_size", 64}});
+  auto g = graph_of(m);
+  for (int64_t c = 0; c < 40; c += 3) EXPECT_TRUE(zero_filter(m, g, "features.3.conv.0.0", c));
+  for (int64_t c = 0; c < 6; ++c) EXPECT_TRUE(zero_filter(m, g, "features.15.conv.0.0", 10 * c));
+  // The bottleneck output of features.5 is tied by residual adds to features.4 and .6.
+  EXPECT_TRUE(zero_filter(m, g, "features.5.conv.2", 7));
+  EXPECT_LE(thin_and_compare(m, "mobilenet_v2", {{"input_size", 64}}, nullptr), 1e-5);
+  EXPECT_EQ(size_of(m, "features.3.conv.0.0.weight", 0), 144 - 14);
+  EXPECT_EQ(size_of(m, "features.3.conv.1.0.weight", 0), 144 - 14);  // depthwise follows
+  EXPECT_EQ(size_of(m, "features.3.conv.2.weight", 1), 144 - 14);
+  EXPECT_EQ(size_of(m, "features.4.conv.2.weight", 0), 31);
+  EXPECT_EQ(size_of(m, "features.7.conv.0.0.weight", 1), 31);
+  auto modules = m->named_modules();
+  auto* dw = modules["features.3.conv.1.0"]->as<torch::nn::Conv2d>();
+  EXPECT_EQ(dw->options.groups(), 130);
+}
+
+TEST(Thinning, FsrcnnPReLUSlopesAndTransposedConvInput) {
+  auto m = make("fsrcnn", {{"scale", 3}});
+  auto g = graph_of(m);
+  for (int64_t c : {0, 3, 4, 9, 11}) EXPECT_TRUE(zero_filter(m, g, "mid_part.0.0", c));
+  for (int64_t c = 0; c < 22; ++c) EXPECT_TRUE(zero_filter(m, g, "mid_part.9.0", 2 * c));
+  EXPECT_LE(thin_and_compare(m, "fsrcnn", {{"scale", 3}}, nullptr), 1e-5);
+  EXPECT_EQ(size_of(m, "mid_part.0.1.weight", 0), 7);
+  EXPECT_EQ(size_of(m, "mid_part.1.weight", 1), 7);
+  EXPECT_EQ(size_of(m, "mid_part.9.1.weight", 0), 34);
+  EXPECT_EQ(size_of(m, "last_part.weight", 0), 34);
+}
+
+TEST(Thinning, EspcnAndThePixelShuffleOutput) {
+  auto m = make("espcn", {{"scale", 3}});
+  auto g = graph_of(m);
+  std::vector<std::string> convs;
+  for (const auto& op : g.ops())
+    if (op.type == "Conv") convs.push_back(op.name);
+  ASSERT_EQ(convs.size(), 3u);
+  for (int64_t c : {1, 2, 8}) EXPECT_TRUE(zero_filter(m, g, convs[0], c));
+  for (int64_t c : {0, 6}) EXPECT_TRUE(zero_filter(m, g, convs[1], c));
+  // The last conv feeds the pixel shuffle and the model's output: never removable.
+  EXPECT_FALSE(zero_filter(m, g, convs[2], 0));
+  EXPECT_LE(thin_and_compare(m, "espcn", {{"scale", 3}}, nullptr), 1e-5);
+  EXPECT_EQ(size_of(m, convs[0] + ".weight", 0), 61);
+  EXPECT_EQ(size_of(m, convs[2] + ".weight", 0), 9);
+}
+
+TEST(Thinning, ChannelRemovalFollowsZeroInputChannels) {
+  auto m = make("simplenet_cifar");
+  {
+    torch::NoGradGuard no_grad;
+    auto w = m->named_parameters()["conv2.weight"];
+    w.select(1, 2).zero_();
+    w.select(1, 4).zero_();
+  }
+  ThinningPlan plan;
+  EXPECT_LE(thin_and_compare(m, "simplenet_cifar", {}, &plan, ThinningKind::kChannels), 1e-5);
+  EXPECT_EQ(size_of(m, "conv1.weight", 0), 4);
+  EXPECT_EQ(size_of(m, "conv2.weight", 1), 4);
+}
+
+TEST(Thinning, OptimizerStateAndMasksAreSliced) {
+  for (const std::string opt : {"sgd", "adam"}) {
+    auto m = make("simplenet_cifar");
+    m->train();
+    std::unique_ptr<torch::optim::Optimizer> o;
+    if (opt == "sgd") o = std::make_unique<torch::optim::SGD>(m->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+    else o = std::make_unique<torch::optim::Adam>(m->parameters(), torch::optim::AdamOptions(1e-3));
+    auto step = [&] {
+      torch::manual_seed(2);
+      o->zero_grad();
+      m->forward(torch::randn({4, 3, 32, 32})).pow(2).mean().backward();
+      o->step();
+    };
+    step();
+    auto g = graph_of(m);
+    for (int64_t c : {0, 3}) zero_filter(m, g, "conv1", c);
+    MaskTable masks;
+    masks["conv1.weight"] = torch::ones({6, 3, 5, 5});
+    masks["conv1.bias"] = torch::ones({6});
+    auto plan = plan_thinning(*m, g, ThinningKind::kFilters);
+    ASSERT_FALSE(plan.empty());
+    thin_for_training(*m, plan.recipe, o.get(), &masks);
+    EXPECT_EQ(masks["conv1.weight"].sizes(), (std::vector<int64_t>{4, 3, 5, 5}));
+    EXPECT_EQ(masks["conv1.bias"].size(0), 4);
+    EXPECT_EQ(m->named_parameters()["conv1.weight"].grad().size(0), 4);
+    EXPECT_NO_THROW(step()) << opt;  // the state matches the new shapes
+    auto& state = o->state();
+    auto key = c10::guts::to_string(m->named_parameters()["conv2.weight"].unsafeGetTensorImpl());
+    ASSERT_TRUE(state.count(key)) << opt;
+    if (opt == "sgd") {
+      EXPECT_EQ(static_cast<torch::optim::SGDParamState&>(*state[key]).momentum_buffer().size(1), 4);
+    } else {
+      auto& s = static_cast<torch::optim::AdamParamState&>(*state[key]);
+      EXPECT_EQ(s.exp_avg().size(1), 4);
+      EXPECT_EQ(s.exp_avg_sq().size(1), 4);
+    }
+  }
+}
+
+TEST(Thinning, ReplayOntoAModelOfAnotherShapeIsAnInputError) {
+  auto m = make("simplenet_cifar");
+  auto g = graph_of(m);
+  zero_filter(m, g, "conv1", 1);
+  auto plan = plan_thinning(*m, g, ThinningKind::kFilters);
+  auto other = make("resnet20_cifar");
+  EXPECT_THROW(apply_thinning_recipe(*other, plan.recipe, "x.ckpt"), InputError);
+  auto lenet = make("lenet5");
+  try {
+    apply_thinning_recipe(*lenet, plan.recipe, "x.ckpt");
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("x.ckpt"), std::string::npos) << e.what();
+  }
+}
+
+// Li et al. 2016's pruned models, by running the shipped schedules' pruning and thinning epoch.
+TEST(Thinning, LiEtAlSchedulesGiveThePublishedMacsAndParameters) {
+  struct Case {
+    std::string model, file;
+    int64_t macs, params;
+  };
+  for (const auto& c : {Case{"resnet56_cifar", "resnet56_filter_rank.yaml", 90'907'264, 735'712},
+                        Case{"vgg16_cifar", "vgg16_cifar_filter_rank.yaml", 206'279'680, 5'399'690}}) {
+    auto m = make(c.model);
+    m->train();
+    auto sched = CompressionScheduler::from_file(std::string(IGB_SOURCE_DIR) + "/schedules/classify/" + c.file, *m,
+                                                 0.1, nullptr);
+    sched->set_tracer(m->input_shape(), [m](const torch::Tensor& x) { return m->forward(x); });
+    torch::optim::SGD opt(m->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+    sched->on_epoch_begin(0, opt);
+    sched->on_epoch_end(0, {}, opt);
+    EXPECT_EQ(graph_of(m).total_macs(), c.macs) << c.model;
+    EXPECT_EQ(models::count_parameters(*m), c.params) << c.model;
+    auto recipes = sched->take_thinning_recipes();
+    ASSERT_EQ(recipes.size(), 1u) << c.model;
+    EXPECT_EQ(recipes[0]["macs_after"], c.macs);
+    EXPECT_TRUE(sched->take_thinning_recipes().empty());
+    // The masks follow the thinned shapes, and training goes on.
+    for (const auto& [name, mask] : sched->masks())
+      EXPECT_EQ(mask.size(0), m->named_parameters()[name].size(0)) << name;
+    opt.zero_grad();
+    m->forward(torch::randn({2, 3, 32, 32})).sum().backward();
+    EXPECT_NO_THROW(opt.step());
+  }
+}
+
+}  // namespace igb::compress
