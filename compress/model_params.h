@@ -3,8 +3,11 @@
 #include <torch/nn/module.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "compress/channel_groups.h"
 
 namespace igb::compress {
 
@@ -21,6 +24,7 @@ class ModelParams {
   std::string resolve(const std::string& name, const std::string& where) const;
   bool contains(const std::string& name) const { return params_.count(name) != 0; }
   at::Tensor& at(const std::string& name) { return params_.at(name); }
+  const at::Tensor& at(const std::string& name) const { return params_.at(name); }
   const std::vector<std::string>& names() const { return names_; }
   /// Weights of convolutions and linear layers (dimension ≥ 2), in model order.
   std::vector<std::string> weight_names() const;
@@ -32,10 +36,17 @@ class ModelParams {
   };
   const Followers& followers(const std::string& weight) const;
 
+  /// Channel groups from the summary graph, when the scheduler could trace the model: filter
+  /// pruning then zeroes whole groups (every filter tied by residual adds and every per-channel
+  /// follower), not just one layer's filter, bias and next BatchNorm.
+  void set_channel_groups(std::shared_ptr<const ChannelGroups> groups) { groups_ = std::move(groups); }
+  const ChannelGroups* channel_groups() const { return groups_.get(); }
+
  private:
   std::map<std::string, at::Tensor> params_;
   std::vector<std::string> names_;
   std::map<std::string, Followers> followers_;
+  std::shared_ptr<const ChannelGroups> groups_;
 };
 
 }  // namespace igb::compress

@@ -1,6 +1,7 @@
 #include "compress/pruners.h"
 
 #include <cmath>
+#include <map>
 #include <mutex>
 
 #include "compress/yaml_reader.h"
@@ -20,6 +21,20 @@ void mask_groups(const ModelParams& params, MaskTable& masks, const std::string&
     auto it = masks.find(name);
     masks[name] = it == masks.end() ? m : it->second * m;
   };
+  const ChannelGroups* groups = params.channel_groups();
+  if (group == GroupType::kFilters && groups && groups->has(weight)) {
+    // The whole channel group of each pruned filter: every tied filter and per-channel follower.
+    std::map<std::string, at::Tensor> add;
+    for (int64_t j : pruned)
+      for (const auto& m : groups->members(weight, j)) {
+        auto& mask = add[m.tensor];
+        if (!mask.defined()) mask = torch::ones(params.at(m.tensor).sizes(), torch::kFloat32);
+        mask.select(m.dim, m.index).zero_();
+      }
+    if (pruned.empty()) combine(weight, torch::ones(w.sizes(), torch::kFloat32));
+    for (const auto& [name, m] : add) combine(name, m);
+    return;
+  }
   combine(weight, group_mask(w, group, pruned));
   if (group != GroupType::kChannels) {
     for (const auto& f : params.followers(weight).params) {
@@ -140,6 +155,33 @@ class RankedStructurePruner : public Pruner {
     return out;
   }
   bool needs_range_timing() const override { return agp_; }
+  std::vector<std::string> filter_targets() const override {
+    std::vector<std::string> out;
+    for (const auto& t : targets_)
+      if (t.group == GroupType::kFilters) out.push_back(t.weight);
+    return out;
+  }
+  /// Filter magnitudes; with channel groups, each filter's group is ranked as a whole (the mean
+  /// of the magnitudes of all filters tied to it), so tied layers lose the same channels.
+  at::Tensor magnitudes(ModelParams& params, const std::string& weight, GroupType group) const {
+    const auto& w = params.at(weight);
+    const ChannelGroups* groups = params.channel_groups();
+    if (group != GroupType::kFilters || !groups || !groups->has(weight)) return group_magnitudes(w, group, l2_);
+    auto out = torch::zeros({w.size(0)}, torch::kFloat32);
+    for (int64_t j = 0; j < w.size(0); ++j) {
+      double sum = 0;
+      int n = 0;
+      for (const auto& m : groups->members(weight, j))
+        if (m.role == GroupMember::Role::kProducer && m.tensor.size() > 6 &&
+            m.tensor.compare(m.tensor.size() - 6, 6, "weight") == 0) {
+          auto slice = params.at(m.tensor).detach().select(m.dim, m.index).abs();
+          sum += (l2_ ? slice.pow(2).mean().sqrt() : slice.mean()).item<double>();
+          ++n;
+        }
+      out[j] = n ? sum / n : 0.0;
+    }
+    return out;
+  }
   void set_masks(ModelParams& params, MaskTable& masks, int64_t epoch, const PolicyTiming& timing) override {
     std::vector<int64_t> leader_choice;
     for (size_t i = 0; i < targets_.size(); ++i) {
@@ -150,7 +192,7 @@ class RankedStructurePruner : public Pruner {
       if (leader_ && i > 0) {
         pruned = leader_choice;
       } else {
-        pruned = smallest_groups(group_magnitudes(w, t.group, l2_), fraction);
+        pruned = smallest_groups(magnitudes(params, t.weight, t.group), fraction);
         leader_choice = pruned;
       }
       mask_groups(params, masks, t.weight, t.group, pruned, w);

@@ -37,6 +37,8 @@ class Pruner {
   virtual void set_masks(ModelParams& params, MaskTable& masks, int64_t epoch, const PolicyTiming& timing) = 0;
   /// Whether the policy's timing must be a range (AGP needs start, end and frequency).
   virtual bool needs_range_timing() const { return false; }
+  /// Targets whose whole filters it removes (their channel groups go with them).
+  virtual std::vector<std::string> filter_targets() const { return {}; }
 
  private:
   std::string name_;

@@ -56,6 +56,24 @@ nlohmann::json CompressionScheduler::take_thinning_recipes() {
   return out;
 }
 
+void CompressionScheduler::refresh_channel_groups() {
+  if (!forward_ || !groups_stale_) return;
+  groups_stale_ = false;
+  auto groups = build_channel_groups(model_, tools::SummaryGraph::build(model_, input_shape_, forward_));
+  params_.set_channel_groups(groups);
+  // Say once which layers a filter pruner's choice extends to.
+  for (const auto& [name, pruner] : pruners_)
+    for (const auto& w : pruner->filter_targets()) {
+      if (!groups->has(w) || groups_logged_.count(w)) continue;
+      groups_logged_.insert(w);
+      auto partners = groups->partners(w);
+      if (!partners.empty() && logger_)
+        logger_->info(file_ + ": pruner " + name + ": the filters of " + w +
+                      " are tied by residual adds or concats to " + join(partners) +
+                      "; those layers are added to its group and lose the same channels");
+    }
+}
+
 void CompressionScheduler::thin(const Policy& p, int64_t epoch, torch::optim::Optimizer& optimizer) {
   const std::string& cls = extensions_.at(p.instance);
   if (!forward_) throw std::logic_error("thinning needs set_tracer() on the scheduler");
@@ -72,6 +90,7 @@ void CompressionScheduler::thin(const Policy& p, int64_t epoch, torch::optim::Op
   for (const auto& t : model_.parameters()) before += t.numel();
   thin_for_training(model_, plan.recipe, &optimizer, &masks_);
   dense_copies_.clear();
+  groups_stale_ = true;
   for (const auto& t : model_.parameters()) after += t.numel();
   const int64_t macs_after = tools::SummaryGraph::build(model_, input_shape_, forward_).total_macs();
   if (logger_) {
@@ -317,6 +336,7 @@ void CompressionScheduler::on_epoch_begin(int64_t epoch, torch::optim::Optimizer
   // The rate of LR schedulers that have stepped, re-applied so a resumed run continues with it.
   for (const auto& [name, steps] : lr_steps_)
     if (steps > 0) set_lr(optimizer, lr_schedulers_.at(name)->lr(base_lr_, steps));
+  refresh_channel_groups();
   for (const auto& p : policies_) {
     if (p.kind == Policy::Kind::kPruner) {
       auto& pruner = *pruners_.at(p.instance);

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,8 @@ class CompressionScheduler : public TrainingHooks {
   void set_lr(torch::optim::Optimizer& optimizer, double lr) const;
   bool forward_only(const std::string& param) const;
   void thin(const Policy& p, int64_t epoch, torch::optim::Optimizer& optimizer);
+  /// Traces the model (when a tracer is set) and hands its channel groups to the pruners.
+  void refresh_channel_groups();
 
   torch::nn::Module& model_;
   ModelParams params_;
@@ -95,6 +98,8 @@ class CompressionScheduler : public TrainingHooks {
   std::vector<int64_t> input_shape_;
   tools::SummaryGraph::Forward forward_;
   nlohmann::json pending_recipes_ = nlohmann::json::array();
+  bool groups_stale_ = true;
+  std::set<std::string> groups_logged_;
   Logger* logger_;
   std::string text_, file_;
   std::map<std::string, std::unique_ptr<Pruner>> pruners_;

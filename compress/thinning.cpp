@@ -127,6 +127,42 @@ class Planner {
     return out;
   }
 
+  std::shared_ptr<ChannelGroups> groups() {
+    tie_all();
+    std::map<int, std::vector<GroupMember>> by_root;
+    std::map<int, bool> fixed;
+    for (size_t i = 0; i < fixed_.size(); ++i)
+      if (fixed_[i]) fixed[uf_->find(static_cast<int>(i))] = true;
+    using Role = GroupMember::Role;
+    for (const auto& op : g_.ops()) {
+      if (op.inputs.empty() || op.outputs.empty()) continue;
+      const int o = op.outputs[0];
+      const std::string w = op.param("weight"), b = op.param("bias");
+      const bool follower = depthwise(op) || op.type == "BatchNorm" || op.type == "InstanceNorm" ||
+                            (op.type == "PReLU" && !w.empty() && tensor(w).numel() == channels(o));
+      if (!producer(op) && !follower) continue;
+      for (int64_t c = 0; c < channels(o); ++c) {
+        auto& list = by_root[root(o, c)];
+        const Role role = producer(op) ? Role::kProducer : Role::kFollower;
+        if (!w.empty()) list.push_back({role, op.name, w, op.type == "ConvTranspose" ? 1 : 0, c});
+        if (!b.empty() && op.type != "PReLU") list.push_back({role, op.name, b, 0, c});
+      }
+    }
+    auto out = std::make_shared<ChannelGroups>();
+    std::map<int, size_t> index;
+    for (auto& [r, list] : by_root) {
+      index[r] = index.size();
+      out->add_group(std::move(list), !fixed[r]);
+    }
+    for (const auto& op : g_.ops()) {
+      if (!producer(op) || op.outputs.empty()) continue;
+      std::vector<size_t> of_channel;
+      for (int64_t c = 0; c < channels(op.outputs[0]); ++c) of_channel.push_back(index.at(root(op.outputs[0], c)));
+      out->set_channels(op.param("weight"), std::move(of_channel), op.name);
+    }
+    return out;
+  }
+
   ThinningPlan plan() {
     tie_all();
     for (const auto& op : g_.ops()) inspect(op);
@@ -476,6 +512,20 @@ std::vector<GroupMember> channel_group(const torch::nn::Module& model, const Sum
   Planner planner(model, graph, ThinningKind::kFilters);
   planner.tie_all();
   return planner.members(graph.index(op), channel, removable);
+}
+
+std::shared_ptr<ChannelGroups> build_channel_groups(const torch::nn::Module& model, const SummaryGraph& graph) {
+  torch::NoGradGuard no_grad;
+  return Planner(model, graph, ThinningKind::kFilters).groups();
+}
+
+std::vector<std::string> ChannelGroups::partners(const std::string& weight) const {
+  std::set<std::string> out;
+  const auto& own = op_of_weight_.at(weight);
+  for (size_t g : by_weight_.at(weight))
+    for (const auto& m : groups_[g])
+      if (m.role == GroupMember::Role::kProducer && m.op != own) out.insert(m.op);
+  return {out.begin(), out.end()};
 }
 
 ThinningPlan plan_thinning(const torch::nn::Module& model, const SummaryGraph& graph, ThinningKind kind) {

@@ -3,11 +3,13 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "compress/channel_groups.h"
 #include "compress/pruners.h"
 #include "tools/graph/summary_graph.h"
 
@@ -45,20 +47,6 @@ struct ThinningPlan {
 /// a grouped non-depthwise conv), are never removed. A tensor always keeps at least one channel.
 ThinningPlan plan_thinning(const torch::nn::Module& model, const tools::SummaryGraph& graph, ThinningKind kind);
 
-/// One tensor entry tied to a channel group.
-struct GroupMember {
-  enum class Role {
-    kProducer,  // writes the channel: a filter (weight slice) or bias entry
-    kFollower,  // a per-channel op on the way: norm affine terms, depthwise filter, PReLU slope
-    kConsumer,  // reads the channel: an input-channel slice of a conv, transposed conv or linear
-  };
-  Role role;
-  std::string op;      // the op's name in the summary graph
-  std::string tensor;  // parameter name
-  int64_t dim = 0;
-  int64_t index = 0;
-};
-
 /// Every tensor entry tied to output channel `channel` of producer op `op` (a conv, transposed
 /// conv or linear): the filters of all producers joined with it by adds and concats, the
 /// per-channel followers, and the consumers' input slices. Zeroing the producer and follower
@@ -67,6 +55,9 @@ struct GroupMember {
 /// walk does not follow).
 std::vector<GroupMember> channel_group(const torch::nn::Module& model, const tools::SummaryGraph& graph,
                                        const std::string& op, int64_t channel, bool* removable = nullptr);
+
+/// The channel groups of every producer's output channels, for group-consistent filter pruning.
+std::shared_ptr<ChannelGroups> build_channel_groups(const torch::nn::Module& model, const tools::SummaryGraph& graph);
 
 /// Applies a recipe to a model being trained: weights, gradients and module options
 /// (apply_thinning_recipe), and alike the optimizer's per-parameter state (SGD momentum, Adam

@@ -294,6 +294,40 @@ TEST(Thinning, ReplayOntoAModelOfAnotherShapeIsAnInputError) {
   }
 }
 
+// A schedule naming one conv of a residual group: the pruner prunes the whole group, so the
+// thinning that follows can remove the channels from every tied layer.
+TEST(Thinning, APrunerNamingOneConvOfAResidualGroupPrunesTheWholeGroup) {
+  auto m = make("resnet20_cifar");
+  m->to(torch::kDouble);
+  m->train();
+  const std::string text =
+      "version: 1\npruners:\n  p:\n    class: L1RankedStructureParameterPruner\n    reg_regims:\n"
+      "      layer1.0.conv2.weight: [0.25, Filters]\nextensions:\n  t:\n    class: FilterRemover\n"
+      "    thinning_func_str: remove_filters\npolicies:\n  - pruner: {instance_name: p}\n    epochs: [0]\n"
+      "  - extension: {instance_name: t}\n    epochs: [0]\n";
+  auto sched = CompressionScheduler::from_text(text, "group.yaml", *m, 0.1, nullptr);
+  sched->set_tracer(m->input_shape(), [m](const torch::Tensor& x) { return m->forward(x); });
+  torch::optim::SGD opt(m->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  sched->on_epoch_begin(0, opt);
+  auto groups = build_channel_groups(*m, graph_of(m));
+  EXPECT_EQ(groups->partners("layer1.0.conv2.weight"),
+            (std::vector<std::string>{"conv1", "layer1.1.conv2", "layer1.2.conv2", "layer2.0.conv2", "layer2.1.conv2",
+                                      "layer2.2.conv2", "layer3.0.conv2", "layer3.1.conv2", "layer3.2.conv2"}));
+  m->eval();
+  torch::NoGradGuard no_grad;
+  const auto x = torch::randn({2, 3, 32, 32}, torch::kDouble);
+  const auto masked = m->forward(x);
+  sched->on_epoch_end(0, {}, opt);
+  EXPECT_LE((m->forward(x) - masked).abs().max().item<double>(), 1e-9);
+  EXPECT_EQ(size_of(m, "layer1.0.conv2.weight", 0), 12);
+  EXPECT_EQ(size_of(m, "conv1.weight", 0), 12);
+  EXPECT_EQ(size_of(m, "layer1.2.conv2.weight", 0), 12);
+  EXPECT_EQ(size_of(m, "layer2.2.conv2.weight", 0), 28);
+  EXPECT_EQ(size_of(m, "layer3.0.conv2.weight", 0), 60);
+  EXPECT_EQ(size_of(m, "fc.weight", 1), 60);
+  EXPECT_EQ(size_of(m, "layer1.0.conv1.weight", 0), 16);  // inside the block: untouched
+}
+
 // Li et al. 2016's pruned models, by running the shipped schedules' pruning and thinning epoch.
 TEST(Thinning, LiEtAlSchedulesGiveThePublishedMacsAndParameters) {
   struct Case {
