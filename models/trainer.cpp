@@ -132,6 +132,17 @@ nlohmann::json Trainer::make_summary(const Metrics& last) const {
   s["best_epoch"] = best_epoch_;
   s["params"] = count_parameters(*model_);
   s["train_seconds"] = std::round(train_seconds_ * 10) / 10;
+  // Each thinning of the run: when, MACs and parameters before and after, and the metrics of the
+  // epoch before and of the thinning epoch.
+  nlohmann::json thinning = nlohmann::json::array();
+  for (const auto& r : recipes_)
+    if (r.contains("epoch")) {
+      nlohmann::json t = {{"epoch", r["epoch"]}, {"kind", r["kind"]}};
+      for (const char* k : {"macs_before", "macs_after", "params_before", "params_after", "previous_metrics", "metrics"})
+        if (r.contains(k)) t[k] = r[k];
+      thinning.push_back(t);
+    }
+  if (!thinning.empty()) s["thinning"] = thinning;
   return s;
 }
 
@@ -190,7 +201,13 @@ nlohmann::json Trainer::run() {
     std::map<std::string, double> metric_map(metrics.begin(), metrics.end());
     metric_map["train_loss"] = train_loss;
     hooks_.on_epoch_end(epoch, metric_map, *optimizer_);
-    for (auto& recipe : hooks_.take_thinning_recipes()) recipes_.push_back(std::move(recipe));
+    for (auto& recipe : hooks_.take_thinning_recipes()) {
+      // The validation of this epoch saw the pruned model, which the thinned one computes exactly.
+      for (const auto& kv : metrics) recipe["metrics"][kv.first] = kv.second;
+      for (const auto& kv : previous_metrics_) recipe["previous_metrics"][kv.first] = kv.second;
+      recipes_.push_back(std::move(recipe));
+    }
+    previous_metrics_ = metrics;
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     train_seconds_ += seconds;
 

@@ -92,6 +92,8 @@ class Trainer {
   std::string resumed_from_;
   /// Thinning recipes of the model, from the checkpoint resumed and this run's thinning.
   nlohmann::json recipes_ = nlohmann::json::array();
+  /// Validation metrics of the previous epoch (recorded with a thinning).
+  Metrics previous_metrics_;
   std::vector<std::string> notes_;
 };
 

@@ -274,6 +274,10 @@ TEST_F(Drivers, CompressScheduleErrorsAndTheSharedExamples) {
   auto thin = nlohmann::json::parse(std::ifstream(dir_ / "run" / "summary.json"));
   EXPECT_LT(thin["macs"].get<int64_t>(), 12'763'136);  // dense FSRCNN x3 on 32x32
   EXPECT_LT(thin["params"].get<int64_t>(), 12'809);
+  ASSERT_EQ(thin["thinning"].size(), 1u) << thin.dump();
+  EXPECT_EQ(thin["thinning"][0]["macs_before"], 12'763'136);
+  EXPECT_EQ(thin["thinning"][0]["macs_after"], thin["macs"]);
+  EXPECT_TRUE(thin["thinning"][0]["metrics"].contains("psnr"));
   auto t = run("igb-test --optform=sr --threads 1 --checkpoint " + (dir_ / "run" / "checkpoint.ckpt").string());
   EXPECT_EQ(t.code, 0) << t.output;
   auto macs = run("igb-tools macs --checkpoint " + (dir_ / "run" / "checkpoint.ckpt").string());
