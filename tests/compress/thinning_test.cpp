@@ -226,6 +226,56 @@ TEST(Thinning, EspcnAndThePixelShuffleOutput) {
   EXPECT_EQ(size_of(m, convs[2] + ".weight", 0), 9);
 }
 
+// conv2's 16 channels reach fc1 through max-pool and flatten as blocks of 5x5 = 25 features.
+TEST(Thinning, LinearInputsAfterFlattenGoInBlocksOfHW) {
+  auto m = make("simplenet_cifar");
+  auto g = graph_of(m);
+  for (int64_t c : {0, 9, 15}) EXPECT_TRUE(zero_filter(m, g, "conv2", c));
+  EXPECT_LE(thin_and_compare(m, "simplenet_cifar", {}, nullptr), 1e-9);
+  EXPECT_EQ(size_of(m, "conv2.weight", 0), 13);
+  EXPECT_EQ(size_of(m, "fc1.weight", 1), 13 * 25);
+}
+
+namespace {
+
+/// conv (8 channels) -> pixel shuffle x2 (2 channels) -> conv: r² = 4 conv channels per output.
+class ShuffleNet : public torch::nn::Module {
+ public:
+  ShuffleNet() {
+    a = register_module("a", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 8, 3).padding(1)));
+    b = register_module("b", torch::nn::Conv2d(torch::nn::Conv2dOptions(2, 3, 3).padding(1)));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return b(torch::pixel_shuffle(torch::relu(a(x)), 2)); }
+  torch::nn::Conv2d a{nullptr}, b{nullptr};
+};
+
+}  // namespace
+
+TEST(Thinning, PixelShuffleGroupsGoWhole) {
+  torch::manual_seed(0);
+  auto m = std::make_shared<ShuffleNet>();
+  m->to(torch::kDouble);
+  auto g = SummaryGraph::build(*m, {1, 3, 8, 8}, [m](const torch::Tensor& x) { return m->forward(x); });
+  torch::NoGradGuard no_grad;
+  // Channel 5 alone: its pixel-shuffle group (4..7) still has live channels, nothing goes.
+  m->a->weight[5].zero_();
+  m->a->bias[5].zero_();
+  EXPECT_TRUE(plan_thinning(*m, g, ThinningKind::kFilters).empty());
+  // The whole group 4..7: the shuffle's output channel 1 and b's input channel 1 go with it.
+  for (int64_t c = 4; c < 8; ++c) {
+    m->a->weight[c].zero_();
+    m->a->bias[c].zero_();
+  }
+  const auto x = torch::randn({2, 3, 8, 8}, torch::kDouble);
+  const auto before = m->forward(x);
+  auto plan = plan_thinning(*m, g, ThinningKind::kFilters);
+  ASSERT_FALSE(plan.empty());
+  apply_thinning_recipe(*m, plan.recipe, "shuffle");
+  EXPECT_EQ(m->a->weight.size(0), 4);
+  EXPECT_EQ(m->b->weight.size(1), 1);
+  EXPECT_LE((m->forward(x) - before).abs().max().item<double>(), 1e-12);
+}
+
 TEST(Thinning, ChannelRemovalFollowsZeroInputChannels) {
   auto m = make("simplenet_cifar");
   {
