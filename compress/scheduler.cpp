@@ -82,8 +82,11 @@ void CompressionScheduler::thin(const Policy& p, int64_t epoch, torch::optim::Op
   const auto plan = plan_thinning(model_, graph, kind);
   const std::string head = file_ + ": extension " + p.instance + " (" + cls + ") at epoch " + std::to_string(epoch);
   if (plan.empty()) {
-    if (logger_) logger_->info(head + ": no zeroed " + (kind == ThinningKind::kFilters ? "filters" : "channels") +
-                               " to remove");
+    if (logger_) {
+      logger_->info(head + ": no zeroed " + (kind == ThinningKind::kFilters ? "filters" : "channels") +
+                    " that can be removed");
+      for (const auto& line : plan.log) logger_->info("  " + line);
+    }
     return;
   }
   int64_t before = 0, after = 0;

@@ -76,7 +76,9 @@ class Planner {
     }
     uf_ = std::make_unique<UnionFind>(total);
     fixed_.assign(total, false);
+    why_fixed_.assign(total, "");
     not_zero_preserving_.assign(total, false);
+    why_spoiled_.assign(total, "");
     source_.assign(total, false);
     source_nonzero_.assign(total, false);
     consumer_.assign(total, false);
@@ -86,8 +88,8 @@ class Planner {
   /// Ties channels without deciding anything (for channel_group).
   void tie_all() {
     for (const auto& op : g_.ops()) tie(op);
-    for (int v : g_.inputs()) fix_value(v);
-    for (int v : g_.outputs()) fix_value(v);
+    for (int v : g_.inputs()) fix_value(v, "the model's input");
+    for (int v : g_.outputs()) fix_value(v, "the model's output");
   }
 
   std::vector<GroupMember> members(int op_index, int64_t channel, bool* removable) {
@@ -177,12 +179,17 @@ class Planner {
   }
   int node(int v, int64_t c) const { return base_[v] + static_cast<int>(c); }
   int root(int v, int64_t c) { return uf_->find(node(v, c)); }
-  void fix_value(int v) {
-    for (int64_t c = 0; c < channels(v); ++c) fixed_[node(v, c)] = true;
+  void fix_value(int v, const std::string& why) {
+    for (int64_t c = 0; c < channels(v); ++c) fix_node(node(v, c), why);
+  }
+  void fix_node(int n, const std::string& why) {
+    fixed_[n] = true;
+    if (why_fixed_[n].empty()) why_fixed_[n] = why;
   }
   void fix_op(const OpNode& op) {
-    for (int v : op.inputs) fix_value(v);
-    for (int v : op.outputs) fix_value(v);
+    const std::string why = op.name + " (" + op.type + "), which thinning does not follow";
+    for (int v : op.inputs) fix_value(v, why);
+    for (int v : op.outputs) fix_value(v, why);
   }
   void tie_same(int a, int b, const OpNode& op) {
     if (channels(a) != channels(b)) return fix_op(op);
@@ -237,7 +244,8 @@ class Planner {
       // Padded channels can only go when a ChannelPad module can be told how many are left.
       if (!pad_module(op))
         for (int64_t c = 0; c < channels(out); ++c)
-          if (c < before || c >= before + channels(in)) fixed_[node(out, c)] = true;
+          if (c < before || c >= before + channels(in))
+            fix_node(node(out, c), op.name + " (a channel pad that is not a ChannelPad module)");
       return;
     }
     if (op.type == "Flatten" || op.type == "Reshape") {
@@ -300,7 +308,11 @@ class Planner {
     // Ops on the channel path that do not map a zero channel to zero.
     auto spoil = [&](const std::vector<int64_t>& bad) {
       for (int64_t c = 0; c < channels(out) && c < static_cast<int64_t>(bad.size()); ++c)
-        if (bad[c]) not_zero_preserving_[node(out, c)] = true;
+        if (bad[c]) {
+          not_zero_preserving_[node(out, c)] = true;
+          if (why_spoiled_[node(out, c)].empty())
+            why_spoiled_[node(out, c)] = op.name + " (" + op.type + ") turns a zero channel into a non-zero one";
+        }
     };
     if (depthwise(op) && !bias.empty()) spoil(nonzero_per(tensor(bias), 0));
     if (op.type == "BatchNorm" && !bias.empty()) {
@@ -336,6 +348,12 @@ class Planner {
                                                       : consumer[r] && !consumer_nonzero[r];
       if (go) removed_.insert(r);
     }
+    // Why a group with a zeroed filter stays (reported in the plan's log).
+    for (int i = 0; i < n; ++i) {
+      const int r = uf_->find(i);
+      if (fixed_[i] && !why_fixed_[i].empty() && !why_reach_.count(r)) why_reach_[r] = "its channels reach " + why_fixed_[i];
+      if (not_zero_preserving_[i] && !why_spoil_.count(r)) why_spoil_[r] = why_spoiled_[i];
+    }
     // Every tensor keeps at least one channel.
     for (bool changed = true; changed;) {
       changed = false;
@@ -346,6 +364,7 @@ class Planner {
         for (int64_t k = 0; k < c && all; ++k) all = removed_.count(root(v.id, k)) > 0;
         if (all) {
           removed_.erase(root(v.id, 0));
+          why_last_[root(v.id, 0)] = "it would leave a tensor with no channel";
           changed = true;
         }
       }
@@ -357,6 +376,44 @@ class Planner {
     for (int64_t c = 0; c < channels(v); ++c)
       if (!removed_.count(root(v, c))) k.push_back(c);
     return k;
+  }
+
+  /// Log lines for zeroed filters that stay, with the reason, so nothing is kept silently.
+  void report_kept(ThinningPlan& plan) {
+    std::map<int, std::set<std::string>> live;  // group → producers with a live filter in it
+    for (const auto& op : g_.ops()) {
+      if (!producer(op)) continue;
+      const int out = op.outputs[0];
+      for (int64_t j = 0; j < channels(out); ++j)
+        if (source_nonzero_[node(out, j)]) live[root(out, j)].insert(op.name);
+    }
+    for (const auto& op : g_.ops()) {
+      if (!producer(op)) continue;
+      const int out = op.outputs[0];
+      std::map<std::string, int64_t> kept;  // reason → count
+      for (int64_t j = 0; j < channels(out); ++j) {
+        const int n = node(out, j);
+        const int r = root(out, j);
+        if (source_nonzero_[n] || removed_.count(r)) continue;
+        std::string why = "its channel group cannot be removed";
+        if (why_reach_.count(r)) {
+          why = why_reach_[r];
+        } else if (live.count(r)) {
+          auto others = live[r];
+          others.erase(op.name);
+          why = others.empty() ? "it shares a channel group (a pixel-shuffle group) with live filters of the same layer"
+                               : "tied by adds or concats to live filters of " + join({others.begin(), others.end()});
+        } else if (why_spoil_.count(r)) {
+          why = why_spoil_[r];
+        } else if (why_last_.count(r)) {
+          why = why_last_[r];
+        }
+        ++kept[why];
+      }
+      for (const auto& [why, count] : kept)
+        plan.log.push_back(op.name + ": " + std::to_string(count) + " zeroed filter" + (count > 1 ? "s" : "") +
+                           " kept: " + why);
+    }
   }
 
   void slice(nlohmann::json& recipe, const std::string& name, int64_t dim, const std::vector<int64_t>& keep) {
@@ -390,6 +447,7 @@ class Planner {
     recipe = {{"kind", kind_ == ThinningKind::kFilters ? "filters" : "channels"},
               {"tensors", nlohmann::json::array()},
               {"modules", nlohmann::json::array()}};
+    if (kind_ == ThinningKind::kFilters) report_kept(plan);
     if (removed_.empty()) return plan;
     // Groups written by more than one producer (residual adds): say which layers moved together.
     std::map<int, std::set<std::string>> producers_of;
@@ -468,6 +526,8 @@ class Planner {
   std::vector<int> base_;
   std::unique_ptr<UnionFind> uf_;
   std::vector<bool> fixed_, not_zero_preserving_, source_, source_nonzero_, consumer_, consumer_nonzero_;
+  std::vector<std::string> why_fixed_, why_spoiled_;
+  std::map<int, std::string> why_reach_, why_spoil_, why_last_;
   std::set<int> removed_;
   std::map<std::string, std::vector<int64_t>> sliced_;
 };

@@ -275,7 +275,10 @@ int ToolCommands::run_thin() {
         (kind == compress::ThinningKind::kChannels && thin_kind_ == "filters"))
       continue;
     const auto plan = compress::plan_thinning(*m.model, tool_graph(m, m.input), kind);
-    if (plan.empty()) continue;
+    if (plan.empty()) {
+      for (const auto& line : plan.log) logger.info(line);  // zeroed filters that must stay, and why
+      continue;
+    }
     apply_thinning_recipe(*m.model, plan.recipe, thin_checkpoint_);
     meta.thinning_recipes.push_back(plan.recipe);
     removed += plan.removed_groups;

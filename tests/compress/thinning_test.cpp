@@ -134,7 +134,14 @@ TEST(Thinning, AGroupWithOneLiveProducerIsKept) {
   m->named_parameters()["layer1.1.conv2.weight"][4].zero_();
   m->named_parameters()["layer1.1.bn2.weight"][4].zero_();
   m->named_parameters()["layer1.1.bn2.bias"][4].zero_();
-  EXPECT_TRUE(plan_thinning(*m, g, ThinningKind::kFilters).empty());
+  auto plan = plan_thinning(*m, g, ThinningKind::kFilters);
+  EXPECT_TRUE(plan.empty());
+  // ... and the plan says why the zeroed filter stays.
+  ASSERT_EQ(plan.log.size(), 1u);
+  EXPECT_NE(plan.log[0].find("layer1.1.conv2: 1 zeroed filter kept: tied by adds or concats to live filters of conv1, "
+                             "layer1.0.conv2"),
+            std::string::npos)
+      << plan.log[0];
 }
 
 TEST(Thinning, ResNet56BlocksFirstConvs) {
@@ -219,8 +226,15 @@ TEST(Thinning, EspcnAndThePixelShuffleOutput) {
   ASSERT_EQ(convs.size(), 3u);
   for (int64_t c : {1, 2, 8}) EXPECT_TRUE(zero_filter(m, g, convs[0], c));
   for (int64_t c : {0, 6}) EXPECT_TRUE(zero_filter(m, g, convs[1], c));
-  // The last conv feeds the pixel shuffle and the model's output: never removable.
+  // The last conv feeds the pixel shuffle and the model's output: never removable (the group of
+  // channel 0 is its 9 pixel-shuffle channels), and the plan
+  // says so.
   EXPECT_FALSE(zero_filter(m, g, convs[2], 0));
+  bool said = false;
+  for (const auto& line : plan_thinning(*m, g, ThinningKind::kFilters).log)
+    if (line.find(convs[2] + ": 9 zeroed filters kept: its channels reach the model's output") != std::string::npos)
+      said = true;
+  EXPECT_TRUE(said) << join(plan_thinning(*m, g, ThinningKind::kFilters).log, " | ");
   EXPECT_LE(thin_and_compare(m, "espcn", {{"scale", 3}}, nullptr), 1e-5);
   EXPECT_EQ(size_of(m, convs[0] + ".weight", 0), 61);
   EXPECT_EQ(size_of(m, convs[2] + ".weight", 0), 9);
