@@ -8,6 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/support.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -45,14 +47,6 @@ Result run(const std::string& args) {
 
 class Drivers : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("igb_drivers_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // Expects exit 2 with exactly one line that contains `needle`, and no run directory left.
   void expect_input_error(const std::string& args, const std::string& needle) {
     auto r = run(args);
@@ -68,7 +62,8 @@ class Drivers : public ::testing::Test {
     return "igb-train --optform=sr --out " + (dir_ / "run").string() + " --threads 1 " + extra;
   }
 
-  fs::path dir_;
+  igb::test::TempDir tmp_;
+  fs::path dir_ = tmp_.path();
 };
 
 TEST_F(Drivers, OptformIsRequiredAndValidated) {

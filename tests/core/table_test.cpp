@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/support.h"
+
 namespace igb {
 
 TEST(Table, TextAlignsNumbersRight) {
@@ -22,8 +24,8 @@ TEST(Table, CsvQuotesWhereNeeded) {
 }
 
 TEST(CsvAppender, KeepsExistingHeaderOnResume) {
-  auto path = std::filesystem::temp_directory_path() / "igb_csv_appender_test.csv";
-  std::filesystem::remove(path);
+  test::TempDir tmp;
+  auto path = tmp / "igb_csv_appender_test.csv";
   {
     CsvAppender a(path.string(), {"epoch", "loss"});
     a.append({{"epoch", "0"}, {"loss", "1.5"}});
@@ -35,7 +37,6 @@ TEST(CsvAppender, KeepsExistingHeaderOnResume) {
   std::ifstream in(path);
   std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(all, "epoch,loss\n0,1.5\n1,0.5\n");
-  std::filesystem::remove(path);
 }
 
 }  // namespace igb

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "tests/support.h"
 
 namespace igb {
 
@@ -28,13 +29,8 @@ TEST(Crc32c, MaskedForm) {
 
 class EventFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("igb_tb_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-                                        "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  test::TempDir tmp_;
+  fs::path dir_ = tmp_.path();
 };
 
 TEST_F(EventFileTest, RecordFramingAndScalarsRoundTrip) {

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "data/image.h"
 #include "data/synthetic_shapes.h"
+#include "tests/support.h"
 
 namespace igb::data {
 
@@ -18,14 +19,6 @@ namespace {
 
 class ClassifyDataTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("igb_cls_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(root_);
-    fs::create_directories(root_);
-  }
-  void TearDown() override { fs::remove_all(root_); }
-
   // A CIFAR-10 record: label, then R, G, B planes; pixel (y, x) of channel c = (c*50 + y + x + label) % 256.
   static std::string cifar_record(uint8_t label) {
     std::string r(1, static_cast<char>(label));
@@ -49,7 +42,8 @@ class ClassifyDataTest : public ::testing::Test {
     write(root_ / (prefix + "-images-idx3-ubyte"), im);
     write(root_ / (prefix + "-labels-idx1-ubyte"), lb);
   }
-  fs::path root_;
+  test::TempDir tmp_;
+  fs::path root_ = tmp_.path();
 };
 
 }  // namespace

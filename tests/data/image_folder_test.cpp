@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "data/image.h"
 #include "data/sr_data.h"
+#include "tests/support.h"
 
 namespace igb::data {
 
@@ -15,18 +16,12 @@ namespace fs = std::filesystem;
 
 class ImageFolderTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("igb_folder_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(root_);
-    fs::create_directories(root_);
-  }
-  void TearDown() override { fs::remove_all(root_); }
   void image(const fs::path& rel, int64_t h = 40, int64_t w = 40, float v = 0.5f) {
     fs::create_directories((root_ / rel).parent_path());
     write_image(root_ / rel, torch::full({3, h, w}, v));
   }
-  fs::path root_;
+  test::TempDir tmp_;
+  fs::path root_ = tmp_.path();
 };
 
 TEST_F(ImageFolderTest, RecognisesBsds300) {

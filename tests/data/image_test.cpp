@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "tests/support.h"
 
 namespace igb::data {
 
@@ -47,15 +48,16 @@ TEST(YCbCr, InverseRoundTrips) {
 TEST(ImageIo, PngRoundTripIsExactOn8BitValues) {
   torch::manual_seed(2);
   auto img = torch::randint(0, 256, {3, 6, 9}).to(torch::kFloat32) / 255;
-  auto path = fs::temp_directory_path() / "igb_image_io_test.png";
+  test::TempDir tmp;
+  auto path = tmp / "igb_image_io_test.png";
   write_image(path, img);
   auto back = read_image(path);
   EXPECT_TRUE(torch::allclose(back, img, 0, 1e-6));
-  fs::remove(path);
 }
 
 TEST(ImageIo, CorruptAndMissingFilesNameTheFile) {
-  auto path = fs::temp_directory_path() / "igb_corrupt_image_test.png";
+  test::TempDir tmp;
+  auto path = tmp / "igb_corrupt_image_test.png";
   std::ofstream(path) << "\x89PNG this is not a png";
   try {
     read_image(path);

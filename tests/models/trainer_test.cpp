@@ -8,6 +8,7 @@
 #include "core/checkpoint.h"
 #include "core/logger.h"
 #include "models/sr/sr_solver.h"
+#include "tests/support.h"
 
 namespace igb::models {
 
@@ -81,22 +82,17 @@ class TinySrTask : public TrainingTask {
   data::SrData data_;
 };
 
-fs::path temp_dir(const std::string& name) {
-  auto d = fs::temp_directory_path() / ("igb_trainer_" + name);
-  fs::remove_all(d);
-  return d;
-}
-
 }  // namespace
 
 TEST(Trainer, CallsTheSixHooksInOrder) {
+  test::TempDir tmp;
   TinySrTask task;
   RecordingHooks hooks;
   Logger logger;
   logger.set_quiet(true);
   RunContext ctx;
   ctx.logger = &logger;
-  ctx.out_dir = temp_dir("hooks");
+  ctx.out_dir = tmp / "hooks";
   TrainConfig cfg;
   cfg.model = "espcn";
   cfg.epochs = 2;
@@ -116,10 +112,10 @@ TEST(Trainer, CallsTheSixHooksInOrder) {
   EXPECT_EQ(hooks.calls, expected);
   for (const char* f : {"train.log", "metrics.csv", "config.yaml", "checkpoint.ckpt", "best.ckpt", "summary.json"})
     EXPECT_TRUE(fs::exists(ctx.out_dir / f)) << f;
-  fs::remove_all(ctx.out_dir);
 }
 
 TEST(Trainer, ResumeGivesTheSameWeightsAsAStraightRun) {
+  test::TempDir tmp;
   Logger logger;
   logger.set_quiet(true);
   sr::SrConfig cfg;
@@ -136,13 +132,13 @@ TEST(Trainer, ResumeGivesTheSameWeightsAsAStraightRun) {
 
   RunContext straight;
   straight.logger = &logger;
-  straight.out_dir = temp_dir("straight");
+  straight.out_dir = tmp / "straight";
   cfg.train.epochs = 4;
   sr::train_sr(cfg, straight, RunInfo{"sr", "", {}});
 
   RunContext split;
   split.logger = &logger;
-  split.out_dir = temp_dir("split");
+  split.out_dir = tmp / "split";
   cfg.train.epochs = 2;
   sr::train_sr(cfg, split, RunInfo{"sr", "", {}});
   EXPECT_EQ(Checkpoint::load(split.out_dir / "checkpoint.ckpt").meta().epoch, 1);
@@ -167,16 +163,15 @@ TEST(Trainer, ResumeGivesTheSameWeightsAsAStraightRun) {
   int rows = -1;
   while (std::getline(csv, line)) ++rows;
   EXPECT_EQ(rows, 4);
-  fs::remove_all(straight.out_dir);
-  fs::remove_all(split.out_dir);
 }
 
 TEST(Trainer, ResumeMidScheduleEndsWithTheSameMasksAndWeights) {
+  test::TempDir tmp;
   Logger logger;
   logger.set_quiet(true);
   register_builtin_models();
   torch::set_num_threads(1);
-  auto schedule = fs::temp_directory_path() / "igb_resume_agp.yaml";
+  auto schedule = tmp / "igb_resume_agp.yaml";
   std::ofstream(schedule) << "version: 1\npruners:\n  p:\n    class: AutomatedGradualPruner\n"
                              "    initial_sparsity: 0.1\n    final_sparsity: 0.7\n"
                              "    weights: [mid_part.0.0.weight, mid_part.1.weight]\n"
@@ -195,10 +190,10 @@ TEST(Trainer, ResumeMidScheduleEndsWithTheSameMasksAndWeights) {
   cfg.patch_size = 24;
   cfg.model_args = {{"d", 8}, {"s", 4}, {"m", 1}};
 
-  RunContext straight{&logger, temp_dir("sched_straight")};
+  RunContext straight{&logger, tmp / "sched_straight"};
   cfg.train.epochs = 4;
   auto s1 = sr::train_sr(cfg, straight, RunInfo{"sr", "", {}});
-  RunContext split{&logger, temp_dir("sched_split")};
+  RunContext split{&logger, tmp / "sched_split"};
   cfg.train.epochs = 2;
   sr::train_sr(cfg, split, RunInfo{"sr", "", {}});
   cfg.train.epochs = 4;
@@ -223,9 +218,6 @@ TEST(Trainer, ResumeMidScheduleEndsWithTheSameMasksAndWeights) {
   std::string header;
   std::getline(csv, header);
   EXPECT_NE(header.find("sparsity/mid_part.1.weight"), std::string::npos) << header;
-  fs::remove_all(straight.out_dir);
-  fs::remove_all(split.out_dir);
-  fs::remove(schedule);
 }
 
 }  // namespace igb::models

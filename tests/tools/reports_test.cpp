@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "models/model.h"
+#include "tests/support.h"
 #include "tools/draw.h"
 #include "tools/macs.h"
 #include "tools/profile.h"
@@ -33,13 +34,6 @@ SummaryGraph graph_of(const models::Model& m, const std::string& name, Shape inp
 MacsSummary macs_of(const std::string& name, nlohmann::json opts = nlohmann::json::object(), Shape input = {}) {
   auto m = make(name, opts);
   return compute_macs(graph_of(m, name, input), *m);
-}
-
-fs::path temp_dir(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("igb_tools_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
 }
 
 }  // namespace
@@ -168,7 +162,8 @@ TEST(Sparsity, ModelReportTotals) {
 TEST(Draw, DotIsAcceptedByGraphvizAndPngDecodes) {
   auto m = make("resnet20_cifar");
   auto g = graph_of(m, "resnet20_cifar");
-  auto dir = temp_dir("draw");
+  test::TempDir tmp;
+  const fs::path dir = tmp.path();
   draw_graph(g, dir / "g.dot", true);
   const std::string dot = graph_to_dot(g, true);
   EXPECT_NE(dot.find("\"layer1.0.conv1\\nConv k=3x3 p=1x1\\n1x16x32x32\""), std::string::npos);
@@ -192,7 +187,6 @@ TEST(Draw, DotIsAcceptedByGraphvizAndPngDecodes) {
 
   EXPECT_THROW(draw_graph(g, dir / "g.jpg", false), InputError);
   EXPECT_FALSE(fs::exists(dir / "g.jpg"));
-  fs::remove_all(dir);
 }
 
 TEST(Profile, PerLayerCostsOperatorsAndTrace) {

@@ -1,0 +1,59 @@
+// Helpers shared by the test binaries.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+namespace igb::test {
+
+/// A fresh, empty folder under the system's temporary directory, removed with everything in it
+/// when the object goes out of scope (also when a test fails or throws). The name is unique
+/// (mkdtemp), so tests running in parallel never share a folder.
+///
+///   TempDir tmp;                       // /tmp/igb_Suite_Test_Ab12Cd/
+///   write_image(tmp / "a.png", img);
+class TempDir {
+ public:
+  /// `tag` starts the folder name; by default "igb_<suite>_<test>" of the running test.
+  explicit TempDir(std::string tag = default_tag()) {
+    std::string pattern = (std::filesystem::temp_directory_path() / (sanitize(tag) + "_XXXXXX")).string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw std::runtime_error("cannot create a temporary folder " + pattern + ": " + std::strerror(errno));
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  /// The folder itself.
+  const std::filesystem::path& path() const { return path_; }
+  /// A path inside the folder (not created).
+  std::filesystem::path operator/(const std::filesystem::path& rel) const { return path_ / rel; }
+
+ private:
+  static std::string default_tag() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    if (info == nullptr) return "igb_test";
+    return std::string("igb_") + info->test_suite_name() + "_" + info->name();
+  }
+  // Parameterised tests have '/' in their names.
+  static std::string sanitize(std::string s) {
+    for (char& c : s)
+      if (c == '/' || c == '\\') c = '_';
+    return s;
+  }
+
+  std::filesystem::path path_;
+};
+
+}  // namespace igb::test
