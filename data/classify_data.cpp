@@ -1,9 +1,11 @@
 #include "data/classify_data.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "data/datasets.h"
 #include "data/image.h"
 #include "data/image_folder.h"
 #include "data/synthetic_shapes.h"
@@ -189,106 +191,162 @@ LabeledImages read_mnist(const fs::path& images_path, const fs::path& labels_pat
   return {images, labels};
 }
 
-std::string detect_classify_dataset(const std::string& data) {
-  if (data == "synthetic") return "synthetic";
+namespace {
+
+Preprocess preprocess_for(const ClassifyDataOptions& o, std::vector<double> mean, std::vector<double> std) {
+  return {o.input_shape[1], o.input_shape[2], o.input_shape[3], std::move(mean), std::move(std), o.augment, o.seed};
+}
+
+ClassifyData load_synthetic_shapes(const std::string&, const ClassifyDataOptions& o) {
+  ClassifyData d;
+  const auto pre = preprocess_for(o, {0.5, 0.5, 0.5}, {0.25, 0.25, 0.25});
+  d.classes = synthetic_shape_classes();
+  d.train = std::make_unique<TensorDataset>(synthetic_split(o.synthetic_train, 32, 10'000'000), pre, true);
+  d.val = std::make_unique<TensorDataset>(synthetic_split(o.synthetic_val, 32, 20'000'000), pre, false);
+  d.description = "synthetic shapes (" + std::to_string(o.synthetic_train) + " training, " +
+                  std::to_string(o.synthetic_val) + " validation images, 10 classes)";
+  return d;
+}
+
+ClassifyData load_cifar10(const std::string& data, const ClassifyDataOptions& o) {
+  fs::path dir = cifar_root(data);
+  if (dir.empty()) throw InputError("data folder " + data + " has no CIFAR-10 data_batch_1.bin");
+  std::vector<fs::path> train_files;
+  for (int i = 1; i <= 5; ++i)
+    if (fs::exists(dir / ("data_batch_" + std::to_string(i) + ".bin")))
+      train_files.push_back(dir / ("data_batch_" + std::to_string(i) + ".bin"));
+  if (!fs::exists(dir / "test_batch.bin")) throw InputError("CIFAR-10 folder " + dir.string() + " has no test_batch.bin");
+  const auto pre = preprocess_for(o, {0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616});
+  ClassifyData d;
+  d.classes = {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
+  auto train = read_cifar10_batches(train_files), val = read_cifar10_batches({dir / "test_batch.bin"});
+  d.description = "CIFAR-10 " + dir.string() + " (" + std::to_string(train.labels.size(0)) + " training, " +
+                  std::to_string(val.labels.size(0)) + " test images)";
+  d.train = std::make_unique<TensorDataset>(std::move(train), pre, true);
+  d.val = std::make_unique<TensorDataset>(std::move(val), pre, false);
+  return d;
+}
+
+ClassifyData load_mnist(const std::string& data, const ClassifyDataOptions& o) {
   fs::path root(data);
-  if (!fs::exists(root)) throw InputError("data folder " + data + " does not exist");
-  if (!fs::is_directory(root)) throw InputError("data path " + data + " is not a folder");
-  if (!cifar_root(root).empty()) return "cifar10";
-  if (is_mnist(root)) return "mnist";
-  if (has_class_folders(root)) return "imagefolder";
-  throw InputError("data folder " + data +
-                   " is not a recognised dataset: expected CIFAR-10 binaries (data_batch_1.bin …), MNIST IDX files "
-                   "(train-images-idx3-ubyte …) or one sub-folder of images per class");
+  for (const char* f : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                        "t10k-labels-idx1-ubyte"})
+    if (!fs::exists(root / f)) throw InputError("MNIST folder " + data + " has no " + f);
+  const auto pre = preprocess_for(o, {0.1307, 0.1307, 0.1307}, {0.3081, 0.3081, 0.3081});
+  ClassifyData d;
+  d.classes = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+  auto train = read_mnist(root / "train-images-idx3-ubyte", root / "train-labels-idx1-ubyte");
+  auto val = read_mnist(root / "t10k-images-idx3-ubyte", root / "t10k-labels-idx1-ubyte");
+  d.description = "MNIST " + data + " (" + std::to_string(train.labels.size(0)) + " training, " +
+                  std::to_string(val.labels.size(0)) + " test images)";
+  d.train = std::make_unique<TensorDataset>(std::move(train), pre, true);
+  d.val = std::make_unique<TensorDataset>(std::move(val), pre, false);
+  return d;
+}
+
+/// Image files and their class indices.
+struct LabeledFiles {
+  std::vector<fs::path> files;
+  std::vector<int64_t> labels;
+};
+
+// Holds out every tenth image (files are grouped by class, so every class gives some).
+void hold_out_every_tenth(LabeledFiles& train, LabeledFiles& val) {
+  LabeledFiles all = std::move(train);
+  train = {};
+  for (size_t i = 0; i < all.files.size(); ++i) {
+    LabeledFiles& to = i % 10 == 9 ? val : train;
+    to.files.push_back(all.files[i]);
+    to.labels.push_back(all.labels[i]);
+  }
+}
+
+ClassifyData load_image_folder(const std::string& data, const ClassifyDataOptions& o) {
+  fs::path root(data);
+  const auto pre = preprocess_for(o, {0.485, 0.456, 0.406}, {0.229, 0.224, 0.225});
+  const bool split = fs::is_directory(root / "train");
+  fs::path train_dir = split ? root / "train" : root, val_dir;
+  if (split)
+    for (const char* v : {"val", "valid", "validation", "test"})
+      if (fs::is_directory(root / v)) {
+        val_dir = root / v;
+        break;
+      }
+  if (!fs::is_directory(train_dir)) throw InputError("data folder " + data + " does not exist");
+  ClassifyData d;
+  for (const auto& e : fs::directory_iterator(train_dir))
+    if (e.is_directory()) d.classes.push_back(e.path().filename().string());
+  std::sort(d.classes.begin(), d.classes.end());
+  if (d.classes.size() < 2)
+    throw InputError("image folder " + train_dir.string() + " needs one sub-folder per class, at least two");
+  LabeledFiles train, val;
+  class_files(train_dir, d.classes, train.files, train.labels);
+  if (!val_dir.empty())
+    class_files(val_dir, d.classes, val.files, val.labels);
+  else
+    hold_out_every_tenth(train, val);
+  if (train.files.empty())
+    throw InputError("image folder " + train_dir.string() + " holds no images (png, jpg, jpeg, bmp)");
+  if (val.files.empty()) throw InputError("image folder " + data + " has no validation images");
+  d.description = "image folder " + data + " (" + std::to_string(train.files.size()) + " training, " +
+                  std::to_string(val.files.size()) + " validation images, " + std::to_string(d.classes.size()) +
+                  " classes)";
+  d.train = std::make_unique<FileDataset>(std::move(train.files), std::move(train.labels), pre, true);
+  d.val = std::make_unique<FileDataset>(std::move(val.files), std::move(val.labels), pre, false);
+  return d;
+}
+
+DatasetSpec classify_spec(std::string selected_by, int order, std::function<bool(const std::string&)> recognises,
+                          ClassifyDatasetFactory factory) {
+  DatasetSpec s;
+  s.family = "classify";
+  s.selected_by = std::move(selected_by);
+  s.recognise_order = order;
+  s.recognises = std::move(recognises);
+  s.classify = std::move(factory);
+  return s;
+}
+
+}  // namespace
+
+void register_classify_datasets(Registry<DatasetSpec>& r) {
+  // Recognition order: synthetic, then the specific file layouts, then any class sub-folders.
+  r.add("classify/synthetic",
+        classify_spec("--data synthetic", 0, [](const std::string& d) { return d == "synthetic"; },
+                      load_synthetic_shapes),
+        "seeded 10-class synthetic shapes at the model's input size");
+  r.add("classify/cifar10",
+        classify_spec("a folder with data_batch_1..5.bin and test_batch.bin", 1,
+                      [](const std::string& d) { return !cifar_root(d).empty(); }, load_cifar10),
+        "CIFAR-10 binary version (one label byte + 3072 pixel bytes per record)");
+  r.add("classify/mnist",
+        classify_spec("a folder with the four IDX files", 2, [](const std::string& d) { return is_mnist(d); },
+                      load_mnist),
+        "MNIST IDX (magic 2051 images, 2049 labels)");
+  r.add("classify/imagefolder",
+        classify_spec("a folder with train/<class>/ and val/<class>/", 3,
+                      [](const std::string& d) { return has_class_folders(d); }, load_image_folder),
+        "one sub-folder of images per class, ImageNet style");
+}
+
+std::string detect_classify_dataset(const std::string& data) {
+  if (data != "synthetic") {
+    if (!fs::exists(data)) throw InputError("data folder " + data + " does not exist");
+    if (!fs::is_directory(data)) throw InputError("data path " + data + " is not a folder");
+  }
+  auto name = recognise_dataset("classify", data);
+  if (name.empty())
+    throw InputError("data folder " + data +
+                     " is not a recognised dataset: expected CIFAR-10 binaries (data_batch_1.bin …), MNIST IDX files "
+                     "(train-images-idx3-ubyte …) or one sub-folder of images per class");
+  return name;
 }
 
 ClassifyData load_classify_data(const std::string& data, const ClassifyDataOptions& o) {
-  ClassifyData d;
-  d.dataset = o.dataset == "auto" ? detect_classify_dataset(data) : o.dataset;
-  if (d.dataset != "synthetic" && data == "synthetic")
-    throw InputError("--dataset " + d.dataset + " needs --data FOLDER");
-  Preprocess pre{o.input_shape[1], o.input_shape[2], o.input_shape[3], {}, {}, o.augment, o.seed};
-  fs::path root(data);
-  if (d.dataset == "synthetic") {
-    pre.mean = {0.5, 0.5, 0.5};
-    pre.std = {0.25, 0.25, 0.25};
-    d.classes = synthetic_shape_classes();
-    d.train = std::make_unique<TensorDataset>(synthetic_split(o.synthetic_train, 32, 10'000'000), pre, true);
-    d.val = std::make_unique<TensorDataset>(synthetic_split(o.synthetic_val, 32, 20'000'000), pre, false);
-    d.description = "synthetic shapes (" + std::to_string(o.synthetic_train) + " training, " +
-                    std::to_string(o.synthetic_val) + " validation images, 10 classes)";
-  } else if (d.dataset == "cifar10") {
-    fs::path dir = cifar_root(root);
-    if (dir.empty()) throw InputError("data folder " + data + " has no CIFAR-10 data_batch_1.bin");
-    std::vector<fs::path> train_files;
-    for (int i = 1; i <= 5; ++i)
-      if (fs::exists(dir / ("data_batch_" + std::to_string(i) + ".bin")))
-        train_files.push_back(dir / ("data_batch_" + std::to_string(i) + ".bin"));
-    if (!fs::exists(dir / "test_batch.bin")) throw InputError("CIFAR-10 folder " + dir.string() + " has no test_batch.bin");
-    pre.mean = {0.4914, 0.4822, 0.4465};
-    pre.std = {0.2470, 0.2435, 0.2616};
-    d.classes = {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
-    auto train = read_cifar10_batches(train_files), val = read_cifar10_batches({dir / "test_batch.bin"});
-    d.description = "CIFAR-10 " + dir.string() + " (" + std::to_string(train.labels.size(0)) + " training, " +
-                    std::to_string(val.labels.size(0)) + " test images)";
-    d.train = std::make_unique<TensorDataset>(std::move(train), pre, true);
-    d.val = std::make_unique<TensorDataset>(std::move(val), pre, false);
-  } else if (d.dataset == "mnist") {
-    for (const char* f : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
-                          "t10k-labels-idx1-ubyte"})
-      if (!fs::exists(root / f)) throw InputError("MNIST folder " + data + " has no " + f);
-    pre.mean = {0.1307, 0.1307, 0.1307};
-    pre.std = {0.3081, 0.3081, 0.3081};
-    d.classes = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
-    auto train = read_mnist(root / "train-images-idx3-ubyte", root / "train-labels-idx1-ubyte");
-    auto val = read_mnist(root / "t10k-images-idx3-ubyte", root / "t10k-labels-idx1-ubyte");
-    d.description = "MNIST " + data + " (" + std::to_string(train.labels.size(0)) + " training, " +
-                    std::to_string(val.labels.size(0)) + " test images)";
-    d.train = std::make_unique<TensorDataset>(std::move(train), pre, true);
-    d.val = std::make_unique<TensorDataset>(std::move(val), pre, false);
-  } else if (d.dataset == "imagefolder") {
-    pre.mean = {0.485, 0.456, 0.406};
-    pre.std = {0.229, 0.224, 0.225};
-    const bool split = fs::is_directory(root / "train");
-    fs::path train_dir = split ? root / "train" : root, val_dir;
-    if (split)
-      for (const char* v : {"val", "valid", "validation", "test"})
-        if (fs::is_directory(root / v)) {
-          val_dir = root / v;
-          break;
-        }
-    if (!fs::is_directory(train_dir)) throw InputError("data folder " + data + " does not exist");
-    for (const auto& e : fs::directory_iterator(train_dir))
-      if (e.is_directory()) d.classes.push_back(e.path().filename().string());
-    std::sort(d.classes.begin(), d.classes.end());
-    if (d.classes.size() < 2)
-      throw InputError("image folder " + train_dir.string() + " needs one sub-folder per class, at least two");
-    std::vector<fs::path> tf, vf;
-    std::vector<int64_t> tl, vl;
-    class_files(train_dir, d.classes, tf, tl);
-    if (!val_dir.empty()) {
-      class_files(val_dir, d.classes, vf, vl);
-    } else {
-      // Hold out every tenth image (files are grouped by class, so every class gives some).
-      std::vector<fs::path> all = tf;
-      std::vector<int64_t> al = tl;
-      tf.clear();
-      tl.clear();
-      for (size_t i = 0; i < all.size(); ++i) {
-        const bool hold = i % 10 == 9;
-        (hold ? vf : tf).push_back(all[i]);
-        (hold ? vl : tl).push_back(al[i]);
-      }
-    }
-    if (tf.empty()) throw InputError("image folder " + train_dir.string() + " holds no images (png, jpg, jpeg, bmp)");
-    if (vf.empty()) throw InputError("image folder " + data + " has no validation images");
-    d.description = "image folder " + data + " (" + std::to_string(tf.size()) + " training, " +
-                    std::to_string(vf.size()) + " validation images, " + std::to_string(d.classes.size()) + " classes)";
-    d.train = std::make_unique<FileDataset>(std::move(tf), std::move(tl), pre, true);
-    d.val = std::make_unique<FileDataset>(std::move(vf), std::move(vl), pre, false);
-  } else {
-    throw InputError("unknown dataset '" + d.dataset + "'; valid datasets: cifar10, imagefolder, mnist, synthetic");
-  }
+  const std::string name = o.dataset == "auto" ? detect_classify_dataset(data) : o.dataset;
+  if (name != "synthetic" && data == "synthetic") throw InputError("--dataset " + name + " needs --data FOLDER");
+  ClassifyData d = dataset_spec("classify", name).classify(data, o);
+  d.dataset = name;
   return d;
 }
 

@@ -28,15 +28,18 @@ LabeledImages read_mnist(const std::filesystem::path& images, const std::filesys
 
 /// How classification examples are made.
 struct ClassifyDataOptions {
-  /// "auto" (recognise the folder), "cifar10", "mnist", "imagefolder" or "synthetic".
+  /// "auto" (recognise `--data`) or a classify dataset of the registry: "cifar10", "imagefolder",
+  /// "mnist", "synthetic" (`igb-tools list datasets`). Default "auto".
   std::string dataset = "auto";
   /// The model's input shape {1, C, H, W}: examples are converted to C channels and H×W.
   std::vector<int64_t> input_shape = {1, 3, 32, 32};
   /// Training augmentation (small inputs: pad 4 + random crop + flip; large: random crop + flip).
   bool augment = true;
+  /// Seed of the augmentation's crops and flips. Default 0.
   uint64_t seed = 0;
-  /// Synthetic shapes only: training and validation images.
+  /// Synthetic shapes only: training images. Default 20000.
   int64_t synthetic_train = 20000;
+  /// Synthetic shapes only: validation images. Default 2000.
   int64_t synthetic_val = 2000;
 };
 
@@ -51,10 +54,12 @@ struct ClassifyData {
 };
 
 /// Which dataset `data` is ("synthetic", or a folder holding CIFAR-10 binaries, MNIST IDX files
-/// or class sub-folders); InputError when it is none of them.
+/// or class sub-folders), asking the registry's classify entries in their recognition order;
+/// InputError when it is none of them.
 std::string detect_classify_dataset(const std::string& data);
 
-/// Loads `data` for classification.
+/// Loads `data` for classification with the registry entry `options.dataset` (or the one that
+/// recognises `data`). An unknown dataset is an InputError listing the valid ones.
 ClassifyData load_classify_data(const std::string& data, const ClassifyDataOptions& options);
 
 }  // namespace igb::data

@@ -1,6 +1,9 @@
 #include "data/datasets.h"
 
+#include <algorithm>
 #include <mutex>
+
+#include "core/error.h"
 
 namespace igb::data {
 
@@ -13,20 +16,8 @@ void register_builtin_datasets() {
   static std::once_flag once;
   std::call_once(once, [] {
     auto& r = dataset_registry();
-    r.add("sr/synthetic", {"sr", "--data synthetic"},
-          "seeded synthetic images (gradients, edges, textures, text-like strokes); LR by bicubic imresize");
-    r.add("sr/bsds300", {"sr", "a folder with images/train and images/test"},
-          "BSDS300 layout; HR crops, LR by MATLAB-compatible bicubic imresize");
-    r.add("sr/train-val", {"sr", "a folder with train/ and val|valid|validation|test/"},
-          "two image folders (DIV2K-style); LR by bicubic imresize");
-    r.add("sr/flat", {"sr", "a folder of images"}, "every tenth image held out for validation (Set5, Set14 for testing)");
-    r.add("classify/synthetic", {"classify", "--data synthetic"}, "seeded 10-class synthetic shapes at the model's input size");
-    r.add("classify/cifar10", {"classify", "a folder with data_batch_1..5.bin and test_batch.bin"},
-          "CIFAR-10 binary version (one label byte + 3072 pixel bytes per record)");
-    r.add("classify/mnist", {"classify", "a folder with the four IDX files"},
-          "MNIST IDX (magic 2051 images, 2049 labels)");
-    r.add("classify/imagefolder", {"classify", "a folder with train/<class>/ and val/<class>/"},
-          "one sub-folder of images per class, ImageNet style");
+    register_sr_datasets(r);
+    register_classify_datasets(r);
     r.freeze();
   });
 }
@@ -37,6 +28,26 @@ std::vector<std::string> dataset_names(const std::string& family) {
   for (const auto& n : dataset_registry().names())
     if (dataset_registry().entry(n).factory.family == family) out.push_back(n.substr(family.size() + 1));
   return out;
+}
+
+const DatasetSpec& dataset_spec(const std::string& family, const std::string& name) {
+  register_builtin_datasets();
+  const std::string key = family + "/" + name;
+  if (!dataset_registry().contains(key))
+    throw InputError("unknown dataset '" + name + "'; valid datasets: " + join(dataset_names(family)));
+  return dataset_registry().get(key);
+}
+
+std::string recognise_dataset(const std::string& family, const std::string& data) {
+  auto names = dataset_names(family);
+  std::stable_sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
+    return dataset_spec(family, a).recognise_order < dataset_spec(family, b).recognise_order;
+  });
+  for (const auto& n : names) {
+    const auto& spec = dataset_spec(family, n);
+    if (spec.recognises && spec.recognises(data)) return n;
+  }
+  return {};
 }
 
 }  // namespace igb::data

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "data/datasets.h"
 #include "data/image.h"
 #include "data/image_folder.h"
 #include "data/resize.h"
@@ -72,6 +73,7 @@ std::vector<SrEvalImage> make_sr_eval_images(const std::vector<at::Tensor>& hr_r
 }
 
 namespace {
+
 std::vector<at::Tensor> read_all(const std::vector<fs::path>& paths, std::vector<std::string>* names) {
   std::vector<at::Tensor> out;
   for (const auto& p : paths) {
@@ -87,48 +89,93 @@ void synthetic_val(const SrDataOptions& o, std::vector<at::Tensor>& imgs, std::v
     names.push_back("synthetic_" + std::to_string(i) + ".png");
   }
 }
-}  // namespace
 
-SrData load_sr_data(const std::string& data, const SrDataOptions& options) {
-  SrData d;
+SrData load_sr_synthetic(const std::string&, const SrDataOptions& options) {
   std::vector<at::Tensor> train, val;
   std::vector<std::string> val_names;
-  if (data == "synthetic") {
-    for (int64_t i = 0; i < options.synthetic_train_images; ++i)
-      train.push_back(render_synthetic_image(options.synthetic_size, options.synthetic_size,
-                                             kSyntheticTrainSeed + i));
-    synthetic_val(options, val, val_names);
-    d.description = "synthetic (" + std::to_string(train.size()) + " training, " +
-                    std::to_string(val.size()) + " validation images)";
-  } else {
-    ImageSplit split = split_image_folder(data);
-    train = read_all(split.train, nullptr);
-    val = read_all(split.val, &val_names);
-    for (size_t i = 0; i < train.size(); ++i)
-      if (train[i].size(1) < options.patch_size || train[i].size(2) < options.patch_size)
-        throw InputError("training image " + split.train[i].string() + " (" +
-                         std::to_string(train[i].size(2)) + "x" + std::to_string(train[i].size(1)) +
-                         ") is smaller than the " + std::to_string(options.patch_size) +
-                         "-pixel patch size");
-    d.description = data + " (" + split.layout + ": " + std::to_string(train.size()) +
-                    " training, " + std::to_string(val.size()) + " validation images)";
-  }
+  for (int64_t i = 0; i < options.synthetic_train_images; ++i)
+    train.push_back(render_synthetic_image(options.synthetic_size, options.synthetic_size, kSyntheticTrainSeed + i));
+  synthetic_val(options, val, val_names);
+  SrData d;
+  d.description = "synthetic (" + std::to_string(train.size()) + " training, " + std::to_string(val.size()) +
+                  " validation images)";
   d.train = std::make_unique<SrTrainSet>(std::move(train), options);
   d.val = make_sr_eval_images(val, val_names, options);
   return d;
 }
 
-std::vector<SrEvalImage> load_sr_eval_data(const std::string& data, const SrDataOptions& options) {
+std::vector<SrEvalImage> load_sr_synthetic_eval(const std::string&, const SrDataOptions& options) {
   std::vector<at::Tensor> val;
   std::vector<std::string> names;
-  if (data == "synthetic") {
-    synthetic_val(options, val, names);
-  } else {
-    // A held-out split when the folder has one; otherwise every image (a test set like Set5).
-    ImageSplit split = split_image_folder_or_all(data);
-    val = read_all(split.val, &names);
-  }
+  synthetic_val(options, val, names);
   return make_sr_eval_images(val, names, options);
+}
+
+SrData load_sr_folder(const std::string& data, const SrDataOptions& options) {
+  ImageSplit split = split_image_folder(data);
+  std::vector<std::string> val_names;
+  auto train = read_all(split.train, nullptr);
+  auto val = read_all(split.val, &val_names);
+  for (size_t i = 0; i < train.size(); ++i)
+    if (train[i].size(1) < options.patch_size || train[i].size(2) < options.patch_size)
+      throw InputError("training image " + split.train[i].string() + " (" + std::to_string(train[i].size(2)) + "x" +
+                       std::to_string(train[i].size(1)) + ") is smaller than the " +
+                       std::to_string(options.patch_size) + "-pixel patch size");
+  SrData d;
+  d.description = data + " (" + split.layout + ": " + std::to_string(train.size()) + " training, " +
+                  std::to_string(val.size()) + " validation images)";
+  d.train = std::make_unique<SrTrainSet>(std::move(train), options);
+  d.val = make_sr_eval_images(val, val_names, options);
+  return d;
+}
+
+std::vector<SrEvalImage> load_sr_folder_eval(const std::string& data, const SrDataOptions& options) {
+  // A held-out split when the folder has one; otherwise every image (a test set like Set5).
+  ImageSplit split = split_image_folder_or_all(data);
+  std::vector<std::string> names;
+  auto val = read_all(split.val, &names);
+  return make_sr_eval_images(val, names, options);
+}
+
+DatasetSpec sr_spec(std::string selected_by, int order, std::function<bool(const std::string&)> recognises,
+                    SrDatasetFactory load, SrEvalFactory eval) {
+  DatasetSpec s;
+  s.family = "sr";
+  s.selected_by = std::move(selected_by);
+  s.recognise_order = order;
+  s.recognises = std::move(recognises);
+  s.sr = std::move(load);
+  s.sr_eval = std::move(eval);
+  return s;
+}
+
+const DatasetSpec& sr_dataset_for(const std::string& data) {
+  // "folder" recognises every value but "synthetic", so this always finds an entry.
+  return dataset_spec("sr", recognise_dataset("sr", data));
+}
+
+}  // namespace
+
+void register_sr_datasets(Registry<DatasetSpec>& r) {
+  r.add("sr/synthetic",
+        sr_spec("--data synthetic", 0, [](const std::string& d) { return d == "synthetic"; }, load_sr_synthetic,
+                load_sr_synthetic_eval),
+        "seeded synthetic images (gradients, edges, textures, text-like strokes); LR by bicubic imresize");
+  // The folder's layout (BSDS300, train/ + val/, or flat) is recognised by split_image_folder.
+  r.add("sr/folder",
+        sr_spec("a folder of images: images/train + images/test (BSDS300), train/ + val|valid|validation|test/, "
+                "or flat",
+                1, [](const std::string& d) { return d != "synthetic"; }, load_sr_folder, load_sr_folder_eval),
+        "HR images, LR by MATLAB-compatible bicubic imresize; a flat folder holds out every tenth image for "
+        "validation (and is tested whole: Set5, Set14)");
+}
+
+SrData load_sr_data(const std::string& data, const SrDataOptions& options) {
+  return sr_dataset_for(data).sr(data, options);
+}
+
+std::vector<SrEvalImage> load_sr_eval_data(const std::string& data, const SrDataOptions& options) {
+  return sr_dataset_for(data).sr_eval(data, options);
 }
 
 }  // namespace igb::data

@@ -25,9 +25,11 @@ struct SrDataOptions {
   int64_t patches_per_image = 8;
   /// Seed of crops and flips.
   uint64_t seed = 0;
-  /// Synthetic data only: number of training and validation images and their side.
+  /// Synthetic data only: training images. Default 200.
   int64_t synthetic_train_images = 200;
+  /// Synthetic data only: validation images. Default 10.
   int64_t synthetic_val_images = 10;
+  /// Synthetic data only: side of every image in pixels. Default 144.
   int64_t synthetic_size = 144;
 };
 
@@ -74,8 +76,9 @@ std::vector<SrEvalImage> make_sr_eval_images(const std::vector<at::Tensor>& hr_r
                                              const std::vector<std::string>& names,
                                              const SrDataOptions& options);
 
-/// Loads `data` ("synthetic" or an image folder) for SR. Bad folders, unreadable images and
-/// images smaller than a training patch are InputErrors naming the file.
+/// Loads `data` ("synthetic" or an image folder) for SR with the dataset registry's "sr" entry that
+/// recognises it. Bad folders, unreadable images and images smaller than a training patch are
+/// InputErrors naming the file.
 SrData load_sr_data(const std::string& data, const SrDataOptions& options);
 
 /// Only the validation images of `data` (for testing a checkpoint).
