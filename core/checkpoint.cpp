@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/text.h"
 
 namespace igb {
 
@@ -14,8 +15,6 @@ std::string shape_str(const torch::Tensor& t) {
   for (int64_t i = 0; i < t.dim(); ++i) s += (i ? "x" : "") + std::to_string(t.size(i));
   return s + "]";
 }
-
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 }  // namespace
 
 nlohmann::json CheckpointMeta::to_json() const {

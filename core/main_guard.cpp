@@ -6,28 +6,21 @@
 #include <iostream>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace igb {
-
-namespace {
-std::string one_line(std::string s) {
-  auto nl = s.find('\n');
-  if (nl != std::string::npos) s = s.substr(0, nl);
-  return s;
-}
-}  // namespace
 
 int guarded_main(const char* program, const std::function<int()>& body) {
   try {
     return body();
   } catch (const InputError& e) {
-    std::cerr << program << ": error: " << one_line(e.what()) << std::endl;
+    std::cerr << program << ": error: " << first_line(e.what()) << std::endl;
     return kExitInput;
   } catch (const c10::Error& e) {
-    std::cerr << program << ": error: " << one_line(e.what_without_backtrace()) << std::endl;
+    std::cerr << program << ": error: " << first_line(e.what_without_backtrace()) << std::endl;
     return kExitFailure;
   } catch (const std::exception& e) {
-    std::cerr << program << ": error: " << one_line(e.what()) << std::endl;
+    std::cerr << program << ": error: " << first_line(e.what()) << std::endl;
     return kExitFailure;
   }
 }

@@ -8,12 +8,13 @@
 #include "core/activation.h"
 #include "core/channel_pad.h"
 #include "core/error.h"
+#include "core/tensor_util.h"
 
 namespace igb {
 
 void slice_in_place(at::Tensor& t, int64_t dim, const std::vector<int64_t>& keep) {
   torch::NoGradGuard no_grad;
-  const auto index = torch::tensor(keep, torch::TensorOptions().dtype(torch::kLong).device(t.device()));
+  const auto index = index_tensor(keep, t.device());
   if (t.grad().defined()) t.mutable_grad() = t.grad().index_select(dim, index).contiguous();
   t.set_data(t.index_select(dim, index).contiguous());
 }

@@ -1,0 +1,24 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace igb {
+
+/// Number of elements of `t` that are exactly zero.
+int64_t count_zeros(const at::Tensor& t);
+
+/// Fraction in [0, 1] of the elements of `t` that are exactly zero (the fine-grained sparsity);
+/// 0 for an empty tensor.
+///
+///   zero_fraction(torch::tensor({0.f, 1.f, 0.f, 2.f}))  // 0.5
+double zero_fraction(const at::Tensor& t);
+
+/// A 1-D int64 tensor of `indices` on `device`, for index_select / index_fill_ along one dim
+/// (e.g. the filters a thinning keeps).
+at::Tensor index_tensor(const std::vector<int64_t>& indices, c10::Device device = c10::kCPU);
+
+}  // namespace igb
