@@ -1,10 +1,15 @@
 #pragma once
 
+#include <torch/nn/module.h>
+
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "tools/graph/summary_graph.h"
 
 namespace igb::compress {
 
@@ -24,7 +29,7 @@ struct GroupMember {
 
 /// For every conv, transposed conv and linear weight, the channel group of each of its output
 /// channels: every producer filter and per-channel follower tied to it by the summary graph
-/// (build_channel_groups in compress/thinning.h). Filter pruning zeroes whole groups through it,
+/// (build_channel_groups below). Filter pruning zeroes whole groups through it,
 /// so what it prunes can be thinned, even where residual adds tie several layers together.
 class ChannelGroups {
  public:
@@ -57,5 +62,66 @@ class ChannelGroups {
   std::map<std::string, std::vector<size_t>> by_weight_;
   std::map<std::string, std::string> op_of_weight_;
 };
+
+/// The channels of every tensor in a summary graph, tied into groups by the op table's channel
+/// rule (tools::channel_link): an op that keeps channels in place ties input channel c to output
+/// channel c; a concat or channel pad ties each input's channels to their offset in the output; a
+/// flatten ties a channel to its block of H·W features; a pixel shuffle ties r² input channels to
+/// one output channel. Channels that reach the model's input or output, or an op the rule does not
+/// follow, are fixed (never removable), with the reason kept for reports.
+class ChannelTies {
+ public:
+  ChannelTies(const torch::nn::Module& model, const tools::SummaryGraph& graph);
+
+  /// Channel count of value `v` (0 for tensors without a channel dimension).
+  int64_t channels(int v) const;
+  /// Index of channel `c` of value `v` among all channels of the graph.
+  int node(int v, int64_t c) const { return base_[static_cast<size_t>(v)] + static_cast<int>(c); }
+  /// Number of channels of all values.
+  int size() const { return static_cast<int>(fixed_.size()); }
+  /// Representative of the group of channel node `n`.
+  int find(int n) const;
+  int root(int v, int64_t c) const { return find(node(v, c)); }
+  bool fixed(int n) const { return fixed_[static_cast<size_t>(n)]; }
+  /// Why node `n` is fixed ("the model's output"), "" when it is not.
+  const std::string& why_fixed(int n) const { return why_fixed_[static_cast<size_t>(n)]; }
+
+  /// Parameters indexed by the output channels of a per-channel op on the channel path: norm
+  /// affine terms, depthwise filters and biases, per-channel PReLU slopes (buffers excluded).
+  std::vector<std::string> follower_params(const tools::OpNode& op) const;
+  /// Whether `op` is such a per-channel op.
+  bool is_follower(const tools::OpNode& op) const { return !follower_params(op).empty(); }
+  /// Whether `op` is a depthwise convolution.
+  bool is_depthwise(const tools::OpNode& op) const;
+  /// Whether `op` is a ChannelPad module (whose padded channel counts thinning can change).
+  bool is_channel_pad_module(const tools::OpNode& op) const;
+
+ private:
+  void tie(const tools::OpNode& op);
+  void unite(int a, int b);
+  void fix_value(int v, const std::string& why);
+  void fix_node(int n, const std::string& why);
+  void fix_op(const tools::OpNode& op);
+
+  const torch::nn::Module& model_;
+  const tools::SummaryGraph& g_;
+  torch::OrderedDict<std::string, at::Tensor> params_;
+  std::vector<int> base_;
+  mutable std::vector<int> parent_;
+  std::vector<bool> fixed_;
+  std::vector<std::string> why_fixed_;
+};
+
+/// Every tensor entry tied to output channel `channel` of producer op `op` (a conv, transposed
+/// conv or linear): the filters of all producers joined with it by adds and concats, the
+/// per-channel followers, and the consumers' input slices. Zeroing the producer and follower
+/// entries makes the group removable by filter thinning. Also reports whether the group can be
+/// removed at all (`removable` false when it reaches the model's input or output or an op the
+/// walk does not follow).
+std::vector<GroupMember> channel_group(const torch::nn::Module& model, const tools::SummaryGraph& graph,
+                                       const std::string& op, int64_t channel, bool* removable = nullptr);
+
+/// The channel groups of every producer's output channels, for group-consistent filter pruning.
+std::shared_ptr<ChannelGroups> build_channel_groups(const torch::nn::Module& model, const tools::SummaryGraph& graph);
 
 }  // namespace igb::compress

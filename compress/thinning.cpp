@@ -20,36 +20,6 @@ using tools::SummaryGraph;
 
 namespace {
 
-class UnionFind {
- public:
-  explicit UnionFind(size_t n) : parent_(n) { std::iota(parent_.begin(), parent_.end(), 0); }
-  int find(int x) {
-    while (parent_[x] != x) x = parent_[x] = parent_[parent_[x]];
-    return x;
-  }
-  void unite(int a, int b) {
-    a = find(a), b = find(b);
-    if (a != b) parent_[std::max(a, b)] = std::min(a, b);
-  }
-
- private:
-  std::vector<int> parent_;
-};
-
-bool producer(const OpNode& op) {
-  if (op.param("weight").empty()) return false;
-  return op.type == "Linear" || ((op.type == "Conv" || op.type == "ConvTranspose") && op.groups == 1);
-}
-
-/// Per-channel ops that keep channel c in place (the first data input to the output).
-bool keeps_channels(const std::string& type) {
-  static const std::set<std::string> types = {
-      "BatchNorm", "InstanceNorm", "PReLU", "ReLU", "ReLU6", "LeakyReLU", "Tanh", "Sigmoid", "MaxPool",
-      "AvgPool", "AdaptiveAvgPool", "AdaptiveMaxPool", "Dropout", "Clamp", "Upsample", "Contiguous",
-      "Clone", "Cast"};
-  return types.count(type) > 0;
-}
-
 /// Per-channel counts of non-zero entries of `t` along `dim` (the other dimensions summed).
 std::vector<int64_t> nonzero_per(const at::Tensor& t, int64_t dim) {
   auto nz = t.detach().ne(0).to(torch::kLong);
@@ -68,15 +38,8 @@ std::string fmt_count(int64_t before, int64_t after) { return std::to_string(bef
 class Planner {
  public:
   Planner(const torch::nn::Module& model, const SummaryGraph& g, ThinningKind kind)
-      : model_(model), g_(g), kind_(kind), params_(model.named_parameters()), buffers_(model.named_buffers()) {
-    int total = 0;
-    for (const auto& v : g.values()) {
-      base_.push_back(total);
-      total += static_cast<int>(channels(v.id));
-    }
-    uf_ = std::make_unique<UnionFind>(total);
-    fixed_.assign(total, false);
-    why_fixed_.assign(total, "");
+      : g_(g), kind_(kind), params_(model.named_parameters()), buffers_(model.named_buffers()), ties_(model, g) {
+    const auto total = static_cast<size_t>(ties_.size());
     not_zero_preserving_.assign(total, false);
     why_spoiled_.assign(total, "");
     source_.assign(total, false);
@@ -85,199 +48,22 @@ class Planner {
     consumer_nonzero_.assign(total, false);
   }
 
-  /// Ties channels without deciding anything (for channel_group).
-  void tie_all() {
-    for (const auto& op : g_.ops()) tie(op);
-    for (int v : g_.inputs()) fix_value(v, "the model's input");
-    for (int v : g_.outputs()) fix_value(v, "the model's output");
-  }
-
-  std::vector<GroupMember> members(int op_index, int64_t channel, bool* removable) {
-    const auto& src = g_.op(op_index);
-    if (!producer(src) || src.outputs.empty() || channel < 0 || channel >= channels(src.outputs[0]))
-      throw InputError("channel_group: " + src.name + " is not a conv, transposed conv or linear layer with output channel " +
-                       std::to_string(channel));
-    const int r = root(src.outputs[0], channel);
-    bool fixed = false;
-    for (size_t i = 0; i < fixed_.size(); ++i)
-      if (fixed_[i] && uf_->find(static_cast<int>(i)) == r) fixed = true;
-    if (removable) *removable = !fixed;
-    std::vector<GroupMember> out;
-    using Role = GroupMember::Role;
-    auto add = [&](Role role, const OpNode& op, const std::string& t, int64_t dim, int64_t index) {
-      if (!t.empty()) out.push_back({role, op.name, t, dim, index});
-    };
-    for (const auto& op : g_.ops()) {
-      if (op.inputs.empty() || op.outputs.empty()) continue;
-      const int in = op.inputs[0], o = op.outputs[0];
-      const std::string w = op.param("weight"), b = op.param("bias");
-      for (int64_t c = 0; c < channels(o); ++c) {
-        if (root(o, c) != r) continue;
-        if (producer(op)) {
-          add(Role::kProducer, op, w, op.type == "ConvTranspose" ? 1 : 0, c);
-          add(Role::kProducer, op, b, 0, c);
-        } else if (depthwise(op) || op.type == "BatchNorm" || op.type == "InstanceNorm" ||
-                   (op.type == "PReLU" && !w.empty() && tensor(w).numel() == channels(o))) {
-          add(Role::kFollower, op, w, 0, c);
-          if (op.type != "PReLU") add(Role::kFollower, op, b, 0, c);
-        }
-      }
-      if (producer(op))
-        for (int64_t c = 0; c < channels(in); ++c)
-          if (root(in, c) == r) add(Role::kConsumer, op, w, op.type == "ConvTranspose" ? 0 : 1, c);
-    }
-    return out;
-  }
-
-  std::shared_ptr<ChannelGroups> groups() {
-    tie_all();
-    std::map<int, std::vector<GroupMember>> by_root;
-    std::map<int, bool> fixed;
-    for (size_t i = 0; i < fixed_.size(); ++i)
-      if (fixed_[i]) fixed[uf_->find(static_cast<int>(i))] = true;
-    using Role = GroupMember::Role;
-    for (const auto& op : g_.ops()) {
-      if (op.inputs.empty() || op.outputs.empty()) continue;
-      const int o = op.outputs[0];
-      const std::string w = op.param("weight"), b = op.param("bias");
-      const bool follower = depthwise(op) || op.type == "BatchNorm" || op.type == "InstanceNorm" ||
-                            (op.type == "PReLU" && !w.empty() && tensor(w).numel() == channels(o));
-      if (!producer(op) && !follower) continue;
-      for (int64_t c = 0; c < channels(o); ++c) {
-        auto& list = by_root[root(o, c)];
-        const Role role = producer(op) ? Role::kProducer : Role::kFollower;
-        if (!w.empty()) list.push_back({role, op.name, w, op.type == "ConvTranspose" ? 1 : 0, c});
-        if (!b.empty() && op.type != "PReLU") list.push_back({role, op.name, b, 0, c});
-      }
-    }
-    auto out = std::make_shared<ChannelGroups>();
-    std::map<int, size_t> index;
-    for (auto& [r, list] : by_root) {
-      index[r] = index.size();
-      out->add_group(std::move(list), !fixed[r]);
-    }
-    for (const auto& op : g_.ops()) {
-      if (!producer(op) || op.outputs.empty()) continue;
-      std::vector<size_t> of_channel;
-      for (int64_t c = 0; c < channels(op.outputs[0]); ++c) of_channel.push_back(index.at(root(op.outputs[0], c)));
-      out->set_channels(op.param("weight"), std::move(of_channel), op.name);
-    }
-    return out;
-  }
-
   ThinningPlan plan() {
-    tie_all();
     for (const auto& op : g_.ops()) inspect(op);
     decide();
     return build();
   }
 
  private:
-  int64_t channels(int v) const {
-    const auto& s = g_.shape(v);
-    return s.size() >= 2 ? s[1] : 0;
-  }
-  int node(int v, int64_t c) const { return base_[v] + static_cast<int>(c); }
-  int root(int v, int64_t c) { return uf_->find(node(v, c)); }
-  void fix_value(int v, const std::string& why) {
-    for (int64_t c = 0; c < channels(v); ++c) fix_node(node(v, c), why);
-  }
-  void fix_node(int n, const std::string& why) {
-    fixed_[n] = true;
-    if (why_fixed_[n].empty()) why_fixed_[n] = why;
-  }
-  void fix_op(const OpNode& op) {
-    const std::string why = op.name + " (" + op.type + "), which thinning does not follow";
-    for (int v : op.inputs) fix_value(v, why);
-    for (int v : op.outputs) fix_value(v, why);
-  }
-  void tie_same(int a, int b, const OpNode& op) {
-    if (channels(a) != channels(b)) return fix_op(op);
-    for (int64_t c = 0; c < channels(a); ++c) uf_->unite(node(a, c), node(b, c));
-  }
+  int64_t channels(int v) const { return ties_.channels(v); }
+  int node(int v, int64_t c) const { return ties_.node(v, c); }
+  int root(int v, int64_t c) const { return ties_.root(v, c); }
   const at::Tensor& tensor(const std::string& name) const {
     if (const auto* t = params_.find(name)) return *t;
     return buffers_[name];
   }
-  bool depthwise(const OpNode& op) const {
-    return op.type == "Conv" && op.groups > 1 && !op.inputs.empty() && !op.outputs.empty() &&
-           op.groups == channels(op.inputs[0]) && channels(op.outputs[0]) == channels(op.inputs[0]);
-  }
-
-  /// Ties the channels an op keeps together.
-  void tie(const OpNode& op) {
-    if (op.inputs.empty() || op.outputs.empty()) return fix_op(op);
-    const int in = op.inputs[0], out = op.outputs[0];
-    const auto& is = g_.shape(in);
-    const auto& os = g_.shape(out);
-    if (producer(op)) return;
-    if (depthwise(op)) return tie_same(in, out, op);
-    if (op.type == "Conv" || op.type == "ConvTranspose") return fix_op(op);  // grouped, not depthwise
-    if (keeps_channels(op.type)) return tie_same(in, out, op);
-    if (op.type == "Add" || op.type == "Sub" || op.type == "Mul" || op.type == "Div") {
-      for (int v : op.inputs) {
-        if (channels(v) == channels(out)) tie_same(v, out, op);
-        else if (channels(v) != 1) return fix_op(op);
-      }
-      return;
-    }
-    if (op.type == "Concat") {
-      if (op.dim != 1) {
-        for (int v : op.inputs) tie_same(v, out, op);
-        return;
-      }
-      int64_t offset = 0;
-      for (int v : op.inputs) {
-        for (int64_t c = 0; c < channels(v); ++c) uf_->unite(node(v, c), node(out, offset + c));
-        offset += channels(v);
-      }
-      return;
-    }
-    if (op.type == "Pad") {
-      const auto rank = static_cast<int64_t>(is.size());
-      const size_t pair = static_cast<size_t>(rank - 2);
-      const bool channel_pad = 2 * pair + 1 < op.pads.size() && (op.pads[2 * pair] || op.pads[2 * pair + 1]);
-      if (!channel_pad) return tie_same(in, out, op);
-      if (op.kind != "aten::constant_pad_nd") return fix_op(op);
-      const int64_t before = op.pads[2 * pair];
-      for (int64_t c = 0; c < channels(in); ++c) uf_->unite(node(in, c), node(out, before + c));
-      // Padded channels can only go when a ChannelPad module can be told how many are left.
-      if (!pad_module(op))
-        for (int64_t c = 0; c < channels(out); ++c)
-          if (c < before || c >= before + channels(in))
-            fix_node(node(out, c), op.name + " (a channel pad that is not a ChannelPad module)");
-      return;
-    }
-    if (op.type == "Flatten" || op.type == "Reshape") {
-      if (is.size() >= 3 && os.size() == 2 && os[0] == is[0] && (op.type == "Reshape" || op.dim == 1)) {
-        const int64_t spatial = tools::volume(tools::Shape(is.begin() + 2, is.end()));
-        for (int64_t c = 0; c < channels(in); ++c)
-          for (int64_t k = 0; k < spatial; ++k) uf_->unite(node(in, c), node(out, c * spatial + k));
-        return;
-      }
-      if ((op.type == "Flatten" && op.dim >= 2) || is == os) return tie_same(in, out, op);
-      return fix_op(op);
-    }
-    if (op.type == "Slice" || op.type == "Softmax") {
-      if (op.dim != 1) return tie_same(in, out, op);
-      return fix_op(op);
-    }
-    if (op.type == "Mean" && os.size() >= 2 && channels(in) == channels(out)) return tie_same(in, out, op);
-    if (op.type == "PixelShuffle" && op.factor > 0) {
-      const int64_t r2 = op.factor * op.factor;
-      for (int64_t c = 0; c < channels(out); ++c)
-        for (int64_t k = 0; k < r2; ++k) uf_->unite(node(in, c * r2 + k), node(out, c));
-      return;
-    }
-    fix_op(op);
-  }
-
-  bool pad_module(const OpNode& op) const {
-    if (op.module.empty()) return false;
-    for (const auto& item : model_.named_modules("", false))
-      if (item.key() == op.module) return item.value()->name().find("ChannelPad") != std::string::npos;
-    return false;
-  }
+  static bool producer(const OpNode& op) { return tools::is_producer(op); }
+  static const tools::OpInfo& info(const OpNode& op) { return tools::op_info(op.op_kind); }
 
   /// Records which channels each op writes (sources) or reads (consumers), and whether they
   /// stay zero through it.
@@ -287,8 +73,7 @@ class Planner {
     const std::string weight = op.param("weight"), bias = op.param("bias");
     if (producer(op)) {
       const auto& w = tensor(weight);
-      // Output channels are dimension 0 of conv and linear weights, 1 of transposed conv weights.
-      const int64_t out_dim = op.type == "ConvTranspose" ? 1 : 0, in_dim = 1 - out_dim;
+      const int64_t out_dim = info(op).weight_out_dim, in_dim = info(op).weight_in_dim;
       auto out_nz = nonzero_per(w, out_dim);
       if (!bias.empty()) {
         auto b = nonzero_per(tensor(bias), 0);
@@ -314,8 +99,9 @@ class Planner {
             why_spoiled_[node(out, c)] = op.name + " (" + op.type + ") turns a zero channel into a non-zero one";
         }
     };
-    if (depthwise(op) && !bias.empty()) spoil(nonzero_per(tensor(bias), 0));
-    if (op.type == "BatchNorm" && !bias.empty()) {
+    if (!tools::maps_zero_to_zero(op)) spoil(std::vector<int64_t>(channels(out), 1));
+    if (ties_.is_depthwise(op) && !bias.empty()) spoil(nonzero_per(tensor(bias), 0));
+    if (op.op_kind == tools::OpKind::kBatchNorm && !bias.empty()) {
       // Eval: beta - gamma·mean/sqrt(var + eps); training: beta. Zero when beta = 0 and gamma·mean = 0.
       auto beta = nonzero_per(tensor(bias), 0);
       std::vector<int64_t> bad = beta;
@@ -325,17 +111,16 @@ class Planner {
       }
       spoil(bad);
     }
-    if (op.type == "InstanceNorm" && !bias.empty()) spoil(nonzero_per(tensor(bias), 0));
-    if (op.type == "Sigmoid" || op.type == "Softmax") spoil(std::vector<int64_t>(channels(out), 1));
+    if (op.op_kind == tools::OpKind::kInstanceNorm && !bias.empty()) spoil(nonzero_per(tensor(bias), 0));
   }
 
   /// Chooses the groups to remove.
   void decide() {
     std::map<int, bool> fixed, source, source_nonzero, consumer, consumer_nonzero, spoiled;
-    const int n = static_cast<int>(fixed_.size());
+    const int n = ties_.size();
     for (int i = 0; i < n; ++i) {
-      const int r = uf_->find(i);
-      fixed[r] = fixed[r] || fixed_[i];
+      const int r = ties_.find(i);
+      fixed[r] = fixed[r] || ties_.fixed(i);
       source[r] = source[r] || source_[i];
       source_nonzero[r] = source_nonzero[r] || source_nonzero_[i];
       consumer[r] = consumer[r] || consumer_[i];
@@ -350,8 +135,9 @@ class Planner {
     }
     // Why a group with a zeroed filter stays (reported in the plan's log).
     for (int i = 0; i < n; ++i) {
-      const int r = uf_->find(i);
-      if (fixed_[i] && !why_fixed_[i].empty() && !why_reach_.count(r)) why_reach_[r] = "its channels reach " + why_fixed_[i];
+      const int r = ties_.find(i);
+      if (ties_.fixed(i) && !ties_.why_fixed(i).empty() && !why_reach_.count(r))
+        why_reach_[r] = "its channels reach " + ties_.why_fixed(i);
       if (not_zero_preserving_[i] && !why_spoil_.count(r)) why_spoil_[r] = why_spoiled_[i];
     }
     // Every tensor keeps at least one channel.
@@ -475,21 +261,20 @@ class Planner {
       const bool out_changed = static_cast<int64_t>(kout.size()) != channels(out);
       if (!in_changed && !out_changed) continue;
       if (producer(op)) {
-        const bool transposed = op.type == "ConvTranspose";
-        const bool linear = op.type == "Linear";
+        const bool linear = op.op_kind == tools::OpKind::kLinear;
         if (out_changed) {
-          slice(recipe, weight, transposed ? 1 : 0, kout);
+          slice(recipe, weight, info(op).weight_out_dim, kout);
           slice(recipe, bias, 0, kout);
-          set(recipe, op.module, linear ? "out_features" : "out_channels", static_cast<int64_t>(kout.size()));
+          set(recipe, op.module, info(op).out_option, static_cast<int64_t>(kout.size()));
           plan.log.push_back(op.name + ": " + (linear ? "outputs " : "filters ") + fmt_count(channels(out), kout.size()));
         }
         if (in_changed) {
-          slice(recipe, weight, transposed ? 0 : 1, kin);
-          set(recipe, op.module, linear ? "in_features" : "in_channels", static_cast<int64_t>(kin.size()));
+          slice(recipe, weight, info(op).weight_in_dim, kin);
+          set(recipe, op.module, info(op).in_option, static_cast<int64_t>(kin.size()));
           plan.log.push_back(op.name + ": " + (linear ? "input features " : "input channels ") +
                              fmt_count(channels(in), kin.size()));
         }
-      } else if (depthwise(op)) {
+      } else if (ties_.is_depthwise(op)) {
         slice(recipe, weight, 0, kin);
         slice(recipe, bias, 0, kin);
         const auto n = static_cast<int64_t>(kin.size());
@@ -497,13 +282,14 @@ class Planner {
         set(recipe, op.module, "out_channels", n);
         set(recipe, op.module, "groups", n);
         plan.log.push_back(op.name + ": depthwise channels " + fmt_count(channels(in), n));
-      } else if (op.type == "BatchNorm" || op.type == "InstanceNorm") {
-        for (const char* p : {"weight", "bias", "running_mean", "running_var"}) slice(recipe, op.param(p), 0, kin);
-        set(recipe, op.module, "num_features", static_cast<int64_t>(kin.size()));
-      } else if (op.type == "PReLU" && !weight.empty() && tensor(weight).numel() == channels(in)) {
-        slice(recipe, weight, 0, kin);
-        set(recipe, op.module, "num_parameters", static_cast<int64_t>(kin.size()));
-      } else if (op.type == "Pad" && pad_module(op)) {
+      } else if (ties_.is_follower(op) || (!info(op).per_channel.empty() && op.params.empty())) {
+        // Per-channel parameters and buffers (norm statistics) follow their channels.
+        for (const char* p : info(op).per_channel) {
+          const std::string t = op.param(p);
+          if (!t.empty() && tensor(t).dim() >= 1 && tensor(t).size(0) == channels(in)) slice(recipe, t, 0, kin);
+        }
+        set(recipe, op.module, info(op).count_option, static_cast<int64_t>(kin.size()));
+      } else if (ties_.is_channel_pad_module(op)) {
         const auto rank = static_cast<int64_t>(g_.shape(in).size());
         const int64_t before = op.pads[2 * static_cast<size_t>(rank - 2)];
         int64_t kept_before = 0, kept_after = 0;
@@ -519,14 +305,12 @@ class Planner {
     return plan;
   }
 
-  const torch::nn::Module& model_;
   const SummaryGraph& g_;
   ThinningKind kind_;
   torch::OrderedDict<std::string, at::Tensor> params_, buffers_;
-  std::vector<int> base_;
-  std::unique_ptr<UnionFind> uf_;
-  std::vector<bool> fixed_, not_zero_preserving_, source_, source_nonzero_, consumer_, consumer_nonzero_;
-  std::vector<std::string> why_fixed_, why_spoiled_;
+  ChannelTies ties_;
+  std::vector<bool> not_zero_preserving_, source_, source_nonzero_, consumer_, consumer_nonzero_;
+  std::vector<std::string> why_spoiled_;
   std::map<int, std::string> why_reach_, why_spoil_, why_last_;
   std::set<int> removed_;
   std::map<std::string, std::vector<int64_t>> sliced_;
@@ -566,27 +350,6 @@ void slice_optimizer_state(torch::optim::Optimizer& optimizer, const at::Tensor&
 }
 
 }  // namespace
-
-std::vector<GroupMember> channel_group(const torch::nn::Module& model, const SummaryGraph& graph, const std::string& op,
-                                       int64_t channel, bool* removable) {
-  Planner planner(model, graph, ThinningKind::kFilters);
-  planner.tie_all();
-  return planner.members(graph.index(op), channel, removable);
-}
-
-std::shared_ptr<ChannelGroups> build_channel_groups(const torch::nn::Module& model, const SummaryGraph& graph) {
-  torch::NoGradGuard no_grad;
-  return Planner(model, graph, ThinningKind::kFilters).groups();
-}
-
-std::vector<std::string> ChannelGroups::partners(const std::string& weight) const {
-  std::set<std::string> out;
-  const auto& own = op_of_weight_.at(weight);
-  for (size_t g : by_weight_.at(weight))
-    for (const auto& m : groups_[g])
-      if (m.role == GroupMember::Role::kProducer && m.op != own) out.insert(m.op);
-  return {out.begin(), out.end()};
-}
 
 ThinningPlan plan_thinning(const torch::nn::Module& model, const SummaryGraph& graph, ThinningKind kind) {
   torch::NoGradGuard no_grad;

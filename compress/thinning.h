@@ -47,18 +47,6 @@ struct ThinningPlan {
 /// a grouped non-depthwise conv), are never removed. A tensor always keeps at least one channel.
 ThinningPlan plan_thinning(const torch::nn::Module& model, const tools::SummaryGraph& graph, ThinningKind kind);
 
-/// Every tensor entry tied to output channel `channel` of producer op `op` (a conv, transposed
-/// conv or linear): the filters of all producers joined with it by adds and concats, the
-/// per-channel followers, and the consumers' input slices. Zeroing the producer and follower
-/// entries makes the group removable by kFilters thinning. Also reports whether the group can be
-/// removed at all (`removable` false when it reaches the model's input or output or an op the
-/// walk does not follow).
-std::vector<GroupMember> channel_group(const torch::nn::Module& model, const tools::SummaryGraph& graph,
-                                       const std::string& op, int64_t channel, bool* removable = nullptr);
-
-/// The channel groups of every producer's output channels, for group-consistent filter pruning.
-std::shared_ptr<ChannelGroups> build_channel_groups(const torch::nn::Module& model, const tools::SummaryGraph& graph);
-
 /// Applies a recipe to a model being trained: weights, gradients and module options
 /// (apply_thinning_recipe), and alike the optimizer's per-parameter state (SGD momentum, Adam
 /// and AdamW moments, RMSprop and Adagrad sums) and the scheduler's masks, so training goes on

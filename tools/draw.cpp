@@ -24,16 +24,18 @@ std::string escape(const std::string& s) {
 }
 
 /// Fill colour by op family, so convolutions, normalisation, activations and joins stand out.
-const char* fill_of(const std::string& type) {
-  if (type == "Conv") return "#cfe2f3";
-  if (type == "ConvTranspose") return "#b4d3f0";
-  if (type == "Linear") return "#d9d2e9";
-  if (type == "BatchNorm" || type == "InstanceNorm" || type == "LayerNorm" || type == "GroupNorm") return "#fff2cc";
-  if (type == "Add" || type == "Concat" || type == "Mul" || type == "Sub") return "#f4cccc";
-  if (type.find("Pool") != std::string::npos) return "#d9ead3";
-  if (type == "ReLU" || type == "ReLU6" || type == "PReLU" || type == "LeakyReLU" || type == "Tanh" ||
-      type == "Sigmoid")
-    return "#fce5cd";
+const char* fill_of(const OpNode& op) {
+  switch (op_info(op.op_kind).family) {
+    case OpFamily::kConvolution: return "#cfe2f3";
+    case OpFamily::kTransposedConvolution: return "#b4d3f0";
+    case OpFamily::kLinear: return "#d9d2e9";
+    case OpFamily::kNormalization: return "#fff2cc";
+    case OpFamily::kJoin: return "#f4cccc";
+    case OpFamily::kPooling: return "#d9ead3";
+    case OpFamily::kActivation: return "#fce5cd";
+    case OpFamily::kShape:
+    case OpFamily::kOther: break;
+  }
   return "#eeeeee";
 }
 
@@ -53,7 +55,7 @@ std::string graph_to_dot(const SummaryGraph& graph, bool with_params) {
     if (!attrs.empty()) label += " " + escape(attrs);
     if (!op.outputs.empty()) label += "\\n" + shape_to_string(graph.shape(op.outputs[0]));
     dot << "  op" << op.id << " [label=\"" << escape(op.name) << label.substr(op.name.size()) << "\", fillcolor=\""
-        << fill_of(op.type) << "\"];\n";
+        << fill_of(op) << "\"];\n";
   }
   int out_index = 0;
   for (int v : graph.outputs())

@@ -8,8 +8,7 @@ MacsSummary compute_macs(const SummaryGraph& graph, const torch::nn::Module& mod
   s.input = graph.input_shape();
   for (const auto& p : model.parameters()) s.total_params += p.numel();
   for (const auto& op : graph.ops()) {
-    const bool conv = op.type == "Conv" || op.type == "ConvTranspose";
-    if (!conv && op.type != "Linear") continue;
+    if (op_info(op.op_kind).macs == MacRule::kNone) continue;
     const std::string weight = op.param("weight");
     if (weight.empty() || op.inputs.empty() || op.outputs.empty()) continue;
     LayerMacs l;

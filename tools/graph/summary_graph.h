@@ -3,10 +3,13 @@
 #include <torch/nn/module.h>
 
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "tools/graph/op_table.h"
 
 namespace torch::jit {
 struct Graph;
@@ -29,12 +32,13 @@ struct OpNode {
   /// Unique, stable name: the module path for module ops ("layer1.0.conv1"); for parameter-free
   /// ops without a module of their own, the enclosing module plus the op ("layer1.0.add").
   std::string name;
-  /// Readable op type: Conv, ConvTranspose, Linear, BatchNorm, InstanceNorm, ReLU, ReLU6, PReLU,
-  /// LeakyReLU, Tanh, Sigmoid, MaxPool, AvgPool, AdaptiveAvgPool, Add, Sub, Mul, Div, Concat,
-  /// Flatten, Reshape, PixelShuffle, Pad, Upsample, Slice, Dropout, Clamp, Mean, ...
+  /// Readable op type from the op table (Conv, ConvTranspose, Linear, BatchNorm, ReLU, Add,
+  /// Concat, PixelShuffle, ...); for an operator the table does not know, its aten name.
   std::string type;
   /// The traced operator ("aten::_convolution").
   std::string kind;
+  /// The op's row in the op table (tools/graph/op_table.h); every rule reads it, not `type`.
+  OpKind op_kind = OpKind::kOther;
   /// Dotted path of the module the op belongs to ("" when none is known).
   std::string module;
   /// Named parameters and buffers the op reads ("layer1.0.conv1.weight"), in argument order.
@@ -56,6 +60,9 @@ struct OpNode {
   int64_t factor = 0;
   /// Flatten's end dimension (-1 = last).
   int64_t end_dim = -1;
+  /// Clamp's bounds (±infinity when absent).
+  double clamp_min = -std::numeric_limits<double>::infinity();
+  double clamp_max = std::numeric_limits<double>::infinity();
 
   bool parametric() const { return !params.empty(); }
   /// The named parameter ending in `suffix` ("weight"), or "" when the op has none.
@@ -132,6 +139,12 @@ class SummaryGraph {
   /// the input of `op` (the concat offset).
   std::vector<Reach> parametric_predecessors(int op) const;
 
+  /// Where channel c of input `slot` of `op` lands in its output (the op table's channel rule,
+  /// tools/graph/op_table.h, applied to this op's shapes).
+  ChannelLink link(int op, int slot) const;
+  /// Shapes of `op`'s data inputs.
+  std::vector<Shape> input_shapes(int op) const;
+
   /// Multiply-accumulates of op `op` for the traced input (convention of torchvision, Distiller
   /// and fvcore): conv Cout·Hout·Wout·(Cin/groups)·kh·kw, transposed conv Cin·(Cout/groups)·kh·kw
   /// per input pixel, linear in·out per output row; 0 for every other op.
@@ -148,6 +161,7 @@ class SummaryGraph {
   torch::jit::Node* jit_node(int op) const { return jit_nodes_.at(op); }
 
  private:
+  friend class GraphBuilder;
   std::shared_ptr<torch::jit::Graph> jit_graph_;
   std::vector<torch::jit::Node*> jit_nodes_;
   std::string model_name_;
