@@ -1,5 +1,6 @@
 #include "tools/profile.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/csrc/jit/ir/constants.h>
@@ -12,6 +13,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/train_mode_guard.h"
 
 namespace igb::tools {
 
@@ -220,123 +222,164 @@ std::vector<OperatorStat> aggregate(const torch::autograd::profiler::thread_even
   return out;
 }
 
+void check_options(const ProfileOptions& options) {
+  if (options.batch_sizes.empty()) throw InputError("profile: no batch sizes given");
+  for (auto b : options.batch_sizes)
+    if (b <= 0) throw InputError("profile: batch size " + std::to_string(b) + " must be positive");
+}
+
+/// The input of one batch size: uniform noise from a generator of its own (seed 0), so every
+/// profile sees the same input and the caller's random stream is left alone.
+at::Tensor profile_input(torch::nn::Module& model, const Shape& shape) {
+  auto params = model.parameters();
+  torch::TensorOptions opts;
+  if (!params.empty()) opts = opts.device(params.front().device()).dtype(params.front().dtype());
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(0);
+  return torch::rand(shape, gen, opts.device(torch::kCPU)).to(opts.device());
+}
+
+/// How many runs to make and how many of them to time.
+struct Runs {
+  int warmup, repeats;
+  /// Median of the timed runs of `run` (which returns its own duration in ms).
+  double median_of(const std::function<double()>& run) const {
+    std::vector<double> times;
+    for (int r = 0; r < warmup + repeats; ++r) {
+      const double t = run();
+      if (r >= warmup) times.push_back(t);
+    }
+    return median(std::move(times));
+  }
+};
+
+/// One row per op of the graph, with its forward latency alone (no grad) measured op by op, and
+/// the whole model's forward latency.
+void time_forward(const SummaryGraph& graph, GraphRunner& runner, const SummaryGraph::Forward& forward,
+                  const at::Tensor& input, const Runs& runs, BatchProfile& bp) {
+  torch::NoGradGuard no_grad;
+  const size_t n = graph.ops().size();
+  std::vector<std::vector<double>> fwd(n);
+  // Op by op first: it also warms up every kernel the whole-model runs use.
+  for (int r = 0; r < runs.warmup + runs.repeats; ++r)
+    runner.run(input, [&](int op, jit::Node* node, jit::Stack& stack) {
+      const auto t0 = Clock::now();
+      run_node(node, stack);
+      if (r >= runs.warmup) fwd[op].push_back(ms_since(t0));
+    });
+  bp.forward_ms = runs.median_of([&] {
+    const auto t0 = Clock::now();
+    forward(input);
+    return ms_since(t0);
+  });
+  for (size_t i = 0; i < n; ++i) {
+    const auto& op = graph.op(static_cast<int>(i));
+    LayerCost c;
+    c.name = op.name;
+    c.type = op.type;
+    if (!op.outputs.empty()) c.output = graph.shape(op.outputs[0]);
+    c.forward_ms = median(fwd[i]);
+    bp.layers.push_back(std::move(c));
+  }
+}
+
+/// The whole model's forward + backward of sum(output).
+double time_model_forward_backward(const SummaryGraph::Forward& forward, const at::Tensor& input, const Runs& runs) {
+  return runs.median_of([&] {
+    const auto t0 = Clock::now();
+    auto out = forward(input);
+    out.sum().backward();
+    return ms_since(t0);
+  });
+}
+
+/// Output bytes of each op from the real tensors.
+void measure_output_bytes(GraphRunner& runner, const at::Tensor& input, BatchProfile& bp) {
+  torch::NoGradGuard no_grad;
+  runner.run(input, [&](int op, jit::Node* node, jit::Stack& stack) {
+    run_node(node, stack);
+    for (const auto& v : stack)
+      if (v.isTensor()) bp.layers[op].output_bytes += static_cast<int64_t>(v.toTensor().nbytes());
+  });
+}
+
+/// Each op alone, forward + backward, on the inputs it read in the runner's last run.
+void time_layers_forward_backward(torch::nn::Module& model, const SummaryGraph& graph, const GraphRunner& runner,
+                                  const Runs& runs, BatchProfile& bp) {
+  std::set<const c10::StorageImpl*> buffers;
+  for (const auto& b : model.buffers())
+    if (b.defined() && b.has_storage()) buffers.insert(b.storage().unsafeGetStorageImpl());
+  for (size_t i = 0; i < graph.ops().size(); ++i) {
+    auto* node = graph.jit_node(static_cast<int>(i));
+    const auto recorded = runner.inputs_of(node);
+    bp.layers[i].forward_backward_ms = runs.median_of([&] { return time_forward_backward(node, recorded, buffers); });
+  }
+}
+
+/// One forward (op by op, inside layer spans) and backward under LibTorch's profiler: the
+/// operators table, and the trace events of process `bp.batch`.
+void profile_operators(const SummaryGraph& graph, GraphRunner& runner, const at::Tensor& input,
+                       const std::string& model_name, BatchProfile& bp, nlohmann::json& trace) {
+  using namespace torch::autograd::profiler;
+  enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU));
+  thread_event_lists events;
+  try {
+    auto out = runner.run(input, [&](int op, jit::Node* node, jit::Stack& stack) {
+      RECORD_USER_SCOPE(kLayerPrefix + graph.op(op).name);
+      run_node(node, stack);
+    });
+    if (out.requires_grad()) out.sum().backward();
+  } catch (...) {
+    disableProfilerLegacy();
+    throw;
+  }
+  events = disableProfilerLegacy();
+  bp.operators = aggregate(events, bp.batch, trace, bp.profiled_self_us);
+  trace.push_back({{"name", "process_name"},
+                   {"ph", "M"},
+                   {"pid", bp.batch},
+                   {"args", {{"name", model_name + " batch " + std::to_string(bp.batch)}}}});
+}
+
+/// Everything measured at one batch size. The model is in eval mode.
+BatchProfile profile_batch(torch::nn::Module& model, const Shape& input_shape, int64_t batch,
+                           const SummaryGraph::Forward& forward, const std::string& model_name, const Runs& runs,
+                           nlohmann::json& trace) {
+  Shape shape = input_shape;
+  shape[0] = batch;
+  auto graph = SummaryGraph::build(model, shape, forward, model_name);
+  const auto input = profile_input(model, shape);
+  BatchProfile bp;
+  bp.batch = batch;
+  GraphRunner runner(graph);
+  time_forward(graph, runner, forward, input, runs, bp);
+  bp.forward_backward_ms = time_model_forward_backward(forward, input, runs);
+  measure_output_bytes(runner, input, bp);
+  time_layers_forward_backward(model, graph, runner, runs, bp);
+  profile_operators(graph, runner, input, model_name, bp, trace);
+  return bp;
+}
+
 }  // namespace
 
 ModelProfile profile_model(torch::nn::Module& model, const Shape& input_shape, const SummaryGraph::Forward& forward,
                            const std::string& model_name, const ProfileOptions& options,
                            const std::function<void(const std::string&)>& progress) {
-  if (options.batch_sizes.empty()) throw InputError("profile: no batch sizes given");
-  for (auto b : options.batch_sizes)
-    if (b <= 0) throw InputError("profile: batch size " + std::to_string(b) + " must be positive");
+  check_options(options);
   ModelProfile result;
   result.model = model_name;
   result.input = input_shape;
   result.input[0] = 1;
   result.threads = at::get_num_threads();
   result.chrome_trace = {{"traceEvents", nlohmann::json::array()}, {"displayTimeUnit", "ms"}};
-  auto& trace = result.chrome_trace["traceEvents"];
 
-  const bool was_training = model.is_training();
   GradStash grads(model);
-  const int warmup = std::max(0, options.warmup), repeats = std::max(1, options.repeats);
+  TrainModeGuard eval(model, /*train=*/false);
+  const Runs runs{std::max(0, options.warmup), std::max(1, options.repeats)};
   for (int64_t batch : options.batch_sizes) {
     if (progress) progress("profiling " + model_name + " at batch " + std::to_string(batch));
-    Shape shape = input_shape;
-    shape[0] = batch;
-    auto graph = SummaryGraph::build(model, shape, forward, model_name);
-    auto params = model.parameters();
-    torch::TensorOptions opts;
-    if (!params.empty()) opts = opts.device(params.front().device()).dtype(params.front().dtype());
-    torch::manual_seed(0);
-    const auto input = torch::rand(shape, opts);
-
-    BatchProfile bp;
-    bp.batch = batch;
-    model.eval();
-    GraphRunner runner(graph);
-    const size_t n = graph.ops().size();
-    std::vector<std::vector<double>> fwd(n);
-    {
-      torch::NoGradGuard no_grad;
-      // Op by op first: it also warms up every kernel the whole-model runs use.
-      for (int r = 0; r < warmup + repeats; ++r)
-        runner.run(input, [&](int op, jit::Node* node, jit::Stack& stack) {
-          const auto t0 = Clock::now();
-          run_node(node, stack);
-          if (r >= warmup) fwd[op].push_back(ms_since(t0));
-        });
-      std::vector<double> whole;
-      for (int r = 0; r < warmup + repeats; ++r) {
-        const auto t0 = Clock::now();
-        forward(input);
-        if (r >= warmup) whole.push_back(ms_since(t0));
-      }
-      bp.forward_ms = median(whole);
-    }
-    {
-      std::vector<double> whole;
-      for (int r = 0; r < warmup + repeats; ++r) {
-        const auto t0 = Clock::now();
-        auto out = forward(input);
-        out.sum().backward();
-        if (r >= warmup) whole.push_back(ms_since(t0));
-      }
-      bp.forward_backward_ms = median(whole);
-    }
-    for (size_t i = 0; i < n; ++i) {
-      const auto& op = graph.op(static_cast<int>(i));
-      LayerCost c;
-      c.name = op.name;
-      c.type = op.type;
-      if (!op.outputs.empty()) c.output = graph.shape(op.outputs[0]);
-      c.forward_ms = median(fwd[i]);
-      bp.layers.push_back(std::move(c));
-    }
-    // Output bytes from the real tensors, then each op alone forward + backward.
-    {
-      torch::NoGradGuard no_grad;
-      runner.run(input, [&](int op, jit::Node* node, jit::Stack& stack) {
-        run_node(node, stack);
-        for (const auto& v : stack)
-          if (v.isTensor()) bp.layers[op].output_bytes += static_cast<int64_t>(v.toTensor().nbytes());
-      });
-    }
-    std::set<const c10::StorageImpl*> buffers;
-    for (const auto& b : model.buffers())
-      if (b.defined() && b.has_storage()) buffers.insert(b.storage().unsafeGetStorageImpl());
-    for (size_t i = 0; i < n; ++i) {
-      auto* node = graph.jit_node(static_cast<int>(i));
-      const auto recorded = runner.inputs_of(node);
-      std::vector<double> times;
-      for (int r = 0; r < warmup + repeats; ++r) {
-        const double t = time_forward_backward(node, recorded, buffers);
-        if (r >= warmup) times.push_back(t);
-      }
-      bp.layers[i].forward_backward_ms = median(times);
-    }
-    // One profiled forward (op by op, inside layer spans) and backward.
-    {
-      using namespace torch::autograd::profiler;
-      enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU));
-      thread_event_lists events;
-      try {
-        auto out = runner.run(input, [&](int op, jit::Node* node, jit::Stack& stack) {
-          RECORD_USER_SCOPE(kLayerPrefix + graph.op(op).name);
-          run_node(node, stack);
-        });
-        if (out.requires_grad()) out.sum().backward();
-      } catch (...) {
-        disableProfilerLegacy();
-        throw;
-      }
-      events = disableProfilerLegacy();
-      bp.operators = aggregate(events, batch, trace, bp.profiled_self_us);
-      trace.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", batch},
-                       {"args", {{"name", model_name + " batch " + std::to_string(batch)}}}});
-    }
-    result.batches.push_back(std::move(bp));
+    result.batches.push_back(
+        profile_batch(model, input_shape, batch, forward, model_name, runs, result.chrome_trace["traceEvents"]));
   }
-  model.train(was_training);
   return result;
 }
 

@@ -1,5 +1,6 @@
 #include "tools/sparsity.h"
 
+#include "core/tensor_util.h"
 #include "tools/graph/summary_graph.h"
 
 namespace igb::tools {
@@ -23,7 +24,7 @@ ParamSparsity tensor_sparsity(const std::string& name, const torch::Tensor& tens
   s.name = name;
   s.shape = t.sizes().vec();
   s.dense = t.numel();
-  s.nnz = t.ne(0).sum().item<int64_t>();
+  s.nnz = s.dense - count_zeros(t);
   s.fine = s.dense ? 100.0 * static_cast<double>(s.dense - s.nnz) / static_cast<double>(s.dense) : 0;
   if (s.dense) {
     s.mean = t.mean().item<double>();

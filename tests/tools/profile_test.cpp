@@ -1,0 +1,68 @@
+#include "tools/profile.h"
+
+#include <gtest/gtest.h>
+#include <torch/csrc/jit/frontend/tracer.h>
+
+#include <stdexcept>
+
+#include "models/model.h"
+
+namespace igb::tools {
+
+namespace {
+
+models::Model make(const std::string& name) {
+  models::register_builtin_models();
+  torch::manual_seed(0);
+  return models::create_model(name, nlohmann::json::object());
+}
+
+ProfileOptions quick() {
+  ProfileOptions o;
+  o.batch_sizes = {1, 2};
+  o.warmup = 0;
+  o.repeats = 1;
+  return o;
+}
+
+}  // namespace
+
+TEST(Profile, LeavesTheCallersRandomStreamAlone) {
+  auto m = make("simplenet_cifar");
+  auto forward = [&](const torch::Tensor& x) { return m->forward(x); };
+
+  torch::manual_seed(123);
+  const auto expected = torch::rand({16});
+
+  torch::manual_seed(123);
+  profile_model(*m, m->input_shape(), forward, "simplenet_cifar", quick());
+  const auto after = torch::rand({16});
+  EXPECT_TRUE(torch::equal(after, expected)) << after << "\nexpected\n" << expected;
+
+  // Half a stream drawn before the call continues where it was.
+  torch::manual_seed(123);
+  const auto first = torch::rand({8});
+  profile_model(*m, m->input_shape(), forward, "simplenet_cifar", quick());
+  const auto second = torch::rand({8});
+  EXPECT_TRUE(torch::equal(torch::cat({first, second}), expected));
+}
+
+TEST(Profile, RestoresTrainingModeWhenTheForwardThrows) {
+  auto m = make("simplenet_cifar");
+  m->train();
+  // Tracing the graph calls it too; the first call outside the tracer is the profile's own.
+  int untraced_calls = 0;
+  auto forward = [&](const torch::Tensor& x) {
+    if (!torch::jit::tracer::isTracing()) {
+      ++untraced_calls;
+      EXPECT_FALSE(m->is_training());  // profiling runs in eval mode
+      throw std::runtime_error("forward failed");
+    }
+    return m->forward(x);
+  };
+  EXPECT_THROW(profile_model(*m, m->input_shape(), forward, "simplenet_cifar", quick()), std::runtime_error);
+  EXPECT_EQ(untraced_calls, 1);
+  EXPECT_TRUE(m->is_training());
+}
+
+}  // namespace igb::tools
