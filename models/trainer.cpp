@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/logger.h"
+#include "core/optim_lr.h"
 #include "core/progress.h"
 #include "core/table.h"
 #include "core/tensorboard.h"
@@ -26,18 +27,10 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& confi
   throw InputError("unknown optimizer '" + config.optimizer + "'; valid optimizers: adam, sgd");
 }
 
-void set_lr(torch::optim::Optimizer& optimizer, double lr) {
-  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
-}
-
 double decayed_lr(const TrainConfig& config, int64_t epoch) {
   if (config.lr_decay != "cosine" || config.epochs <= 1) return config.lr;
   const double lo = config.lr / 100, t = static_cast<double>(epoch) / static_cast<double>(config.epochs - 1);
   return lo + 0.5 * (config.lr - lo) * (1 + std::cos(M_PI * t));
-}
-
-double current_lr(torch::optim::Optimizer& optimizer) {
-  return optimizer.param_groups().at(0).options().get_lr();
 }
 
 double metric(const Metrics& metrics, const std::string& name) {
@@ -90,6 +83,11 @@ double Trainer::train_epoch(int64_t epoch) {
                      " examples, fewer than one batch of " + std::to_string(config_.batch_size));
 
   Progress progress(*ctx_.logger, ctx_.terminal, config_.log_every);
+  // The hook refers to `progress`: it must not outlive this call, even when a batch throws.
+  struct ConsoleHook {
+    Logger& logger;
+    ~ConsoleHook() { logger.set_console_hook(nullptr); }
+  } console_hook{*ctx_.logger};
   ctx_.logger->set_console_hook([&progress] { progress.clear(); });
   progress.begin_epoch(epoch, config_.epochs, batches);
 
@@ -100,28 +98,30 @@ double Trainer::train_epoch(int64_t epoch) {
   data::Example batch;
   double loss_sum = 0;
   for (int64_t b = 0; loader.next(batch); ++b) {
-    compress::MinibatchInfo info{epoch, b, batches};
-    hooks_.on_minibatch_begin(info, *optimizer_);
-    auto input = batch.input.to(ctx_.device), target = batch.target.to(ctx_.device);
-    auto output = model_->forward(input);
-    auto loss = task_.loss(output, target);
-    auto total = hooks_.before_backward_pass(info, loss, *optimizer_);
-    optimizer_->zero_grad();
-    total.backward();
-    hooks_.before_parameter_optimization(info, *optimizer_);
-    optimizer_->step();
-    hooks_.on_minibatch_end(info, *optimizer_);
-    double l = loss.item<double>();
-    if (!std::isfinite(l))
-      throw std::runtime_error("training diverged: loss is " + std::to_string(l) + " at epoch " +
-                               std::to_string(epoch) + ", batch " + std::to_string(b) +
-                               " (lower --lr)");
+    const double l = train_minibatch(compress::MinibatchInfo{epoch, b, batches}, batch);
     loss_sum += l;
-    progress.batch_done(b, l, input.size(0));
+    progress.batch_done(b, l, batch.input.size(0));
   }
   progress.end_epoch();
-  ctx_.logger->set_console_hook(nullptr);
   return loss_sum / static_cast<double>(batches);
+}
+
+double Trainer::train_minibatch(const compress::MinibatchInfo& info, const data::Example& batch) {
+  hooks_.on_minibatch_begin(info, *optimizer_);
+  auto input = batch.input.to(ctx_.device), target = batch.target.to(ctx_.device);
+  auto output = model_->forward(input);
+  auto loss = task_.loss(output, target);
+  auto total = hooks_.before_backward_pass(info, loss, *optimizer_);
+  optimizer_->zero_grad();
+  total.backward();
+  hooks_.before_parameter_optimization(info, *optimizer_);
+  optimizer_->step();
+  hooks_.on_minibatch_end(info, *optimizer_);
+  double l = loss.item<double>();
+  if (!std::isfinite(l))
+    throw std::runtime_error("training diverged: loss is " + std::to_string(l) + " at epoch " +
+                             std::to_string(info.epoch) + ", batch " + std::to_string(info.batch) + " (lower --lr)");
+  return l;
 }
 
 nlohmann::json Trainer::make_summary(const Metrics& last) const {
@@ -170,12 +170,13 @@ void Trainer::save(const fs::path& path, int64_t epoch, const Metrics& last) {
   save_checkpoint(path, meta, parts);
 }
 
-nlohmann::json Trainer::run() {
-  const fs::path out = ctx_.out_dir;
+void Trainer::open_run_directory(const fs::path& out) {
   fs::create_directories(out);
   ctx_.logger->open_file(out / "train.log");
   write_text_atomically(out / "config.yaml", info_.config_yaml);
-  EventWriter events(out);
+}
+
+void Trainer::log_run_start(const fs::path& out) {
   ctx_.logger->info("training " + config_.model + " for epochs " + std::to_string(start_epoch_) + "-" +
                     std::to_string(config_.epochs - 1) + " on " + std::to_string(torch::get_num_threads()) +
                     " threads (" + ctx_.device.str() + "), run directory " + out.string());
@@ -184,78 +185,112 @@ nlohmann::json Trainer::run() {
   if (!hooks_.schedule_text().empty()) write_text_atomically(out / "schedule.yaml", hooks_.schedule_text());
   if (hooks_.controls_lr() && config_.lr_decay != "none")
     ctx_.logger->info("the schedule's lr_schedulers set the learning rate; --lr-decay " + config_.lr_decay + " is off");
+}
 
-  const std::string primary = task_.primary_metric();
+Trainer::EpochRecord Trainer::train_and_validate(int64_t epoch) {
+  auto t0 = std::chrono::steady_clock::now();
+  EpochRecord r;
+  r.epoch = epoch;
+  r.train_loss = train_epoch(epoch);
+  r.lr = get_lr(*optimizer_);
+  r.metrics = validate();
+  end_epoch(r);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  train_seconds_ += r.seconds;
+  return r;
+}
+
+Metrics Trainer::validate() {
+  model_->eval();
+  torch::NoGradGuard no_grad;
+  return task_.validate();
+}
+
+void Trainer::end_epoch(EpochRecord& r) {
+  std::map<std::string, double> metric_map(r.metrics.begin(), r.metrics.end());
+  metric_map["train_loss"] = r.train_loss;
+  hooks_.on_epoch_end(r.epoch, metric_map, *optimizer_);
+  for (auto& recipe : hooks_.take_thinning_recipes()) {
+    // The validation of this epoch saw the pruned model, which the thinned one computes exactly.
+    for (const auto& kv : r.metrics) recipe["metrics"][kv.first] = kv.second;
+    for (const auto& kv : previous_metrics_) recipe["previous_metrics"][kv.first] = kv.second;
+    recipes_.push_back(std::move(recipe));
+  }
+  previous_metrics_ = r.metrics;
+}
+
+bool Trainer::update_best(const EpochRecord& r) {
+  double value = metric(r.metrics, task_.primary_metric());
+  bool improved = best_epoch_ < 0 || (task_.higher_is_better() ? value > best_value_ : value < best_value_);
+  if (improved) {
+    best_epoch_ = r.epoch;
+    best_value_ = value;
+    best_metrics_ = r.metrics;
+  }
+  return improved;
+}
+
+void Trainer::log_epoch(const EpochRecord& r) {
+  std::string sparsity_text;
+  for (const auto& sc : r.scalars)
+    if (sc.column == "sparsity") sparsity_text = "  sparsity " + fixed(100 * sc.value, 2) + "%";
+  ctx_.logger->info("==> epoch " + std::to_string(r.epoch) + "/" + std::to_string(config_.epochs - 1) + "  loss " +
+                    fixed(r.train_loss, 6) + "  " + task_.describe(r.metrics) + sparsity_text + "  lr " +
+                    std::to_string(r.lr) + "  " + fixed(r.seconds, 1) + "s" + (r.improved ? "  (best)" : ""));
+}
+
+void Trainer::write_metrics(const EpochRecord& r, const fs::path& out, std::unique_ptr<CsvAppender>& csv,
+                            EventWriter& events) {
+  if (!csv) {
+    std::vector<std::string> cols{"epoch", "lr", "train_loss"};
+    for (const auto& kv : r.metrics) cols.push_back(kv.first);
+    for (const auto& sc : r.scalars) cols.push_back(sc.column);
+    cols.push_back("time_s");
+    csv = std::make_unique<CsvAppender>((out / "metrics.csv").string(), cols);
+  }
+  std::vector<std::pair<std::string, std::string>> row{
+      {"epoch", std::to_string(r.epoch)}, {"lr", std::to_string(r.lr)}, {"train_loss", fixed(r.train_loss, 6)}};
+  for (const auto& kv : r.metrics) row.emplace_back(kv.first, fixed(kv.second, 4));
+  for (const auto& sc : r.scalars) row.emplace_back(sc.column, fixed(sc.value, 6));
+  row.emplace_back("time_s", fixed(r.seconds, 2));
+  csv->append(row);
+
+  events.add_scalar("train/loss", r.train_loss, r.epoch);
+  events.add_scalar("lr", r.lr, r.epoch);
+  for (const auto& kv : r.metrics) events.add_scalar("val/" + kv.first, kv.second, r.epoch);
+  for (const auto& sc : r.scalars) events.add_scalar(sc.tag, sc.value, r.epoch);
+  events.flush();
+}
+
+nlohmann::json Trainer::write_checkpoints(const EpochRecord& r, const fs::path& out) {
+  save(out / "checkpoint.ckpt", r.epoch, r.metrics);
+  if (r.improved) {
+    write_atomically(out / "best.ckpt", [&](const fs::path& tmp) {
+      fs::copy_file(out / "checkpoint.ckpt", tmp, fs::copy_options::overwrite_existing);
+    });
+  }
+  nlohmann::json summary = make_summary(r.metrics);
+  for (const auto& sc : r.scalars)
+    if (sc.column == "sparsity") summary["sparsity"] = sc.value;
+  write_text_atomically(out / "summary.json", summary.dump(2) + "\n");
+  return summary;
+}
+
+nlohmann::json Trainer::run() {
+  const fs::path out = ctx_.out_dir;
+  open_run_directory(out);
+  EventWriter events(out);
+  log_run_start(out);
+
   std::unique_ptr<CsvAppender> csv;
   nlohmann::json summary;
   for (int64_t epoch = start_epoch_; epoch < config_.epochs; ++epoch) {
-    auto t0 = std::chrono::steady_clock::now();
-    double train_loss = train_epoch(epoch);
-    double lr = current_lr(*optimizer_);
-    model_->eval();
-    Metrics metrics;
-    {
-      torch::NoGradGuard no_grad;
-      metrics = task_.validate();
-    }
-    std::map<std::string, double> metric_map(metrics.begin(), metrics.end());
-    metric_map["train_loss"] = train_loss;
-    hooks_.on_epoch_end(epoch, metric_map, *optimizer_);
-    for (auto& recipe : hooks_.take_thinning_recipes()) {
-      // The validation of this epoch saw the pruned model, which the thinned one computes exactly.
-      for (const auto& kv : metrics) recipe["metrics"][kv.first] = kv.second;
-      for (const auto& kv : previous_metrics_) recipe["previous_metrics"][kv.first] = kv.second;
-      recipes_.push_back(std::move(recipe));
-    }
-    previous_metrics_ = metrics;
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    train_seconds_ += seconds;
-
-    double value = metric(metrics, primary);
-    bool improved = best_epoch_ < 0 || (task_.higher_is_better() ? value > best_value_ : value < best_value_);
-    if (improved) {
-      best_epoch_ = epoch;
-      best_value_ = value;
-      best_metrics_ = metrics;
-    }
-    const auto scalars = hooks_.epoch_scalars();
-    std::string sparsity_text;
-    for (const auto& sc : scalars)
-      if (sc.column == "sparsity") sparsity_text = "  sparsity " + fixed(100 * sc.value, 2) + "%";
-    ctx_.logger->info("==> epoch " + std::to_string(epoch) + "/" + std::to_string(config_.epochs - 1) +
-                      "  loss " + fixed(train_loss, 6) + "  " + task_.describe(metrics) + sparsity_text + "  lr " +
-                      std::to_string(lr) + "  " + fixed(seconds, 1) + "s" + (improved ? "  (best)" : ""));
-
-    if (!csv) {
-      std::vector<std::string> cols{"epoch", "lr", "train_loss"};
-      for (const auto& kv : metrics) cols.push_back(kv.first);
-      for (const auto& sc : scalars) cols.push_back(sc.column);
-      cols.push_back("time_s");
-      csv = std::make_unique<CsvAppender>((out / "metrics.csv").string(), cols);
-    }
-    std::vector<std::pair<std::string, std::string>> row{
-        {"epoch", std::to_string(epoch)}, {"lr", std::to_string(lr)}, {"train_loss", fixed(train_loss, 6)}};
-    for (const auto& kv : metrics) row.emplace_back(kv.first, fixed(kv.second, 4));
-    for (const auto& sc : scalars) row.emplace_back(sc.column, fixed(sc.value, 6));
-    row.emplace_back("time_s", fixed(seconds, 2));
-    csv->append(row);
-
-    events.add_scalar("train/loss", train_loss, epoch);
-    events.add_scalar("lr", lr, epoch);
-    for (const auto& kv : metrics) events.add_scalar("val/" + kv.first, kv.second, epoch);
-    for (const auto& sc : scalars) events.add_scalar(sc.tag, sc.value, epoch);
-    events.flush();
-
-    save(out / "checkpoint.ckpt", epoch, metrics);
-    if (improved) {
-      write_atomically(out / "best.ckpt", [&](const fs::path& tmp) {
-        fs::copy_file(out / "checkpoint.ckpt", tmp, fs::copy_options::overwrite_existing);
-      });
-    }
-    summary = make_summary(metrics);
-    for (const auto& sc : scalars)
-      if (sc.column == "sparsity") summary["sparsity"] = sc.value;
-    write_text_atomically(out / "summary.json", summary.dump(2) + "\n");
+    EpochRecord record = train_and_validate(epoch);
+    record.improved = update_best(record);
+    record.scalars = hooks_.epoch_scalars();
+    log_epoch(record);
+    write_metrics(record, out, csv, events);
+    summary = write_checkpoints(record, out);
   }
   return summary;
 }

@@ -17,6 +17,11 @@
 #include "models/model.h"
 #include "models/train_config.h"
 
+namespace igb {
+class CsvAppender;
+class EventWriter;
+}  // namespace igb
+
 namespace igb::models {
 
 /// Validation metrics in display order.
@@ -73,7 +78,29 @@ class Trainer {
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
 
  private:
+  /// What one epoch produced, passed from step to step of run().
+  struct EpochRecord {
+    int64_t epoch = 0;
+    double train_loss = 0, lr = 0, seconds = 0;
+    Metrics metrics;
+    bool improved = false;
+    std::vector<compress::EpochScalar> scalars;
+  };
+
+  // The steps of run(), in order.
+  void open_run_directory(const std::filesystem::path& out);
+  void log_run_start(const std::filesystem::path& out);
+  EpochRecord train_and_validate(int64_t epoch);
   double train_epoch(int64_t epoch);
+  double train_minibatch(const compress::MinibatchInfo& info, const data::Example& batch);
+  Metrics validate();
+  void end_epoch(EpochRecord& record);
+  bool update_best(const EpochRecord& record);
+  void log_epoch(const EpochRecord& record);
+  void write_metrics(const EpochRecord& record, const std::filesystem::path& out, std::unique_ptr<CsvAppender>& csv,
+                     EventWriter& events);
+  nlohmann::json write_checkpoints(const EpochRecord& record, const std::filesystem::path& out);
+
   void save(const std::filesystem::path& path, int64_t epoch, const Metrics& last);
   nlohmann::json make_summary(const Metrics& last) const;
 
@@ -97,14 +124,8 @@ class Trainer {
   std::vector<std::string> notes_;
 };
 
-/// Sets the learning rate of every parameter group.
-void set_lr(torch::optim::Optimizer& optimizer, double lr);
-
 /// The learning rate of `epoch` under config.lr_decay.
 double decayed_lr(const TrainConfig& config, int64_t epoch);
-
-/// Current learning rate of the first parameter group.
-double current_lr(torch::optim::Optimizer& optimizer);
 
 /// Loads a checkpoint and checks it was trained with `optform` (InputError otherwise).
 Checkpoint load_checkpoint_for(const std::string& path, const std::string& optform);
