@@ -6,6 +6,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -24,7 +26,8 @@ class ModelImpl : public torch::nn::Module {
   virtual torch::Tensor forward(torch::Tensor x) = 0;
   /// Shape of one dummy input, batch 1 (e.g. {1, 3, 32, 32}).
   virtual std::vector<int64_t> input_shape() const = 0;
-  /// The resolved options, as accepted back by the registry factory.
+  /// The resolved options, as accepted back by the registry factory: options_to_json() of the
+  /// model's options struct. A checkpoint stores them as `model_options`.
   virtual nlohmann::json options_json() const = 0;
 };
 
@@ -35,6 +38,8 @@ using Model = std::shared_ptr<ModelImpl>;
 struct ModelSpec {
   std::string family;
   std::function<Model(const nlohmann::json& options)> make;
+  /// Every option the model takes, with its default: the options_json of the default model.
+  nlohmann::json defaults = nlohmann::json::object();
 };
 
 /// The model registry (filled by register_builtin_models()).
@@ -54,6 +59,14 @@ void check_model_family(const std::string& name, const std::string& family);
 
 /// Total number of parameter elements.
 int64_t count_parameters(const torch::nn::Module& model);
+
+namespace detail {
+template <class T, class = void>
+struct has_validate : std::false_type {};
+template <class T>
+struct has_validate<T, std::void_t<decltype(std::declval<const T&>().validate(std::string()))>>
+    : std::true_type {};
+}  // namespace detail
 
 /// Reads typed model options from JSON, rejecting keys it was not asked about.
 ///
@@ -105,6 +118,64 @@ class OptionReader {
   nlohmann::json options_;
   std::vector<std::string> known_;
 };
+
+/// Inclusive range of an integer model option, checked when the option is read from JSON.
+struct OptionBounds {
+  int64_t lo;
+  int64_t hi;
+};
+
+// Model options structs (FsrcnnOptions, ResNetCifarOptions, ...) list their fields once, in
+//
+//   template <class F> void visit(F&& f) { f("d", d_, OptionBounds{1, 4096}); f("m", m_); ... }
+//
+// as (JSON key, field, optional bounds), in the order the error messages list them. The JSON
+// conversion below walks that list both ways; a struct may add `void validate(const std::string&
+// model) const` for checks that a range cannot say (channels 1 or 3, depth 6n + 4).
+
+/// The options as JSON: one key per field `visit` lists. This is what a model's options_json()
+/// returns and what a checkpoint stores.
+template <class Options>
+nlohmann::json options_to_json(Options options) {
+  nlohmann::json out = nlohmann::json::object();
+  options.visit([&](const char* key, const auto& value, auto...) { out[key] = value; });
+  return out;
+}
+
+/// Reads model args into an options struct in one step: starting from `start`, every field
+/// `visit` lists takes its value from `json` when present (numbers also as strings, "56", as they
+/// come from --model-arg), checked against its bounds; then validate() runs. A bad value, a value
+/// out of range or a key no field claims is an InputError naming `model`, the option and (for an
+/// unknown key) the valid options.
+template <class Options>
+Options options_from_json(const std::string& model, const nlohmann::json& json,
+                          Options start = Options()) {
+  OptionReader r(model, json);
+  start.visit([&](const char* key, auto& value, auto... bounds) {
+    value = r.get<std::decay_t<decltype(value)>>(key, value);
+    (r.check_range(key, value, bounds.lo, bounds.hi), ...);
+  });
+  if constexpr (detail::has_validate<Options>::value) start.validate(model);
+  r.finish();
+  return start;
+}
+
+/// Adds `name` to `registry`: its factory converts the model args to `Options` with
+/// options_from_json (starting from `start`, for fields the name fixes, such as a ResNet's
+/// depth), then builds the model with `make`.
+///
+///   add_model(registry, "fsrcnn", "sr", make_fsrcnn, "FSRCNN(d, s, m) (Dong et al. 2016)");
+template <class Options>
+void add_model(Registry<ModelSpec>& registry, const std::string& name, const std::string& family,
+               Model (*make)(const Options&), std::string help, Options start = Options()) {
+  ModelSpec spec;
+  spec.family = family;
+  spec.make = [name, make, start](const nlohmann::json& args) {
+    return make(options_from_json(name, args, start));
+  };
+  spec.defaults = options_to_json(start);
+  registry.add(name, std::move(spec), std::move(help));
+}
 
 }  // namespace igb::models
 

@@ -13,7 +13,7 @@ namespace {
 /// ReLU, dropout, fc 4096→4096, ReLU, fc 4096→classes).
 class AlexNetImpl : public ClassifierImpl {
  public:
-  explicit AlexNetImpl(ClassifierOptions o) : ClassifierImpl(o.num_classes, o.shape(3)) {
+  explicit AlexNetImpl(AlexNetOptions o) : ClassifierImpl(o.num_classes(), 3, o.input_size()), options(o) {
     auto relu = [] { return Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)); };
     auto pool = [] { return nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2)); };
     features = register_module(
@@ -25,22 +25,20 @@ class AlexNetImpl : public ClassifierImpl {
     avgpool = register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(6)));
     classifier = register_module(
         "classifier", Sequential(nn::Dropout(0.5), nn::Linear(256 * 6 * 6, 4096), relu(), nn::Dropout(0.5),
-                                 nn::Linear(4096, 4096), relu(), nn::Linear(4096, o.num_classes)));
+                                 nn::Linear(4096, 4096), relu(), nn::Linear(4096, o.num_classes())));
   }
   torch::Tensor forward(torch::Tensor x) override {
     return classifier->forward(avgpool(features->forward(x)).flatten(1));
   }
+  nlohmann::json options_json() const override { return options_to_json(options); }
+
+  AlexNetOptions options;
   Sequential features{nullptr}, classifier{nullptr};
   nn::AdaptiveAvgPool2d avgpool{nullptr};
 };
 
 }  // namespace
 
-Model make_alexnet(const nlohmann::json& options) {
-  OptionReader r("alexnet", options);
-  auto o = read_classifier_options(r, 1000, 224, 63);
-  r.finish();
-  return std::make_shared<AlexNetImpl>(o);
-}
+Model make_alexnet(const AlexNetOptions& options) { return std::make_shared<AlexNetImpl>(options); }
 
 }  // namespace igb::models::classify

@@ -51,9 +51,10 @@ TORCH_MODULE(Transition);
 /// conv1 (3→2k), dense1, trans1, dense2, trans2, dense3, bn, relu, avgpool, fc.
 class DenseNetCifarImpl : public ClassifierImpl {
  public:
-  DenseNetCifarImpl(int64_t depth, int64_t growth, ClassifierOptions o)
-      : ClassifierImpl(o.num_classes, o.shape(3)), depth_(depth), growth_(growth) {
-    const int64_t layers_per_block = (depth - 4) / 6;
+  explicit DenseNetCifarImpl(DenseNetCifarOptions o)
+      : ClassifierImpl(o.num_classes(), 3, o.input_size()), options(o) {
+    const int64_t growth = o.growth();
+    const int64_t layers_per_block = (o.depth() - 4) / 6;
     int64_t c = 2 * growth;
     conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(3, c, 3).padding(1).bias(false)));
     for (int64_t b = 0; b < 3; ++b) {
@@ -71,7 +72,7 @@ class DenseNetCifarImpl : public ClassifierImpl {
     bn = register_module("bn", nn::BatchNorm2d(c));
     relu = register_module("relu", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     avgpool = register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(1)));
-    fc = register_module("fc", nn::Linear(c, o.num_classes));
+    fc = register_module("fc", nn::Linear(c, o.num_classes()));
     torch::NoGradGuard no_grad;
     for (auto& m : modules(false))
       if (auto* conv = m->as<nn::Conv2d>()) nn::init::kaiming_normal_(conv->weight, 0, torch::kFanOut, torch::kReLU);
@@ -84,12 +85,9 @@ class DenseNetCifarImpl : public ClassifierImpl {
     }
     return fc(avgpool(relu(bn(x))).flatten(1));
   }
-  nlohmann::json options_json() const override {
-    auto o = ClassifierImpl::options_json();
-    o["depth"] = depth_;
-    o["growth"] = growth_;
-    return o;
-  }
+  nlohmann::json options_json() const override { return options_to_json(options); }
+
+  DenseNetCifarOptions options;
 
   nn::Conv2d conv1{nullptr};
   std::vector<Sequential> dense;
@@ -98,23 +96,18 @@ class DenseNetCifarImpl : public ClassifierImpl {
   Activation relu{nullptr};
   nn::AdaptiveAvgPool2d avgpool{nullptr};
   nn::Linear fc{nullptr};
-
- private:
-  int64_t depth_, growth_;
 };
 
 }  // namespace
 
-Model make_densenet_cifar(const nlohmann::json& options) {
-  OptionReader r("densenet_cifar", options);
-  auto o = read_classifier_options(r, 10, 32, 8);
-  int64_t depth = r.get<int64_t>("depth", 40), growth = r.get<int64_t>("growth", 12);
-  r.check_range("growth", growth, 1, 256);
-  if (depth < 10 || (depth - 4) % 6 != 0)
-    throw InputError("model densenet_cifar: depth must be 6n + 4 with n >= 1 (10, 16, 22, 28, 34, 40, …), got " +
-                     std::to_string(depth));
-  r.finish();
-  return std::make_shared<DenseNetCifarImpl>(depth, growth, o);
+void DenseNetCifarOptions::validate(const std::string& model) const {
+  if (depth_ < 10 || (depth_ - 4) % 6 != 0)
+    throw InputError("model " + model + ": depth must be 6n + 4 with n >= 1 (10, 16, 22, 28, 34, 40, …), got " +
+                     std::to_string(depth_));
+}
+
+Model make_densenet_cifar(const DenseNetCifarOptions& options) {
+  return std::make_shared<DenseNetCifarImpl>(options);
 }
 
 }  // namespace igb::models::classify

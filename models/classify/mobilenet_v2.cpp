@@ -39,7 +39,8 @@ TORCH_MODULE(InvertedResidual);
 
 class MobileNetV2Impl : public ClassifierImpl {
  public:
-  explicit MobileNetV2Impl(ClassifierOptions o) : ClassifierImpl(o.num_classes, o.shape(3)) {
+  explicit MobileNetV2Impl(MobileNetV2Options o)
+      : ClassifierImpl(o.num_classes(), 3, o.input_size()), options(o) {
     // t (expansion), c (channels), n (repeats), s (first stride).
     const int64_t settings[7][4] = {{1, 16, 1, 1},  {6, 24, 2, 2},  {6, 32, 3, 2}, {6, 64, 4, 2},
                                     {6, 96, 3, 1},  {6, 160, 3, 2}, {6, 320, 1, 1}};
@@ -55,7 +56,7 @@ class MobileNetV2Impl : public ClassifierImpl {
     features->push_back(conv_bn_relu6(in, 1280, 1, 1, 1));
     register_module("features", features);
     avgpool = register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(1)));
-    classifier = register_module("classifier", Sequential(nn::Dropout(0.2), nn::Linear(1280, o.num_classes)));
+    classifier = register_module("classifier", Sequential(nn::Dropout(0.2), nn::Linear(1280, o.num_classes())));
     torch::NoGradGuard no_grad;
     for (auto& m : modules(false)) {
       if (auto* c = m->as<nn::Conv2d>()) nn::init::kaiming_normal_(c->weight, 0, torch::kFanOut);
@@ -68,17 +69,17 @@ class MobileNetV2Impl : public ClassifierImpl {
   torch::Tensor forward(torch::Tensor x) override {
     return classifier->forward(avgpool(features->forward(x)).flatten(1));
   }
+  nlohmann::json options_json() const override { return options_to_json(options); }
+
+  MobileNetV2Options options;
   Sequential features{nullptr}, classifier{nullptr};
   nn::AdaptiveAvgPool2d avgpool{nullptr};
 };
 
 }  // namespace
 
-Model make_mobilenet_v2(const nlohmann::json& options) {
-  OptionReader r("mobilenet_v2", options);
-  auto o = read_classifier_options(r, 1000, 224, 32);
-  r.finish();
-  return std::make_shared<MobileNetV2Impl>(o);
+Model make_mobilenet_v2(const MobileNetV2Options& options) {
+  return std::make_shared<MobileNetV2Impl>(options);
 }
 
 }  // namespace igb::models::classify

@@ -60,7 +60,8 @@ TORCH_MODULE(Block);
 
 class ResNetImpl : public ClassifierImpl {
  public:
-  ResNetImpl(int64_t depth, ClassifierOptions o) : ClassifierImpl(o.num_classes, o.shape(3)) {
+  explicit ResNetImpl(ResNetOptions o) : ClassifierImpl(o.num_classes(), 3, o.input_size()), options(o) {
+    const int64_t depth = o.depth();
     const bool bottleneck = depth >= 50;
     const std::vector<int64_t> blocks = depth == 18 ? std::vector<int64_t>{2, 2, 2, 2} : std::vector<int64_t>{3, 4, 6, 3};
     conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)));
@@ -78,7 +79,7 @@ class ResNetImpl : public ClassifierImpl {
       layers.push_back(register_module("layer" + std::to_string(stage + 1), layer));
     }
     avgpool = register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(1)));
-    fc = register_module("fc", nn::Linear(in, o.num_classes));
+    fc = register_module("fc", nn::Linear(in, o.num_classes()));
     torch::NoGradGuard no_grad;
     for (auto& m : modules(false))
       if (auto* c = m->as<nn::Conv2d>()) nn::init::kaiming_normal_(c->weight, 0, torch::kFanOut, torch::kReLU);
@@ -88,6 +89,9 @@ class ResNetImpl : public ClassifierImpl {
     for (auto& l : layers) x = l->forward(x);
     return fc(avgpool(x).flatten(1));
   }
+  nlohmann::json options_json() const override { return options_to_json(options); }
+
+  ResNetOptions options;
 
   nn::Conv2d conv1{nullptr};
   nn::BatchNorm2d bn1{nullptr};
@@ -100,11 +104,11 @@ class ResNetImpl : public ClassifierImpl {
 
 }  // namespace
 
-Model make_resnet(int64_t depth, const nlohmann::json& options) {
-  OptionReader r("resnet" + std::to_string(depth), options);
-  auto o = read_classifier_options(r, 1000, 224, 32);
-  r.finish();
-  return std::make_shared<ResNetImpl>(depth, o);
+void ResNetOptions::validate(const std::string& model) const {
+  if (depth_ != 18 && depth_ != 34 && depth_ != 50)
+    throw InputError("model " + model + ": depth must be 18, 34 or 50, got " + std::to_string(depth_));
 }
+
+Model make_resnet(const ResNetOptions& options) { return std::make_shared<ResNetImpl>(options); }
 
 }  // namespace igb::models::classify

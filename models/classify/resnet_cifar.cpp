@@ -52,8 +52,9 @@ TORCH_MODULE(BasicBlock);
 
 class ResNetCifarImpl : public ClassifierImpl {
  public:
-  ResNetCifarImpl(int64_t depth, ClassifierOptions o) : ClassifierImpl(o.num_classes, o.shape(3)), depth_(depth) {
-    const int64_t n = (depth - 2) / 6;
+  explicit ResNetCifarImpl(ResNetCifarOptions o)
+      : ClassifierImpl(o.num_classes(), 3, o.input_size()), options(o) {
+    const int64_t n = (o.depth() - 2) / 6;
     conv1 = register_module("conv1", conv3x3(3, 16, 1));
     bn1 = register_module("bn1", nn::BatchNorm2d(16));
     relu = register_module("relu", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
@@ -68,7 +69,7 @@ class ResNetCifarImpl : public ClassifierImpl {
       layers.push_back(register_module("layer" + std::to_string(stage + 1), layer));
     }
     avgpool = register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(1)));
-    fc = register_module("fc", nn::Linear(64, o.num_classes));
+    fc = register_module("fc", nn::Linear(64, o.num_classes()));
     torch::NoGradGuard no_grad;
     for (auto& m : modules(false))
       if (auto* c = m->as<nn::Conv2d>()) nn::init::kaiming_normal_(c->weight, 0, torch::kFanOut, torch::kReLU);
@@ -78,6 +79,9 @@ class ResNetCifarImpl : public ClassifierImpl {
     for (auto& l : layers) x = l->forward(x);
     return fc(avgpool(x).flatten(1));
   }
+  nlohmann::json options_json() const override { return options_to_json(options); }
+
+  ResNetCifarOptions options;
 
   nn::Conv2d conv1{nullptr};
   nn::BatchNorm2d bn1{nullptr};
@@ -85,18 +89,18 @@ class ResNetCifarImpl : public ClassifierImpl {
   std::vector<Sequential> layers;
   nn::AdaptiveAvgPool2d avgpool{nullptr};
   nn::Linear fc{nullptr};
-
- private:
-  int64_t depth_;
 };
 
 }  // namespace
 
-Model make_resnet_cifar(int64_t depth, const nlohmann::json& options) {
-  OptionReader r("resnet" + std::to_string(depth) + "_cifar", options);
-  auto o = read_classifier_options(r, 10, 32, 8);
-  r.finish();
-  return std::make_shared<ResNetCifarImpl>(depth, o);
+void ResNetCifarOptions::validate(const std::string& model) const {
+  if (depth_ < 8 || (depth_ - 2) % 6 != 0)
+    throw InputError("model " + model + ": depth must be 6n + 2 with n >= 1 (8, 14, 20, 26, 32, …), got " +
+                     std::to_string(depth_));
+}
+
+Model make_resnet_cifar(const ResNetCifarOptions& options) {
+  return std::make_shared<ResNetCifarImpl>(options);
 }
 
 }  // namespace igb::models::classify

@@ -8,26 +8,36 @@ namespace nn = torch::nn;
 
 namespace {
 
+/// What tells simplenet_cifar and lenet5 apart besides their options.
+struct TwoConvLayout {
+  const char* name;
+  int64_t in_channels;
+  int64_t conv1_padding;
+};
+
 /// conv(k5) → act → maxpool 2 → conv(k5) → act → maxpool 2 → fc → act → fc → act → fc.
 /// Layers: conv1, relu1, pool1, conv2, relu2, pool2, fc1, relu3, fc2, relu4, fc3.
+template <class Options>
 class TwoConvNetImpl : public ClassifierImpl {
  public:
-  TwoConvNetImpl(int64_t in_channels, int64_t conv1_padding, ClassifierOptions o, std::string name)
-      : ClassifierImpl(o.num_classes, o.shape(in_channels)), name_(std::move(name)) {
+  TwoConvNetImpl(Options o, TwoConvLayout layout)
+      : ClassifierImpl(o.num_classes(), layout.in_channels, o.input_size()), options(o) {
+    const int64_t in_channels = layout.in_channels, conv1_padding = layout.conv1_padding;
     conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in_channels, 6, 5).padding(conv1_padding)));
     relu1 = register_module("relu1", Activation(ActivationKind::kReLU));
     pool1 = register_module("pool1", nn::MaxPool2d(nn::MaxPool2dOptions(2)));
     conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(6, 16, 5)));
     relu2 = register_module("relu2", Activation(ActivationKind::kReLU));
     pool2 = register_module("pool2", nn::MaxPool2d(nn::MaxPool2dOptions(2)));
-    int64_t side = ((o.input_size + 2 * conv1_padding - 4) / 2 - 4) / 2;
+    int64_t side = ((o.input_size() + 2 * conv1_padding - 4) / 2 - 4) / 2;
     if (side < 1)
-      throw InputError("model " + name_ + ": input_size " + std::to_string(o.input_size) + " is too small");
+      throw InputError("model " + std::string(layout.name) + ": input_size " + std::to_string(o.input_size()) +
+                       " is too small");
     fc1 = register_module("fc1", nn::Linear(16 * side * side, 120));
     relu3 = register_module("relu3", Activation(ActivationKind::kReLU));
     fc2 = register_module("fc2", nn::Linear(120, 84));
     relu4 = register_module("relu4", Activation(ActivationKind::kReLU));
-    fc3 = register_module("fc3", nn::Linear(84, o.num_classes));
+    fc3 = register_module("fc3", nn::Linear(84, o.num_classes()));
   }
   torch::Tensor forward(torch::Tensor x) override {
     x = pool1(relu1(conv1(x)));
@@ -35,30 +45,23 @@ class TwoConvNetImpl : public ClassifierImpl {
     x = x.flatten(1);
     return fc3(relu4(fc2(relu3(fc1(x)))));
   }
+  nlohmann::json options_json() const override { return options_to_json(options); }
 
+  Options options;
   nn::Conv2d conv1{nullptr}, conv2{nullptr};
   nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
   nn::MaxPool2d pool1{nullptr}, pool2{nullptr};
   Activation relu1{nullptr}, relu2{nullptr}, relu3{nullptr}, relu4{nullptr};
-
- private:
-  std::string name_;
 };
 
 }  // namespace
 
-Model make_simplenet_cifar(const nlohmann::json& options) {
-  OptionReader r("simplenet_cifar", options);
-  auto o = read_classifier_options(r, 10, 32, 16);
-  r.finish();
-  return std::make_shared<TwoConvNetImpl>(3, 0, o, "simplenet_cifar");
+Model make_simplenet_cifar(const SimpleNetCifarOptions& options) {
+  return std::make_shared<TwoConvNetImpl<SimpleNetCifarOptions>>(options, TwoConvLayout{"simplenet_cifar", 3, 0});
 }
 
-Model make_lenet5(const nlohmann::json& options) {
-  OptionReader r("lenet5", options);
-  auto o = read_classifier_options(r, 10, 28, 12);
-  r.finish();
-  return std::make_shared<TwoConvNetImpl>(1, 2, o, "lenet5");
+Model make_lenet5(const LeNet5Options& options) {
+  return std::make_shared<TwoConvNetImpl<LeNet5Options>>(options, TwoConvLayout{"lenet5", 1, 2});
 }
 
 }  // namespace igb::models::classify

@@ -32,17 +32,20 @@ Sequential vgg_features(bool batch_norm) {
 /// (fc 25088→4096, ReLU, dropout, fc 4096→4096, ReLU, dropout, fc 4096→classes).
 class Vgg16Impl : public ClassifierImpl {
  public:
-  explicit Vgg16Impl(ClassifierOptions o) : ClassifierImpl(o.num_classes, o.shape(3)) {
+  explicit Vgg16Impl(Vgg16Options o) : ClassifierImpl(o.num_classes(), 3, o.input_size()), options(o) {
     features = register_module("features", vgg_features(false));
     avgpool = register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(7)));
     classifier = register_module(
         "classifier", Sequential(nn::Linear(512 * 7 * 7, 4096), Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)),
                                  nn::Dropout(0.5), nn::Linear(4096, 4096), Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)),
-                                 nn::Dropout(0.5), nn::Linear(4096, o.num_classes)));
+                                 nn::Dropout(0.5), nn::Linear(4096, o.num_classes())));
   }
   torch::Tensor forward(torch::Tensor x) override {
     return classifier->forward(avgpool(features->forward(x)).flatten(1));
   }
+  nlohmann::json options_json() const override { return options_to_json(options); }
+
+  Vgg16Options options;
   Sequential features{nullptr}, classifier{nullptr};
   nn::AdaptiveAvgPool2d avgpool{nullptr};
 };
@@ -51,11 +54,12 @@ class Vgg16Impl : public ClassifierImpl {
 /// convs 2, 4, 7, 10, 13), then classifier (fc 512→512, BN1d, ReLU, fc 512→classes).
 class Vgg16CifarImpl : public ClassifierImpl {
  public:
-  explicit Vgg16CifarImpl(ClassifierOptions o) : ClassifierImpl(o.num_classes, o.shape(3)) {
+  explicit Vgg16CifarImpl(Vgg16CifarOptions o)
+      : ClassifierImpl(o.num_classes(), 3, o.input_size()), options(o) {
     features = register_module("features", vgg_features(true));
     classifier = register_module(
         "classifier", Sequential(nn::Linear(512, 512), nn::BatchNorm1d(512), Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)),
-                                 nn::Linear(512, o.num_classes)));
+                                 nn::Linear(512, o.num_classes())));
     torch::NoGradGuard no_grad;
     for (auto& m : modules(false))
       if (auto* c = m->as<nn::Conv2d>()) {
@@ -69,23 +73,18 @@ class Vgg16CifarImpl : public ClassifierImpl {
     if (x.size(2) != 1 || x.size(3) != 1) x = torch::adaptive_avg_pool2d(x, {1, 1});
     return classifier->forward(x.flatten(1));
   }
+  nlohmann::json options_json() const override { return options_to_json(options); }
+
+  Vgg16CifarOptions options;
   Sequential features{nullptr}, classifier{nullptr};
 };
 
 }  // namespace
 
-Model make_vgg16(const nlohmann::json& options) {
-  OptionReader r("vgg16", options);
-  auto o = read_classifier_options(r, 1000, 224, 32);
-  r.finish();
-  return std::make_shared<Vgg16Impl>(o);
-}
+Model make_vgg16(const Vgg16Options& options) { return std::make_shared<Vgg16Impl>(options); }
 
-Model make_vgg16_cifar(const nlohmann::json& options) {
-  OptionReader r("vgg16_cifar", options);
-  auto o = read_classifier_options(r, 10, 32, 32);
-  r.finish();
-  return std::make_shared<Vgg16CifarImpl>(o);
+Model make_vgg16_cifar(const Vgg16CifarOptions& options) {
+  return std::make_shared<Vgg16CifarImpl>(options);
 }
 
 }  // namespace igb::models::classify

@@ -4,7 +4,8 @@ namespace igb::models::sr {
 
 namespace nn = torch::nn;
 
-EspcnImpl::EspcnImpl(int64_t scale, int64_t channels) : SrModelImpl(scale, channels) {
+EspcnImpl::EspcnImpl(EspcnOptions o) : SrModelImpl(o.scale(), o.channels()), options(o) {
+  const int64_t scale = o.scale(), channels = o.channels();
   conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(channels, 64, 5).padding(2)));
   act1 = register_module("act1", Activation(ActivationKind::kTanh));
   conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(64, 32, 3).padding(1)));
@@ -20,14 +21,8 @@ torch::Tensor EspcnImpl::forward(torch::Tensor x) {
   return pixel_shuffle(conv3(x));
 }
 
-nlohmann::json EspcnImpl::options_json() const { return {{"scale", scale_}, {"channels", channels_}}; }
+nlohmann::json EspcnImpl::options_json() const { return options_to_json(options); }
 
-Model make_espcn(const nlohmann::json& options) {
-  OptionReader r("espcn", options);
-  int64_t scale, channels;
-  read_sr_options(r, scale, channels);
-  r.finish();
-  return std::make_shared<EspcnImpl>(scale, channels);
-}
+Model make_espcn(const EspcnOptions& options) { return std::make_shared<EspcnImpl>(options); }
 
 }  // namespace igb::models::sr

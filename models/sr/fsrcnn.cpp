@@ -16,8 +16,8 @@ Activation prelu(int64_t channels) {
 }
 }  // namespace
 
-FsrcnnImpl::FsrcnnImpl(int64_t scale, int64_t channels, int64_t d, int64_t s, int64_t m)
-    : SrModelImpl(scale, channels), d_(d), s_(s), m_(m) {
+FsrcnnImpl::FsrcnnImpl(FsrcnnOptions o) : SrModelImpl(o.scale(), o.channels()), options(o) {
+  const int64_t scale = o.scale(), channels = o.channels(), d = o.d(), s = o.s(), m = o.m();
   first_part = register_module(
       "first_part", Sequential(nn::Conv2d(nn::Conv2dOptions(channels, d, 5).padding(2)), prelu(d)));
   mid_part = Sequential();
@@ -52,20 +52,8 @@ torch::Tensor FsrcnnImpl::forward(torch::Tensor x) {
   return fast_conv_transpose2d(*last_part, x);
 }
 
-nlohmann::json FsrcnnImpl::options_json() const {
-  return {{"scale", scale_}, {"channels", channels_}, {"d", d_}, {"s", s_}, {"m", m_}};
-}
+nlohmann::json FsrcnnImpl::options_json() const { return options_to_json(options); }
 
-Model make_fsrcnn(const nlohmann::json& options) {
-  OptionReader r("fsrcnn", options);
-  int64_t scale, channels;
-  read_sr_options(r, scale, channels);
-  int64_t d = r.get<int64_t>("d", 56), s = r.get<int64_t>("s", 12), m = r.get<int64_t>("m", 4);
-  r.check_range("d", d, 1, 4096);
-  r.check_range("s", s, 1, 4096);
-  r.check_range("m", m, 0, 64);
-  r.finish();
-  return std::make_shared<FsrcnnImpl>(scale, channels, d, s, m);
-}
+Model make_fsrcnn(const FsrcnnOptions& options) { return std::make_shared<FsrcnnImpl>(options); }
 
 }  // namespace igb::models::sr

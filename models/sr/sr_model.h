@@ -1,5 +1,7 @@
 #pragma once
 
+#include <string>
+
 #include "models/model.h"
 
 namespace igb::models::sr {
@@ -23,8 +25,10 @@ class SrModelImpl : public ModelImpl {
   int64_t channels_;
 };
 
-/// Reads the options every SR model has: `scale` (2, 3 or 4; default 3) and `channels`
-/// (1 or 3; default 1).
-void read_sr_options(OptionReader& r, int64_t& scale, int64_t& channels);
+/// The range of `scale`, the option every SR model has: 2, 3 or 4.
+inline constexpr OptionBounds kSrScaleBounds{2, 4};
+
+/// Throws InputError unless `channels` (the other option every SR model has) is 1 or 3.
+void check_sr_channels(int64_t channels);
 
 }  // namespace igb::models::sr

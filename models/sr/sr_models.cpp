@@ -18,19 +18,16 @@ torch::Tensor SrModelImpl::upsample(const torch::Tensor& x) const {
                                .align_corners(false));
 }
 
-void read_sr_options(OptionReader& r, int64_t& scale, int64_t& channels) {
-  scale = r.get<int64_t>("scale", 3);
-  channels = r.get<int64_t>("channels", 1);
-  r.check_range("scale", scale, 2, 4);
+void check_sr_channels(int64_t channels) {
   if (channels != 1 && channels != 3)
     throw InputError("SR models take channels 1 (luma) or 3 (RGB), got " + std::to_string(channels));
 }
 
 void register_sr_models(Registry<ModelSpec>& registry) {
-  registry.add("srcnn", {"sr", make_srcnn}, "SRCNN 9-5-5 (Dong et al. 2014) on the bicubic-upsampled input");
-  registry.add("fsrcnn", {"sr", make_fsrcnn}, "FSRCNN(d, s, m) with transposed-conv output (Dong et al. 2016)");
-  registry.add("espcn", {"sr", make_espcn}, "ESPCN sub-pixel convolution (Shi et al. 2016)");
-  registry.add("vdsr", {"sr", make_vdsr}, "VDSR, depth-layer residual network (Kim et al. 2016)");
+  add_model(registry, "srcnn", "sr", make_srcnn, "SRCNN 9-5-5 (Dong et al. 2014) on the bicubic-upsampled input");
+  add_model(registry, "fsrcnn", "sr", make_fsrcnn, "FSRCNN(d, s, m) with transposed-conv output (Dong et al. 2016)");
+  add_model(registry, "espcn", "sr", make_espcn, "ESPCN sub-pixel convolution (Shi et al. 2016)");
+  add_model(registry, "vdsr", "sr", make_vdsr, "VDSR, depth-layer residual network (Kim et al. 2016)");
 }
 
 }  // namespace igb::models::sr

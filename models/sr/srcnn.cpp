@@ -4,7 +4,8 @@ namespace igb::models::sr {
 
 namespace nn = torch::nn;
 
-SrcnnImpl::SrcnnImpl(int64_t scale, int64_t channels) : SrModelImpl(scale, channels) {
+SrcnnImpl::SrcnnImpl(SrcnnOptions o) : SrModelImpl(o.scale(), o.channels()), options(o) {
+  const int64_t channels = o.channels();
   conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(channels, 64, 9).padding(4)));
   relu1 = register_module("relu1", Activation(ActivationKind::kReLU));
   conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(64, 32, 5).padding(2)));
@@ -26,14 +27,8 @@ torch::Tensor SrcnnImpl::forward(torch::Tensor x) {
   return conv3(x);
 }
 
-nlohmann::json SrcnnImpl::options_json() const { return {{"scale", scale_}, {"channels", channels_}}; }
+nlohmann::json SrcnnImpl::options_json() const { return options_to_json(options); }
 
-Model make_srcnn(const nlohmann::json& options) {
-  OptionReader r("srcnn", options);
-  int64_t scale, channels;
-  read_sr_options(r, scale, channels);
-  r.finish();
-  return std::make_shared<SrcnnImpl>(scale, channels);
-}
+Model make_srcnn(const SrcnnOptions& options) { return std::make_shared<SrcnnImpl>(options); }
 
 }  // namespace igb::models::sr

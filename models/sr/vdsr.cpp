@@ -4,8 +4,8 @@ namespace igb::models::sr {
 
 namespace nn = torch::nn;
 
-VdsrImpl::VdsrImpl(int64_t scale, int64_t channels, int64_t depth)
-    : SrModelImpl(scale, channels), depth_(depth) {
+VdsrImpl::VdsrImpl(VdsrOptions o) : SrModelImpl(o.scale(), o.channels()), options(o) {
+  const int64_t channels = o.channels(), depth = o.depth();
   head = register_module("head", nn::Conv2d(nn::Conv2dOptions(channels, 64, 3).padding(1)));
   head_act = register_module("head_act", Activation(ActivationKind::kReLU));
   body = Sequential();
@@ -32,18 +32,8 @@ torch::Tensor VdsrImpl::forward(torch::Tensor x) {
   return up + tail(y);
 }
 
-nlohmann::json VdsrImpl::options_json() const {
-  return {{"scale", scale_}, {"channels", channels_}, {"depth", depth_}};
-}
+nlohmann::json VdsrImpl::options_json() const { return options_to_json(options); }
 
-Model make_vdsr(const nlohmann::json& options) {
-  OptionReader r("vdsr", options);
-  int64_t scale, channels;
-  read_sr_options(r, scale, channels);
-  int64_t depth = r.get<int64_t>("depth", 20);
-  r.check_range("depth", depth, 2, 200);
-  r.finish();
-  return std::make_shared<VdsrImpl>(scale, channels, depth);
-}
+Model make_vdsr(const VdsrOptions& options) { return std::make_shared<VdsrImpl>(options); }
 
 }  // namespace igb::models::sr

@@ -1,0 +1,180 @@
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "models/classify/classifier.h"
+#include "models/model.h"
+#include "models/sr/fsrcnn.h"
+#include "models/sr/vdsr.h"
+
+namespace igb::models {
+
+namespace {
+
+std::map<std::string, std::vector<int64_t>> parameter_shapes(const torch::nn::Module& m) {
+  std::map<std::string, std::vector<int64_t>> out;
+  for (const auto& p : m.named_parameters()) out[p.key()] = p.value().sizes().vec();
+  return out;
+}
+
+std::string error_of(const std::string& name, const nlohmann::json& args) {
+  try {
+    create_model(name, args);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+class ModelOptions : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { register_builtin_models(); }
+};
+
+TEST_F(ModelOptions, FsrcnnOptionsRoundTripThroughJsonToAnIdenticalModel) {
+  const auto options = sr::FsrcnnOptions().scale(2).channels(3).d(32).s(8).m(3);
+  const nlohmann::json json = options_to_json(options);
+  EXPECT_EQ(json, nlohmann::json({{"scale", 2}, {"channels", 3}, {"d", 32}, {"s", 8}, {"m", 3}}));
+
+  const auto back = options_from_json<sr::FsrcnnOptions>("fsrcnn", json);
+  EXPECT_EQ(back.scale(), 2);
+  EXPECT_EQ(back.channels(), 3);
+  EXPECT_EQ(back.d(), 32);
+  EXPECT_EQ(back.s(), 8);
+  EXPECT_EQ(back.m(), 3);
+
+  auto typed = sr::make_fsrcnn(options);
+  auto from_json = create_model("fsrcnn", json);
+  EXPECT_EQ(typed->options_json(), json);
+  EXPECT_EQ(from_json->options_json(), json);
+  EXPECT_EQ(parameter_shapes(*from_json), parameter_shapes(*typed));
+  EXPECT_EQ(parameter_shapes(*from_json)["mid_part.7.0.weight"], (std::vector<int64_t>{32, 8, 1, 1}));
+}
+
+TEST_F(ModelOptions, DenseNetOptionsRoundTripThroughJsonToAnIdenticalModel) {
+  const auto options = classify::DenseNetCifarOptions().num_classes(5).input_size(40).depth(16).growth(8);
+  const nlohmann::json json = options_to_json(options);
+  EXPECT_EQ(json, nlohmann::json({{"num_classes", 5}, {"input_size", 40}, {"depth", 16}, {"growth", 8}}));
+  auto typed = classify::make_densenet_cifar(options);
+  auto from_json = create_model("densenet_cifar", json);
+  EXPECT_EQ(from_json->options_json(), json);
+  EXPECT_EQ(from_json->input_shape(), (std::vector<int64_t>{1, 3, 40, 40}));
+  EXPECT_EQ(parameter_shapes(*from_json), parameter_shapes(*typed));
+}
+
+// What checkpoints written before the options structs hold under `model_options`: the keys and
+// default values of every model must stay exactly these, or old checkpoints stop loading.
+TEST_F(ModelOptions, RegistryDefaultsAreTheCheckpointKeysOfBefore) {
+  const nlohmann::json sr = {{"scale", 3}, {"channels", 1}};
+  const nlohmann::json cifar = {{"num_classes", 10}, {"input_size", 32}};
+  const nlohmann::json imagenet = {{"num_classes", 1000}, {"input_size", 224}};
+  auto with = [](nlohmann::json j, const nlohmann::json& more) {
+    j.update(more);
+    return j;
+  };
+  const std::map<std::string, nlohmann::json> expected = {
+      {"srcnn", sr},
+      {"espcn", sr},
+      {"fsrcnn", with(sr, {{"d", 56}, {"s", 12}, {"m", 4}})},
+      {"vdsr", with(sr, {{"depth", 20}})},
+      {"simplenet_cifar", cifar},
+      {"lenet5", {{"num_classes", 10}, {"input_size", 28}}},
+      {"resnet20_cifar", cifar},
+      {"resnet32_cifar", cifar},
+      {"resnet44_cifar", cifar},
+      {"resnet56_cifar", cifar},
+      {"resnet110_cifar", cifar},
+      {"vgg16_cifar", cifar},
+      {"densenet_cifar", with(cifar, {{"depth", 40}, {"growth", 12}})},
+      {"resnet18", imagenet},
+      {"resnet34", imagenet},
+      {"resnet50", imagenet},
+      {"vgg16", imagenet},
+      {"alexnet", imagenet},
+      {"mobilenet_v2", imagenet}};
+  EXPECT_EQ(model_registry().names().size(), expected.size());
+  for (const auto& name : model_registry().names()) {
+    ASSERT_TRUE(expected.count(name)) << name;
+    EXPECT_EQ(model_registry().get(name).defaults, expected.at(name)) << name;
+  }
+  // A default model emits its registry defaults, and options as an old checkpoint stored them
+  // (numbers, all keys) rebuild the same model.
+  for (const char* name : {"fsrcnn", "vdsr", "resnet20_cifar", "densenet_cifar", "lenet5"}) {
+    auto m = create_model(name, {});
+    EXPECT_EQ(m->options_json(), expected.at(name)) << name;
+    EXPECT_EQ(parameter_shapes(*create_model(name, expected.at(name))), parameter_shapes(*m)) << name;
+  }
+}
+
+TEST_F(ModelOptions, RegistryNameFixesTheFieldsThatAreNotModelArgs) {
+  auto o = options_from_json<classify::ResNetCifarOptions>("resnet56_cifar", {{"num_classes", "7"}},
+                                                           classify::ResNetCifarOptions().depth(56));
+  EXPECT_EQ(o.depth(), 56);
+  EXPECT_EQ(o.num_classes(), 7);
+  EXPECT_EQ(options_to_json(o), nlohmann::json({{"num_classes", 7}, {"input_size", 32}}));
+  // 9 basic blocks per stage: layer1.8 exists, layer1.9 does not.
+  auto params = create_model("resnet56_cifar", {})->named_parameters();
+  EXPECT_TRUE(params.contains("layer1.8.conv2.weight"));
+  EXPECT_FALSE(params.contains("layer1.9.conv1.weight"));
+  EXPECT_THROW(classify::make_resnet(options_from_json<classify::ResNetOptions>(
+                   "resnet19", {}, classify::ResNetOptions().depth(19))),
+               InputError);
+}
+
+TEST_F(ModelOptions, NonDefaultFsrcnnHasTheCountWorkedOutByHand) {
+  // d = 32, s = 8, m = 3 on RGB (scale does not change the count):
+  //   first_part  conv 3→32 5×5: 3·32·25 + 32 = 2432, PReLU 32            → 2464
+  //   mid_part.0  conv 32→8 1×1: 256 + 8, PReLU 8                          →  272
+  //   3 × (conv 8→8 3×3: 576 + 8, PReLU 8)                                 → 1776
+  //   mid_part.7  conv 8→32 1×1: 256 + 32, PReLU 32                        →  320
+  //   last_part   transposed conv 32→3 9×9: 32·3·81 + 3                    → 7779
+  auto m = create_model("fsrcnn", {{"scale", 2}, {"channels", 3}, {"d", 32}, {"s", 8}, {"m", 3}});
+  EXPECT_EQ(count_parameters(*m), 2464 + 272 + 1776 + 320 + 7779);
+  EXPECT_EQ(count_parameters(*m), 12611);
+  // VDSR depth 5 on luma: head 1→64 (576 + 64), 3 × body 64→64 (36864 + 64), tail 64→1 (576 + 1).
+  EXPECT_EQ(count_parameters(*sr::make_vdsr(sr::VdsrOptions().depth(5))), 640 + 3 * 36928 + 577);
+}
+
+TEST_F(ModelOptions, NonDefaultDenseNetHasTheCountWorkedOutByHand) {
+  // depth 16 → 2 bottleneck layers per block, growth 8 (4k = 32), 5 classes; channels start at
+  // 2k = 16. Bottleneck with c inputs: bn 2c, conv 1×1 c·32, bn 64, conv 3×3 32·9·8 = 2304.
+  //   conv1 3→16 3×3                                                        432
+  //   block: layer c=16 (32 + 512 + 64 + 2304) + layer c=24 (48 + 768 + 64 + 2304) = 6096, → 32
+  //   transition 32→16: bn 64 + conv 512                                    576
+  //   three blocks, two transitions, final bn 2·32, fc 32·5 + 5
+  auto m = create_model("densenet_cifar", {{"depth", 16}, {"growth", "8"}, {"num_classes", 5}});
+  EXPECT_EQ(count_parameters(*m), 432 + 3 * 6096 + 2 * 576 + 64 + 165);
+  EXPECT_EQ(count_parameters(*m), 20101);
+  // resnet20_cifar with 100 classes: the published 269,722 with fc 64→10 swapped for 64→100.
+  EXPECT_EQ(count_parameters(*create_model("resnet20_cifar", {{"num_classes", 100}})),
+            269'722 - (64 * 10 + 10) + (64 * 100 + 100));
+}
+
+TEST_F(ModelOptions, UnknownArgsNameTheValidOnes) {
+  EXPECT_EQ(error_of("fsrcnn", {{"q", 3}}), "model fsrcnn has no option 'q'; valid options: scale, channels, d, s, m");
+  EXPECT_EQ(error_of("srcnn", {{"d", 3}}), "model srcnn has no option 'd'; valid options: scale, channels");
+  EXPECT_EQ(error_of("vdsr", {{"layers", 3}}), "model vdsr has no option 'layers'; valid options: scale, channels, depth");
+  EXPECT_EQ(error_of("densenet_cifar", {{"width", 2}}),
+            "model densenet_cifar has no option 'width'; valid options: num_classes, input_size, depth, growth");
+  EXPECT_EQ(error_of("resnet20_cifar", {{"depth", 32}}),
+            "model resnet20_cifar has no option 'depth'; valid options: num_classes, input_size");
+  EXPECT_EQ(error_of("lenet5", {{"classes", 3}}), "model lenet5 has no option 'classes'; valid options: num_classes, input_size");
+}
+
+TEST_F(ModelOptions, BadValuesAreInputErrorsNamingTheOption) {
+  EXPECT_EQ(error_of("fsrcnn", {{"m", "x"}}), "model fsrcnn: option 'm' has an invalid value \"x\"");
+  EXPECT_EQ(error_of("fsrcnn", {{"m", 65}}), "model fsrcnn: option 'm' = 65 is out of range [0, 64]");
+  EXPECT_EQ(error_of("espcn", {{"scale", "8"}}), "model espcn: option 'scale' = 8 is out of range [2, 4]");
+  EXPECT_EQ(error_of("srcnn", {{"channels", 2}}), "SR models take channels 1 (luma) or 3 (RGB), got 2");
+  EXPECT_EQ(error_of("alexnet", {{"input_size", 62}}), "model alexnet: option 'input_size' = 62 is out of range [63, 4096]");
+  EXPECT_EQ(error_of("resnet18", {{"num_classes", 0}}), "model resnet18: option 'num_classes' = 0 is out of range [1, 100000]");
+  EXPECT_NE(error_of("densenet_cifar", {{"depth", 41}}).find("model densenet_cifar: depth must be 6n + 4"), std::string::npos);
+  EXPECT_EQ(error_of("fsrcnn", nlohmann::json::array({1})), "model fsrcnn: options must be a mapping");
+}
+
+}  // namespace igb::models
