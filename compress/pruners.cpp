@@ -1,5 +1,7 @@
 #include "compress/pruners.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -64,16 +66,15 @@ double fraction(YamlReader& r, const std::string& key) {
 
 /// A {param or '*': value} map resolved against the model: '*' covers every conv and linear
 /// weight that is not named explicitly.
-std::map<std::string, double> per_param(YamlReader& r, const std::string& key, const ModelParams& params,
-                                        bool fraction) {
+ParamValues per_param(YamlReader& r, const std::string& key, const ModelParams& params, bool is_fraction) {
   YAML::Node n = r.node(key);
   if (!n || !n.IsMap() || n.size() == 0)
     throw InputError(r.where() + ": " + r.path() + " needs a non-empty mapping '" + key + "'");
-  std::map<std::string, double> out;
+  ParamValues out;
   double star = -1;
   for (const auto& kv : n) {
     const auto name = kv.first.as<std::string>();
-    double v = fraction ? read_fraction(r, key, kv.second) : r.as<double>(kv.second, key);
+    double v = is_fraction ? read_fraction(r, key, kv.second) : r.as<double>(kv.second, key);
     if (name == "*") star = v;
     else out[params.resolve(name, yaml_where(r.file(), kv.first))] = v;
   }
@@ -92,118 +93,23 @@ std::vector<std::string> read_weights(YamlReader& r, const ModelParams& params) 
   return out;
 }
 
-std::vector<std::string> keys_of(const std::map<std::string, double>& m) {
+std::vector<std::string> keys_of(const ParamValues& m) {
   std::vector<std::string> out;
   for (const auto& kv : m) out.push_back(kv.first);
   return out;
 }
 
-/// Fine-grained pruners: per parameter, a mask from the weight and a per-parameter value.
-class ElementPruner : public Pruner {
- public:
-  enum class Kind { kLevel, kMagnitude, kSensitivity };
-  ElementPruner(std::string name, Kind kind, std::map<std::string, double> values)
-      : Pruner(std::move(name)), kind_(kind), values_(std::move(values)) {}
-  std::vector<std::string> targets() const override { return keys_of(values_); }
-  void set_masks(ModelParams& params, MaskTable& masks, int64_t, const PolicyTiming&) override {
-    for (const auto& [p, v] : values_) {
-      const auto& w = params.at(p);
-      switch (kind_) {
-        case Kind::kLevel: masks[p] = level_mask(w, v); break;
-        case Kind::kMagnitude: masks[p] = threshold_mask(w, v); break;
-        case Kind::kSensitivity: masks[p] = threshold_mask(w, v * w.detach().std().item<double>()); break;
-      }
-    }
-  }
+nlohmann::json values_json(const ParamValues& m) {
+  auto out = nlohmann::json::object();
+  for (const auto& [p, v] : m) out[p] = v;
+  return out;
+}
 
- private:
-  Kind kind_;
-  std::map<std::string, double> values_;
-};
-
-class AgpPruner : public Pruner {
- public:
-  AgpPruner(std::string name, double initial, double final_sparsity, std::vector<std::string> weights)
-      : Pruner(std::move(name)), initial_(initial), final_(final_sparsity), weights_(std::move(weights)) {}
-  std::vector<std::string> targets() const override { return weights_; }
-  bool needs_range_timing() const override { return true; }
-  void set_masks(ModelParams& params, MaskTable& masks, int64_t epoch, const PolicyTiming& t) override {
-    const double target = agp_target(initial_, final_, epoch, t);
-    for (const auto& p : weights_) masks[p] = level_mask(params.at(p), target);
-  }
-
- private:
-  double initial_, final_;
-  std::vector<std::string> weights_;
-};
-
-/// L1/L2-ranked structure pruning, fixed fraction or AGP schedule, optional Leader dependency.
-class RankedStructurePruner : public Pruner {
- public:
-  struct Target {
-    std::string weight;
-    double fraction;
-    GroupType group;
-  };
-  RankedStructurePruner(std::string name, std::vector<Target> targets, bool l2, bool leader, bool agp,
-                        double initial, double final_sparsity)
-      : Pruner(std::move(name)), targets_(std::move(targets)), l2_(l2), leader_(leader), agp_(agp),
-        initial_(initial), final_(final_sparsity) {}
-  std::vector<std::string> targets() const override {
-    std::vector<std::string> out;
-    for (const auto& t : targets_) out.push_back(t.weight);
-    return out;
-  }
-  bool needs_range_timing() const override { return agp_; }
-  std::vector<std::string> filter_targets() const override {
-    std::vector<std::string> out;
-    for (const auto& t : targets_)
-      if (t.group == GroupType::kFilters) out.push_back(t.weight);
-    return out;
-  }
-  /// Filter magnitudes; with channel groups, each filter's group is ranked as a whole (the mean
-  /// of the magnitudes of all filters tied to it), so tied layers lose the same channels.
-  at::Tensor magnitudes(ModelParams& params, const std::string& weight, GroupType group) const {
-    const auto& w = params.at(weight);
-    const ChannelGroups* groups = params.channel_groups();
-    if (group != GroupType::kFilters || !groups || !groups->has(weight)) return group_magnitudes(w, group, l2_);
-    auto out = torch::zeros({w.size(0)}, torch::kFloat32);
-    for (int64_t j = 0; j < w.size(0); ++j) {
-      double sum = 0;
-      int n = 0;
-      for (const auto& m : groups->members(weight, j))
-        if (m.role == GroupMember::Role::kProducer && m.tensor.size() > 6 &&
-            m.tensor.compare(m.tensor.size() - 6, 6, "weight") == 0) {
-          auto slice = params.at(m.tensor).detach().select(m.dim, m.index).abs();
-          sum += (l2_ ? slice.pow(2).mean().sqrt() : slice.mean()).item<double>();
-          ++n;
-        }
-      out[j] = n ? sum / n : 0.0;
-    }
-    return out;
-  }
-  void set_masks(ModelParams& params, MaskTable& masks, int64_t epoch, const PolicyTiming& timing) override {
-    std::vector<int64_t> leader_choice;
-    for (size_t i = 0; i < targets_.size(); ++i) {
-      const auto& t = targets_[i];
-      const auto& w = params.at(t.weight);
-      const double fraction = agp_ ? agp_target(initial_, final_, epoch, timing) : t.fraction;
-      std::vector<int64_t> pruned;
-      if (leader_ && i > 0) {
-        pruned = leader_choice;
-      } else {
-        pruned = smallest_groups(magnitudes(params, t.weight, t.group), fraction);
-        leader_choice = pruned;
-      }
-      mask_groups(params, masks, t.weight, t.group, pruned, w);
-    }
-  }
-
- private:
-  std::vector<Target> targets_;
-  bool l2_, leader_, agp_;
-  double initial_, final_;
-};
+nlohmann::json with_class(const std::string& cls, nlohmann::json options) {
+  nlohmann::json out = {{"class", cls}};
+  out.update(options);
+  return out;
+}
 
 GroupType read_group(YamlReader& r, const std::string& key, const YAML::Node& n) {
   std::string s = r.as<std::string>(n, key);
@@ -216,7 +122,7 @@ GroupType read_group(YamlReader& r, const std::string& key, const YAML::Node& n)
 }
 
 void check_group_fits(YamlReader& r, const ModelParams& params, const std::string& w, GroupType g) {
-  const int64_t dim = const_cast<ModelParams&>(params).at(w).dim();
+  const int64_t dim = params.at(w).dim();
   if (g == GroupType::kRows && dim != 2)
     throw InputError(r.where() + ": " + r.path() + ": Rows pruning needs a 2-D (linear) weight, but " + w + " has " +
                      std::to_string(dim) + " dimensions");
@@ -224,24 +130,24 @@ void check_group_fits(YamlReader& r, const ModelParams& params, const std::strin
     throw InputError(r.where() + ": " + r.path() + ": " + w + " is not a conv or linear weight");
 }
 
-std::unique_ptr<Pruner> make_ranked(const std::string& name, YamlReader& r, const ModelParams& params, bool l2,
-                                    bool agp) {
-  std::vector<RankedStructurePruner::Target> targets;
-  double initial = 0, final_sparsity = 0;
-  bool leader = false;
+/// The keys the ranked structure pruners share; `agp` selects the _AGP class's keys.
+RankedStructurePrunerOptions read_ranked(YamlReader& r, const ModelParams& params, bool agp) {
+  RankedStructurePrunerOptions o;
+  o.agp(agp);
+  std::vector<RankedTarget> targets;
   if (r.has("group_dependency")) {
     auto dep = r.get<std::string>("group_dependency");
     if (dep != "Leader")
       throw InputError(r.where("group_dependency") + ": group_dependency '" + dep + "' is unknown; valid: Leader");
-    leader = true;
+    o.leader(true);
   } else {
     r.ignore({"group_dependency"});
   }
   if (agp) {
-    initial = fraction(r, "initial_sparsity");
-    final_sparsity = fraction(r, "final_sparsity");
+    o.initial_sparsity(fraction(r, "initial_sparsity"));
+    o.final_sparsity(fraction(r, "final_sparsity"));
     GroupType g = read_group(r, "group_type", r.node("group_type"));
-    for (const auto& w : read_weights(r, params)) targets.push_back({w, final_sparsity, g});
+    for (const auto& w : read_weights(r, params)) targets.push_back({w, o.final_sparsity(), g});
   } else if (r.has("reg_regims")) {
     // The form Distiller's regularizers use: {param: [fraction, group]}.
     for (const auto& kv : r.node("reg_regims")) {
@@ -260,18 +166,209 @@ std::unique_ptr<Pruner> make_ranked(const std::string& name, YamlReader& r, cons
     for (const auto& w : read_weights(r, params)) targets.push_back({w, s, g});
   }
   for (const auto& t : targets) check_group_fits(r, params, t.weight, t.group);
-  if (leader) {
-    auto& p = const_cast<ModelParams&>(params);
-    const auto n0 = group_magnitudes(p.at(targets[0].weight), targets[0].group).numel();
+  if (o.leader()) {
+    const auto n0 = group_magnitudes(params.at(targets[0].weight), targets[0].group).numel();
     for (const auto& t : targets)
-      if (group_magnitudes(p.at(t.weight), t.group).numel() != n0)
+      if (group_magnitudes(params.at(t.weight), t.group).numel() != n0)
         throw InputError(r.where() + ": " + r.path() + ": Leader needs the same number of groups in every weight, but " +
                          t.weight + " differs from " + targets[0].weight);
   }
-  return std::make_unique<RankedStructurePruner>(name, targets, l2, leader, agp, initial, final_sparsity);
+  o.targets(std::move(targets));
+  r.finish();
+  return o;
 }
 
 }  // namespace
+
+// --- options -------------------------------------------------------------------------------------
+
+LevelPrunerOptions LevelPrunerOptions::from_yaml(YamlReader& yaml, const ModelParams& params) {
+  LevelPrunerOptions o(per_param(yaml, "levels", params, true));
+  yaml.finish();
+  return o;
+}
+
+nlohmann::json LevelPrunerOptions::to_json() const { return {{"levels", values_json(levels_)}}; }
+
+MagnitudePrunerOptions MagnitudePrunerOptions::from_yaml(YamlReader& yaml, const ModelParams& params) {
+  MagnitudePrunerOptions o(per_param(yaml, "thresholds", params, false));
+  yaml.finish();
+  return o;
+}
+
+nlohmann::json MagnitudePrunerOptions::to_json() const { return {{"thresholds", values_json(thresholds_)}}; }
+
+SensitivityPrunerOptions SensitivityPrunerOptions::from_yaml(YamlReader& yaml, const ModelParams& params) {
+  SensitivityPrunerOptions o(per_param(yaml, "sensitivities", params, false));
+  yaml.finish();
+  return o;
+}
+
+nlohmann::json SensitivityPrunerOptions::to_json() const {
+  return {{"sensitivities", values_json(sensitivities_)}};
+}
+
+AgpPrunerOptions AgpPrunerOptions::from_yaml(YamlReader& yaml, const ModelParams& params) {
+  AgpPrunerOptions o;
+  o.initial_sparsity(fraction(yaml, "initial_sparsity"));
+  o.final_sparsity(fraction(yaml, "final_sparsity"));
+  o.weights(read_weights(yaml, params));
+  yaml.finish();
+  return o;
+}
+
+nlohmann::json AgpPrunerOptions::to_json() const {
+  return {{"initial_sparsity", initial_sparsity_}, {"final_sparsity", final_sparsity_}, {"weights", weights_}};
+}
+
+RankedStructurePrunerOptions RankedStructurePrunerOptions::from_yaml(YamlReader& yaml, const ModelParams& params) {
+  return read_ranked(yaml, params, false);
+}
+
+RankedStructurePrunerOptions RankedStructurePrunerOptions::from_yaml_agp(YamlReader& yaml,
+                                                                         const ModelParams& params) {
+  return read_ranked(yaml, params, true);
+}
+
+nlohmann::json RankedStructurePrunerOptions::to_json() const {
+  nlohmann::json out = nlohmann::json::object();
+  if (leader_) out["group_dependency"] = "Leader";
+  if (agp_) {
+    // The _AGP class names one group type for all its weights.
+    out["initial_sparsity"] = initial_sparsity_;
+    out["final_sparsity"] = final_sparsity_;
+    if (!targets_.empty()) out["group_type"] = group_type_name(targets_.front().group);
+    auto weights = nlohmann::json::array();
+    for (const auto& t : targets_) weights.push_back(t.weight);
+    out["weights"] = weights;
+  } else {
+    // reg_regims holds a fraction and group per weight, so it says everything `weights` can.
+    auto regims = nlohmann::json::object();
+    for (const auto& t : targets_) regims[t.weight] = {t.fraction, group_type_name(t.group)};
+    out["reg_regims"] = regims;
+  }
+  return out;
+}
+
+// --- pruners -------------------------------------------------------------------------------------
+
+LevelPruner::LevelPruner(std::string name, LevelPrunerOptions options)
+    : Pruner(std::move(name)), options_(std::move(options)) {}
+
+std::vector<std::string> LevelPruner::targets() const { return keys_of(options_.levels()); }
+
+void LevelPruner::set_masks(ModelParams& params, MaskTable& masks, int64_t, const PolicyTiming&) {
+  for (const auto& [p, s] : options_.levels()) masks[p] = level_mask(params.at(p), s);
+}
+
+nlohmann::json LevelPruner::hyperparams() const {
+  return with_class("SparsityLevelParameterPruner", options_.to_json());
+}
+
+MagnitudePruner::MagnitudePruner(std::string name, MagnitudePrunerOptions options)
+    : Pruner(std::move(name)), options_(std::move(options)) {}
+
+std::vector<std::string> MagnitudePruner::targets() const { return keys_of(options_.thresholds()); }
+
+void MagnitudePruner::set_masks(ModelParams& params, MaskTable& masks, int64_t, const PolicyTiming&) {
+  for (const auto& [p, t] : options_.thresholds()) masks[p] = threshold_mask(params.at(p), t);
+}
+
+nlohmann::json MagnitudePruner::hyperparams() const {
+  return with_class("MagnitudeParameterPruner", options_.to_json());
+}
+
+SensitivityPruner::SensitivityPruner(std::string name, SensitivityPrunerOptions options)
+    : Pruner(std::move(name)), options_(std::move(options)) {}
+
+std::vector<std::string> SensitivityPruner::targets() const { return keys_of(options_.sensitivities()); }
+
+void SensitivityPruner::set_masks(ModelParams& params, MaskTable& masks, int64_t, const PolicyTiming&) {
+  for (const auto& [p, s] : options_.sensitivities()) {
+    const auto& w = params.at(p);
+    masks[p] = threshold_mask(w, s * w.detach().std().item<double>());
+  }
+}
+
+nlohmann::json SensitivityPruner::hyperparams() const { return with_class("SensitivityPruner", options_.to_json()); }
+
+AgpPruner::AgpPruner(std::string name, AgpPrunerOptions options)
+    : Pruner(std::move(name)), options_(std::move(options)) {}
+
+std::vector<std::string> AgpPruner::targets() const { return options_.weights(); }
+
+void AgpPruner::set_masks(ModelParams& params, MaskTable& masks, int64_t epoch, const PolicyTiming& t) {
+  const double target = agp_target(options_.initial_sparsity(), options_.final_sparsity(), epoch, t);
+  for (const auto& p : options_.weights()) masks[p] = level_mask(params.at(p), target);
+}
+
+nlohmann::json AgpPruner::hyperparams() const { return with_class("AutomatedGradualPruner", options_.to_json()); }
+
+RankedStructurePruner::RankedStructurePruner(std::string name, RankedStructurePrunerOptions options)
+    : Pruner(std::move(name)), options_(std::move(options)) {}
+
+std::vector<std::string> RankedStructurePruner::targets() const {
+  std::vector<std::string> out;
+  for (const auto& t : options_.targets()) out.push_back(t.weight);
+  return out;
+}
+
+std::vector<std::string> RankedStructurePruner::filter_targets() const {
+  std::vector<std::string> out;
+  for (const auto& t : options_.targets())
+    if (t.group == GroupType::kFilters) out.push_back(t.weight);
+  return out;
+}
+
+at::Tensor RankedStructurePruner::magnitudes(ModelParams& params, const std::string& weight, GroupType group) const {
+  const bool l2 = options_.norm() == RankNorm::kL2;
+  const auto& w = params.at(weight);
+  const ChannelGroups* groups = params.channel_groups();
+  if (group != GroupType::kFilters || !groups || !groups->has(weight)) return group_magnitudes(w, group, l2);
+  auto out = torch::zeros({w.size(0)}, torch::kFloat32);
+  for (int64_t j = 0; j < w.size(0); ++j) {
+    double sum = 0;
+    int n = 0;
+    for (const auto& m : groups->members(weight, j))
+      if (m.role == GroupMember::Role::kProducer && m.tensor.size() > 6 &&
+          m.tensor.compare(m.tensor.size() - 6, 6, "weight") == 0) {
+        auto slice = params.at(m.tensor).detach().select(m.dim, m.index).abs();
+        sum += (l2 ? slice.pow(2).mean().sqrt() : slice.mean()).item<double>();
+        ++n;
+      }
+    out[j] = n ? sum / n : 0.0;
+  }
+  return out;
+}
+
+void RankedStructurePruner::set_masks(ModelParams& params, MaskTable& masks, int64_t epoch,
+                                      const PolicyTiming& timing) {
+  const auto& targets = options_.targets();
+  std::vector<int64_t> leader_choice;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const auto& t = targets[i];
+    const auto& w = params.at(t.weight);
+    const double fraction = options_.agp()
+                                ? agp_target(options_.initial_sparsity(), options_.final_sparsity(), epoch, timing)
+                                : t.fraction;
+    std::vector<int64_t> pruned;
+    if (options_.leader() && i > 0) {
+      pruned = leader_choice;
+    } else {
+      pruned = smallest_groups(magnitudes(params, t.weight, t.group), fraction);
+      leader_choice = pruned;
+    }
+    mask_groups(params, masks, t.weight, t.group, pruned, w);
+  }
+}
+
+nlohmann::json RankedStructurePruner::hyperparams() const {
+  const std::string cls = std::string(options_.norm() == RankNorm::kL2 ? "L2" : "L1") +
+                          "RankedStructureParameterPruner" + (options_.agp() ? "_AGP" : "");
+  return with_class(cls, options_.to_json());
+}
+
+// --- registry ------------------------------------------------------------------------------------
 
 Registry<PrunerFactory>& pruner_registry() {
   static Registry<PrunerFactory> r("pruner class");
@@ -284,35 +381,39 @@ void register_builtin_pruners() {
     auto& r = pruner_registry();
     r.add("SparsityLevelParameterPruner",
           [](const std::string& n, YamlReader& y, const ModelParams& p) {
-            return std::make_unique<ElementPruner>(n, ElementPruner::Kind::kLevel, per_param(y, "levels", p, true));
+            return std::make_unique<LevelPruner>(n, LevelPrunerOptions::from_yaml(y, p));
           },
           "levels: {param or '*': sparsity}");
     r.add("MagnitudeParameterPruner",
           [](const std::string& n, YamlReader& y, const ModelParams& p) {
-            return std::make_unique<ElementPruner>(n, ElementPruner::Kind::kMagnitude, per_param(y, "thresholds", p, false));
+            return std::make_unique<MagnitudePruner>(n, MagnitudePrunerOptions::from_yaml(y, p));
           },
           "thresholds: {param or '*': t}, prunes |w| <= t");
     r.add("SensitivityPruner",
           [](const std::string& n, YamlReader& y, const ModelParams& p) {
-            return std::make_unique<ElementPruner>(n, ElementPruner::Kind::kSensitivity,
-                                                   per_param(y, "sensitivities", p, false));
+            return std::make_unique<SensitivityPruner>(n, SensitivityPrunerOptions::from_yaml(y, p));
           },
           "sensitivities: {param or '*': s}, prunes |w| <= s * std(w)");
     r.add("AutomatedGradualPruner",
           [](const std::string& n, YamlReader& y, const ModelParams& p) {
-            double i = fraction(y, "initial_sparsity");
-            double f = fraction(y, "final_sparsity");
-            return std::make_unique<AgpPruner>(n, i, f, read_weights(y, p));
+            return std::make_unique<AgpPruner>(n, AgpPrunerOptions::from_yaml(y, p));
           },
           "initial_sparsity, final_sparsity, weights: cubic schedule of level pruning");
     r.add("L1RankedStructureParameterPruner",
-          [](const std::string& n, YamlReader& y, const ModelParams& p) { return make_ranked(n, y, p, false, false); },
+          [](const std::string& n, YamlReader& y, const ModelParams& p) {
+            return std::make_unique<RankedStructurePruner>(n, RankedStructurePrunerOptions::from_yaml(y, p));
+          },
           "group_type, desired_sparsity, weights [, group_dependency: Leader]: L1-ranked filters/channels/rows");
     r.add("L2RankedStructureParameterPruner",
-          [](const std::string& n, YamlReader& y, const ModelParams& p) { return make_ranked(n, y, p, true, false); },
+          [](const std::string& n, YamlReader& y, const ModelParams& p) {
+            return std::make_unique<RankedStructurePruner>(
+                n, RankedStructurePrunerOptions::from_yaml(y, p).norm(RankNorm::kL2));
+          },
           "as L1RankedStructureParameterPruner, ranked by L2");
     r.add("L1RankedStructureParameterPruner_AGP",
-          [](const std::string& n, YamlReader& y, const ModelParams& p) { return make_ranked(n, y, p, false, true); },
+          [](const std::string& n, YamlReader& y, const ModelParams& p) {
+            return std::make_unique<RankedStructurePruner>(n, RankedStructurePrunerOptions::from_yaml_agp(y, p));
+          },
           "initial_sparsity, final_sparsity, group_type, weights: L1-ranked structures on the AGP schedule");
     r.freeze();
   });

@@ -1,5 +1,7 @@
 #include "compress/regularizers.h"
 
+#include <nlohmann/json.hpp>
+
 #include <mutex>
 
 #include "compress/yaml_reader.h"
@@ -21,7 +23,7 @@ at::Tensor grouped(const at::Tensor& w, LassoGroup g) {
   return w;
 }
 
-LassoGroup parse_lasso_group(YamlReader& r, const std::string& s, const std::string& where, int64_t dim) {
+LassoGroup parse_lasso_group(const std::string& s, const std::string& where, int64_t dim) {
   LassoGroup g;
   if (s == "2D") g = LassoGroup::k2D;
   else if (s == "3D" || s == "Filters") g = LassoGroup::k3D;
@@ -34,95 +36,206 @@ LassoGroup parse_lasso_group(YamlReader& r, const std::string& s, const std::str
     throw InputError(where + ": group " + s + " needs a 2-D weight");
   if ((g == LassoGroup::k2D || g == LassoGroup::k3D) && dim != 4)
     throw InputError(where + ": group " + s + " needs a 4-D convolution weight");
-  (void)r;
   return g;
 }
 
-enum class Criterion { kNone, kMeanAbs, kMax };
-
-Criterion read_criterion(YamlReader& r) {
+ThresholdCriterion read_criterion(YamlReader& r) {
   auto c = r.get<std::string>("threshold_criteria", "");
-  if (c.empty()) return Criterion::kNone;
-  if (c == "Mean_Abs") return Criterion::kMeanAbs;
-  if (c == "Max") return Criterion::kMax;
+  if (c.empty()) return ThresholdCriterion::kNone;
+  if (c == "Mean_Abs") return ThresholdCriterion::kMeanAbs;
+  if (c == "Max") return ThresholdCriterion::kMax;
   throw InputError(r.where("threshold_criteria") + ": threshold_criteria '" + c + "' is unknown; valid: Mean_Abs, Max");
 }
 
-class LassoRegularizer : public Regularizer {
- public:
-  struct Term {
-    std::string param;
-    double strength;
-    bool l1;  // element-wise L1 instead of a group lasso
-    LassoGroup group;
-  };
-  LassoRegularizer(std::string name, std::vector<Term> terms, Criterion c)
-      : Regularizer(std::move(name)), terms_(std::move(terms)), criterion_(c) {}
-  std::vector<std::string> targets() const override {
-    std::vector<std::string> out;
-    for (const auto& t : terms_) out.push_back(t.param);
-    return out;
+void criterion_json(ThresholdCriterion c, nlohmann::json& out) {
+  if (c == ThresholdCriterion::kMeanAbs) out["threshold_criteria"] = "Mean_Abs";
+  if (c == ThresholdCriterion::kMax) out["threshold_criteria"] = "Max";
+}
+
+YAML::Node read_regims(YamlReader& y) {
+  YAML::Node regims = y.node("reg_regims");
+  if (!regims || !regims.IsMap() || regims.size() == 0)
+    throw InputError(y.where() + ": " + y.path() + " needs a non-empty mapping 'reg_regims'");
+  return regims;
+}
+
+/// One term of either class: element-wise L1 or a group lasso.
+struct Term {
+  std::string param;
+  double strength;
+  bool l1;
+  LassoGroup group;
+};
+
+std::vector<Term> terms_of(const L1RegularizerOptions& o) {
+  std::vector<Term> out;
+  for (const auto& t : o.reg_regims()) out.push_back({t.param, t.strength, true, LassoGroup::k4D});
+  return out;
+}
+
+std::vector<Term> terms_of(const GroupLassoRegularizerOptions& o) {
+  std::vector<Term> out;
+  for (const auto& t : o.reg_regims()) out.push_back({t.param, t.strength, false, t.group});
+  return out;
+}
+
+at::Tensor lasso_loss(ModelParams& params, const std::vector<Term>& terms) {
+  at::Tensor total;
+  for (const auto& t : terms) {
+    const auto& w = params.at(t.param);
+    auto term = t.strength * (t.l1 ? w.abs().sum() : group_lasso(w, t.group));
+    total = total.defined() ? total + term : term;
   }
-  at::Tensor loss(ModelParams& params) const override {
-    at::Tensor total;
-    for (const auto& t : terms_) {
-      const auto& w = params.at(t.param);
-      auto term = t.strength * (t.l1 ? w.abs().sum() : group_lasso(w, t.group));
-      total = total.defined() ? total + term : term;
+  return total;
+}
+
+void lasso_threshold(ModelParams& params, MaskTable& masks, const std::vector<Term>& terms,
+                     ThresholdCriterion criterion) {
+  if (criterion == ThresholdCriterion::kNone) return;
+  for (const auto& t : terms) {
+    const auto& w = params.at(t.param);
+    at::Tensor m;
+    if (!t.l1 && t.group == LassoGroup::k3D) {
+      // Whole filters: zero them with their bias and following BatchNorm, as filter pruning
+      // does, so evaluation with running statistics sees exactly zero channels.
+      auto g = grouped(w.detach().abs(), t.group);
+      auto mag = criterion == ThresholdCriterion::kMax ? std::get<0>(g.max(1)) : g.mean(1);
+      std::vector<int64_t> pruned;
+      auto weak = mag.le(t.strength).nonzero().flatten();
+      for (int64_t i = 0; i < weak.numel(); ++i) pruned.push_back(weak[i].item<int64_t>());
+      mask_groups(params, masks, t.param, GroupType::kFilters, pruned, w);
+      continue;
     }
-    return total;
-  }
-  bool has_threshold() const override { return criterion_ != Criterion::kNone; }
-  void threshold(ModelParams& params, MaskTable& masks) const override {
-    if (criterion_ == Criterion::kNone) return;
-    for (const auto& t : terms_) {
-      const auto& w = params.at(t.param);
-      at::Tensor m;
-      if (!t.l1 && t.group == LassoGroup::k3D) {
-        // Whole filters: zero them with their bias and following BatchNorm, as filter pruning
-        // does, so evaluation with running statistics sees exactly zero channels.
-        auto g = grouped(w.detach().abs(), t.group);
-        auto mag = criterion_ == Criterion::kMax ? std::get<0>(g.max(1)) : g.mean(1);
-        std::vector<int64_t> pruned;
-        auto weak = mag.le(t.strength).nonzero().flatten();
-        for (int64_t i = 0; i < weak.numel(); ++i) pruned.push_back(weak[i].item<int64_t>());
-        mask_groups(params, masks, t.param, GroupType::kFilters, pruned, w);
-        continue;
-      }
-      if (t.l1) {
-        m = threshold_mask(w, t.strength);
-      } else {
-        auto g = grouped(w.detach().abs(), t.group);
-        auto mag = criterion_ == Criterion::kMax ? std::get<0>(g.max(1)) : g.mean(1);
-        auto keep = mag.gt(t.strength).to(torch::kFloat32).unsqueeze(1).expand_as(g);
-        // Back to the weight's layout: invert the grouping view.
-        switch (t.group) {
-          case LassoGroup::k2D: m = keep.reshape(w.sizes()); break;
-          case LassoGroup::k3D:
-          case LassoGroup::kRows: m = keep.reshape(w.sizes()); break;
-          case LassoGroup::k4D: m = keep.reshape(w.sizes()); break;
-          case LassoGroup::kChannels:
-          case LassoGroup::kCols: {
-            auto sizes = w.sizes().vec();
-            std::swap(sizes[0], sizes[1]);
-            m = keep.reshape(sizes).transpose(0, 1).contiguous();
-            break;
-          }
+    if (t.l1) {
+      m = threshold_mask(w, t.strength);
+    } else {
+      auto g = grouped(w.detach().abs(), t.group);
+      auto mag = criterion == ThresholdCriterion::kMax ? std::get<0>(g.max(1)) : g.mean(1);
+      auto keep = mag.gt(t.strength).to(torch::kFloat32).unsqueeze(1).expand_as(g);
+      // Back to the weight's layout: invert the grouping view.
+      switch (t.group) {
+        case LassoGroup::k2D: m = keep.reshape(w.sizes()); break;
+        case LassoGroup::k3D:
+        case LassoGroup::kRows: m = keep.reshape(w.sizes()); break;
+        case LassoGroup::k4D: m = keep.reshape(w.sizes()); break;
+        case LassoGroup::kChannels:
+        case LassoGroup::kCols: {
+          auto sizes = w.sizes().vec();
+          std::swap(sizes[0], sizes[1]);
+          m = keep.reshape(sizes).transpose(0, 1).contiguous();
+          break;
         }
       }
-      auto it = masks.find(t.param);
-      masks[t.param] = it == masks.end() ? m : it->second * m;
     }
+    auto it = masks.find(t.param);
+    masks[t.param] = it == masks.end() ? m : it->second * m;
   }
+}
 
- private:
-  std::vector<Term> terms_;
-  Criterion criterion_;
-};
+template <class T>
+std::vector<std::string> params_of(const std::vector<T>& terms) {
+  std::vector<std::string> out;
+  for (const auto& t : terms) out.push_back(t.param);
+  return out;
+}
 
 }  // namespace
 
+std::string lasso_group_name(LassoGroup group) {
+  switch (group) {
+    case LassoGroup::k2D: return "2D";
+    case LassoGroup::k3D: return "3D";
+    case LassoGroup::k4D: return "4D";
+    case LassoGroup::kChannels: return "Channels";
+    case LassoGroup::kRows: return "Rows";
+    case LassoGroup::kCols: return "Cols";
+  }
+  return "?";
+}
+
 at::Tensor group_lasso(const at::Tensor& w, LassoGroup group) { return grouped(w, group).norm(2, {1}).sum(); }
+
+// --- options -------------------------------------------------------------------------------------
+
+L1RegularizerOptions L1RegularizerOptions::from_yaml(YamlReader& y, const ModelParams& p) {
+  L1RegularizerOptions o;
+  for (const auto& kv : read_regims(y)) {
+    auto where = yaml_where(y.file(), kv.first);
+    o.reg_regims_.push_back({p.resolve(kv.first.as<std::string>(), where), y.as<double>(kv.second, "reg_regims")});
+  }
+  o.threshold_criteria(read_criterion(y));
+  y.finish();
+  return o;
+}
+
+nlohmann::json L1RegularizerOptions::to_json() const {
+  auto regims = nlohmann::json::object();
+  for (const auto& t : reg_regims_) regims[t.param] = t.strength;
+  nlohmann::json out = {{"reg_regims", regims}};
+  criterion_json(threshold_criteria_, out);
+  return out;
+}
+
+GroupLassoRegularizerOptions GroupLassoRegularizerOptions::from_yaml(YamlReader& y, const ModelParams& p) {
+  GroupLassoRegularizerOptions o;
+  for (const auto& kv : read_regims(y)) {
+    auto where = yaml_where(y.file(), kv.first);
+    if (!kv.second.IsSequence() || kv.second.size() != 2)
+      throw InputError(where + ": GroupLassoRegularizer reg_regims entries are [strength, group]");
+    auto name = p.resolve(kv.first.as<std::string>(), where);
+    o.reg_regims_.push_back({name, y.as<double>(kv.second[0], "reg_regims"),
+                             parse_lasso_group(kv.second[1].as<std::string>(), where, p.at(name).dim())});
+  }
+  o.threshold_criteria(read_criterion(y));
+  y.finish();
+  return o;
+}
+
+nlohmann::json GroupLassoRegularizerOptions::to_json() const {
+  auto regims = nlohmann::json::object();
+  for (const auto& t : reg_regims_) regims[t.param] = {t.strength, lasso_group_name(t.group)};
+  nlohmann::json out = {{"reg_regims", regims}};
+  criterion_json(threshold_criteria_, out);
+  return out;
+}
+
+// --- regularizers --------------------------------------------------------------------------------
+
+L1Regularizer::L1Regularizer(std::string name, L1RegularizerOptions options)
+    : Regularizer(std::move(name)), options_(std::move(options)) {}
+
+std::vector<std::string> L1Regularizer::targets() const { return params_of(options_.reg_regims()); }
+
+at::Tensor L1Regularizer::loss(ModelParams& params) const { return lasso_loss(params, terms_of(options_)); }
+
+void L1Regularizer::threshold(ModelParams& params, MaskTable& masks) const {
+  lasso_threshold(params, masks, terms_of(options_), options_.threshold_criteria());
+}
+
+nlohmann::json L1Regularizer::hyperparams() const {
+  nlohmann::json out = {{"class", "L1Regularizer"}};
+  out.update(options_.to_json());
+  return out;
+}
+
+GroupLassoRegularizer::GroupLassoRegularizer(std::string name, GroupLassoRegularizerOptions options)
+    : Regularizer(std::move(name)), options_(std::move(options)) {}
+
+std::vector<std::string> GroupLassoRegularizer::targets() const { return params_of(options_.reg_regims()); }
+
+at::Tensor GroupLassoRegularizer::loss(ModelParams& params) const { return lasso_loss(params, terms_of(options_)); }
+
+void GroupLassoRegularizer::threshold(ModelParams& params, MaskTable& masks) const {
+  lasso_threshold(params, masks, terms_of(options_), options_.threshold_criteria());
+}
+
+nlohmann::json GroupLassoRegularizer::hyperparams() const {
+  nlohmann::json out = {{"class", "GroupLassoRegularizer"}};
+  out.update(options_.to_json());
+  return out;
+}
+
+// --- registry ------------------------------------------------------------------------------------
 
 Registry<RegularizerFactory>& regularizer_registry() {
   static Registry<RegularizerFactory> r("regularizer class");
@@ -135,34 +248,12 @@ void register_builtin_regularizers() {
     auto& r = regularizer_registry();
     r.add("L1Regularizer",
           [](const std::string& n, YamlReader& y, const ModelParams& p) -> std::unique_ptr<Regularizer> {
-            std::vector<LassoRegularizer::Term> terms;
-            YAML::Node regims = y.node("reg_regims");
-            if (!regims || !regims.IsMap() || regims.size() == 0)
-              throw InputError(y.where() + ": " + y.path() + " needs a non-empty mapping 'reg_regims'");
-            for (const auto& kv : regims) {
-              auto where = yaml_where(y.file(), kv.first);
-              terms.push_back({p.resolve(kv.first.as<std::string>(), where), y.as<double>(kv.second, "reg_regims"), true,
-                               LassoGroup::k4D});
-            }
-            return std::make_unique<LassoRegularizer>(n, terms, read_criterion(y));
+            return std::make_unique<L1Regularizer>(n, L1RegularizerOptions::from_yaml(y, p));
           },
           "reg_regims: {param: strength} [, threshold_criteria]");
     r.add("GroupLassoRegularizer",
           [](const std::string& n, YamlReader& y, const ModelParams& p) -> std::unique_ptr<Regularizer> {
-            std::vector<LassoRegularizer::Term> terms;
-            YAML::Node regims = y.node("reg_regims");
-            if (!regims || !regims.IsMap() || regims.size() == 0)
-              throw InputError(y.where() + ": " + y.path() + " needs a non-empty mapping 'reg_regims'");
-            auto& params = const_cast<ModelParams&>(p);
-            for (const auto& kv : regims) {
-              auto where = yaml_where(y.file(), kv.first);
-              if (!kv.second.IsSequence() || kv.second.size() != 2)
-                throw InputError(where + ": GroupLassoRegularizer reg_regims entries are [strength, group]");
-              auto name = p.resolve(kv.first.as<std::string>(), where);
-              terms.push_back({name, y.as<double>(kv.second[0], "reg_regims"), false,
-                               parse_lasso_group(y, kv.second[1].as<std::string>(), where, params.at(name).dim())});
-            }
-            return std::make_unique<LassoRegularizer>(n, terms, read_criterion(y));
+            return std::make_unique<GroupLassoRegularizer>(n, GroupLassoRegularizerOptions::from_yaml(y, p));
           },
           "reg_regims: {param: [strength, 2D|3D|4D|Channels|Rows|Cols]} [, threshold_criteria]");
     r.freeze();

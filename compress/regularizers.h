@@ -1,11 +1,14 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <nlohmann/json_fwd.hpp>
+#include <torch/arg.h>
 
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "compress/model_params.h"
 #include "compress/pruners.h"
@@ -18,6 +21,16 @@ class YamlReader;
 /// Group structures of GroupLassoRegularizer: 2-D kernels, filters (3D), whole tensor (4D),
 /// input channels, rows or columns of a 2-D weight.
 enum class LassoGroup { k2D, k3D, k4D, kChannels, kRows, kCols };
+
+/// "2D", "3D", "4D", "Channels", "Rows", "Cols" (a "Filters" in a schedule reads as 3D).
+std::string lasso_group_name(LassoGroup group);
+
+/// Distiller's threshold_criteria: which magnitude of a group is compared with the strength.
+enum class ThresholdCriterion {
+  kNone,     ///< no thresholding (the key is absent)
+  kMeanAbs,  ///< "Mean_Abs": mean |w| of the group
+  kMax,      ///< "Max": max |w| of the group
+};
 
 /// A term added to the loss before backward, and optionally masks for groups that fell under
 /// the threshold (Distiller's threshold_criteria), set at the last minibatch of its epochs.
@@ -32,9 +45,96 @@ class Regularizer {
   /// threshold_criteria.
   virtual void threshold(ModelParams& params, MaskTable& masks) const = 0;
   virtual bool has_threshold() const = 0;
+  /// The resolved configuration as a schedule mapping ({"class": …, "reg_regims": …, …});
+  /// loading it back gives the same regularizer.
+  virtual nlohmann::json hyperparams() const = 0;
 
  private:
   std::string name_;
+};
+
+/// One parameter of an L1Regularizer.
+struct L1Term {
+  /// Parameter name (resolved).
+  std::string param;
+  /// λ: the loss term is λ·Σ|w|; thresholding zeroes |w| ≤ λ.
+  double strength = 0;
+};
+
+/// One parameter of a GroupLassoRegularizer.
+struct GroupLassoTerm {
+  /// Parameter name (resolved).
+  std::string param;
+  /// λ: the loss term is λ·Σ over groups of ‖group‖₂; thresholding zeroes groups whose
+  /// magnitude is ≤ λ.
+  double strength = 0;
+  /// The groups.
+  LassoGroup group = LassoGroup::k3D;
+};
+
+/// Options of L1Regularizer. `from_yaml` reads one schedule mapping (the caller has already
+/// accepted `class`), resolves names, and refuses unknown keys; `to_json` writes them back.
+///
+///   L1Regularizer r("l1", L1RegularizerOptions({{"conv1.weight", 1e-4}}));
+struct L1RegularizerOptions {
+  L1RegularizerOptions() = default;
+  explicit L1RegularizerOptions(std::vector<L1Term> reg_regims) : reg_regims_(std::move(reg_regims)) {}
+  static L1RegularizerOptions from_yaml(YamlReader& yaml, const ModelParams& params);
+  nlohmann::json to_json() const;
+
+  /// `reg_regims: {param: strength}`, in file order. Required (non-empty); default empty.
+  TORCH_ARG(std::vector<L1Term>, reg_regims);
+  /// `threshold_criteria`: Mean_Abs or Max (for single elements both are |w|). Default none.
+  TORCH_ARG(ThresholdCriterion, threshold_criteria) = ThresholdCriterion::kNone;
+};
+
+/// Options of GroupLassoRegularizer; as L1RegularizerOptions.
+///
+///   GroupLassoRegularizer r("gl", GroupLassoRegularizerOptions({{"conv1.weight", 1e-3, LassoGroup::k3D}}));
+struct GroupLassoRegularizerOptions {
+  GroupLassoRegularizerOptions() = default;
+  explicit GroupLassoRegularizerOptions(std::vector<GroupLassoTerm> reg_regims)
+      : reg_regims_(std::move(reg_regims)) {}
+  static GroupLassoRegularizerOptions from_yaml(YamlReader& yaml, const ModelParams& params);
+  nlohmann::json to_json() const;
+
+  /// `reg_regims: {param: [strength, group]}` (group 2D, 3D or Filters, 4D, Channels, Rows,
+  /// Cols; Rows and Cols need a 2-D weight, 2D and 3D a 4-D one), in file order. Required
+  /// (non-empty); default empty.
+  TORCH_ARG(std::vector<GroupLassoTerm>, reg_regims);
+  /// `threshold_criteria`: Mean_Abs or Max. Default none.
+  TORCH_ARG(ThresholdCriterion, threshold_criteria) = ThresholdCriterion::kNone;
+};
+
+/// λ·Σ|w| per parameter.
+class L1Regularizer : public Regularizer {
+ public:
+  L1Regularizer(std::string name, L1RegularizerOptions options);
+  std::vector<std::string> targets() const override;
+  at::Tensor loss(ModelParams& params) const override;
+  void threshold(ModelParams& params, MaskTable& masks) const override;
+  bool has_threshold() const override { return options_.threshold_criteria() != ThresholdCriterion::kNone; }
+  nlohmann::json hyperparams() const override;
+  const L1RegularizerOptions& options() const { return options_; }
+
+ private:
+  L1RegularizerOptions options_;
+};
+
+/// λ·Σ over groups of ‖group‖₂ per parameter. Thresholding whole filters (3D) zeroes them with
+/// their bias and following BatchNorm, as filter pruning does.
+class GroupLassoRegularizer : public Regularizer {
+ public:
+  GroupLassoRegularizer(std::string name, GroupLassoRegularizerOptions options);
+  std::vector<std::string> targets() const override;
+  at::Tensor loss(ModelParams& params) const override;
+  void threshold(ModelParams& params, MaskTable& masks) const override;
+  bool has_threshold() const override { return options_.threshold_criteria() != ThresholdCriterion::kNone; }
+  nlohmann::json hyperparams() const override;
+  const GroupLassoRegularizerOptions& options() const { return options_; }
+
+ private:
+  GroupLassoRegularizerOptions options_;
 };
 
 using RegularizerFactory =

@@ -1,0 +1,414 @@
+// Pruners (and the regularizers' options): from_yaml reads values and defaults and refuses unknown
+// keys, each class's masks follow its rule on hand-built weights, and the resolved configuration
+// (hyperparams) loads back into the same object.
+#include "compress/pruners.h"
+
+#include <gtest/gtest.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "compress/regularizers.h"
+#include "compress/yaml_reader.h"
+#include "core/error.h"
+
+namespace igb::compress {
+
+namespace {
+
+// conv1 [4, 3, 3, 3] → bn1 → conv2 [4, 4, 1, 1] → fc [3, 4].
+struct TinyNetImpl : torch::nn::Module {
+  TinyNetImpl() {
+    conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3)));
+    bn1 = register_module("bn1", torch::nn::BatchNorm2d(4));
+    conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(4, 4, 1)));
+    fc = register_module("fc", torch::nn::Linear(4, 3));
+  }
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr};
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(TinyNet);
+
+// A reader for `text` as the mapping of instance p of `cls`, as the scheduler makes it.
+YamlReader reader(const std::string& text, const std::string& cls, const std::string& section = "pruners") {
+  YamlReader r(YAML::Load(text), "p.yaml", section + ".p (" + cls + ")");
+  r.ignore({"class"});
+  return r;
+}
+
+template <class F>
+void expect_input_error(F&& f, const std::vector<std::string>& needles) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; wanted: " << needles.front();
+  } catch (const InputError& e) {
+    for (const auto& n : needles)
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what() << "\nwanted: " << n;
+  }
+}
+
+class PrunersTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    register_builtin_pruners();
+    register_builtin_regularizers();
+  }
+  void SetUp() override {
+    torch::manual_seed(0);
+    net_ = TinyNet();
+    params_ = std::make_unique<ModelParams>(*net_);
+    // conv1: magnitudes 1..108, each once, in shuffled positions with random signs.
+    torch::NoGradGuard g;
+    auto magnitude = torch::randperm(108, torch::kInt64).to(torch::kFloat32) + 1;
+    auto sign = torch::randint(0, 2, {108}).to(torch::kFloat32) * 2 - 1;
+    net_->conv1->weight.copy_((magnitude * sign).reshape({4, 3, 3, 3}));
+  }
+  at::Tensor& w(const std::string& name) { return params_->at(name); }
+  std::unique_ptr<Pruner> make(const std::string& cls, const std::string& text) {
+    auto r = reader(text, cls);
+    return pruner_registry().get(cls)("p", r, *params_);
+  }
+  // Builds a pruner from its own hyperparams() and checks it says the same again.
+  void expect_round_trip(const Pruner& p) {
+    const auto json = p.hyperparams();
+    const auto cls = json.at("class").get<std::string>();
+    auto again = make(cls, json.dump());
+    EXPECT_EQ(again->hyperparams(), json) << json.dump();
+    EXPECT_EQ(again->targets(), p.targets());
+  }
+
+  TinyNet net_{nullptr};
+  std::unique_ptr<ModelParams> params_;
+  MaskTable masks_;
+};
+
+// A mask of `w`'s shape zeroing the listed slices along `dim`.
+at::Tensor zeroing(const at::Tensor& w, int64_t dim, const std::vector<int64_t>& slices) {
+  auto m = torch::ones(w.sizes(), torch::kFloat32);
+  for (auto i : slices) m.select(dim, i).zero_();
+  return m;
+}
+
+}  // namespace
+
+TEST_F(PrunersTest, LevelPrunerReadsLevelsAndExpandsTheStar) {
+  auto r = reader("levels: {module.conv1.weight: 0.3, '*': 0.25}", "SparsityLevelParameterPruner");
+  auto o = LevelPrunerOptions::from_yaml(r, *params_);
+  const ParamValues expected = {{"conv1.weight", 0.3}, {"conv2.weight", 0.25}, {"fc.weight", 0.25}};
+  EXPECT_EQ(o.levels(), expected);
+  EXPECT_TRUE(LevelPrunerOptions().levels().empty());
+
+  expect_input_error([&] { auto r = reader("levels: {conv1.weight: 1.5}", "SparsityLevelParameterPruner");
+                           LevelPrunerOptions::from_yaml(r, *params_); },
+                     {"p.yaml:1:", "pruners.p (SparsityLevelParameterPruner).levels = 1.500000 is not in [0, 1]"});
+  expect_input_error([&] { auto r = reader("levels: {}", "SparsityLevelParameterPruner");
+                           LevelPrunerOptions::from_yaml(r, *params_); },
+                     {"needs a non-empty mapping 'levels'"});
+  expect_input_error([&] { auto r = reader("levels: {conv9.weight: 0.5}", "SparsityLevelParameterPruner");
+                           LevelPrunerOptions::from_yaml(r, *params_); },
+                     {"p.yaml:1:", "'conv9.weight' is not a parameter", "conv1.weight"});
+}
+
+TEST_F(PrunersTest, LevelPrunerZeroesExactlyTheFloorSNSmallest) {
+  LevelPruner p("p", LevelPrunerOptions({{"conv1.weight", 0.3}}));
+  p.set_masks(*params_, masks_, 0, {});
+  // floor(0.3 · 108) = 32: exactly magnitudes 1..32.
+  EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), w("conv1.weight").abs().gt(32).to(torch::kFloat32)));
+  EXPECT_EQ(masks_.at("conv1.weight").eq(0).sum().item<int64_t>(), 32);
+  EXPECT_EQ(p.targets(), std::vector<std::string>{"conv1.weight"});
+  EXPECT_EQ(p.hyperparams(), nlohmann::json::parse(R"({"class": "SparsityLevelParameterPruner",
+                                                      "levels": {"conv1.weight": 0.3}})"));
+  expect_round_trip(p);
+}
+
+TEST_F(PrunersTest, MagnitudePrunerZeroesAtOrBelowTheThreshold) {
+  auto p = make("MagnitudeParameterPruner", "thresholds: {conv1.weight: 10}");
+  p->set_masks(*params_, masks_, 0, {});
+  EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), w("conv1.weight").abs().gt(10).to(torch::kFloat32)));
+  EXPECT_EQ(masks_.at("conv1.weight").eq(0).sum().item<int64_t>(), 10);  // |w| = 1..10, 10 included
+  auto r = reader("thresholds: {'*': 2.5}", "MagnitudeParameterPruner");
+  const ParamValues all = {{"conv1.weight", 2.5}, {"conv2.weight", 2.5}, {"fc.weight", 2.5}};
+  EXPECT_EQ(MagnitudePrunerOptions::from_yaml(r, *params_).thresholds(), all);
+  expect_round_trip(*p);
+}
+
+TEST_F(PrunersTest, SensitivityPrunerThresholdIsSensitivityTimesStd) {
+  auto p = make("SensitivityPruner", "sensitivities: {conv1.weight: 0.5}");
+  p->set_masks(*params_, masks_, 0, {});
+  // std of ±1..±108 computed independently: unbiased, in double.
+  auto v = w("conv1.weight").flatten().to(torch::kFloat64);
+  const double mean = v.mean().item<double>();
+  const double var = (v - mean).pow(2).sum().item<double>() / 107.0;
+  const double threshold = 0.5 * std::sqrt(var);
+  const auto expected = w("conv1.weight").abs().to(torch::kFloat64).gt(threshold).to(torch::kFloat32);
+  EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), expected));
+  EXPECT_EQ(masks_.at("conv1.weight").eq(0).sum().item<int64_t>(), static_cast<int64_t>(std::floor(threshold)));
+  expect_round_trip(*p);
+}
+
+TEST_F(PrunersTest, AgpPrunerReadsItsKeysAndNeedsARange) {
+  auto r = reader("initial_sparsity: 0.05\nfinal_sparsity: 0.6\nweights: [conv1.weight, module.fc.weight]",
+                  "AutomatedGradualPruner");
+  auto o = AgpPrunerOptions::from_yaml(r, *params_);
+  EXPECT_DOUBLE_EQ(o.initial_sparsity(), 0.05);
+  EXPECT_DOUBLE_EQ(o.final_sparsity(), 0.6);
+  EXPECT_EQ(o.weights(), (std::vector<std::string>{"conv1.weight", "fc.weight"}));
+  EXPECT_TRUE(AgpPruner("p", o).needs_range_timing());
+
+  expect_input_error([&] { make("AutomatedGradualPruner", "initial_sparsity: 0.1\nweights: [conv1.weight]"); },
+                     {"p.yaml:1:", "pruners.p (AutomatedGradualPruner) is missing the key 'final_sparsity'"});
+  expect_input_error([&] { make("AutomatedGradualPruner", "initial_sparsity: 0.1\nfinal_sparsity: 0.5\nweights: []"); },
+                     {"p.yaml:1:", "needs a non-empty list 'weights'"});
+  expect_input_error([&] { make("AutomatedGradualPruner",
+                                "initial_sparsity: 0.1\nfinal_sparsity: -0.5\nweights: [conv1.weight]"); },
+                     {"p.yaml:2:", "final_sparsity = -0.500000 is not in [0, 1]"});
+}
+
+TEST_F(PrunersTest, AgpPrunerFollowsTheCubicTargetAtScheduledEpochs) {
+  AgpPruner p("p", AgpPrunerOptions(0.0, 0.5, {"conv1.weight"}));
+  // start 0, end 10, frequency 2: span = ((10 − 0 − 1) // 2) · 2 = 8.
+  const PolicyTiming t{0, 10, 2, {}};
+  // target(e) = 0.5 − 0.5 · (1 − e/8)³; zeros = floor(target · 108).
+  const std::vector<std::pair<int64_t, int64_t>> zeros = {{0, 0}, {2, 31}, {4, 47}, {6, 53}, {8, 54}};
+  for (const auto& [epoch, n] : zeros) {
+    EXPECT_NEAR(agp_target(0.0, 0.5, epoch, t), 0.5 - 0.5 * std::pow(1 - epoch / 8.0, 3), 1e-12);
+    p.set_masks(*params_, masks_, epoch, t);
+    EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), w("conv1.weight").abs().gt(n).to(torch::kFloat32)))
+        << "epoch " << epoch << ": wanted magnitudes 1.." << n << " zeroed";
+  }
+  expect_round_trip(p);
+}
+
+TEST_F(PrunersTest, RankedPrunerReadsBothFormsAndChecksThem) {
+  auto r = reader("group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight, conv2.weight]\n"
+                  "group_dependency: Leader",
+                  "L1RankedStructureParameterPruner");
+  auto o = RankedStructurePrunerOptions::from_yaml(r, *params_);
+  ASSERT_EQ(o.targets().size(), 2u);
+  EXPECT_EQ(o.targets()[1].weight, "conv2.weight");
+  EXPECT_DOUBLE_EQ(o.targets()[1].fraction, 0.5);
+  EXPECT_EQ(o.targets()[1].group, GroupType::kFilters);
+  EXPECT_TRUE(o.leader());
+  EXPECT_FALSE(o.agp());
+  EXPECT_EQ(o.norm(), RankNorm::kL1);
+
+  auto r2 = reader("reg_regims: {conv1.weight: [0.25, 3D], conv2.weight: [0.75, Channels]}",
+                   "L2RankedStructureParameterPruner");
+  auto o2 = RankedStructurePrunerOptions::from_yaml(r2, *params_);
+  ASSERT_EQ(o2.targets().size(), 2u);
+  EXPECT_DOUBLE_EQ(o2.targets()[0].fraction, 0.25);
+  EXPECT_EQ(o2.targets()[0].group, GroupType::kFilters);
+  EXPECT_DOUBLE_EQ(o2.targets()[1].fraction, 0.75);
+  EXPECT_EQ(o2.targets()[1].group, GroupType::kChannels);
+  EXPECT_FALSE(o2.leader());
+  EXPECT_EQ(make("L2RankedStructureParameterPruner", "reg_regims: {conv1.weight: [0.25, 3D]}")
+                ->hyperparams()
+                .at("class"),
+            "L2RankedStructureParameterPruner");
+
+  const std::string cls = "L1RankedStructureParameterPruner";
+  expect_input_error([&] { make(cls, "group_type: Kernels\ndesired_sparsity: 0.5\nweights: [conv1.weight]"); },
+                     {"p.yaml:1:", "group_type 'Kernels' is not a group type; valid: Filters, 3D, Channels, Rows"});
+  expect_input_error([&] { make(cls, "group_type: Rows\ndesired_sparsity: 0.5\nweights: [conv1.weight]"); },
+                     {"Rows pruning needs a 2-D (linear) weight, but conv1.weight has 4 dimensions"});
+  expect_input_error(
+      [&] { make(cls, "group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight]\ngroup_dependency: X"); },
+      {"p.yaml:4:", "group_dependency 'X' is unknown; valid: Leader"});
+  expect_input_error(
+      [&] { make(cls, "group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight, fc.weight]\n"
+                      "group_dependency: Leader"); },
+      {"Leader needs the same number of groups in every weight, but fc.weight differs from conv1.weight"});
+  expect_input_error([&] { make(cls, "reg_regims: {conv1.weight: [0.5, Filters]}\ndesired_sparsity: 0.5"); },
+                     {"gives both reg_regims and weights/desired_sparsity"});
+  expect_input_error([&] { make(cls, "reg_regims: {conv1.weight: 0.5}"); },
+                     {"p.yaml:1:", "reg_regims entries are [fraction, group_type]"});
+}
+
+TEST_F(PrunersTest, L1RankedFilterPrunerZeroesTheFiltersOfSmallestL1Norm) {
+  {
+    torch::NoGradGuard g;
+    auto cw = w("conv1.weight");
+    const std::vector<float> mean_abs = {0.4f, -0.1f, 0.3f, 0.2f};
+    for (int64_t f = 0; f < 4; ++f) cw[f].fill_(mean_abs[f]);
+    cw[2][0].neg_();  // the sign does not count
+  }
+  auto p = make("L1RankedStructureParameterPruner", "group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight]");
+  p->set_masks(*params_, masks_, 0, {});
+  // floor(0.5 · 4) = 2 filters: 1 (0.1) and 3 (0.2).
+  EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), zeroing(w("conv1.weight"), 0, {1, 3})));
+  EXPECT_EQ(p->filter_targets(), std::vector<std::string>{"conv1.weight"});
+  EXPECT_FALSE(p->needs_range_timing());
+  expect_round_trip(*p);
+}
+
+TEST_F(PrunersTest, L1AndL2RankDifferently) {
+  // Filter 0: 14 × 0.6 and 13 zeros (mean |w| 0.311, RMS 0.432); filter 1: all 0.35 (mean and
+  // RMS 0.35); filters 2 and 3 all 1. L1 prunes filter 0, L2 filter 1.
+  {
+    torch::NoGradGuard g;
+    auto cw = w("conv1.weight");
+    cw.fill_(1.0);
+    cw[0].view(-1).copy_(torch::tensor({0.6f, 0.f}).repeat(14).slice(0, 0, 27));  // 14 × 0.6, 13 zeros
+    cw[1].fill_(0.35);
+  }
+  const std::string keys = "group_type: Filters\ndesired_sparsity: 0.25\nweights: [conv1.weight]";
+  make("L1RankedStructureParameterPruner", keys)->set_masks(*params_, masks_, 0, {});
+  EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), zeroing(w("conv1.weight"), 0, {0})));
+  masks_.clear();
+  make("L2RankedStructureParameterPruner", keys)->set_masks(*params_, masks_, 0, {});
+  EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), zeroing(w("conv1.weight"), 0, {1})));
+}
+
+TEST_F(PrunersTest, L1RankedChannelPrunerZeroesTheChannelsOfSmallestL1Norm) {
+  {
+    torch::NoGradGuard g;
+    auto cw = w("conv2.weight");  // [4 filters, 4 input channels, 1, 1]
+    const std::vector<float> mean_abs = {0.5f, 0.2f, 0.1f, 0.4f};
+    for (int64_t c = 0; c < 4; ++c) cw.select(1, c).fill_(mean_abs[c]);
+    cw[3][1].fill_(-0.2f);
+  }
+  auto p = make("L1RankedStructureParameterPruner", "group_type: Channels\ndesired_sparsity: 0.5\nweights: [conv2.weight]");
+  p->set_masks(*params_, masks_, 0, {});
+  EXPECT_TRUE(torch::equal(masks_.at("conv2.weight"), zeroing(w("conv2.weight"), 1, {1, 2})));
+  EXPECT_TRUE(p->filter_targets().empty());  // channels take no filter group with them
+  expect_round_trip(*p);
+}
+
+TEST_F(PrunersTest, LeaderAppliesTheFirstWeightsChoiceToAll) {
+  {
+    torch::NoGradGuard g;
+    const std::vector<float> first = {0.1f, 0.9f, 0.8f, 0.2f}, second = {0.9f, 0.1f, 0.2f, 0.8f};
+    for (int64_t f = 0; f < 4; ++f) {
+      w("conv1.weight")[f].fill_(first[f]);
+      w("conv2.weight")[f].fill_(second[f]);
+    }
+  }
+  const std::string keys = "group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight, conv2.weight]";
+  auto leader = make("L1RankedStructureParameterPruner", keys + "\ngroup_dependency: Leader");
+  leader->set_masks(*params_, masks_, 0, {});
+  EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), zeroing(w("conv1.weight"), 0, {0, 3})));
+  EXPECT_TRUE(torch::equal(masks_.at("conv2.weight"), zeroing(w("conv2.weight"), 0, {0, 3})));
+  expect_round_trip(*leader);
+  masks_.clear();
+  make("L1RankedStructureParameterPruner", keys)->set_masks(*params_, masks_, 0, {});
+  EXPECT_TRUE(torch::equal(masks_.at("conv2.weight"), zeroing(w("conv2.weight"), 0, {1, 2})));  // its own choice
+}
+
+TEST_F(PrunersTest, RankedAgpPrunerPrunesTheAgpFractionOfFilters) {
+  {
+    torch::NoGradGuard g;
+    const std::vector<float> mean_abs = {0.4f, 0.1f, 0.3f, 0.2f};
+    for (int64_t f = 0; f < 4; ++f) w("conv1.weight")[f].fill_(mean_abs[f]);
+  }
+  auto r = reader("initial_sparsity: 0.0\nfinal_sparsity: 0.5\ngroup_type: Filters\nweights: [conv1.weight]",
+                  "L1RankedStructureParameterPruner_AGP");
+  auto o = RankedStructurePrunerOptions::from_yaml_agp(r, *params_);
+  EXPECT_TRUE(o.agp());
+  EXPECT_DOUBLE_EQ(o.initial_sparsity(), 0.0);
+  EXPECT_DOUBLE_EQ(o.final_sparsity(), 0.5);
+  RankedStructurePruner p("p", o);
+  EXPECT_TRUE(p.needs_range_timing());
+  const PolicyTiming t{0, 10, 2, {}};  // span 8
+  // floor(4 · target): epoch 2 → 0.289 → 1 filter; epoch 0 → 0; epoch 8 → 2.
+  p.set_masks(*params_, masks_, 0, t);
+  EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), zeroing(w("conv1.weight"), 0, {})));
+  masks_.clear();  // the scheduler keeps no old ranked mask either: each call replaces it
+  p.set_masks(*params_, masks_, 2, t);
+  EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), zeroing(w("conv1.weight"), 0, {1})));
+  masks_.clear();
+  p.set_masks(*params_, masks_, 8, t);
+  EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), zeroing(w("conv1.weight"), 0, {1, 3})));
+  EXPECT_EQ(p.hyperparams().at("class"), "L1RankedStructureParameterPruner_AGP");
+  expect_round_trip(p);
+}
+
+TEST_F(PrunersTest, EveryPrunerClassRefusesAnUnknownKeyNamingFileAndLine) {
+  const std::map<std::string, std::string> valid = {
+      {"SparsityLevelParameterPruner", "levels: {conv1.weight: 0.5}"},
+      {"MagnitudeParameterPruner", "thresholds: {conv1.weight: 0.5}"},
+      {"SensitivityPruner", "sensitivities: {conv1.weight: 0.5}"},
+      {"AutomatedGradualPruner", "initial_sparsity: 0\nfinal_sparsity: 0.5\nweights: [conv1.weight]"},
+      {"L1RankedStructureParameterPruner", "group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight]"},
+      {"L2RankedStructureParameterPruner", "group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight]"},
+      {"L1RankedStructureParameterPruner_AGP",
+       "initial_sparsity: 0\nfinal_sparsity: 0.5\ngroup_type: Filters\nweights: [conv1.weight]"}};
+  EXPECT_EQ(pruner_registry().names().size(), valid.size());
+  for (const auto& [cls, keys] : valid) {
+    auto p = make(cls, keys);
+    EXPECT_EQ(p->hyperparams().at("class"), cls);
+    expect_round_trip(*p);
+    const auto line = std::to_string(std::count(keys.begin(), keys.end(), '\n') + 2);
+    expect_input_error([&, cls = cls, keys = keys] { make(cls, keys + "\nsparsity: 0.5"); },
+                       {"p.yaml:" + line + ":", "unknown key 'sparsity' in pruners.p (" + cls + "); valid keys:"});
+  }
+}
+
+// --- regularizers --------------------------------------------------------------------------------
+
+TEST_F(PrunersTest, RegularizerOptionsReadKeysInFileOrderAndRoundTrip) {
+  auto r = reader("reg_regims: {conv2.weight: 0.01, module.conv1.weight: 0.02}", "L1Regularizer", "regularizers");
+  auto o = L1RegularizerOptions::from_yaml(r, *params_);
+  ASSERT_EQ(o.reg_regims().size(), 2u);
+  EXPECT_EQ(o.reg_regims()[0].param, "conv2.weight");
+  EXPECT_DOUBLE_EQ(o.reg_regims()[0].strength, 0.01);
+  EXPECT_EQ(o.reg_regims()[1].param, "conv1.weight");
+  EXPECT_EQ(o.threshold_criteria(), ThresholdCriterion::kNone);
+  L1Regularizer l1("l1", o);
+  EXPECT_FALSE(l1.has_threshold());
+  EXPECT_NEAR(l1.loss(*params_).item<double>(),
+              0.01 * w("conv2.weight").abs().sum().item<double>() + 0.02 * w("conv1.weight").abs().sum().item<double>(),
+              1e-3);
+
+  auto r2 = reader("reg_regims: {conv1.weight: [0.5, Filters], fc.weight: [0.1, Cols]}\nthreshold_criteria: Max",
+                   "GroupLassoRegularizer", "regularizers");
+  auto o2 = GroupLassoRegularizerOptions::from_yaml(r2, *params_);
+  ASSERT_EQ(o2.reg_regims().size(), 2u);
+  EXPECT_EQ(o2.reg_regims()[0].group, LassoGroup::k3D);
+  EXPECT_EQ(o2.reg_regims()[1].group, LassoGroup::kCols);
+  EXPECT_EQ(o2.threshold_criteria(), ThresholdCriterion::kMax);
+  GroupLassoRegularizer gl("gl", o2);
+  EXPECT_EQ(gl.hyperparams(), nlohmann::json::parse(R"({"class": "GroupLassoRegularizer",
+      "reg_regims": {"conv1.weight": [0.5, "3D"], "fc.weight": [0.1, "Cols"]}, "threshold_criteria": "Max"})"));
+
+  for (const Regularizer* reg : {static_cast<const Regularizer*>(&l1), static_cast<const Regularizer*>(&gl)}) {
+    const auto json = reg->hyperparams();
+    const auto cls = json.at("class").get<std::string>();
+    auto rr = reader(json.dump(), cls, "regularizers");
+    EXPECT_EQ(regularizer_registry().get(cls)("r", rr, *params_)->hyperparams(), json);
+  }
+
+  expect_input_error([&] { auto r = reader("reg_regims: {conv1.weight: [0.5, Kernels]}", "GroupLassoRegularizer");
+                           GroupLassoRegularizerOptions::from_yaml(r, *params_); },
+                     {"p.yaml:1:", "group 'Kernels' is unknown; valid: 2D, 3D, Filters, 4D, Channels, Rows, Cols"});
+  expect_input_error([&] { auto r = reader("reg_regims: {conv1.weight: [0.5, Rows]}", "GroupLassoRegularizer");
+                           GroupLassoRegularizerOptions::from_yaml(r, *params_); },
+                     {"group Rows needs a 2-D weight"});
+  expect_input_error([&] { auto r = reader("reg_regims: {conv1.weight: 0.1}\nthreshold_criteria: Min", "L1Regularizer");
+                           L1RegularizerOptions::from_yaml(r, *params_); },
+                     {"p.yaml:2:", "threshold_criteria 'Min' is unknown; valid: Mean_Abs, Max"});
+  expect_input_error([&] { auto r = reader("reg_regims: {conv1.weight: 0.1}\nthreshold: Max", "L1Regularizer");
+                           L1RegularizerOptions::from_yaml(r, *params_); },
+                     {"p.yaml:2:", "unknown key 'threshold'"});
+}
+
+TEST_F(PrunersTest, GroupLassoThresholdMasksChannelsBelowTheStrength) {
+  {
+    torch::NoGradGuard g;
+    auto cw = w("conv2.weight");
+    const std::vector<float> mean_abs = {0.5f, 0.05f, 0.2f, 0.01f};
+    for (int64_t c = 0; c < 4; ++c) cw.select(1, c).fill_(mean_abs[c]);
+  }
+  GroupLassoRegularizer gl("gl", GroupLassoRegularizerOptions({{"conv2.weight", 0.1, LassoGroup::kChannels}})
+                                     .threshold_criteria(ThresholdCriterion::kMeanAbs));
+  gl.threshold(*params_, masks_);
+  EXPECT_TRUE(torch::equal(masks_.at("conv2.weight"), zeroing(w("conv2.weight"), 1, {1, 3})));
+}
+
+}  // namespace igb::compress
