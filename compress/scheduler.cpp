@@ -7,22 +7,14 @@
 
 #include "compress/yaml_reader.h"
 #include "core/fs.h"
-#include "compress/thinning.h"
 #include "core/logger.h"
 
 namespace igb::compress {
-
-const std::vector<std::string>& quantizer_classes() {
-  static const std::vector<std::string> classes = {"DorefaQuantizer", "PACTQuantizer", "WRPNQuantizer",
-                                                   "QuantAwareTrainRangeLinearQuantizer"};
-  return classes;
-}
 
 namespace {
 
 const std::vector<std::string> kTopLevel = {"version",    "pruners",       "regularizers", "quantizers",
                                             "extensions", "lr_schedulers", "policies"};
-const std::vector<std::string>& kQuantizers = quantizer_classes();
 
 std::string section_kind(Policy::Kind k) {
   switch (k) {
@@ -40,6 +32,8 @@ void register_builtin_compression() {
   register_builtin_pruners();
   register_builtin_regularizers();
   register_builtin_lr_schedulers();
+  register_builtin_extensions();
+  register_builtin_quantizers();
 }
 
 CompressionScheduler::CompressionScheduler(torch::nn::Module& model, double base_lr, Logger* logger)
@@ -74,41 +68,14 @@ void CompressionScheduler::refresh_channel_groups() {
     }
 }
 
-void CompressionScheduler::thin(const Policy& p, int64_t epoch, torch::optim::Optimizer& optimizer) {
-  const std::string& cls = extensions_.at(p.instance);
-  if (!forward_) throw std::logic_error("thinning needs set_tracer() on the scheduler");
-  const auto kind = cls == "FilterRemover" ? ThinningKind::kFilters : ThinningKind::kChannels;
-  const auto graph = tools::SummaryGraph::build(model_, input_shape_, forward_);
-  const auto plan = plan_thinning(model_, graph, kind);
-  const std::string head = file_ + ": extension " + p.instance + " (" + cls + ") at epoch " + std::to_string(epoch);
-  if (plan.empty()) {
-    if (logger_) {
-      logger_->info(head + ": no zeroed " + (kind == ThinningKind::kFilters ? "filters" : "channels") +
-                    " that can be removed");
-      for (const auto& line : plan.log) logger_->info("  " + line);
-    }
-    return;
+void CompressionScheduler::run_extension(Extension& extension, int64_t epoch, torch::optim::Optimizer& optimizer) {
+  const ExtensionContext ctx{model_, input_shape_, forward_, optimizer, masks_, logger_, file_};
+  auto outcome = extension.on_epoch_end(ctx, epoch);
+  if (outcome.reshaped) {
+    dense_copies_.clear();
+    groups_stale_ = true;
   }
-  int64_t before = 0, after = 0;
-  for (const auto& t : model_.parameters()) before += t.numel();
-  thin_for_training(model_, plan.recipe, &optimizer, &masks_);
-  dense_copies_.clear();
-  groups_stale_ = true;
-  for (const auto& t : model_.parameters()) after += t.numel();
-  const int64_t macs_after = tools::SummaryGraph::build(model_, input_shape_, forward_).total_macs();
-  if (logger_) {
-    logger_->info(head + ": removed " + std::to_string(plan.removed_groups) + " channel groups; MACs " +
-                  std::to_string(graph.total_macs()) + " -> " + std::to_string(macs_after) + ", parameters " +
-                  std::to_string(before) + " -> " + std::to_string(after));
-    for (const auto& line : plan.log) logger_->info("  " + line);
-  }
-  auto recipe = plan.recipe;
-  recipe["epoch"] = epoch;
-  recipe["macs_before"] = graph.total_macs();
-  recipe["macs_after"] = macs_after;
-  recipe["params_before"] = before;
-  recipe["params_after"] = after;
-  pending_recipes_.push_back(std::move(recipe));
+  if (!outcome.recipe.is_null()) pending_recipes_.push_back(std::move(outcome.recipe));
 }
 
 std::unique_ptr<CompressionScheduler> CompressionScheduler::from_file(const std::string& path, torch::nn::Module& model,
@@ -126,9 +93,10 @@ std::unique_ptr<CompressionScheduler> CompressionScheduler::from_text(const std:
   return s;
 }
 
-void CompressionScheduler::parse(const std::string& text, const std::string& file) {
-  text_ = text;
-  file_ = file;
+namespace {
+
+// Parses the YAML and checks the top-level keys and the version.
+YAML::Node load_schedule_root(const std::string& text, const std::string& file) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -146,172 +114,251 @@ void CompressionScheduler::parse(const std::string& text, const std::string& fil
   if (root["version"].as<std::string>() != "1")
     throw InputError(yaml_where(file, root["version"]) + ": version " + root["version"].as<std::string>() +
                      " is not supported (only 1)");
+  return root;
+}
 
-  std::set<std::string> all_names;
-  auto instances = [&](const char* section, auto&& make) {
-    YAML::Node n = root[section];
-    if (!n || n.IsNull()) return;
-    if (!n.IsMap()) throw InputError(yaml_where(file, n) + ": '" + section + "' must map instance names to {class: …}");
-    for (const auto& kv : n) {
-      const auto name = kv.first.as<std::string>();
-      const auto where = yaml_where(file, kv.first);
-      if (!all_names.insert(name).second) throw InputError(where + ": instance name '" + name + "' is used twice");
-      if (!kv.second.IsMap() || !kv.second["class"])
-        throw InputError(where + ": " + section + "." + name + " needs a 'class'");
-      const auto cls = kv.second["class"].as<std::string>();
-      YamlReader r(kv.second, file, std::string(section) + "." + name + " (" + cls + ")");
-      r.ignore({"class"});
-      make(name, cls, r, yaml_where(file, kv.second["class"]));
-      r.finish();
-    }
-  };
-  auto unknown_class = [](const std::string& where, const std::string& cls, const std::vector<std::string>& valid,
-                          const char* what) {
-    return InputError(where + ": unknown " + std::string(what) + " class '" + cls + "'; valid: " + join(valid));
-  };
+/// Builds one instance of a section from its class, its mapping (keys checked after) and the
+/// file:line of its `class`.
+using MakeInstance =
+    std::function<void(const std::string& name, const std::string& cls, YamlReader& yaml, const std::string& where)>;
 
-  instances("pruners", [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
-    if (!pruner_registry().contains(cls)) throw unknown_class(w, cls, pruner_registry().names(), "pruner");
-    pruners_[name] = pruner_registry().get(cls)(name, r, params_);
-  });
-  instances("regularizers", [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
-    if (!regularizer_registry().contains(cls)) throw unknown_class(w, cls, regularizer_registry().names(), "regularizer");
-    regularizers_[name] = regularizer_registry().get(cls)(name, r, params_);
-  });
-  instances("lr_schedulers", [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
-    if (!lr_scheduler_registry().contains(cls)) throw unknown_class(w, cls, lr_scheduler_registry().names(), "LR scheduler");
-    lr_schedulers_[name] = lr_scheduler_registry().get(cls)(r);
-  });
-  instances("extensions", [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
-    const std::map<std::string, std::string> funcs = {{"FilterRemover", "remove_filters"},
-                                                      {"ChannelRemover", "remove_channels"}};
-    if (!funcs.count(cls)) throw unknown_class(w, cls, {"ChannelRemover", "FilterRemover"}, "extension");
-    auto f = r.get<std::string>("thinning_func_str", funcs.at(cls));
-    if (f != funcs.at(cls))
-      throw InputError(r.where("thinning_func_str") + ": " + cls + " takes thinning_func_str: " + funcs.at(cls) +
-                       ", not " + f);
-    r.ignore({"arch", "dataset"});  // the model knows its input shape
-    extensions_[name] = cls;
-  });
-  if (YAML::Node q = root["quantizers"]; q && !q.IsNull()) {
-    if (q.IsMap() && q.size() > 1)
-      throw InputError(yaml_where(file, q) + ": a schedule has at most one quantizer, this one has " +
-                       std::to_string(q.size()));
-    for (const auto& kv : q) {
-      const auto cls = kv.second["class"] ? kv.second["class"].as<std::string>() : "";
-      const auto where = yaml_where(file, kv.first);
-      if (std::find(kQuantizers.begin(), kQuantizers.end(), cls) == kQuantizers.end())
-        throw InputError(where + ": unknown quantizer class '" + cls + "'; valid: " + join(kQuantizers));
-      throw InputError(where + ": quantizer " + kv.first.as<std::string>() + " (" + cls +
-                       "): quantization-aware training is not available in this build");
-    }
-  }
-
-  YAML::Node pol = root["policies"];
-  if (!pol || !pol.IsSequence() || pol.size() == 0)
-    throw InputError(file + ": the schedule has no 'policies' list, so it would do nothing");
-  std::set<std::string> used;
-  for (const auto& p : pol) {
-    Policy policy;
-    policy.where = yaml_where(file, p);
-    if (!p.IsMap()) throw InputError(policy.where + ": a policy is a mapping");
-    YamlReader r(p, file, "policy");
-    const std::vector<std::pair<std::string, Policy::Kind>> kinds = {{"pruner", Policy::Kind::kPruner},
-                                                                     {"regularizer", Policy::Kind::kRegularizer},
-                                                                     {"lr_scheduler", Policy::Kind::kLrScheduler},
-                                                                     {"extension", Policy::Kind::kExtension},
-                                                                     {"quantizer", Policy::Kind::kExtension}};
-    int found = 0;
-    YAML::Node body;
-    for (const auto& [key, kind] : kinds) {
-      if (r.has(key)) {
-        if (key == "quantizer")
-          throw InputError(r.where(key) + ": quantizer policies need a quantizer, and quantization-aware training "
-                                          "is not available in this build");
-        ++found;
-        policy.kind = kind;
-        body = r.node(key);
-      } else {
-        r.ignore({key});
-      }
-    }
-    if (found != 1)
-      throw InputError(policy.where + ": a policy names exactly one of pruner, regularizer, quantizer, lr_scheduler, "
-                                      "extension (this one names " + std::to_string(found) + ")");
-    YamlReader b(body, file, "policy " + section_kind(policy.kind));
-    policy.instance = b.get<std::string>("instance_name");
-    YAML::Node args = b.node("args");
-    b.finish();
-    std::vector<std::string> valid;
-    auto check_instance = [&](const auto& table) {
-      for (const auto& kv : table) valid.push_back(kv.first);
-      if (!table.count(policy.instance))
-        throw InputError(b.where("instance_name") + ": no " + section_kind(policy.kind) + " named '" + policy.instance +
-                         "'; defined: " + (valid.empty() ? std::string("none") : join(valid)));
-    };
-    switch (policy.kind) {
-      case Policy::Kind::kPruner: check_instance(pruners_); break;
-      case Policy::Kind::kRegularizer: check_instance(regularizers_); break;
-      case Policy::Kind::kLrScheduler: check_instance(lr_schedulers_); break;
-      case Policy::Kind::kExtension: check_instance(extensions_); break;
-    }
-    used.insert(policy.instance);
-    if (args && !args.IsNull()) {
-      YamlReader a(args, file, "policy args of " + policy.instance);
-      if (policy.kind == Policy::Kind::kPruner) {
-        policy.keep_mask = a.get<bool>("keep_mask", false);
-        policy.mini_batch_pruning_frequency = a.get<int64_t>("mini_batch_pruning_frequency", 0);
-        policy.mask_on_forward_only = a.get<bool>("mask_on_forward_only", false);
-        policy.mask_gradients = a.get<bool>("mask_gradients", false);
-        policy.use_double_copies = a.get<bool>("use_double_copies", false);
-        if (policy.mini_batch_pruning_frequency < 0)
-          throw InputError(a.where("mini_batch_pruning_frequency") + ": mini_batch_pruning_frequency must be >= 0");
-      } else if (policy.kind == Policy::Kind::kRegularizer) {
-        policy.keep_mask = a.get<bool>("keep_mask", false);
-      }
-      a.finish();
-    }
-    // Timing.
-    const bool range = r.has("starting_epoch") || r.has("ending_epoch") || r.has("frequency");
-    const bool list = r.has("epochs");
-    if (range && list)
-      throw InputError(policy.where + ": a policy's timing is either starting_epoch/ending_epoch/frequency or epochs, not both");
-    if (list) {
-      policy.timing.epochs = r.get<std::vector<int64_t>>("epochs");
-      r.ignore({"starting_epoch", "ending_epoch", "frequency"});
-      if (policy.timing.epochs.empty()) throw InputError(r.where("epochs") + ": the policy's epochs list is empty");
-      for (auto e : policy.timing.epochs)
-        if (e < 0) throw InputError(r.where("epochs") + ": epoch " + std::to_string(e) + " is negative");
-    } else {
-      r.ignore({"epochs"});
-      if (!range) throw InputError(policy.where + ": the policy has no timing (starting_epoch, ending_epoch, frequency, or epochs)");
-      policy.timing.start = r.get<int64_t>("starting_epoch");
-      policy.timing.end = r.get<int64_t>("ending_epoch");
-      policy.timing.frequency = r.get<int64_t>("frequency", 1);
-      if (policy.timing.start < 0) throw InputError(r.where("starting_epoch") + ": starting_epoch is negative");
-      if (policy.timing.end <= policy.timing.start)
-        throw InputError(r.where("ending_epoch") + ": ending_epoch " + std::to_string(policy.timing.end) +
-                         " is not after starting_epoch " + std::to_string(policy.timing.start) +
-                         " (the range is empty; ending_epoch is exclusive)");
-      if (policy.timing.frequency <= 0) throw InputError(r.where("frequency") + ": frequency must be positive");
-    }
+// Calls `make` for each instance of `section`; instance names are unique across sections.
+void for_each_instance(const YAML::Node& root, const std::string& file, const char* section,
+                       std::set<std::string>& all_names, const MakeInstance& make) {
+  YAML::Node n = root[section];
+  if (!n || n.IsNull()) return;
+  if (!n.IsMap()) throw InputError(yaml_where(file, n) + ": '" + section + "' must map instance names to {class: …}");
+  for (const auto& kv : n) {
+    const auto name = kv.first.as<std::string>();
+    const auto where = yaml_where(file, kv.first);
+    if (!all_names.insert(name).second) throw InputError(where + ": instance name '" + name + "' is used twice");
+    if (!kv.second.IsMap() || !kv.second["class"])
+      throw InputError(where + ": " + section + "." + name + " needs a 'class'");
+    const auto cls = kv.second["class"].as<std::string>();
+    YamlReader r(kv.second, file, std::string(section) + "." + name + " (" + cls + ")");
+    r.ignore({"class"});
+    make(name, cls, r, yaml_where(file, kv.second["class"]));
     r.finish();
-    if (policy.kind == Policy::Kind::kPruner && pruners_.at(policy.instance)->needs_range_timing() && list)
-      throw InputError(policy.where + ": pruner " + policy.instance +
-                       " follows the AGP schedule and needs starting_epoch/ending_epoch/frequency, not epochs");
-    auto add_named = [&](const std::vector<std::string>& names) {
-      for (const auto& n : names)
-        if (std::find(named_params_.begin(), named_params_.end(), n) == named_params_.end()) named_params_.push_back(n);
-    };
-    if (policy.kind == Policy::Kind::kPruner) add_named(pruners_.at(policy.instance)->targets());
-    if (policy.kind == Policy::Kind::kRegularizer) add_named(regularizers_.at(policy.instance)->targets());
-    policies_.push_back(policy);
   }
-  for (const auto& n : all_names)
+}
+
+InputError unknown_class(const std::string& where, const std::string& cls, const std::vector<std::string>& valid,
+                         const char* what) {
+  return InputError(where + ": unknown " + std::string(what) + " class '" + cls + "'; valid: " + join(valid));
+}
+
+// Which kind of policy `r` is (exactly one of its kind keys) and the mapping under that key.
+YAML::Node read_policy_kind(YamlReader& r, Policy& policy) {
+  const std::vector<std::pair<std::string, Policy::Kind>> kinds = {{"pruner", Policy::Kind::kPruner},
+                                                                   {"regularizer", Policy::Kind::kRegularizer},
+                                                                   {"lr_scheduler", Policy::Kind::kLrScheduler},
+                                                                   {"extension", Policy::Kind::kExtension},
+                                                                   {"quantizer", Policy::Kind::kExtension}};
+  int found = 0;
+  YAML::Node body;
+  for (const auto& [key, kind] : kinds) {
+    if (r.has(key)) {
+      if (key == "quantizer")
+        throw InputError(r.where(key) + ": quantizer policies need a quantizer, and quantization-aware training "
+                                        "is not available in this build");
+      ++found;
+      policy.kind = kind;
+      body = r.node(key);
+    } else {
+      r.ignore({key});
+    }
+  }
+  if (found != 1)
+    throw InputError(policy.where + ": a policy names exactly one of pruner, regularizer, quantizer, lr_scheduler, "
+                                    "extension (this one names " + std::to_string(found) + ")");
+  return body;
+}
+
+// The policy's `args` (Distiller's masking modes for pruners, keep_mask for regularizers).
+void read_policy_args(const YAML::Node& args, const std::string& file, Policy& policy) {
+  if (!args || args.IsNull()) return;
+  YamlReader a(args, file, "policy args of " + policy.instance);
+  if (policy.kind == Policy::Kind::kPruner) {
+    policy.keep_mask = a.get<bool>("keep_mask", false);
+    policy.mini_batch_pruning_frequency = a.get<int64_t>("mini_batch_pruning_frequency", 0);
+    policy.mask_on_forward_only = a.get<bool>("mask_on_forward_only", false);
+    policy.mask_gradients = a.get<bool>("mask_gradients", false);
+    policy.use_double_copies = a.get<bool>("use_double_copies", false);
+    if (policy.mini_batch_pruning_frequency < 0)
+      throw InputError(a.where("mini_batch_pruning_frequency") + ": mini_batch_pruning_frequency must be >= 0");
+  } else if (policy.kind == Policy::Kind::kRegularizer) {
+    policy.keep_mask = a.get<bool>("keep_mask", false);
+  }
+  a.finish();
+}
+
+// The policy's timing: starting_epoch/ending_epoch/frequency, or a list of epochs.
+void read_policy_timing(YamlReader& r, Policy& policy) {
+  const bool range = r.has("starting_epoch") || r.has("ending_epoch") || r.has("frequency");
+  const bool list = r.has("epochs");
+  if (range && list)
+    throw InputError(policy.where + ": a policy's timing is either starting_epoch/ending_epoch/frequency or epochs, not both");
+  if (list) {
+    policy.timing.epochs = r.get<std::vector<int64_t>>("epochs");
+    r.ignore({"starting_epoch", "ending_epoch", "frequency"});
+    if (policy.timing.epochs.empty()) throw InputError(r.where("epochs") + ": the policy's epochs list is empty");
+    for (auto e : policy.timing.epochs)
+      if (e < 0) throw InputError(r.where("epochs") + ": epoch " + std::to_string(e) + " is negative");
+    return;
+  }
+  r.ignore({"epochs"});
+  if (!range) throw InputError(policy.where + ": the policy has no timing (starting_epoch, ending_epoch, frequency, or epochs)");
+  policy.timing.start = r.get<int64_t>("starting_epoch");
+  policy.timing.end = r.get<int64_t>("ending_epoch");
+  policy.timing.frequency = r.get<int64_t>("frequency", 1);
+  if (policy.timing.start < 0) throw InputError(r.where("starting_epoch") + ": starting_epoch is negative");
+  if (policy.timing.end <= policy.timing.start)
+    throw InputError(r.where("ending_epoch") + ": ending_epoch " + std::to_string(policy.timing.end) +
+                     " is not after starting_epoch " + std::to_string(policy.timing.start) +
+                     " (the range is empty; ending_epoch is exclusive)");
+  if (policy.timing.frequency <= 0) throw InputError(r.where("frequency") + ": frequency must be positive");
+}
+
+template <class Table>
+std::vector<std::string> instance_names(const Table& table) {
+  std::vector<std::string> out;
+  for (const auto& kv : table) out.push_back(kv.first);
+  return out;
+}
+
+}  // namespace
+
+void CompressionScheduler::parse(const std::string& text, const std::string& file) {
+  text_ = text;
+  file_ = file;
+  const YAML::Node root = load_schedule_root(text, file);
+  std::set<std::string> instances;
+  parse_pruners(root, instances);
+  parse_regularizers(root, instances);
+  parse_lr_schedulers(root, instances);
+  parse_extensions(root, instances);
+  parse_quantizers(root);
+  const std::set<std::string> used = parse_policies(root);
+  for (const auto& n : instances)
     if (!used.count(n) && logger_) logger_->warn(file + ": '" + n + "' is defined but no policy uses it");
   // LR policies act after all others within a hook (REFERENCE.md §1).
   std::stable_partition(policies_.begin(), policies_.end(),
                         [](const Policy& p) { return p.kind != Policy::Kind::kLrScheduler; });
+}
+
+void CompressionScheduler::parse_pruners(const YAML::Node& root, std::set<std::string>& instances) {
+  for_each_instance(root, file_, "pruners", instances,
+                    [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
+                      if (!pruner_registry().contains(cls))
+                        throw unknown_class(w, cls, pruner_registry().names(), "pruner");
+                      pruners_[name] = pruner_registry().get(cls)(name, r, params_);
+                    });
+}
+
+void CompressionScheduler::parse_regularizers(const YAML::Node& root, std::set<std::string>& instances) {
+  for_each_instance(root, file_, "regularizers", instances,
+                    [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
+                      if (!regularizer_registry().contains(cls))
+                        throw unknown_class(w, cls, regularizer_registry().names(), "regularizer");
+                      regularizers_[name] = regularizer_registry().get(cls)(name, r, params_);
+                    });
+}
+
+void CompressionScheduler::parse_lr_schedulers(const YAML::Node& root, std::set<std::string>& instances) {
+  for_each_instance(root, file_, "lr_schedulers", instances,
+                    [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
+                      if (!lr_scheduler_registry().contains(cls))
+                        throw unknown_class(w, cls, lr_scheduler_registry().names(), "LR scheduler");
+                      lr_schedulers_[name] = lr_scheduler_registry().get(cls)(r);
+                    });
+}
+
+void CompressionScheduler::parse_extensions(const YAML::Node& root, std::set<std::string>& instances) {
+  for_each_instance(root, file_, "extensions", instances,
+                    [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
+                      if (!extension_registry().contains(cls))
+                        throw unknown_class(w, cls, extension_registry().names(), "extension");
+                      extensions_[name] = extension_registry().get(cls)(name, r);
+                    });
+}
+
+void CompressionScheduler::parse_quantizers(const YAML::Node& root) {
+  YAML::Node q = root["quantizers"];
+  if (!q || q.IsNull()) return;
+  if (q.IsMap() && q.size() > 1)
+    throw InputError(yaml_where(file_, q) + ": a schedule has at most one quantizer, this one has " +
+                     std::to_string(q.size()));
+  for (const auto& kv : q) {
+    const auto cls = kv.second["class"] ? kv.second["class"].as<std::string>() : "";
+    const auto where = yaml_where(file_, kv.first);
+    if (!quantizer_registry().contains(cls))
+      throw InputError(where + ": unknown quantizer class '" + cls + "'; valid: " + join(quantizer_registry().names()));
+    if (!quantizer_registry().get(cls).make)
+      throw InputError(where + ": quantizer " + kv.first.as<std::string>() + " (" + cls +
+                       "): quantization-aware training is not available in this build");
+    // The hooks do not drive a quantizer yet; one must not be accepted and then silently ignored.
+    throw std::logic_error("quantizer class " + cls + " is registered, but the compression scheduler cannot run it");
+  }
+}
+
+std::set<std::string> CompressionScheduler::parse_policies(const YAML::Node& root) {
+  YAML::Node pol = root["policies"];
+  if (!pol || !pol.IsSequence() || pol.size() == 0)
+    throw InputError(file_ + ": the schedule has no 'policies' list, so it would do nothing");
+  std::set<std::string> used;
+  for (const auto& p : pol) {
+    policies_.push_back(parse_policy(p));
+    used.insert(policies_.back().instance);
+  }
+  return used;
+}
+
+Policy CompressionScheduler::parse_policy(const YAML::Node& p) {
+  Policy policy;
+  policy.where = yaml_where(file_, p);
+  if (!p.IsMap()) throw InputError(policy.where + ": a policy is a mapping");
+  YamlReader r(p, file_, "policy");
+  const YAML::Node body = read_policy_kind(r, policy);
+  YamlReader b(body, file_, "policy " + section_kind(policy.kind));
+  policy.instance = b.get<std::string>("instance_name");
+  const YAML::Node args = b.node("args");
+  b.finish();
+  check_policy_instance(policy, b);
+  read_policy_args(args, file_, policy);
+  read_policy_timing(r, policy);
+  r.finish();
+  check_policy_timing(policy);
+  note_named_params(policy);
+  return policy;
+}
+
+void CompressionScheduler::check_policy_instance(const Policy& policy, const YamlReader& body) const {
+  std::vector<std::string> defined;
+  switch (policy.kind) {
+    case Policy::Kind::kPruner: defined = instance_names(pruners_); break;
+    case Policy::Kind::kRegularizer: defined = instance_names(regularizers_); break;
+    case Policy::Kind::kLrScheduler: defined = instance_names(lr_schedulers_); break;
+    case Policy::Kind::kExtension: defined = instance_names(extensions_); break;
+  }
+  if (std::find(defined.begin(), defined.end(), policy.instance) == defined.end())
+    throw InputError(body.where("instance_name") + ": no " + section_kind(policy.kind) + " named '" + policy.instance +
+                     "'; defined: " + (defined.empty() ? std::string("none") : join(defined)));
+}
+
+void CompressionScheduler::check_policy_timing(const Policy& policy) const {
+  if (policy.kind == Policy::Kind::kPruner && pruners_.at(policy.instance)->needs_range_timing() &&
+      !policy.timing.is_range())
+    throw InputError(policy.where + ": pruner " + policy.instance +
+                     " follows the AGP schedule and needs starting_epoch/ending_epoch/frequency, not epochs");
+}
+
+void CompressionScheduler::note_named_params(const Policy& policy) {
+  auto add_named = [&](const std::vector<std::string>& names) {
+    for (const auto& n : names)
+      if (std::find(named_params_.begin(), named_params_.end(), n) == named_params_.end()) named_params_.push_back(n);
+  };
+  if (policy.kind == Policy::Kind::kPruner) add_named(pruners_.at(policy.instance)->targets());
+  if (policy.kind == Policy::Kind::kRegularizer) add_named(regularizers_.at(policy.instance)->targets());
 }
 
 bool CompressionScheduler::controls_lr() const {
@@ -424,7 +471,8 @@ void CompressionScheduler::on_epoch_end(int64_t epoch, const std::map<std::strin
   }
   // Thinning comes last, on the epoch's final weights (Distiller's extensions act at epoch end).
   for (const auto& p : policies_)
-    if (p.kind == Policy::Kind::kExtension && p.timing.active(epoch)) thin(p, epoch, optimizer);
+    if (p.kind == Policy::Kind::kExtension && p.timing.active(epoch))
+      run_extension(*extensions_.at(p.instance), epoch, optimizer);
 }
 
 std::vector<EpochScalar> CompressionScheduler::epoch_scalars() const {

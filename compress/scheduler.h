@@ -8,13 +8,19 @@
 #include <string>
 #include <vector>
 
+#include "compress/extensions.h"
 #include "compress/lr_schedulers.h"
 #include "compress/model_params.h"
 #include "compress/policy_timing.h"
 #include "compress/pruners.h"
+#include "compress/quantizer.h"
 #include "compress/regularizers.h"
 #include "compress/training_hooks.h"
 #include "tools/graph/summary_graph.h"
+
+namespace YAML {
+class Node;
+}
 
 namespace igb {
 class Logger;
@@ -85,10 +91,28 @@ class CompressionScheduler : public TrainingHooks {
 
  private:
   CompressionScheduler(torch::nn::Module& model, double base_lr, Logger* logger);
+  /// Reads a schedule: the YAML, its top-level keys and version, each section's instances (their
+  /// names added to `instances`), then the policies, then warns of instances no policy uses.
   void parse(const std::string& text, const std::string& file);
+  void parse_pruners(const YAML::Node& root, std::set<std::string>& instances);
+  void parse_regularizers(const YAML::Node& root, std::set<std::string>& instances);
+  void parse_lr_schedulers(const YAML::Node& root, std::set<std::string>& instances);
+  void parse_extensions(const YAML::Node& root, std::set<std::string>& instances);
+  /// Recognises the quantizer classes and refuses them (no quantization-aware training yet).
+  void parse_quantizers(const YAML::Node& root);
+  /// Appends every policy to policies_; returns the instance names they use.
+  std::set<std::string> parse_policies(const YAML::Node& root);
+  Policy parse_policy(const YAML::Node& node);
+  /// The policy's instance_name names an instance of its kind (`body` is its mapping, for file:line).
+  void check_policy_instance(const Policy& policy, const YamlReader& body) const;
+  /// Cross-check of a pruner and its policy: AGP needs a range of epochs.
+  void check_policy_timing(const Policy& policy) const;
+  /// Adds the parameters the policy's pruner or regularizer names to named_params_.
+  void note_named_params(const Policy& policy);
+
   void set_lr(torch::optim::Optimizer& optimizer, double lr) const;
   bool forward_only(const std::string& param) const;
-  void thin(const Policy& p, int64_t epoch, torch::optim::Optimizer& optimizer);
+  void run_extension(Extension& extension, int64_t epoch, torch::optim::Optimizer& optimizer);
   /// Traces the model (when a tracer is set) and hands its channel groups to the pruners.
   void refresh_channel_groups();
 
@@ -105,7 +129,7 @@ class CompressionScheduler : public TrainingHooks {
   std::map<std::string, std::unique_ptr<Pruner>> pruners_;
   std::map<std::string, std::unique_ptr<Regularizer>> regularizers_;
   std::map<std::string, std::unique_ptr<LrScheduler>> lr_schedulers_;
-  std::map<std::string, std::string> extensions_;  // name → class
+  std::map<std::string, std::unique_ptr<Extension>> extensions_;
   std::vector<Policy> policies_;
   std::vector<std::string> named_params_;
   MaskTable masks_;
@@ -117,11 +141,7 @@ class CompressionScheduler : public TrainingHooks {
   std::map<std::string, at::Tensor> dense_copies_;
 };
 
-/// Registers pruner, regularizer and LR-scheduler classes (idempotent).
+/// Registers pruner, regularizer, LR-scheduler, extension and quantizer classes (idempotent).
 void register_builtin_compression();
-
-/// The quantizer classes a schedule may name (recognised and refused with a clear error: this
-/// build has no quantization-aware training).
-const std::vector<std::string>& quantizer_classes();
 
 }  // namespace igb::compress

@@ -4,9 +4,11 @@
 
 #include <iostream>
 
-#include "compress/pruners.h"
-#include "compress/regularizers.h"
+#include "compress/extensions.h"
 #include "compress/lr_schedulers.h"
+#include "compress/pruners.h"
+#include "compress/quantizer.h"
+#include "compress/regularizers.h"
 #include "compress/scheduler.h"
 #include "compress/thinning.h"
 #include "core/checkpoint.h"
@@ -59,7 +61,7 @@ tools::SummaryGraph tool_graph(const ToolModel& m, const tools::Shape& input) {
 namespace {
 
 /// Profiles a tool model, logging progress, and prints its tables.
-tools::ModelProfile run_profile(const ToolModel& m, const tools::ProfileOptions& options, Logger& logger) {
+tools::ModelProfile profile_and_print(const ToolModel& m, const tools::ProfileOptions& options, Logger& logger) {
   auto model = m.model;
   auto p = tools::profile_model(
       *model, m.input, [model](const torch::Tensor& x) { return model->forward(x); }, m.name, options,
@@ -98,7 +100,7 @@ void write_summaries(const ToolModel& m, const std::vector<std::string>& kinds, 
       tools::draw_graph(g, out_dir / "graph.dot", false);
       tools::draw_graph(g, out_dir / "graph.svg", false);
     } else if (k == "profile") {
-      auto p = run_profile(m, tools::ProfileOptions(), logger);
+      auto p = profile_and_print(m, tools::ProfileOptions(), logger);
       write_text_atomically(out_dir / "profile.json", tools::profile_json(p).dump(2) + "\n");
       write_text_atomically(out_dir / "profile_trace.json", p.chrome_trace.dump() + "\n");
     }
@@ -134,10 +136,12 @@ void print_registry(const R& r) {
 
 ToolCommands::ToolCommands(CLI::App& app) {
   list_ = app.add_subcommand("list", "Print a registry: models, datasets, optforms, pruners, regularizers, "
-                                     "lr_schedulers, quantizers");
-  list_->add_option("registry", registry_, "models | datasets | optforms | pruners | regularizers | lr_schedulers | quantizers")
+                                     "lr_schedulers, extensions, quantizers");
+  list_->add_option("registry", registry_,
+                    "models | datasets | optforms | pruners | regularizers | lr_schedulers | extensions | quantizers")
       ->required()
-      ->check(CLI::IsMember({"models", "datasets", "optforms", "pruners", "regularizers", "lr_schedulers", "quantizers"}));
+      ->check(CLI::IsMember(
+          {"models", "datasets", "optforms", "pruners", "regularizers", "lr_schedulers", "extensions", "quantizers"}));
 
   macs_ = app.add_subcommand("macs", "Per-layer MACs and parameter counts (conv, transposed conv, linear)");
   add_target(macs_, macs_target_, true);
@@ -189,75 +193,86 @@ void ToolCommands::add_outputs(CLI::App* sub, Outputs& o) {
 
 int ToolCommands::run() {
   configure_runtime(threads_, "cpu");
-  if (list_->parsed()) {
-    if (registry_ == "models") {
-      auto& r = models::model_registry();
-      for (const auto& n : r.names())
-        std::cout << n << "\t" << r.entry(n).factory.family << "\t" << r.entry(n).help << "\n";
-    } else if (registry_ == "datasets") {
-      data::register_builtin_datasets();
-      auto& r = data::dataset_registry();
-      for (const auto& n : r.names())
-        std::cout << n << "\t" << r.entry(n).factory.selected_by << "\t" << r.entry(n).help << "\n";
-    } else if (registry_ == "optforms") {
-      print_registry(optform_registry());
-    } else if (registry_ == "pruners") {
-      print_registry(compress::pruner_registry());
-    } else if (registry_ == "regularizers") {
-      print_registry(compress::regularizer_registry());
-    } else if (registry_ == "lr_schedulers") {
-      print_registry(compress::lr_scheduler_registry());
-    } else {
-      for (const auto& q : compress::quantizer_classes())
-        std::cout << q << "\trecognised in schedules; quantization-aware training is not available in this build\n";
-    }
-    return kExitOk;
-  }
-  if (macs_->parsed()) {
-    auto m = load_tool_model(macs_target_.model, macs_target_.options, macs_target_.checkpoint, macs_target_.input);
-    auto r = tools::macs_report(tools::compute_macs(tool_graph(m, m.input), *m.model));
-    tools::print_report(r, std::cout);
-    tools::write_report(r, macs_out_.csv, macs_out_.json);
-    return kExitOk;
-  }
-  if (sparsity_->parsed()) {
-    auto m = load_tool_model("", {}, sparsity_target_.checkpoint, "");
-    auto r = tools::sparsity_report(tools::model_sparsity(*m.model), m.name);
-    tools::print_report(r, std::cout);
-    tools::write_report(r, sparsity_out_.csv, sparsity_out_.json);
-    return kExitOk;
-  }
-  if (draw_->parsed()) {
-    auto m = load_tool_model(draw_target_.model, draw_target_.options, draw_target_.checkpoint, draw_target_.input);
-    auto g = tool_graph(m, m.input);
-    tools::draw_graph(g, draw_path_, draw_params_);
-    std::cout << "drew " << g.ops().size() << " ops of " << m.name << " to " << draw_path_ << "\n";
-    return kExitOk;
-  }
+  if (list_->parsed()) return run_list();
+  if (macs_->parsed()) return run_macs();
+  if (sparsity_->parsed()) return run_sparsity();
+  if (draw_->parsed()) return run_draw();
   if (thin_->parsed()) return run_thin();
-  if (profile_->parsed()) {
-    tools::ProfileOptions po;
-    po.batch_sizes = parse_batch_sizes(batch_sizes_);
-    po.top = top_;
-    po.repeats = repeats_;
-    auto m = load_tool_model(profile_target_.model, profile_target_.options, profile_target_.checkpoint,
-                             profile_target_.input);
-    Logger logger;
-    auto p = run_profile(m, po, logger);
-    if (!profile_out_.csv.empty()) {
-      // One CSV of every layer at every batch size.
-      Table t;
-      t.columns = {"Batch", "Name", "Type", "Output", "Output bytes", "Forward (ms)", "Fwd+Bwd (ms)"};
-      for (const auto& b : p.batches)
-        for (const auto& l : b.layers)
-          t.rows.push_back({std::to_string(b.batch), l.name, l.type, tools::shape_to_string(l.output),
-                            std::to_string(l.output_bytes), fixed(l.forward_ms, 4), fixed(l.forward_backward_ms, 4)});
-      write_text_atomically(profile_out_.csv, t.to_csv());
-    }
-    if (!profile_out_.json.empty()) write_text_atomically(profile_out_.json, tools::profile_json(p).dump(2) + "\n");
-    if (!trace_path_.empty()) write_text_atomically(trace_path_, p.chrome_trace.dump() + "\n");
-    return kExitOk;
+  if (profile_->parsed()) return run_profile();
+  return kExitOk;
+}
+
+int ToolCommands::run_list() {
+  if (registry_ == "models") {
+    auto& r = models::model_registry();
+    for (const auto& n : r.names())
+      std::cout << n << "\t" << r.entry(n).factory.family << "\t" << r.entry(n).help << "\n";
+  } else if (registry_ == "datasets") {
+    data::register_builtin_datasets();
+    auto& r = data::dataset_registry();
+    for (const auto& n : r.names())
+      std::cout << n << "\t" << r.entry(n).factory.selected_by << "\t" << r.entry(n).help << "\n";
+  } else if (registry_ == "optforms") {
+    print_registry(optform_registry());
+  } else if (registry_ == "pruners") {
+    print_registry(compress::pruner_registry());
+  } else if (registry_ == "regularizers") {
+    print_registry(compress::regularizer_registry());
+  } else if (registry_ == "lr_schedulers") {
+    print_registry(compress::lr_scheduler_registry());
+  } else if (registry_ == "extensions") {
+    print_registry(compress::extension_registry());
+  } else {
+    print_registry(compress::quantizer_registry());
   }
+  return kExitOk;
+}
+
+int ToolCommands::run_macs() {
+  auto m = load_tool_model(macs_target_.model, macs_target_.options, macs_target_.checkpoint, macs_target_.input);
+  auto r = tools::macs_report(tools::compute_macs(tool_graph(m, m.input), *m.model));
+  tools::print_report(r, std::cout);
+  tools::write_report(r, macs_out_.csv, macs_out_.json);
+  return kExitOk;
+}
+
+int ToolCommands::run_sparsity() {
+  auto m = load_tool_model("", {}, sparsity_target_.checkpoint, "");
+  auto r = tools::sparsity_report(tools::model_sparsity(*m.model), m.name);
+  tools::print_report(r, std::cout);
+  tools::write_report(r, sparsity_out_.csv, sparsity_out_.json);
+  return kExitOk;
+}
+
+int ToolCommands::run_draw() {
+  auto m = load_tool_model(draw_target_.model, draw_target_.options, draw_target_.checkpoint, draw_target_.input);
+  auto g = tool_graph(m, m.input);
+  tools::draw_graph(g, draw_path_, draw_params_);
+  std::cout << "drew " << g.ops().size() << " ops of " << m.name << " to " << draw_path_ << "\n";
+  return kExitOk;
+}
+
+int ToolCommands::run_profile() {
+  tools::ProfileOptions po;
+  po.batch_sizes = parse_batch_sizes(batch_sizes_);
+  po.top = top_;
+  po.repeats = repeats_;
+  auto m = load_tool_model(profile_target_.model, profile_target_.options, profile_target_.checkpoint,
+                           profile_target_.input);
+  Logger logger;
+  auto p = profile_and_print(m, po, logger);
+  if (!profile_out_.csv.empty()) {
+    // One CSV of every layer at every batch size.
+    Table t;
+    t.columns = {"Batch", "Name", "Type", "Output", "Output bytes", "Forward (ms)", "Fwd+Bwd (ms)"};
+    for (const auto& b : p.batches)
+      for (const auto& l : b.layers)
+        t.rows.push_back({std::to_string(b.batch), l.name, l.type, tools::shape_to_string(l.output),
+                          std::to_string(l.output_bytes), fixed(l.forward_ms, 4), fixed(l.forward_backward_ms, 4)});
+    write_text_atomically(profile_out_.csv, t.to_csv());
+  }
+  if (!profile_out_.json.empty()) write_text_atomically(profile_out_.json, tools::profile_json(p).dump(2) + "\n");
+  if (!trace_path_.empty()) write_text_atomically(trace_path_, p.chrome_trace.dump() + "\n");
   return kExitOk;
 }
 

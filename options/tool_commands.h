@@ -43,8 +43,8 @@ const std::vector<std::string>& summary_kinds();
 void write_summaries(const ToolModel& m, const std::vector<std::string>& kinds, const std::filesystem::path& out_dir,
                      Logger& logger);
 
-/// The subcommands of igb-tools: list, macs, sparsity, draw, profile. Construct on the app, parse,
-/// then run() the one that was given.
+/// The subcommands of igb-tools: list, macs, sparsity, draw, profile, thin. Construct on the app,
+/// parse, then run() the one that was given.
 class ToolCommands {
  public:
   explicit ToolCommands(CLI::App& app);
@@ -61,6 +61,12 @@ class ToolCommands {
   void add_target(CLI::App* sub, Target& t, bool model_allowed);
   static void add_outputs(CLI::App* sub, Outputs& o);
 
+  // One per subcommand.
+  int run_list();
+  int run_macs();
+  int run_sparsity();
+  int run_draw();
+  int run_profile();
   int run_thin();
 
   CLI::App *list_ = nullptr, *macs_ = nullptr, *sparsity_ = nullptr, *draw_ = nullptr, *profile_ = nullptr,

@@ -1,0 +1,97 @@
+#include "compress/extensions.h"
+
+#include <mutex>
+
+#include "compress/yaml_reader.h"
+#include "core/logger.h"
+
+namespace igb::compress {
+
+std::string thinning_class(ThinningKind kind) {
+  return kind == ThinningKind::kFilters ? "FilterRemover" : "ChannelRemover";
+}
+
+std::string thinning_func(ThinningKind kind) {
+  return kind == ThinningKind::kFilters ? "remove_filters" : "remove_channels";
+}
+
+ThinningExtensionOptions ThinningExtensionOptions::from_yaml(YamlReader& yaml, ThinningKind kind) {
+  const std::string func = thinning_func(kind);
+  const auto given = yaml.get<std::string>("thinning_func_str", func);
+  if (given != func)
+    throw InputError(yaml.where("thinning_func_str") + ": " + thinning_class(kind) + " takes thinning_func_str: " +
+                     func + ", not " + given);
+  yaml.ignore({"arch", "dataset"});  // the model knows its input shape
+  return ThinningExtensionOptions(kind);
+}
+
+nlohmann::json ThinningExtensionOptions::to_json() const { return {{"thinning_func_str", thinning_func(kind())}}; }
+
+ThinningExtension::ThinningExtension(std::string name, ThinningExtensionOptions options)
+    : Extension(std::move(name), thinning_class(options.kind())), options_(options) {}
+
+nlohmann::json ThinningExtension::hyperparams() const {
+  nlohmann::json j = options_.to_json();
+  j["class"] = class_name();
+  return j;
+}
+
+ExtensionOutcome ThinningExtension::on_epoch_end(const ExtensionContext& ctx, int64_t epoch) {
+  if (!ctx.forward) throw std::logic_error("thinning needs set_tracer() on the scheduler");
+  const auto kind = options_.kind();
+  const auto graph = tools::SummaryGraph::build(ctx.model, ctx.input_shape, ctx.forward);
+  const auto plan = plan_thinning(ctx.model, graph, kind);
+  const std::string head =
+      ctx.file + ": extension " + name() + " (" + class_name() + ") at epoch " + std::to_string(epoch);
+  ExtensionOutcome outcome;
+  if (plan.empty()) {
+    if (ctx.logger) {
+      ctx.logger->info(head + ": no zeroed " + (kind == ThinningKind::kFilters ? "filters" : "channels") +
+                       " that can be removed");
+      for (const auto& line : plan.log) ctx.logger->info("  " + line);
+    }
+    return outcome;
+  }
+  int64_t before = 0, after = 0;
+  for (const auto& t : ctx.model.parameters()) before += t.numel();
+  thin_for_training(ctx.model, plan.recipe, &ctx.optimizer, &ctx.masks);
+  outcome.reshaped = true;
+  for (const auto& t : ctx.model.parameters()) after += t.numel();
+  const int64_t macs_after = tools::SummaryGraph::build(ctx.model, ctx.input_shape, ctx.forward).total_macs();
+  if (ctx.logger) {
+    ctx.logger->info(head + ": removed " + std::to_string(plan.removed_groups) + " channel groups; MACs " +
+                     std::to_string(graph.total_macs()) + " -> " + std::to_string(macs_after) + ", parameters " +
+                     std::to_string(before) + " -> " + std::to_string(after));
+    for (const auto& line : plan.log) ctx.logger->info("  " + line);
+  }
+  outcome.recipe = plan.recipe;
+  outcome.recipe["epoch"] = epoch;
+  outcome.recipe["macs_before"] = graph.total_macs();
+  outcome.recipe["macs_after"] = macs_after;
+  outcome.recipe["params_before"] = before;
+  outcome.recipe["params_after"] = after;
+  return outcome;
+}
+
+Registry<ExtensionFactory>& extension_registry() {
+  static Registry<ExtensionFactory> r("extension class");
+  return r;
+}
+
+void register_builtin_extensions() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    auto& r = extension_registry();
+    for (const auto kind : {ThinningKind::kFilters, ThinningKind::kChannels}) {
+      r.add(thinning_class(kind),
+            [kind](const std::string& name, YamlReader& yaml) -> std::unique_ptr<Extension> {
+              return std::make_unique<ThinningExtension>(name, ThinningExtensionOptions::from_yaml(yaml, kind));
+            },
+            "thinning_func_str: " + thinning_func(kind) + "; physically removes zeroed " +
+                (kind == ThinningKind::kFilters ? "filters" : "channels") + " at the policy's epochs");
+    }
+    r.freeze();
+  });
+}
+
+}  // namespace igb::compress
