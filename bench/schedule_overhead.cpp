@@ -46,8 +46,14 @@ int main(int argc, char** argv) {
     Side s;
     s.model = igb::models::create_model(model_name, {});
     s.opt = std::make_unique<torch::optim::SGD>(s.model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
-    if (with_schedule) s.hooks = igb::compress::CompressionScheduler::from_file(schedule, *s.model, 0.01, nullptr);
-    else s.hooks = std::make_unique<igb::compress::TrainingHooks>();
+    if (with_schedule) {
+      auto sched = igb::compress::CompressionScheduler::from_file(schedule, *s.model, 0.01, nullptr);
+      auto m = s.model;
+      sched->set_tracer(m->input_shape(), [m](const torch::Tensor& x) { return m->forward(x); });
+      s.hooks = std::move(sched);
+    } else {
+      s.hooks = std::make_unique<igb::compress::TrainingHooks>();
+    }
     s.hooks->on_epoch_begin(0, *s.opt);
     return s;
   };

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "core/tensor_util.h"
+
 namespace igb::compress {
 
 GroupType parse_group_type(const std::string& s) {
@@ -74,14 +76,10 @@ std::vector<int64_t> smallest_groups(const at::Tensor& magnitudes, double fracti
 at::Tensor group_mask(const at::Tensor& weight, GroupType group, const std::vector<int64_t>& pruned) {
   auto mask = torch::ones(weight.sizes(), weight.options().dtype(torch::kFloat32));
   if (pruned.empty()) return mask;
-  auto idx = torch::tensor(pruned, torch::kInt64);
-  mask.index_fill_(group == GroupType::kChannels ? 1 : 0, idx, 0.0);
+  mask.index_fill_(group == GroupType::kChannels ? 1 : 0, index_tensor(pruned, weight.device()), 0.0);
   return mask;
 }
 
-double sparsity(const at::Tensor& t) {
-  if (t.numel() == 0) return 0;
-  return t.detach().eq(0).sum().item<double>() / static_cast<double>(t.numel());
-}
+double sparsity(const at::Tensor& t) { return zero_fraction(t); }
 
 }  // namespace igb::compress

@@ -12,9 +12,7 @@
 namespace igb::compress {
 
 /// The parameters of a model as a schedule sees them: names (a leading "module." in a schedule is
-/// stripped, as DataParallel adds it) and, for each conv or linear weight, the tensors that go
-/// with its output channels: its bias and the affine parameters and running statistics of the
-/// BatchNorm that follows it.
+/// stripped, as DataParallel adds it) and the channel groups of the model's summary graph.
 class ModelParams {
  public:
   explicit ModelParams(torch::nn::Module& model);
@@ -29,23 +27,15 @@ class ModelParams {
   /// Weights of convolutions and linear layers (dimension ≥ 2), in model order.
   std::vector<std::string> weight_names() const;
 
-  /// Parameters indexed by the output channels of `weight`: its bias and the weight and bias of
-  /// the BatchNorm that follows it.
-  struct Followers {
-    std::vector<std::string> params;
-  };
-  const Followers& followers(const std::string& weight) const;
-
-  /// Channel groups from the summary graph, when the scheduler could trace the model: filter
-  /// pruning then zeroes whole groups (every filter tied by residual adds and every per-channel
-  /// follower), not just one layer's filter, bias and next BatchNorm.
+  /// Channel groups from the summary graph (set by the scheduler, which traces the model): filter
+  /// pruning zeroes whole groups, every filter tied by residual adds and concats and every
+  /// per-channel follower (bias, norm affine terms, PReLU slopes).
   void set_channel_groups(std::shared_ptr<const ChannelGroups> groups) { groups_ = std::move(groups); }
   const ChannelGroups* channel_groups() const { return groups_.get(); }
 
  private:
   std::map<std::string, at::Tensor> params_;
   std::vector<std::string> names_;
-  std::map<std::string, Followers> followers_;
   std::shared_ptr<const ChannelGroups> groups_;
 };
 

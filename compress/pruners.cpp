@@ -24,7 +24,11 @@ void mask_groups(const ModelParams& params, MaskTable& masks, const std::string&
     masks[name] = it == masks.end() ? m : it->second * m;
   };
   const ChannelGroups* groups = params.channel_groups();
-  if (group == GroupType::kFilters && groups && groups->has(weight)) {
+  const bool filters = group == GroupType::kFilters || group == GroupType::kRows;  // a linear's rows are its filters
+  if (filters && !groups)
+    throw std::logic_error("filter pruning of " + weight +
+                           " needs the model's channel groups: call CompressionScheduler::set_tracer() first");
+  if (filters && groups->has(weight)) {
     // The whole channel group of each pruned filter: every tied filter and per-channel follower.
     std::map<std::string, at::Tensor> add;
     for (int64_t j : pruned)
@@ -37,14 +41,9 @@ void mask_groups(const ModelParams& params, MaskTable& masks, const std::string&
     for (const auto& [name, m] : add) combine(name, m);
     return;
   }
+  // Channels, and filters of a weight that writes no channel group of its own (a grouped
+  // convolution): the weight alone.
   combine(weight, group_mask(w, group, pruned));
-  if (group != GroupType::kChannels) {
-    for (const auto& f : params.followers(weight).params) {
-      auto m = torch::ones({w.size(0)}, torch::kFloat32);
-      if (!pruned.empty()) m.index_fill_(0, torch::tensor(pruned, torch::kInt64), 0.0);
-      combine(f, m);
-    }
-  }
 }
 
 namespace {

@@ -8,6 +8,8 @@
 #include "compress/yaml_reader.h"
 #include "core/fs.h"
 #include "core/logger.h"
+#include "core/optim_lr.h"
+#include "core/tensor_util.h"
 
 namespace igb::compress {
 
@@ -376,16 +378,12 @@ void CompressionScheduler::apply_masks() {
   for (const auto& [name, mask] : masks_) params_.at(name).mul_(mask);
 }
 
-void CompressionScheduler::set_lr(torch::optim::Optimizer& optimizer, double lr) const {
-  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
-}
-
 void CompressionScheduler::on_epoch_begin(int64_t epoch, torch::optim::Optimizer& optimizer) {
   epoch_ = epoch;
   open_policy_.clear();
   // The rate of LR schedulers that have stepped, re-applied so a resumed run continues with it.
   for (const auto& [name, steps] : lr_steps_)
-    if (steps > 0) set_lr(optimizer, lr_schedulers_.at(name)->lr(base_lr_, steps));
+    if (steps > 0) igb::set_lr(optimizer, lr_schedulers_.at(name)->lr(base_lr_, steps));
   refresh_channel_groups();
   for (const auto& p : policies_) {
     if (p.kind == Policy::Kind::kPruner) {
@@ -461,7 +459,7 @@ void CompressionScheduler::on_epoch_end(int64_t epoch, const std::map<std::strin
   for (const auto& p : policies_) {
     if (p.kind == Policy::Kind::kLrScheduler && p.timing.active(epoch)) {
       const int64_t steps = ++lr_steps_[p.instance];
-      set_lr(optimizer, lr_schedulers_.at(p.instance)->lr(base_lr_, steps));
+      igb::set_lr(optimizer, lr_schedulers_.at(p.instance)->lr(base_lr_, steps));
     }
     if (p.kind == Policy::Kind::kPruner && epoch == p.timing.last() && p.keep_mask) {
       // The policy ends: its masks become permanent, whatever its masking modes were.
@@ -481,7 +479,7 @@ std::vector<EpochScalar> CompressionScheduler::epoch_scalars() const {
   auto& params = const_cast<ModelParams&>(params_);
   for (const auto& w : params.weight_names()) {
     const auto& t = params.at(w);
-    zeros += t.detach().eq(0).sum().item<double>();
+    zeros += static_cast<double>(count_zeros(t));
     total += static_cast<double>(t.numel());
   }
   out.push_back({"sparsity", "sparsity/weights/total", total > 0 ? zeros / total : 0});

@@ -110,7 +110,6 @@ class CompressionScheduler : public TrainingHooks {
   /// Adds the parameters the policy's pruner or regularizer names to named_params_.
   void note_named_params(const Policy& policy);
 
-  void set_lr(torch::optim::Optimizer& optimizer, double lr) const;
   bool forward_only(const std::string& param) const;
   void run_extension(Extension& extension, int64_t epoch, torch::optim::Optimizer& optimizer);
   /// Traces the model (when a tracer is set) and hands its channel groups to the pruners.

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/tensor_util.h"
 #include "core/thinning_recipe.h"
 
 namespace igb::compress {
@@ -324,7 +325,7 @@ void slice_optimizer_state(torch::optim::Optimizer& optimizer, const at::Tensor&
   if (it == state.end()) return;
   auto cut = [&](const at::Tensor& t) -> at::Tensor {
     if (!t.defined() || t.sizes() != p.sizes()) return t;
-    return t.index_select(dim, torch::tensor(keep, torch::TensorOptions().dtype(torch::kLong).device(t.device()))).contiguous();
+    return t.index_select(dim, index_tensor(keep, t.device())).contiguous();
   };
   torch::NoGradGuard no_grad;
   auto* s = it->second.get();
@@ -367,7 +368,7 @@ void thin_for_training(torch::nn::Module& model, const nlohmann::json& recipe, t
                           auto it = masks->find(name);
                           if (it != masks->end() && it->second.dim() > dim)
                             it->second = it->second
-                                             .index_select(dim, torch::tensor(keep, torch::kLong).to(it->second.device()))
+                                             .index_select(dim, index_tensor(keep, it->second.device()))
                                              .contiguous();
                         });
 }

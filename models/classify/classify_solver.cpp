@@ -3,6 +3,7 @@
 #include <iostream>
 #include <optional>
 
+#include "core/train_mode_guard.h"
 #include "core/checkpoint.h"
 #include "core/error.h"
 #include "core/fs.h"
@@ -19,8 +20,7 @@ namespace fs = std::filesystem;
 ClassifyEvaluation evaluate_classifier(ModelImpl& model, const data::Dataset& dataset, int64_t batch_size,
                                        int64_t workers, const c10::Device& device) {
   torch::NoGradGuard no_grad;
-  const bool was_training = model.is_training();
-  model.eval();
+  TrainModeGuard eval(model, /*train=*/false);
   data::LoaderOptions lo;
   lo.batch_size = batch_size;
   lo.shuffle = false;
@@ -48,7 +48,6 @@ ClassifyEvaluation evaluate_classifier(ModelImpl& model, const data::Dataset& da
     ev.top5 = 100.0 * static_cast<double>(c5) / static_cast<double>(ev.count);
     ev.loss = loss_sum / static_cast<double>(ev.count);
   }
-  if (was_training) model.train();
   return ev;
 }
 

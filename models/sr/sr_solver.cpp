@@ -3,6 +3,7 @@
 #include <iostream>
 #include <optional>
 
+#include "core/train_mode_guard.h"
 #include "core/checkpoint.h"
 #include "core/error.h"
 #include "core/fs.h"
@@ -20,8 +21,7 @@ SrEvaluation evaluate_sr(ModelImpl& model, const std::vector<data::SrEvalImage>&
                          int64_t scale, bool y_channel, const c10::Device& device,
                          const std::string& save_dir) {
   torch::NoGradGuard no_grad;
-  const bool was_training = model.is_training();
-  model.eval();
+  TrainModeGuard eval(model, /*train=*/false);
   SrEvaluation ev;
   for (const auto& img : images) {
     auto out = model.forward(img.lr.unsqueeze(0).to(device)).squeeze(0).cpu();
@@ -58,7 +58,6 @@ SrEvaluation evaluate_sr(ModelImpl& model, const std::vector<data::SrEvalImage>&
     ev.bicubic_psnr += r.bicubic_psnr / n;
     ev.bicubic_ssim += r.bicubic_ssim / n;
   }
-  if (was_training) model.train();
   return ev;
 }
 

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <map>
 
+#include "compress/channel_groups.h"
 #include "compress/regularizers.h"
 #include "compress/yaml_reader.h"
 #include "core/error.h"
@@ -22,7 +23,7 @@ namespace igb::compress {
 
 namespace {
 
-// conv1 [4, 3, 3, 3] → bn1 → conv2 [4, 4, 1, 1] → fc [3, 4].
+// conv1 [4, 3, 3, 3] → bn1 → conv2 [4, 4, 1, 1] → fc [3, 4], on a 3×3 input.
 struct TinyNetImpl : torch::nn::Module {
   TinyNetImpl() {
     conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3)));
@@ -30,6 +31,7 @@ struct TinyNetImpl : torch::nn::Module {
     conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(4, 4, 1)));
     fc = register_module("fc", torch::nn::Linear(4, 3));
   }
+  torch::Tensor forward(const torch::Tensor& x) { return fc(torch::relu(conv2(bn1(conv1(x)))).flatten(1)); }
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
   torch::nn::BatchNorm2d bn1{nullptr};
   torch::nn::Linear fc{nullptr};
@@ -64,6 +66,9 @@ class PrunersTest : public ::testing::Test {
     torch::manual_seed(0);
     net_ = TinyNet();
     params_ = std::make_unique<ModelParams>(*net_);
+    auto net = net_;
+    params_->set_channel_groups(build_channel_groups(
+        *net_, tools::SummaryGraph::build(*net_, {1, 3, 3, 3}, [net](const torch::Tensor& x) mutable { return net->forward(x); })));
     // conv1: magnitudes 1..108, each once, in shuffled positions with random signs.
     torch::NoGradGuard g;
     auto magnitude = torch::randperm(108, torch::kInt64).to(torch::kFloat32) + 1;

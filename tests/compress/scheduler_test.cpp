@@ -29,6 +29,12 @@ class SchedulerTest : public ::testing::Test {
       for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what() << "\nwanted: " << n;
     }
   }
+  // The scheduler as the trainer sets it up: with the model's tracer, so filter pruning follows
+  // the summary graph's channel groups.
+  static std::unique_ptr<CompressionScheduler> traced(std::unique_ptr<CompressionScheduler> s, const models::Model& m) {
+    s->set_tracer(m->input_shape(), [m](const torch::Tensor& x) { return m->forward(x); });
+    return s;
+  }
   models::Model fsrcnn_, resnet_;
 };
 
@@ -56,11 +62,11 @@ std::string shared_example(const std::string& name) {
 TEST_F(SchedulerTest, SharedExamplesLoadUnchangedOnFsrcnn) {
   for (const char* f : {"agp_prune.yaml", "filter_prune.yaml"}) {
     if (!std::filesystem::exists(shared_example(f))) GTEST_SKIP() << "shared/examples not beside the checkout";
-    auto s = CompressionScheduler::from_file(shared_example(f), *fsrcnn_, 0.001, nullptr);
+    auto s = traced(CompressionScheduler::from_file(shared_example(f), *fsrcnn_, 0.001, nullptr), fsrcnn_);
     EXPECT_EQ(s->named_params().size(), 6u) << f;
   }
   // filter_prune.yaml's reg_regims form: 40% of mid_part.1's 12 filters is 4.
-  auto s = CompressionScheduler::from_file(shared_example("filter_prune.yaml"), *fsrcnn_, 0.001, nullptr);
+  auto s = traced(CompressionScheduler::from_file(shared_example("filter_prune.yaml"), *fsrcnn_, 0.001, nullptr), fsrcnn_);
   torch::optim::SGD opt(fsrcnn_->parameters(), 0.001);
   {
     torch::NoGradGuard g;  // FSRCNN starts with zero biases; make pruned ones distinguishable
@@ -120,7 +126,7 @@ policies:
   - pruner: {instance_name: f}
     epochs: [0]
 )";
-  auto s = CompressionScheduler::from_text(yaml, "s.yaml", *resnet_, 0.1, nullptr);
+  auto s = traced(CompressionScheduler::from_text(yaml, "s.yaml", *resnet_, 0.1, nullptr), resnet_);
   torch::optim::SGD opt(resnet_->parameters(), 0.1);
   {
     torch::NoGradGuard g;
@@ -314,7 +320,7 @@ policies:
   - regularizer: {instance_name: gl, args: {keep_mask: true}}
     epochs: [0]
 )";
-  auto s = CompressionScheduler::from_text(yaml, "s.yaml", *resnet_, 0.1, nullptr);
+  auto s = traced(CompressionScheduler::from_text(yaml, "s.yaml", *resnet_, 0.1, nullptr), resnet_);
   torch::optim::SGD opt(resnet_->parameters(), 0.1);
   s->on_epoch_begin(0, opt);
   s->on_minibatch_end({0, 0, 1}, opt);  // the last minibatch of the epoch

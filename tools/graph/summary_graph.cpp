@@ -12,6 +12,8 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/text.h"
+#include "core/train_mode_guard.h"
 #include "core/trace_scope.h"
 
 namespace igb::tools {
@@ -106,11 +108,6 @@ bool const_bool(const jit::Value* v) {
 
 bool is_tensor(const jit::Value* v) { return v->type()->cast<c10::TensorType>() != nullptr; }
 
-std::string first_line(const std::string& s) {
-  auto pos = s.find('\n');
-  return pos == std::string::npos ? s : s.substr(0, pos);
-}
-
 std::string parent_of(const std::string& path) {
   auto pos = path.rfind('.');
   return pos == std::string::npos ? "" : path.substr(0, pos);
@@ -187,24 +184,22 @@ std::string last_op(jit::Graph& graph, const ParamIndex& index) {
   return std::string(last->kind().toQualString()) + (name.empty() ? "" : " (" + name + ")");
 }
 
-/// Restores gradients flags and training mode when tracing ends, however it ends.
+/// Turns gradients off for the trace and restores them (and, through TrainModeGuard, the
+/// training mode) when tracing ends, however it ends.
 class TraceGuard {
  public:
-  explicit TraceGuard(torch::nn::Module& model) : model_(model), training_(model.is_training()) {
+  explicit TraceGuard(torch::nn::Module& model) : eval_(model, /*train=*/false) {
     for (auto& p : model.parameters()) {
       saved_.emplace_back(p, p.requires_grad());
       p.set_requires_grad(false);
     }
-    model.eval();
   }
   ~TraceGuard() {
     for (auto& [p, flag] : saved_) p.set_requires_grad(flag);
-    model_.train(training_);
   }
 
  private:
-  torch::nn::Module& model_;
-  bool training_;
+  TrainModeGuard eval_;
   std::vector<std::pair<torch::Tensor, bool>> saved_;
 };
 
