@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR="${1:-build}"
 
 PACKAGES=(
-  build-essential cmake ninja-build ccache pkg-config
+  build-essential cmake ninja-build ccache pkg-config clang-format
   libtorch-dev libyaml-cpp-dev libonnx-dev libopencv-dev libcli11-dev
   libgraphviz-dev graphviz libgtest-dev libgmock-dev libgloo-dev
   nlohmann-json3-dev libfmt-dev

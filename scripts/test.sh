@@ -3,5 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh build
+scripts/check_format.sh
 cd build
 ctest --output-on-failure -j 2 "$@"
