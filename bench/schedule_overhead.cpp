@@ -45,9 +45,11 @@ int main(int argc, char** argv) {
     torch::manual_seed(0);
     Side s;
     s.model = igb::models::create_model(model_name, {});
-    s.opt = std::make_unique<torch::optim::SGD>(s.model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+    s.opt = std::make_unique<torch::optim::SGD>(s.model->parameters(),
+                                                torch::optim::SGDOptions(0.01).momentum(0.9));
     if (with_schedule) {
-      auto sched = igb::compress::CompressionScheduler::from_file(schedule, *s.model, 0.01, nullptr);
+      auto sched =
+          igb::compress::CompressionScheduler::from_file(schedule, *s.model, 0.01, nullptr);
       auto m = s.model;
       sched->set_tracer(m->input_shape(), [m](const torch::Tensor& x) { return m->forward(x); });
       s.hooks = std::move(sched);
@@ -83,7 +85,8 @@ int main(int argc, char** argv) {
       loss.item<double>();
       ++s.hook_steps;
     }
-    s.times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps);
+    s.times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+                      steps);
   };
   run_block(plain);  // warm-up
   run_block(pruned);
@@ -100,12 +103,15 @@ int main(int argc, char** argv) {
   std::cout << "schedule        step (ms, median of " << blocks << " blocks)\n"
             << "none            " << a * 1000 << "\n"
             << schedule << "  " << b * 1000 << "\n"
-            << "step-time difference: " << (b / a - 1) * 100 << "% (run-to-run noise here is about 5%)\n"
-            << "time inside the schedule's hooks: " << hook_ms << " ms per step = " << hook_ms / (a * 1000) * 100
-            << "% of a plain step\n"
-            << "{\"bench\": \"schedule_overhead\", \"model\": \"" << model_name << "\", \"schedule\": \"" << schedule
-            << "\", \"batch\": " << batch << ", \"plain_step_ms\": " << a * 1000 << ", \"scheduled_step_ms\": " << b * 1000
-            << ", \"hook_ms_per_step\": " << hook_ms << ", \"hook_overhead\": " << hook_ms / (a * 1000)
-            << ", \"step_time_ratio\": " << b / a << "}" << std::endl;
+            << "step-time difference: " << (b / a - 1) * 100
+            << "% (run-to-run noise here is about 5%)\n"
+            << "time inside the schedule's hooks: " << hook_ms
+            << " ms per step = " << hook_ms / (a * 1000) * 100 << "% of a plain step\n"
+            << "{\"bench\": \"schedule_overhead\", \"model\": \"" << model_name
+            << "\", \"schedule\": \"" << schedule << "\", \"batch\": " << batch
+            << ", \"plain_step_ms\": " << a * 1000 << ", \"scheduled_step_ms\": " << b * 1000
+            << ", \"hook_ms_per_step\": " << hook_ms
+            << ", \"hook_overhead\": " << hook_ms / (a * 1000) << ", \"step_time_ratio\": " << b / a
+            << "}" << std::endl;
   return 0;
 }

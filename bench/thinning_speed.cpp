@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
   app.add_option("--runs", runs, "Forward passes per block")->capture_default_str();
   app.add_option("--blocks", blocks, "Alternating blocks per side")->capture_default_str();
   app.add_option("--threads", threads)->capture_default_str();
-  app.add_option("--schedules", schedules, "Folder of the filter-rank schedules")->capture_default_str();
+  app.add_option("--schedules", schedules, "Folder of the filter-rank schedules")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(static_cast<int>(threads));
   igb::tune_allocator();
@@ -67,8 +68,8 @@ int main(int argc, char** argv) {
       {"vgg16_cifar", schedules + "/vgg16_cifar_filter_rank.yaml"},
       {"resnet56_cifar", schedules + "/resnet56_filter_rank.yaml"}};
   igb::Table table;
-  table.columns = {"Model", "MACs dense", "MACs thinned", "MAC ratio", "Dense (ms)", "Thinned (ms)", "Speed-up",
-                   "Speed-up / MAC ratio"};
+  table.columns = {"Model",      "MACs dense",   "MACs thinned", "MAC ratio",
+                   "Dense (ms)", "Thinned (ms)", "Speed-up",     "Speed-up / MAC ratio"};
   std::vector<nlohmann::json> lines;
   torch::NoGradGuard no_grad;
   for (const auto& [name, schedule] : cases) {
@@ -84,21 +85,32 @@ int main(int argc, char** argv) {
         for (int64_t r = 0; r < runs; ++r) {
           const auto t0 = std::chrono::steady_clock::now();
           s->model->forward(x);
-          s->ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+          s->ms.push_back(
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                  .count());
         }
     const double md = median(dense.ms), mt = median(thin.ms);
     const double mac_ratio = static_cast<double>(dense.macs) / static_cast<double>(thin.macs);
     const double speedup = md / mt;
-    table.rows.push_back({name, std::to_string(dense.macs), std::to_string(thin.macs), igb::fixed(mac_ratio, 3),
-                          igb::fixed(md, 3), igb::fixed(mt, 3), igb::fixed(speedup, 3),
-                          igb::fixed(speedup / mac_ratio, 3)});
-    lines.push_back({{"bench", "thinning_speed"}, {"model", name}, {"batch", batch}, {"threads", threads},
-                     {"macs_dense", dense.macs}, {"macs_thinned", thin.macs}, {"params_dense", dense.params},
-                     {"params_thinned", thin.params}, {"dense_ms", md}, {"thinned_ms", mt},
-                     {"mac_ratio", mac_ratio}, {"speedup", speedup}, {"speedup_over_mac_ratio", speedup / mac_ratio}});
+    table.rows.push_back({name, std::to_string(dense.macs), std::to_string(thin.macs),
+                          igb::fixed(mac_ratio, 3), igb::fixed(md, 3), igb::fixed(mt, 3),
+                          igb::fixed(speedup, 3), igb::fixed(speedup / mac_ratio, 3)});
+    lines.push_back({{"bench", "thinning_speed"},
+                     {"model", name},
+                     {"batch", batch},
+                     {"threads", threads},
+                     {"macs_dense", dense.macs},
+                     {"macs_thinned", thin.macs},
+                     {"params_dense", dense.params},
+                     {"params_thinned", thin.params},
+                     {"dense_ms", md},
+                     {"thinned_ms", mt},
+                     {"mac_ratio", mac_ratio},
+                     {"speedup", speedup},
+                     {"speedup_over_mac_ratio", speedup / mac_ratio}});
   }
-  std::cout << "Inference latency, batch " << batch << ", " << threads << " threads, median of " << blocks * runs
-            << " forward passes per side (alternating blocks)\n\n"
+  std::cout << "Inference latency, batch " << batch << ", " << threads << " threads, median of "
+            << blocks * runs << " forward passes per side (alternating blocks)\n\n"
             << table.to_text() << "\n";
   for (const auto& l : lines) std::cout << l.dump() << "\n";
   return 0;

@@ -1,6 +1,7 @@
 // Training-step throughput of a zoo model on synthetic tensors: the C++ half of
 // bench/train_speed.sh, which runs the same loop in PyTorch's Python API for comparison.
-// Prints one JSON line: {"impl", "model", "batch", "threads", "steps", "images_per_s", "peak_rss_mb"}.
+// Prints one JSON line: {"impl", "model", "batch", "threads", "steps", "images_per_s",
+// "peak_rss_mb"}.
 #include <sys/resource.h>
 
 #include <chrono>
@@ -28,7 +29,8 @@ int main(int argc, char** argv) {
   igb::models::register_builtin_models();
   auto model = igb::models::create_model(model_name, {});
   model->train();
-  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
+  torch::optim::SGD opt(model->parameters(),
+                        torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
   auto shape = model->input_shape();
   shape[0] = batch;
   auto x = torch::randn(shape);
@@ -50,6 +52,7 @@ int main(int argc, char** argv) {
   std::cout << "{\"impl\": \"igb\", \"model\": \"" << model_name << "\", \"batch\": " << batch
             << ", \"threads\": " << threads << ", \"steps\": " << steps
             << ", \"images_per_s\": " << static_cast<double>(batch * steps) / secs
-            << ", \"peak_rss_mb\": " << static_cast<double>(ru.ru_maxrss) / 1024.0 << "}" << std::endl;
+            << ", \"peak_rss_mb\": " << static_cast<double>(ru.ru_maxrss) / 1024.0 << "}"
+            << std::endl;
   return 0;
 }

@@ -69,7 +69,8 @@ bool ChannelTies::is_depthwise(const OpNode& op) const {
 bool ChannelTies::is_channel_pad_module(const OpNode& op) const {
   if (op.module.empty()) return false;
   for (const auto& item : model_.named_modules("", false))
-    if (item.key() == op.module) return item.value()->name().find("ChannelPad") != std::string::npos;
+    if (item.key() == op.module)
+      return item.value()->name().find("ChannelPad") != std::string::npos;
   return false;
 }
 
@@ -80,7 +81,8 @@ std::vector<std::string> ChannelTies::follower_params(const OpNode& op) const {
   auto add = [&](const std::string& name) {
     if (name.empty()) return;
     const auto* t = params_.find(name);
-    if (t && t->dim() >= 1 && t->size(0) == c && (t->dim() == 1 || is_depthwise(op))) out.push_back(name);
+    if (t && t->dim() >= 1 && t->size(0) == c && (t->dim() == 1 || is_depthwise(op)))
+      out.push_back(name);
   };
   if (is_depthwise(op)) {
     add(op.param("weight"));
@@ -105,7 +107,8 @@ void ChannelTies::tie(const OpNode& op) {
       case Kind::kBarrier:
         return fix_op(op);
       case Kind::kSame:
-        if (l.partial ? channels(in) + l.offset > channels(out) : channels(in) != channels(out)) return fix_op(op);
+        if (l.partial ? channels(in) + l.offset > channels(out) : channels(in) != channels(out))
+          return fix_op(op);
         for (int64_t c = 0; c < channels(in); ++c) unite(node(in, c), node(out, l.offset + c));
         // Padded channels can only go when a ChannelPad module can be told how many are left.
         if (l.pads_channels && !is_channel_pad_module(op))
@@ -116,7 +119,8 @@ void ChannelTies::tie(const OpNode& op) {
       case Kind::kBlock:
         for (int64_t c = 0; c < channels(in); ++c)
           for (int64_t k = 0; k < l.block; ++k)
-            if (l.offset + c * l.block + k < channels(out)) unite(node(in, c), node(out, l.offset + c * l.block + k));
+            if (l.offset + c * l.block + k < channels(out))
+              unite(node(in, c), node(out, l.offset + c * l.block + k));
         break;
       case Kind::kGroup:
         for (int64_t c = 0; c < channels(out); ++c)
@@ -134,13 +138,15 @@ int64_t in_dim(const OpNode& op) { return tools::op_info(op.op_kind).weight_in_d
 
 }  // namespace
 
-std::vector<GroupMember> channel_group(const torch::nn::Module& model, const SummaryGraph& graph, const std::string& name,
-                                       int64_t channel, bool* removable) {
+std::vector<GroupMember> channel_group(const torch::nn::Module& model, const SummaryGraph& graph,
+                                       const std::string& name, int64_t channel, bool* removable) {
   torch::NoGradGuard no_grad;
   ChannelTies ties(model, graph);
   const auto& src = graph.op(graph.index(name));
-  if (!tools::is_producer(src) || src.outputs.empty() || channel < 0 || channel >= ties.channels(src.outputs[0]))
-    throw InputError("channel_group: " + src.name + " is not a conv, transposed conv or linear layer with output channel " +
+  if (!tools::is_producer(src) || src.outputs.empty() || channel < 0 ||
+      channel >= ties.channels(src.outputs[0]))
+    throw InputError("channel_group: " + src.name +
+                     " is not a conv, transposed conv or linear layer with output channel " +
                      std::to_string(channel));
   const int r = ties.root(src.outputs[0], channel);
   bool fixed = false;
@@ -172,7 +178,8 @@ std::vector<GroupMember> channel_group(const torch::nn::Module& model, const Sum
   return out;
 }
 
-std::shared_ptr<ChannelGroups> build_channel_groups(const torch::nn::Module& model, const SummaryGraph& graph) {
+std::shared_ptr<ChannelGroups> build_channel_groups(const torch::nn::Module& model,
+                                                    const SummaryGraph& graph) {
   torch::NoGradGuard no_grad;
   ChannelTies ties(model, graph);
   std::map<int, std::vector<GroupMember>> by_root;
@@ -207,7 +214,8 @@ std::shared_ptr<ChannelGroups> build_channel_groups(const torch::nn::Module& mod
   for (const auto& op : graph.ops()) {
     if (!tools::is_producer(op) || op.outputs.empty()) continue;
     std::vector<size_t> of_channel;
-    for (int64_t c = 0; c < ties.channels(op.outputs[0]); ++c) of_channel.push_back(index.at(ties.root(op.outputs[0], c)));
+    for (int64_t c = 0; c < ties.channels(op.outputs[0]); ++c)
+      of_channel.push_back(index.at(ties.root(op.outputs[0], c)));
     out->set_channels(op.param("weight"), std::move(of_channel), op.name);
   }
   return out;

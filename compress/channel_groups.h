@@ -51,7 +51,8 @@ class ChannelGroups {
     groups_.push_back(std::move(members));
     removable_.push_back(removable);
   }
-  void set_channels(const std::string& weight, std::vector<size_t> group_of_channel, std::string op) {
+  void set_channels(const std::string& weight, std::vector<size_t> group_of_channel,
+                    std::string op) {
     by_weight_[weight] = std::move(group_of_channel);
     op_of_weight_[weight] = std::move(op);
   }
@@ -118,10 +119,12 @@ class ChannelTies {
 /// entries makes the group removable by filter thinning. Also reports whether the group can be
 /// removed at all (`removable` false when it reaches the model's input or output or an op the
 /// walk does not follow).
-std::vector<GroupMember> channel_group(const torch::nn::Module& model, const tools::SummaryGraph& graph,
-                                       const std::string& op, int64_t channel, bool* removable = nullptr);
+std::vector<GroupMember> channel_group(const torch::nn::Module& model,
+                                       const tools::SummaryGraph& graph, const std::string& op,
+                                       int64_t channel, bool* removable = nullptr);
 
 /// The channel groups of every producer's output channels, for group-consistent filter pruning.
-std::shared_ptr<ChannelGroups> build_channel_groups(const torch::nn::Module& model, const tools::SummaryGraph& graph);
+std::shared_ptr<ChannelGroups> build_channel_groups(const torch::nn::Module& model,
+                                                    const tools::SummaryGraph& graph);
 
 }  // namespace igb::compress

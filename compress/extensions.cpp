@@ -19,13 +19,15 @@ ThinningExtensionOptions ThinningExtensionOptions::from_yaml(YamlReader& yaml, T
   const std::string func = thinning_func(kind);
   const auto given = yaml.get<std::string>("thinning_func_str", func);
   if (given != func)
-    throw InputError(yaml.where("thinning_func_str") + ": " + thinning_class(kind) + " takes thinning_func_str: " +
-                     func + ", not " + given);
+    throw InputError(yaml.where("thinning_func_str") + ": " + thinning_class(kind) +
+                     " takes thinning_func_str: " + func + ", not " + given);
   yaml.ignore({"arch", "dataset"});  // the model knows its input shape
   return ThinningExtensionOptions(kind);
 }
 
-nlohmann::json ThinningExtensionOptions::to_json() const { return {{"thinning_func_str", thinning_func(kind())}}; }
+nlohmann::json ThinningExtensionOptions::to_json() const {
+  return {{"thinning_func_str", thinning_func(kind())}};
+}
 
 ThinningExtension::ThinningExtension(std::string name, ThinningExtensionOptions options)
     : Extension(std::move(name), thinning_class(options.kind())), options_(options) {}
@@ -41,12 +43,13 @@ ExtensionOutcome ThinningExtension::on_epoch_end(const ExtensionContext& ctx, in
   const auto kind = options_.kind();
   const auto graph = tools::SummaryGraph::build(ctx.model, ctx.input_shape, ctx.forward);
   const auto plan = plan_thinning(ctx.model, graph, kind);
-  const std::string head =
-      ctx.file + ": extension " + name() + " (" + class_name() + ") at epoch " + std::to_string(epoch);
+  const std::string head = ctx.file + ": extension " + name() + " (" + class_name() +
+                           ") at epoch " + std::to_string(epoch);
   ExtensionOutcome outcome;
   if (plan.empty()) {
     if (ctx.logger) {
-      ctx.logger->info(head + ": no zeroed " + (kind == ThinningKind::kFilters ? "filters" : "channels") +
+      ctx.logger->info(head + ": no zeroed " +
+                       (kind == ThinningKind::kFilters ? "filters" : "channels") +
                        " that can be removed");
       for (const auto& line : plan.log) ctx.logger->info("  " + line);
     }
@@ -57,11 +60,13 @@ ExtensionOutcome ThinningExtension::on_epoch_end(const ExtensionContext& ctx, in
   thin_for_training(ctx.model, plan.recipe, &ctx.optimizer, &ctx.masks);
   outcome.reshaped = true;
   for (const auto& t : ctx.model.parameters()) after += t.numel();
-  const int64_t macs_after = tools::SummaryGraph::build(ctx.model, ctx.input_shape, ctx.forward).total_macs();
+  const int64_t macs_after =
+      tools::SummaryGraph::build(ctx.model, ctx.input_shape, ctx.forward).total_macs();
   if (ctx.logger) {
-    ctx.logger->info(head + ": removed " + std::to_string(plan.removed_groups) + " channel groups; MACs " +
-                     std::to_string(graph.total_macs()) + " -> " + std::to_string(macs_after) + ", parameters " +
-                     std::to_string(before) + " -> " + std::to_string(after));
+    ctx.logger->info(head + ": removed " + std::to_string(plan.removed_groups) +
+                     " channel groups; MACs " + std::to_string(graph.total_macs()) + " -> " +
+                     std::to_string(macs_after) + ", parameters " + std::to_string(before) +
+                     " -> " + std::to_string(after));
     for (const auto& line : plan.log) ctx.logger->info("  " + line);
   }
   outcome.recipe = plan.recipe;
@@ -83,12 +88,15 @@ void register_builtin_extensions() {
   std::call_once(once, [] {
     auto& r = extension_registry();
     for (const auto kind : {ThinningKind::kFilters, ThinningKind::kChannels}) {
-      r.add(thinning_class(kind),
-            [kind](const std::string& name, YamlReader& yaml) -> std::unique_ptr<Extension> {
-              return std::make_unique<ThinningExtension>(name, ThinningExtensionOptions::from_yaml(yaml, kind));
-            },
-            "thinning_func_str: " + thinning_func(kind) + "; physically removes zeroed " +
-                (kind == ThinningKind::kFilters ? "filters" : "channels") + " at the policy's epochs");
+      r.add(
+          thinning_class(kind),
+          [kind](const std::string& name, YamlReader& yaml) -> std::unique_ptr<Extension> {
+            return std::make_unique<ThinningExtension>(
+                name, ThinningExtensionOptions::from_yaml(yaml, kind));
+          },
+          "thinning_func_str: " + thinning_func(kind) + "; physically removes zeroed " +
+              (kind == ThinningKind::kFilters ? "filters" : "channels") +
+              " at the policy's epochs");
     }
     r.freeze();
   });

@@ -108,7 +108,8 @@ class ThinningExtension : public Extension {
 
 /// Builds an extension of one class from its YAML mapping (the caller has accepted `class` and
 /// checks for unknown keys afterwards).
-using ExtensionFactory = std::function<std::unique_ptr<Extension>(const std::string& name, YamlReader& yaml)>;
+using ExtensionFactory =
+    std::function<std::unique_ptr<Extension>(const std::string& name, YamlReader& yaml)>;
 
 /// Extension classes by Distiller name.
 Registry<ExtensionFactory>& extension_registry();

@@ -42,7 +42,9 @@ StepLROptions StepLROptions::from_yaml(YamlReader& y) {
   return o;
 }
 
-nlohmann::json StepLROptions::to_json() const { return {{"step_size", step_size_}, {"gamma", gamma_}}; }
+nlohmann::json StepLROptions::to_json() const {
+  return {{"step_size", step_size_}, {"gamma", gamma_}};
+}
 
 MultiStepLROptions MultiStepLROptions::from_yaml(YamlReader& y) {
   MultiStepLROptions o(read_milestones(y));
@@ -51,7 +53,9 @@ MultiStepLROptions MultiStepLROptions::from_yaml(YamlReader& y) {
   return o;
 }
 
-nlohmann::json MultiStepLROptions::to_json() const { return {{"milestones", milestones_}, {"gamma", gamma_}}; }
+nlohmann::json MultiStepLROptions::to_json() const {
+  return {{"milestones", milestones_}, {"gamma", gamma_}};
+}
 
 ExponentialLROptions ExponentialLROptions::from_yaml(YamlReader& y) {
   ExponentialLROptions o(y.get<double>("gamma"));
@@ -68,7 +72,9 @@ CosineAnnealingLROptions CosineAnnealingLROptions::from_yaml(YamlReader& y) {
   return o;
 }
 
-nlohmann::json CosineAnnealingLROptions::to_json() const { return {{"T_max", T_max_}, {"eta_min", eta_min_}}; }
+nlohmann::json CosineAnnealingLROptions::to_json() const {
+  return {{"T_max", T_max_}, {"eta_min", eta_min_}};
+}
 
 PolynomialLROptions PolynomialLROptions::from_yaml(YamlReader& y) {
   PolynomialLROptions o(positive(y, "T_max", y.get<double>("T_max")));
@@ -77,7 +83,9 @@ PolynomialLROptions PolynomialLROptions::from_yaml(YamlReader& y) {
   return o;
 }
 
-nlohmann::json PolynomialLROptions::to_json() const { return {{"T_max", T_max_}, {"power", power_}}; }
+nlohmann::json PolynomialLROptions::to_json() const {
+  return {{"T_max", T_max_}, {"power", power_}};
+}
 
 MultiStepMultiGammaLROptions MultiStepMultiGammaLROptions::from_yaml(YamlReader& y) {
   MultiStepMultiGammaLROptions o;
@@ -107,24 +115,34 @@ double MultiStepLR::lr(double b, int64_t s) const {
   return b * std::pow(options_.gamma(), static_cast<double>(passed));
 }
 
-nlohmann::json MultiStepLR::hyperparams() const { return with_class("MultiStepLR", options_.to_json()); }
+nlohmann::json MultiStepLR::hyperparams() const {
+  return with_class("MultiStepLR", options_.to_json());
+}
 
 double ExponentialLR::lr(double b, int64_t s) const { return b * std::pow(options_.gamma(), s); }
 
-nlohmann::json ExponentialLR::hyperparams() const { return with_class("ExponentialLR", options_.to_json()); }
+nlohmann::json ExponentialLR::hyperparams() const {
+  return with_class("ExponentialLR", options_.to_json());
+}
 
 double CosineAnnealingLR::lr(double b, int64_t s) const {
   const double eta_min = options_.eta_min();
-  return eta_min + (b - eta_min) * (1 + std::cos(M_PI * static_cast<double>(s) / options_.T_max())) / 2;
+  return eta_min +
+         (b - eta_min) * (1 + std::cos(M_PI * static_cast<double>(s) / options_.T_max())) / 2;
 }
 
-nlohmann::json CosineAnnealingLR::hyperparams() const { return with_class("CosineAnnealingLR", options_.to_json()); }
+nlohmann::json CosineAnnealingLR::hyperparams() const {
+  return with_class("CosineAnnealingLR", options_.to_json());
+}
 
 double PolynomialLR::lr(double b, int64_t s) const {
-  return b * std::pow(std::max(0.0, 1.0 - static_cast<double>(s) / options_.T_max()), options_.power());
+  return b *
+         std::pow(std::max(0.0, 1.0 - static_cast<double>(s) / options_.T_max()), options_.power());
 }
 
-nlohmann::json PolynomialLR::hyperparams() const { return with_class("PolynomialLR", options_.to_json()); }
+nlohmann::json PolynomialLR::hyperparams() const {
+  return with_class("PolynomialLR", options_.to_json());
+}
 
 double MultiStepMultiGammaLR::lr(double b, int64_t s) const {
   const auto& m = options_.milestones();
@@ -147,24 +165,43 @@ void register_builtin_lr_schedulers() {
   static std::once_flag once;
   std::call_once(once, [] {
     auto& r = lr_scheduler_registry();
-    r.add("StepLR", [](YamlReader& y) -> std::unique_ptr<LrScheduler> {
-      return std::make_unique<StepLR>(StepLROptions::from_yaml(y));
-    }, "step_size, gamma (0.1)");
-    r.add("MultiStepLR", [](YamlReader& y) -> std::unique_ptr<LrScheduler> {
-      return std::make_unique<MultiStepLR>(MultiStepLROptions::from_yaml(y));
-    }, "milestones, gamma (0.1)");
-    r.add("ExponentialLR", [](YamlReader& y) -> std::unique_ptr<LrScheduler> {
-      return std::make_unique<ExponentialLR>(ExponentialLROptions::from_yaml(y));
-    }, "gamma");
-    r.add("CosineAnnealingLR", [](YamlReader& y) -> std::unique_ptr<LrScheduler> {
-      return std::make_unique<CosineAnnealingLR>(CosineAnnealingLROptions::from_yaml(y));
-    }, "T_max, eta_min (0)");
-    r.add("PolynomialLR", [](YamlReader& y) -> std::unique_ptr<LrScheduler> {
-      return std::make_unique<PolynomialLR>(PolynomialLROptions::from_yaml(y));
-    }, "T_max, power (1)");
-    r.add("MultiStepMultiGammaLR", [](YamlReader& y) -> std::unique_ptr<LrScheduler> {
-      return std::make_unique<MultiStepMultiGammaLR>(MultiStepMultiGammaLROptions::from_yaml(y));
-    }, "milestones, gammas");
+    r.add(
+        "StepLR",
+        [](YamlReader& y) -> std::unique_ptr<LrScheduler> {
+          return std::make_unique<StepLR>(StepLROptions::from_yaml(y));
+        },
+        "step_size, gamma (0.1)");
+    r.add(
+        "MultiStepLR",
+        [](YamlReader& y) -> std::unique_ptr<LrScheduler> {
+          return std::make_unique<MultiStepLR>(MultiStepLROptions::from_yaml(y));
+        },
+        "milestones, gamma (0.1)");
+    r.add(
+        "ExponentialLR",
+        [](YamlReader& y) -> std::unique_ptr<LrScheduler> {
+          return std::make_unique<ExponentialLR>(ExponentialLROptions::from_yaml(y));
+        },
+        "gamma");
+    r.add(
+        "CosineAnnealingLR",
+        [](YamlReader& y) -> std::unique_ptr<LrScheduler> {
+          return std::make_unique<CosineAnnealingLR>(CosineAnnealingLROptions::from_yaml(y));
+        },
+        "T_max, eta_min (0)");
+    r.add(
+        "PolynomialLR",
+        [](YamlReader& y) -> std::unique_ptr<LrScheduler> {
+          return std::make_unique<PolynomialLR>(PolynomialLROptions::from_yaml(y));
+        },
+        "T_max, power (1)");
+    r.add(
+        "MultiStepMultiGammaLR",
+        [](YamlReader& y) -> std::unique_ptr<LrScheduler> {
+          return std::make_unique<MultiStepMultiGammaLR>(
+              MultiStepMultiGammaLROptions::from_yaml(y));
+        },
+        "milestones, gammas");
     r.freeze();
   });
 }

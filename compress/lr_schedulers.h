@@ -1,7 +1,7 @@
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
 #include <torch/arg.h>
+#include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -45,7 +45,8 @@ struct StepLROptions {
 /// MultiStepLR: lr·gamma^(number of milestones ≤ k).
 struct MultiStepLROptions {
   MultiStepLROptions() = default;
-  explicit MultiStepLROptions(std::vector<int64_t> milestones) : milestones_(std::move(milestones)) {}
+  explicit MultiStepLROptions(std::vector<int64_t> milestones)
+      : milestones_(std::move(milestones)) {}
   static MultiStepLROptions from_yaml(YamlReader& yaml);
   nlohmann::json to_json() const;
 
@@ -165,7 +166,8 @@ class PolynomialLR : public LrScheduler {
 
 class MultiStepMultiGammaLR : public LrScheduler {
  public:
-  explicit MultiStepMultiGammaLR(MultiStepMultiGammaLROptions options) : options_(std::move(options)) {}
+  explicit MultiStepMultiGammaLR(MultiStepMultiGammaLROptions options)
+      : options_(std::move(options)) {}
   double lr(double base, int64_t steps) const override;
   nlohmann::json hyperparams() const override;
   const MultiStepMultiGammaLROptions& options() const { return options_; }

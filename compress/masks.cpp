@@ -16,9 +16,12 @@ GroupType parse_group_type(const std::string& s) {
 
 std::string group_type_name(GroupType g) {
   switch (g) {
-    case GroupType::kFilters: return "Filters";
-    case GroupType::kChannels: return "Channels";
-    case GroupType::kRows: return "Rows";
+    case GroupType::kFilters:
+      return "Filters";
+    case GroupType::kChannels:
+      return "Channels";
+    case GroupType::kRows:
+      return "Rows";
   }
   return "?";
 }
@@ -48,7 +51,8 @@ at::Tensor group_magnitudes(const at::Tensor& weight, GroupType group, bool l2) 
       return l2 ? m.sqrt() : m;
     }
     case GroupType::kChannels: {
-      if (w.dim() < 2) throw std::invalid_argument("channel ranking needs a weight of 2 or more dimensions");
+      if (w.dim() < 2)
+        throw std::invalid_argument("channel ranking needs a weight of 2 or more dimensions");
       auto m = mag.transpose(0, 1).flatten(1).mean(1);
       return l2 ? m.sqrt() : m;
     }
@@ -73,10 +77,12 @@ std::vector<int64_t> smallest_groups(const at::Tensor& magnitudes, double fracti
   return out;
 }
 
-at::Tensor group_mask(const at::Tensor& weight, GroupType group, const std::vector<int64_t>& pruned) {
+at::Tensor group_mask(const at::Tensor& weight, GroupType group,
+                      const std::vector<int64_t>& pruned) {
   auto mask = torch::ones(weight.sizes(), weight.options().dtype(torch::kFloat32));
   if (pruned.empty()) return mask;
-  mask.index_fill_(group == GroupType::kChannels ? 1 : 0, index_tensor(pruned, weight.device()), 0.0);
+  mask.index_fill_(group == GroupType::kChannels ? 1 : 0, index_tensor(pruned, weight.device()),
+                   0.0);
   return mask;
 }
 

@@ -33,7 +33,8 @@ at::Tensor group_magnitudes(const at::Tensor& weight, GroupType group, bool l2 =
 std::vector<int64_t> smallest_groups(const at::Tensor& magnitudes, double fraction);
 
 /// A mask of `weight`'s shape zeroing the given groups.
-at::Tensor group_mask(const at::Tensor& weight, GroupType group, const std::vector<int64_t>& pruned);
+at::Tensor group_mask(const at::Tensor& weight, GroupType group,
+                      const std::vector<int64_t>& pruned);
 
 /// Fraction of zeros.
 double sparsity(const at::Tensor& t);

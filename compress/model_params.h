@@ -30,7 +30,9 @@ class ModelParams {
   /// Channel groups from the summary graph (set by the scheduler, which traces the model): filter
   /// pruning zeroes whole groups, every filter tied by residual adds and concats and every
   /// per-channel follower (bias, norm affine terms, PReLU slopes).
-  void set_channel_groups(std::shared_ptr<const ChannelGroups> groups) { groups_ = std::move(groups); }
+  void set_channel_groups(std::shared_ptr<const ChannelGroups> groups) {
+    groups_ = std::move(groups);
+  }
   const ChannelGroups* channel_groups() const { return groups_.get(); }
 
  private:

@@ -13,21 +13,24 @@ namespace igb::compress {
 double agp_target(double initial, double final_sparsity, int64_t epoch, const PolicyTiming& t) {
   const int64_t span = ((t.end - t.start - 1) / t.frequency) * t.frequency;
   if (span <= 0) return final_sparsity;
-  const double progress = std::min(1.0, std::max(0.0, static_cast<double>(epoch - t.start) / static_cast<double>(span)));
+  const double progress = std::min(
+      1.0, std::max(0.0, static_cast<double>(epoch - t.start) / static_cast<double>(span)));
   return final_sparsity + (initial - final_sparsity) * std::pow(1.0 - progress, 3);
 }
 
-void mask_groups(const ModelParams& params, MaskTable& masks, const std::string& weight, GroupType group,
-                 const std::vector<int64_t>& pruned, const at::Tensor& w) {
+void mask_groups(const ModelParams& params, MaskTable& masks, const std::string& weight,
+                 GroupType group, const std::vector<int64_t>& pruned, const at::Tensor& w) {
   auto combine = [&](const std::string& name, const at::Tensor& m) {
     auto it = masks.find(name);
     masks[name] = it == masks.end() ? m : it->second * m;
   };
   const ChannelGroups* groups = params.channel_groups();
-  const bool filters = group == GroupType::kFilters || group == GroupType::kRows;  // a linear's rows are its filters
+  const bool filters =
+      group == GroupType::kFilters || group == GroupType::kRows;  // a linear's rows are its filters
   if (filters && !groups)
-    throw std::logic_error("filter pruning of " + weight +
-                           " needs the model's channel groups: call CompressionScheduler::set_tracer() first");
+    throw std::logic_error(
+        "filter pruning of " + weight +
+        " needs the model's channel groups: call CompressionScheduler::set_tracer() first");
   if (filters && groups->has(weight)) {
     // The whole channel group of each pruned filter: every tied filter and per-channel follower.
     std::map<std::string, at::Tensor> add;
@@ -51,7 +54,8 @@ namespace {
 double read_fraction(YamlReader& r, const std::string& key, const YAML::Node& n) {
   double v = r.as<double>(n, key);
   if (!(v >= 0 && v <= 1))
-    throw InputError(r.where(key) + ": " + r.path() + "." + key + " = " + std::to_string(v) + " is not in [0, 1]");
+    throw InputError(r.where(key) + ": " + r.path() + "." + key + " = " + std::to_string(v) +
+                     " is not in [0, 1]");
   return v;
 }
 
@@ -59,13 +63,15 @@ double read_fraction(YamlReader& r, const std::string& key, const YAML::Node& n)
 double fraction(YamlReader& r, const std::string& key) {
   double v = r.get<double>(key);
   if (!(v >= 0 && v <= 1))
-    throw InputError(r.where(key) + ": " + r.path() + "." + key + " = " + std::to_string(v) + " is not in [0, 1]");
+    throw InputError(r.where(key) + ": " + r.path() + "." + key + " = " + std::to_string(v) +
+                     " is not in [0, 1]");
   return v;
 }
 
 /// A {param or '*': value} map resolved against the model: '*' covers every conv and linear
 /// weight that is not named explicitly.
-ParamValues per_param(YamlReader& r, const std::string& key, const ModelParams& params, bool is_fraction) {
+ParamValues per_param(YamlReader& r, const std::string& key, const ModelParams& params,
+                      bool is_fraction) {
   YAML::Node n = r.node(key);
   if (!n || !n.IsMap() || n.size() == 0)
     throw InputError(r.where() + ": " + r.path() + " needs a non-empty mapping '" + key + "'");
@@ -74,8 +80,10 @@ ParamValues per_param(YamlReader& r, const std::string& key, const ModelParams& 
   for (const auto& kv : n) {
     const auto name = kv.first.as<std::string>();
     double v = is_fraction ? read_fraction(r, key, kv.second) : r.as<double>(kv.second, key);
-    if (name == "*") star = v;
-    else out[params.resolve(name, yaml_where(r.file(), kv.first))] = v;
+    if (name == "*")
+      star = v;
+    else
+      out[params.resolve(name, yaml_where(r.file(), kv.first))] = v;
   }
   if (star >= 0)
     for (const auto& w : params.weight_names())
@@ -88,7 +96,8 @@ std::vector<std::string> read_weights(YamlReader& r, const ModelParams& params) 
   if (!n || !n.IsSequence() || n.size() == 0)
     throw InputError(r.where() + ": " + r.path() + " needs a non-empty list 'weights'");
   std::vector<std::string> out;
-  for (const auto& w : n) out.push_back(params.resolve(w.as<std::string>(), yaml_where(r.file(), w)));
+  for (const auto& w : n)
+    out.push_back(params.resolve(w.as<std::string>(), yaml_where(r.file(), w)));
   return out;
 }
 
@@ -123,7 +132,8 @@ GroupType read_group(YamlReader& r, const std::string& key, const YAML::Node& n)
 void check_group_fits(YamlReader& r, const ModelParams& params, const std::string& w, GroupType g) {
   const int64_t dim = params.at(w).dim();
   if (g == GroupType::kRows && dim != 2)
-    throw InputError(r.where() + ": " + r.path() + ": Rows pruning needs a 2-D (linear) weight, but " + w + " has " +
+    throw InputError(r.where() + ": " + r.path() +
+                     ": Rows pruning needs a 2-D (linear) weight, but " + w + " has " +
                      std::to_string(dim) + " dimensions");
   if (dim < 2)
     throw InputError(r.where() + ": " + r.path() + ": " + w + " is not a conv or linear weight");
@@ -137,7 +147,8 @@ RankedStructurePrunerOptions read_ranked(YamlReader& r, const ModelParams& param
   if (r.has("group_dependency")) {
     auto dep = r.get<std::string>("group_dependency");
     if (dep != "Leader")
-      throw InputError(r.where("group_dependency") + ": group_dependency '" + dep + "' is unknown; valid: Leader");
+      throw InputError(r.where("group_dependency") + ": group_dependency '" + dep +
+                       "' is unknown; valid: Leader");
     o.leader(true);
   } else {
     r.ignore({"group_dependency"});
@@ -154,11 +165,13 @@ RankedStructurePrunerOptions read_ranked(YamlReader& r, const ModelParams& param
       if (!kv.second.IsSequence() || kv.second.size() != 2)
         throw InputError(where + ": reg_regims entries are [fraction, group_type]");
       auto w = params.resolve(kv.first.as<std::string>(), where);
-      targets.push_back({w, read_fraction(r, "reg_regims", kv.second[0]), read_group(r, "reg_regims", kv.second[1])});
+      targets.push_back({w, read_fraction(r, "reg_regims", kv.second[0]),
+                         read_group(r, "reg_regims", kv.second[1])});
     }
     r.ignore({"desired_sparsity", "group_type", "weights"});
     if (r.has("weights") || r.has("desired_sparsity"))
-      throw InputError(r.where() + ": " + r.path() + " gives both reg_regims and weights/desired_sparsity");
+      throw InputError(r.where() + ": " + r.path() +
+                       " gives both reg_regims and weights/desired_sparsity");
   } else {
     double s = fraction(r, "desired_sparsity");
     GroupType g = read_group(r, "group_type", r.node("group_type"));
@@ -169,7 +182,8 @@ RankedStructurePrunerOptions read_ranked(YamlReader& r, const ModelParams& param
     const auto n0 = group_magnitudes(params.at(targets[0].weight), targets[0].group).numel();
     for (const auto& t : targets)
       if (group_magnitudes(params.at(t.weight), t.group).numel() != n0)
-        throw InputError(r.where() + ": " + r.path() + ": Leader needs the same number of groups in every weight, but " +
+        throw InputError(r.where() + ": " + r.path() +
+                         ": Leader needs the same number of groups in every weight, but " +
                          t.weight + " differs from " + targets[0].weight);
   }
   o.targets(std::move(targets));
@@ -189,15 +203,19 @@ LevelPrunerOptions LevelPrunerOptions::from_yaml(YamlReader& yaml, const ModelPa
 
 nlohmann::json LevelPrunerOptions::to_json() const { return {{"levels", values_json(levels_)}}; }
 
-MagnitudePrunerOptions MagnitudePrunerOptions::from_yaml(YamlReader& yaml, const ModelParams& params) {
+MagnitudePrunerOptions MagnitudePrunerOptions::from_yaml(YamlReader& yaml,
+                                                         const ModelParams& params) {
   MagnitudePrunerOptions o(per_param(yaml, "thresholds", params, false));
   yaml.finish();
   return o;
 }
 
-nlohmann::json MagnitudePrunerOptions::to_json() const { return {{"thresholds", values_json(thresholds_)}}; }
+nlohmann::json MagnitudePrunerOptions::to_json() const {
+  return {{"thresholds", values_json(thresholds_)}};
+}
 
-SensitivityPrunerOptions SensitivityPrunerOptions::from_yaml(YamlReader& yaml, const ModelParams& params) {
+SensitivityPrunerOptions SensitivityPrunerOptions::from_yaml(YamlReader& yaml,
+                                                             const ModelParams& params) {
   SensitivityPrunerOptions o(per_param(yaml, "sensitivities", params, false));
   yaml.finish();
   return o;
@@ -217,15 +235,18 @@ AgpPrunerOptions AgpPrunerOptions::from_yaml(YamlReader& yaml, const ModelParams
 }
 
 nlohmann::json AgpPrunerOptions::to_json() const {
-  return {{"initial_sparsity", initial_sparsity_}, {"final_sparsity", final_sparsity_}, {"weights", weights_}};
+  return {{"initial_sparsity", initial_sparsity_},
+          {"final_sparsity", final_sparsity_},
+          {"weights", weights_}};
 }
 
-RankedStructurePrunerOptions RankedStructurePrunerOptions::from_yaml(YamlReader& yaml, const ModelParams& params) {
+RankedStructurePrunerOptions RankedStructurePrunerOptions::from_yaml(YamlReader& yaml,
+                                                                     const ModelParams& params) {
   return read_ranked(yaml, params, false);
 }
 
-RankedStructurePrunerOptions RankedStructurePrunerOptions::from_yaml_agp(YamlReader& yaml,
-                                                                         const ModelParams& params) {
+RankedStructurePrunerOptions RankedStructurePrunerOptions::from_yaml_agp(
+    YamlReader& yaml, const ModelParams& params) {
   return read_ranked(yaml, params, true);
 }
 
@@ -269,7 +290,8 @@ MagnitudePruner::MagnitudePruner(std::string name, MagnitudePrunerOptions option
 
 std::vector<std::string> MagnitudePruner::targets() const { return keys_of(options_.thresholds()); }
 
-void MagnitudePruner::set_masks(ModelParams& params, MaskTable& masks, int64_t, const PolicyTiming&) {
+void MagnitudePruner::set_masks(ModelParams& params, MaskTable& masks, int64_t,
+                                const PolicyTiming&) {
   for (const auto& [p, t] : options_.thresholds()) masks[p] = threshold_mask(params.at(p), t);
 }
 
@@ -280,28 +302,37 @@ nlohmann::json MagnitudePruner::hyperparams() const {
 SensitivityPruner::SensitivityPruner(std::string name, SensitivityPrunerOptions options)
     : Pruner(std::move(name)), options_(std::move(options)) {}
 
-std::vector<std::string> SensitivityPruner::targets() const { return keys_of(options_.sensitivities()); }
+std::vector<std::string> SensitivityPruner::targets() const {
+  return keys_of(options_.sensitivities());
+}
 
-void SensitivityPruner::set_masks(ModelParams& params, MaskTable& masks, int64_t, const PolicyTiming&) {
+void SensitivityPruner::set_masks(ModelParams& params, MaskTable& masks, int64_t,
+                                  const PolicyTiming&) {
   for (const auto& [p, s] : options_.sensitivities()) {
     const auto& w = params.at(p);
     masks[p] = threshold_mask(w, s * w.detach().std().item<double>());
   }
 }
 
-nlohmann::json SensitivityPruner::hyperparams() const { return with_class("SensitivityPruner", options_.to_json()); }
+nlohmann::json SensitivityPruner::hyperparams() const {
+  return with_class("SensitivityPruner", options_.to_json());
+}
 
 AgpPruner::AgpPruner(std::string name, AgpPrunerOptions options)
     : Pruner(std::move(name)), options_(std::move(options)) {}
 
 std::vector<std::string> AgpPruner::targets() const { return options_.weights(); }
 
-void AgpPruner::set_masks(ModelParams& params, MaskTable& masks, int64_t epoch, const PolicyTiming& t) {
-  const double target = agp_target(options_.initial_sparsity(), options_.final_sparsity(), epoch, t);
+void AgpPruner::set_masks(ModelParams& params, MaskTable& masks, int64_t epoch,
+                          const PolicyTiming& t) {
+  const double target =
+      agp_target(options_.initial_sparsity(), options_.final_sparsity(), epoch, t);
   for (const auto& p : options_.weights()) masks[p] = level_mask(params.at(p), target);
 }
 
-nlohmann::json AgpPruner::hyperparams() const { return with_class("AutomatedGradualPruner", options_.to_json()); }
+nlohmann::json AgpPruner::hyperparams() const {
+  return with_class("AutomatedGradualPruner", options_.to_json());
+}
 
 RankedStructurePruner::RankedStructurePruner(std::string name, RankedStructurePrunerOptions options)
     : Pruner(std::move(name)), options_(std::move(options)) {}
@@ -319,11 +350,13 @@ std::vector<std::string> RankedStructurePruner::filter_targets() const {
   return out;
 }
 
-at::Tensor RankedStructurePruner::magnitudes(ModelParams& params, const std::string& weight, GroupType group) const {
+at::Tensor RankedStructurePruner::magnitudes(ModelParams& params, const std::string& weight,
+                                             GroupType group) const {
   const bool l2 = options_.norm() == RankNorm::kL2;
   const auto& w = params.at(weight);
   const ChannelGroups* groups = params.channel_groups();
-  if (group != GroupType::kFilters || !groups || !groups->has(weight)) return group_magnitudes(w, group, l2);
+  if (group != GroupType::kFilters || !groups || !groups->has(weight))
+    return group_magnitudes(w, group, l2);
   auto out = torch::zeros({w.size(0)}, torch::kFloat32);
   for (int64_t j = 0; j < w.size(0); ++j) {
     double sum = 0;
@@ -347,9 +380,9 @@ void RankedStructurePruner::set_masks(ModelParams& params, MaskTable& masks, int
   for (size_t i = 0; i < targets.size(); ++i) {
     const auto& t = targets[i];
     const auto& w = params.at(t.weight);
-    const double fraction = options_.agp()
-                                ? agp_target(options_.initial_sparsity(), options_.final_sparsity(), epoch, timing)
-                                : t.fraction;
+    const double fraction = options_.agp() ? agp_target(options_.initial_sparsity(),
+                                                        options_.final_sparsity(), epoch, timing)
+                                           : t.fraction;
     std::vector<int64_t> pruned;
     if (options_.leader() && i > 0) {
       pruned = leader_choice;
@@ -378,42 +411,53 @@ void register_builtin_pruners() {
   static std::once_flag once;
   std::call_once(once, [] {
     auto& r = pruner_registry();
-    r.add("SparsityLevelParameterPruner",
-          [](const std::string& n, YamlReader& y, const ModelParams& p) {
-            return std::make_unique<LevelPruner>(n, LevelPrunerOptions::from_yaml(y, p));
-          },
-          "levels: {param or '*': sparsity}");
-    r.add("MagnitudeParameterPruner",
-          [](const std::string& n, YamlReader& y, const ModelParams& p) {
-            return std::make_unique<MagnitudePruner>(n, MagnitudePrunerOptions::from_yaml(y, p));
-          },
-          "thresholds: {param or '*': t}, prunes |w| <= t");
-    r.add("SensitivityPruner",
-          [](const std::string& n, YamlReader& y, const ModelParams& p) {
-            return std::make_unique<SensitivityPruner>(n, SensitivityPrunerOptions::from_yaml(y, p));
-          },
-          "sensitivities: {param or '*': s}, prunes |w| <= s * std(w)");
-    r.add("AutomatedGradualPruner",
-          [](const std::string& n, YamlReader& y, const ModelParams& p) {
-            return std::make_unique<AgpPruner>(n, AgpPrunerOptions::from_yaml(y, p));
-          },
-          "initial_sparsity, final_sparsity, weights: cubic schedule of level pruning");
-    r.add("L1RankedStructureParameterPruner",
-          [](const std::string& n, YamlReader& y, const ModelParams& p) {
-            return std::make_unique<RankedStructurePruner>(n, RankedStructurePrunerOptions::from_yaml(y, p));
-          },
-          "group_type, desired_sparsity, weights [, group_dependency: Leader]: L1-ranked filters/channels/rows");
-    r.add("L2RankedStructureParameterPruner",
-          [](const std::string& n, YamlReader& y, const ModelParams& p) {
-            return std::make_unique<RankedStructurePruner>(
-                n, RankedStructurePrunerOptions::from_yaml(y, p).norm(RankNorm::kL2));
-          },
-          "as L1RankedStructureParameterPruner, ranked by L2");
-    r.add("L1RankedStructureParameterPruner_AGP",
-          [](const std::string& n, YamlReader& y, const ModelParams& p) {
-            return std::make_unique<RankedStructurePruner>(n, RankedStructurePrunerOptions::from_yaml_agp(y, p));
-          },
-          "initial_sparsity, final_sparsity, group_type, weights: L1-ranked structures on the AGP schedule");
+    r.add(
+        "SparsityLevelParameterPruner",
+        [](const std::string& n, YamlReader& y, const ModelParams& p) {
+          return std::make_unique<LevelPruner>(n, LevelPrunerOptions::from_yaml(y, p));
+        },
+        "levels: {param or '*': sparsity}");
+    r.add(
+        "MagnitudeParameterPruner",
+        [](const std::string& n, YamlReader& y, const ModelParams& p) {
+          return std::make_unique<MagnitudePruner>(n, MagnitudePrunerOptions::from_yaml(y, p));
+        },
+        "thresholds: {param or '*': t}, prunes |w| <= t");
+    r.add(
+        "SensitivityPruner",
+        [](const std::string& n, YamlReader& y, const ModelParams& p) {
+          return std::make_unique<SensitivityPruner>(n, SensitivityPrunerOptions::from_yaml(y, p));
+        },
+        "sensitivities: {param or '*': s}, prunes |w| <= s * std(w)");
+    r.add(
+        "AutomatedGradualPruner",
+        [](const std::string& n, YamlReader& y, const ModelParams& p) {
+          return std::make_unique<AgpPruner>(n, AgpPrunerOptions::from_yaml(y, p));
+        },
+        "initial_sparsity, final_sparsity, weights: cubic schedule of level pruning");
+    r.add(
+        "L1RankedStructureParameterPruner",
+        [](const std::string& n, YamlReader& y, const ModelParams& p) {
+          return std::make_unique<RankedStructurePruner>(
+              n, RankedStructurePrunerOptions::from_yaml(y, p));
+        },
+        "group_type, desired_sparsity, weights [, group_dependency: Leader]: L1-ranked "
+        "filters/channels/rows");
+    r.add(
+        "L2RankedStructureParameterPruner",
+        [](const std::string& n, YamlReader& y, const ModelParams& p) {
+          return std::make_unique<RankedStructurePruner>(
+              n, RankedStructurePrunerOptions::from_yaml(y, p).norm(RankNorm::kL2));
+        },
+        "as L1RankedStructureParameterPruner, ranked by L2");
+    r.add(
+        "L1RankedStructureParameterPruner_AGP",
+        [](const std::string& n, YamlReader& y, const ModelParams& p) {
+          return std::make_unique<RankedStructurePruner>(
+              n, RankedStructurePrunerOptions::from_yaml_agp(y, p));
+        },
+        "initial_sparsity, final_sparsity, group_type, weights: L1-ranked structures on the AGP "
+        "schedule");
     r.freeze();
   });
 }

@@ -1,8 +1,8 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <nlohmann/json_fwd.hpp>
 #include <torch/arg.h>
+#include <nlohmann/json_fwd.hpp>
 
 #include <functional>
 #include <map>
@@ -26,8 +26,8 @@ using MaskTable = std::map<std::string, at::Tensor>;
 using ParamValues = std::map<std::string, double>;
 
 /// AGP's target sparsity at `epoch` of a policy (REFERENCE.md §2): with
-/// span = ((end − start − 1) // freq) · freq, final + (initial − final)·(1 − (epoch − start)/span)³;
-/// the last scheduled epoch reaches `final` exactly.
+/// span = ((end − start − 1) // freq) · freq, final + (initial − final)·(1 − (epoch −
+/// start)/span)³; the last scheduled epoch reaches `final` exactly.
 double agp_target(double initial, double final_sparsity, int64_t epoch, const PolicyTiming& timing);
 
 /// A pruner sets masks for the parameters it names; the scheduler applies them.
@@ -39,7 +39,8 @@ class Pruner {
   /// The parameters it prunes (resolved names).
   virtual std::vector<std::string> targets() const = 0;
   /// Recomputes the masks of its parameters for `epoch` of a policy with `timing`.
-  virtual void set_masks(ModelParams& params, MaskTable& masks, int64_t epoch, const PolicyTiming& timing) = 0;
+  virtual void set_masks(ModelParams& params, MaskTable& masks, int64_t epoch,
+                         const PolicyTiming& timing) = 0;
   /// Whether the policy's timing must be a range (AGP needs start, end and frequency).
   virtual bool needs_range_timing() const { return false; }
   /// Targets whose whole filters it removes (their channel groups go with them).
@@ -87,7 +88,8 @@ struct MagnitudePrunerOptions {
 /// SensitivityPruner.
 struct SensitivityPrunerOptions {
   SensitivityPrunerOptions() = default;
-  explicit SensitivityPrunerOptions(ParamValues sensitivities) : sensitivities_(std::move(sensitivities)) {}
+  explicit SensitivityPrunerOptions(ParamValues sensitivities)
+      : sensitivities_(std::move(sensitivities)) {}
   static SensitivityPrunerOptions from_yaml(YamlReader& yaml, const ModelParams& params);
   nlohmann::json to_json() const;
 
@@ -103,7 +105,9 @@ struct SensitivityPrunerOptions {
 struct AgpPrunerOptions {
   AgpPrunerOptions() = default;
   AgpPrunerOptions(double initial_sparsity, double final_sparsity, std::vector<std::string> weights)
-      : initial_sparsity_(initial_sparsity), final_sparsity_(final_sparsity), weights_(std::move(weights)) {}
+      : initial_sparsity_(initial_sparsity),
+        final_sparsity_(final_sparsity),
+        weights_(std::move(weights)) {}
   static AgpPrunerOptions from_yaml(YamlReader& yaml, const ModelParams& params);
   nlohmann::json to_json() const;
 
@@ -135,10 +139,12 @@ struct RankedTarget {
 /// L1RankedStructureParameterPruner, L2RankedStructureParameterPruner (norm kL2) and
 /// L1RankedStructureParameterPruner_AGP (agp true).
 ///
-///   RankedStructurePruner p("p", RankedStructurePrunerOptions({{"conv1.weight", 0.5, GroupType::kFilters}}));
+///   RankedStructurePruner p("p", RankedStructurePrunerOptions({{"conv1.weight", 0.5,
+///   GroupType::kFilters}}));
 struct RankedStructurePrunerOptions {
   RankedStructurePrunerOptions() = default;
-  explicit RankedStructurePrunerOptions(std::vector<RankedTarget> targets) : targets_(std::move(targets)) {}
+  explicit RankedStructurePrunerOptions(std::vector<RankedTarget> targets)
+      : targets_(std::move(targets)) {}
   /// The keys of L1/L2RankedStructureParameterPruner: `desired_sparsity`, `group_type`, `weights`
   /// or `reg_regims`, optional `group_dependency`.
   static RankedStructurePrunerOptions from_yaml(YamlReader& yaml, const ModelParams& params);
@@ -148,8 +154,8 @@ struct RankedStructurePrunerOptions {
   nlohmann::json to_json() const;
 
   /// The weights, each with its fraction and structure: YAML `weights` with `desired_sparsity`
-  /// and `group_type`, or Distiller's regularizer form `reg_regims: {param: [fraction, group_type]}`.
-  /// Required (non-empty); default empty.
+  /// and `group_type`, or Distiller's regularizer form `reg_regims: {param: [fraction,
+  /// group_type]}`. Required (non-empty); default empty.
   TORCH_ARG(std::vector<RankedTarget>, targets);
   /// The ranking norm (the class name's L1/L2). Default kL1.
   TORCH_ARG(RankNorm, norm) = RankNorm::kL1;
@@ -175,7 +181,8 @@ class LevelPruner : public Pruner {
  public:
   LevelPruner(std::string name, LevelPrunerOptions options);
   std::vector<std::string> targets() const override;
-  void set_masks(ModelParams& params, MaskTable& masks, int64_t epoch, const PolicyTiming& timing) override;
+  void set_masks(ModelParams& params, MaskTable& masks, int64_t epoch,
+                 const PolicyTiming& timing) override;
   nlohmann::json hyperparams() const override;
   const LevelPrunerOptions& options() const { return options_; }
 
@@ -188,7 +195,8 @@ class MagnitudePruner : public Pruner {
  public:
   MagnitudePruner(std::string name, MagnitudePrunerOptions options);
   std::vector<std::string> targets() const override;
-  void set_masks(ModelParams& params, MaskTable& masks, int64_t epoch, const PolicyTiming& timing) override;
+  void set_masks(ModelParams& params, MaskTable& masks, int64_t epoch,
+                 const PolicyTiming& timing) override;
   nlohmann::json hyperparams() const override;
   const MagnitudePrunerOptions& options() const { return options_; }
 
@@ -201,7 +209,8 @@ class SensitivityPruner : public Pruner {
  public:
   SensitivityPruner(std::string name, SensitivityPrunerOptions options);
   std::vector<std::string> targets() const override;
-  void set_masks(ModelParams& params, MaskTable& masks, int64_t epoch, const PolicyTiming& timing) override;
+  void set_masks(ModelParams& params, MaskTable& masks, int64_t epoch,
+                 const PolicyTiming& timing) override;
   nlohmann::json hyperparams() const override;
   const SensitivityPrunerOptions& options() const { return options_; }
 
@@ -215,7 +224,8 @@ class AgpPruner : public Pruner {
   AgpPruner(std::string name, AgpPrunerOptions options);
   std::vector<std::string> targets() const override;
   bool needs_range_timing() const override { return true; }
-  void set_masks(ModelParams& params, MaskTable& masks, int64_t epoch, const PolicyTiming& timing) override;
+  void set_masks(ModelParams& params, MaskTable& masks, int64_t epoch,
+                 const PolicyTiming& timing) override;
   nlohmann::json hyperparams() const override;
   const AgpPrunerOptions& options() const { return options_; }
 
@@ -231,7 +241,8 @@ class RankedStructurePruner : public Pruner {
   std::vector<std::string> targets() const override;
   bool needs_range_timing() const override { return options_.agp(); }
   std::vector<std::string> filter_targets() const override;
-  void set_masks(ModelParams& params, MaskTable& masks, int64_t epoch, const PolicyTiming& timing) override;
+  void set_masks(ModelParams& params, MaskTable& masks, int64_t epoch,
+                 const PolicyTiming& timing) override;
   nlohmann::json hyperparams() const override;
   const RankedStructurePrunerOptions& options() const { return options_; }
   /// Structure magnitudes of `weight`; with channel groups, each filter's group is ranked as a
@@ -244,15 +255,20 @@ class RankedStructurePruner : public Pruner {
 };
 
 /// Builds a pruner of one class from its YAML mapping (keys checked by the reader).
-using PrunerFactory =
-    std::function<std::unique_ptr<Pruner>(const std::string& name, YamlReader& yaml, const ModelParams& params)>;
+using PrunerFactory = std::function<std::unique_ptr<Pruner>(
+    const std::string& name, YamlReader& yaml, const ModelParams& params)>;
 
 /// Pruner classes by Distiller name.
 Registry<PrunerFactory>& pruner_registry();
 void register_builtin_pruners();
 
-/// Zeroes groups of `weight` in `masks`; for filters also its bias and the following BatchNorm.
-void mask_groups(const ModelParams& params, MaskTable& masks, const std::string& weight, GroupType group,
-                 const std::vector<int64_t>& pruned, const at::Tensor& weight_tensor);
+/// Zeroes groups of `weight` in `masks`. Filters (and a linear weight's rows) go with their whole
+/// channel group from `params.channel_groups()`: every filter tied to them by adds and concats,
+/// biases and per-channel followers (norms, PReLU slopes). Without channel groups (a scheduler
+/// that was not given a tracer) filter pruning is a logic_error; a weight that writes no group
+/// of its own (a grouped convolution) and channel pruning mask the weight alone.
+void mask_groups(const ModelParams& params, MaskTable& masks, const std::string& weight,
+                 GroupType group, const std::vector<int64_t>& pruned,
+                 const at::Tensor& weight_tensor);
 
 }  // namespace igb::compress

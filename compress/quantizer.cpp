@@ -13,8 +13,8 @@ QuantBits Quantizer::bits_for(const std::string& module) const {
     try {
       re = std::regex(pattern);
     } catch (const std::regex_error& e) {
-      throw InputError("quantizer " + name_ + ": override '" + pattern + "' is not a valid regular expression (" +
-                       e.what() + ")");
+      throw InputError("quantizer " + name_ + ": override '" + pattern +
+                       "' is not a valid regular expression (" + e.what() + ")");
     }
     if (std::regex_match(module, re)) return bits;
   }
@@ -30,11 +30,14 @@ void register_builtin_quantizers() {
   static std::once_flag once;
   std::call_once(once, [] {
     auto& r = quantizer_registry();
-    const std::string refused = "; recognised in schedules, quantization-aware training is not available in this build";
+    const std::string refused =
+        "; recognised in schedules, quantization-aware training is not available in this build";
     r.add("DorefaQuantizer", {}, "DoReFa-Net weights and activations (Zhou et al. 2016)" + refused);
     r.add("PACTQuantizer", {}, "PACT, learned activation clipping (Choi et al. 2018)" + refused);
-    r.add("WRPNQuantizer", {}, "WRPN, wide reduced-precision networks (Mishra et al. 2017)" + refused);
-    r.add("QuantAwareTrainRangeLinearQuantizer", {}, "range-based linear quantization-aware training" + refused);
+    r.add("WRPNQuantizer", {},
+          "WRPN, wide reduced-precision networks (Mishra et al. 2017)" + refused);
+    r.add("QuantAwareTrainRangeLinearQuantizer", {},
+          "range-based linear quantization-aware training" + refused);
     r.freeze();
   });
 }

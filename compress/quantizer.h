@@ -49,7 +49,8 @@ struct QuantizerOptions {
 /// may use, and the scheduler refuses them.
 class Quantizer {
  public:
-  Quantizer(std::string name, QuantizerOptions options) : name_(std::move(name)), options_(std::move(options)) {}
+  Quantizer(std::string name, QuantizerOptions options)
+      : name_(std::move(name)), options_(std::move(options)) {}
   virtual ~Quantizer() = default;
   /// The instance name in the schedule.
   const std::string& name() const { return name_; }
@@ -74,8 +75,8 @@ class Quantizer {
 };
 
 /// Builds a quantizer of one class from its YAML mapping (keys checked by the reader).
-using QuantizerFactory =
-    std::function<std::unique_ptr<Quantizer>(const std::string& name, YamlReader& yaml, const ModelParams& params)>;
+using QuantizerFactory = std::function<std::unique_ptr<Quantizer>(
+    const std::string& name, YamlReader& yaml, const ModelParams& params)>;
 
 /// A quantizer class a schedule may name.
 struct QuantizerSpec {

@@ -13,25 +13,39 @@ namespace {
 /// Views `w` as [groups, elements of a group] for a lasso group type.
 at::Tensor grouped(const at::Tensor& w, LassoGroup g) {
   switch (g) {
-    case LassoGroup::k2D: return w.flatten(0, 1).flatten(1);                   // each kernel
-    case LassoGroup::k3D: return w.flatten(1);                                 // each filter
-    case LassoGroup::k4D: return w.flatten().unsqueeze(0);                     // whole tensor
-    case LassoGroup::kChannels: return w.transpose(0, 1).flatten(1);           // each input channel
-    case LassoGroup::kRows: return w.flatten(1);                               // each row
-    case LassoGroup::kCols: return w.transpose(0, 1).flatten(1);               // each column
+    case LassoGroup::k2D:
+      return w.flatten(0, 1).flatten(1);  // each kernel
+    case LassoGroup::k3D:
+      return w.flatten(1);  // each filter
+    case LassoGroup::k4D:
+      return w.flatten().unsqueeze(0);  // whole tensor
+    case LassoGroup::kChannels:
+      return w.transpose(0, 1).flatten(1);  // each input channel
+    case LassoGroup::kRows:
+      return w.flatten(1);  // each row
+    case LassoGroup::kCols:
+      return w.transpose(0, 1).flatten(1);  // each column
   }
   return w;
 }
 
 LassoGroup parse_lasso_group(const std::string& s, const std::string& where, int64_t dim) {
   LassoGroup g;
-  if (s == "2D") g = LassoGroup::k2D;
-  else if (s == "3D" || s == "Filters") g = LassoGroup::k3D;
-  else if (s == "4D") g = LassoGroup::k4D;
-  else if (s == "Channels") g = LassoGroup::kChannels;
-  else if (s == "Rows") g = LassoGroup::kRows;
-  else if (s == "Cols") g = LassoGroup::kCols;
-  else throw InputError(where + ": group '" + s + "' is unknown; valid: 2D, 3D, Filters, 4D, Channels, Rows, Cols");
+  if (s == "2D")
+    g = LassoGroup::k2D;
+  else if (s == "3D" || s == "Filters")
+    g = LassoGroup::k3D;
+  else if (s == "4D")
+    g = LassoGroup::k4D;
+  else if (s == "Channels")
+    g = LassoGroup::kChannels;
+  else if (s == "Rows")
+    g = LassoGroup::kRows;
+  else if (s == "Cols")
+    g = LassoGroup::kCols;
+  else
+    throw InputError(where + ": group '" + s +
+                     "' is unknown; valid: 2D, 3D, Filters, 4D, Channels, Rows, Cols");
   if ((g == LassoGroup::kRows || g == LassoGroup::kCols) && dim != 2)
     throw InputError(where + ": group " + s + " needs a 2-D weight");
   if ((g == LassoGroup::k2D || g == LassoGroup::k3D) && dim != 4)
@@ -44,7 +58,8 @@ ThresholdCriterion read_criterion(YamlReader& r) {
   if (c.empty()) return ThresholdCriterion::kNone;
   if (c == "Mean_Abs") return ThresholdCriterion::kMeanAbs;
   if (c == "Max") return ThresholdCriterion::kMax;
-  throw InputError(r.where("threshold_criteria") + ": threshold_criteria '" + c + "' is unknown; valid: Mean_Abs, Max");
+  throw InputError(r.where("threshold_criteria") + ": threshold_criteria '" + c +
+                   "' is unknown; valid: Mean_Abs, Max");
 }
 
 void criterion_json(ThresholdCriterion c, nlohmann::json& out) {
@@ -114,10 +129,16 @@ void lasso_threshold(ModelParams& params, MaskTable& masks, const std::vector<Te
       auto keep = mag.gt(t.strength).to(torch::kFloat32).unsqueeze(1).expand_as(g);
       // Back to the weight's layout: invert the grouping view.
       switch (t.group) {
-        case LassoGroup::k2D: m = keep.reshape(w.sizes()); break;
+        case LassoGroup::k2D:
+          m = keep.reshape(w.sizes());
+          break;
         case LassoGroup::k3D:
-        case LassoGroup::kRows: m = keep.reshape(w.sizes()); break;
-        case LassoGroup::k4D: m = keep.reshape(w.sizes()); break;
+        case LassoGroup::kRows:
+          m = keep.reshape(w.sizes());
+          break;
+        case LassoGroup::k4D:
+          m = keep.reshape(w.sizes());
+          break;
         case LassoGroup::kChannels:
         case LassoGroup::kCols: {
           auto sizes = w.sizes().vec();
@@ -143,17 +164,25 @@ std::vector<std::string> params_of(const std::vector<T>& terms) {
 
 std::string lasso_group_name(LassoGroup group) {
   switch (group) {
-    case LassoGroup::k2D: return "2D";
-    case LassoGroup::k3D: return "3D";
-    case LassoGroup::k4D: return "4D";
-    case LassoGroup::kChannels: return "Channels";
-    case LassoGroup::kRows: return "Rows";
-    case LassoGroup::kCols: return "Cols";
+    case LassoGroup::k2D:
+      return "2D";
+    case LassoGroup::k3D:
+      return "3D";
+    case LassoGroup::k4D:
+      return "4D";
+    case LassoGroup::kChannels:
+      return "Channels";
+    case LassoGroup::kRows:
+      return "Rows";
+    case LassoGroup::kCols:
+      return "Cols";
   }
   return "?";
 }
 
-at::Tensor group_lasso(const at::Tensor& w, LassoGroup group) { return grouped(w, group).norm(2, {1}).sum(); }
+at::Tensor group_lasso(const at::Tensor& w, LassoGroup group) {
+  return grouped(w, group).norm(2, {1}).sum();
+}
 
 // --- options -------------------------------------------------------------------------------------
 
@@ -161,7 +190,8 @@ L1RegularizerOptions L1RegularizerOptions::from_yaml(YamlReader& y, const ModelP
   L1RegularizerOptions o;
   for (const auto& kv : read_regims(y)) {
     auto where = yaml_where(y.file(), kv.first);
-    o.reg_regims_.push_back({p.resolve(kv.first.as<std::string>(), where), y.as<double>(kv.second, "reg_regims")});
+    o.reg_regims_.push_back(
+        {p.resolve(kv.first.as<std::string>(), where), y.as<double>(kv.second, "reg_regims")});
   }
   o.threshold_criteria(read_criterion(y));
   y.finish();
@@ -176,15 +206,17 @@ nlohmann::json L1RegularizerOptions::to_json() const {
   return out;
 }
 
-GroupLassoRegularizerOptions GroupLassoRegularizerOptions::from_yaml(YamlReader& y, const ModelParams& p) {
+GroupLassoRegularizerOptions GroupLassoRegularizerOptions::from_yaml(YamlReader& y,
+                                                                     const ModelParams& p) {
   GroupLassoRegularizerOptions o;
   for (const auto& kv : read_regims(y)) {
     auto where = yaml_where(y.file(), kv.first);
     if (!kv.second.IsSequence() || kv.second.size() != 2)
       throw InputError(where + ": GroupLassoRegularizer reg_regims entries are [strength, group]");
     auto name = p.resolve(kv.first.as<std::string>(), where);
-    o.reg_regims_.push_back({name, y.as<double>(kv.second[0], "reg_regims"),
-                             parse_lasso_group(kv.second[1].as<std::string>(), where, p.at(name).dim())});
+    o.reg_regims_.push_back(
+        {name, y.as<double>(kv.second[0], "reg_regims"),
+         parse_lasso_group(kv.second[1].as<std::string>(), where, p.at(name).dim())});
   }
   o.threshold_criteria(read_criterion(y));
   y.finish();
@@ -206,7 +238,9 @@ L1Regularizer::L1Regularizer(std::string name, L1RegularizerOptions options)
 
 std::vector<std::string> L1Regularizer::targets() const { return params_of(options_.reg_regims()); }
 
-at::Tensor L1Regularizer::loss(ModelParams& params) const { return lasso_loss(params, terms_of(options_)); }
+at::Tensor L1Regularizer::loss(ModelParams& params) const {
+  return lasso_loss(params, terms_of(options_));
+}
 
 void L1Regularizer::threshold(ModelParams& params, MaskTable& masks) const {
   lasso_threshold(params, masks, terms_of(options_), options_.threshold_criteria());
@@ -221,9 +255,13 @@ nlohmann::json L1Regularizer::hyperparams() const {
 GroupLassoRegularizer::GroupLassoRegularizer(std::string name, GroupLassoRegularizerOptions options)
     : Regularizer(std::move(name)), options_(std::move(options)) {}
 
-std::vector<std::string> GroupLassoRegularizer::targets() const { return params_of(options_.reg_regims()); }
+std::vector<std::string> GroupLassoRegularizer::targets() const {
+  return params_of(options_.reg_regims());
+}
 
-at::Tensor GroupLassoRegularizer::loss(ModelParams& params) const { return lasso_loss(params, terms_of(options_)); }
+at::Tensor GroupLassoRegularizer::loss(ModelParams& params) const {
+  return lasso_loss(params, terms_of(options_));
+}
 
 void GroupLassoRegularizer::threshold(ModelParams& params, MaskTable& masks) const {
   lasso_threshold(params, masks, terms_of(options_), options_.threshold_criteria());
@@ -246,16 +284,21 @@ void register_builtin_regularizers() {
   static std::once_flag once;
   std::call_once(once, [] {
     auto& r = regularizer_registry();
-    r.add("L1Regularizer",
-          [](const std::string& n, YamlReader& y, const ModelParams& p) -> std::unique_ptr<Regularizer> {
-            return std::make_unique<L1Regularizer>(n, L1RegularizerOptions::from_yaml(y, p));
-          },
-          "reg_regims: {param: strength} [, threshold_criteria]");
-    r.add("GroupLassoRegularizer",
-          [](const std::string& n, YamlReader& y, const ModelParams& p) -> std::unique_ptr<Regularizer> {
-            return std::make_unique<GroupLassoRegularizer>(n, GroupLassoRegularizerOptions::from_yaml(y, p));
-          },
-          "reg_regims: {param: [strength, 2D|3D|4D|Channels|Rows|Cols]} [, threshold_criteria]");
+    r.add(
+        "L1Regularizer",
+        [](const std::string& n, YamlReader& y,
+           const ModelParams& p) -> std::unique_ptr<Regularizer> {
+          return std::make_unique<L1Regularizer>(n, L1RegularizerOptions::from_yaml(y, p));
+        },
+        "reg_regims: {param: strength} [, threshold_criteria]");
+    r.add(
+        "GroupLassoRegularizer",
+        [](const std::string& n, YamlReader& y,
+           const ModelParams& p) -> std::unique_ptr<Regularizer> {
+          return std::make_unique<GroupLassoRegularizer>(
+              n, GroupLassoRegularizerOptions::from_yaml(y, p));
+        },
+        "reg_regims: {param: [strength, 2D|3D|4D|Channels|Rows|Cols]} [, threshold_criteria]");
     r.freeze();
   });
 }

@@ -1,8 +1,8 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <nlohmann/json_fwd.hpp>
 #include <torch/arg.h>
+#include <nlohmann/json_fwd.hpp>
 
 #include <functional>
 #include <map>
@@ -78,7 +78,8 @@ struct GroupLassoTerm {
 ///   L1Regularizer r("l1", L1RegularizerOptions({{"conv1.weight", 1e-4}}));
 struct L1RegularizerOptions {
   L1RegularizerOptions() = default;
-  explicit L1RegularizerOptions(std::vector<L1Term> reg_regims) : reg_regims_(std::move(reg_regims)) {}
+  explicit L1RegularizerOptions(std::vector<L1Term> reg_regims)
+      : reg_regims_(std::move(reg_regims)) {}
   static L1RegularizerOptions from_yaml(YamlReader& yaml, const ModelParams& params);
   nlohmann::json to_json() const;
 
@@ -90,7 +91,8 @@ struct L1RegularizerOptions {
 
 /// Options of GroupLassoRegularizer; as L1RegularizerOptions.
 ///
-///   GroupLassoRegularizer r("gl", GroupLassoRegularizerOptions({{"conv1.weight", 1e-3, LassoGroup::k3D}}));
+///   GroupLassoRegularizer r("gl", GroupLassoRegularizerOptions({{"conv1.weight", 1e-3,
+///   LassoGroup::k3D}}));
 struct GroupLassoRegularizerOptions {
   GroupLassoRegularizerOptions() = default;
   explicit GroupLassoRegularizerOptions(std::vector<GroupLassoTerm> reg_regims)
@@ -113,7 +115,9 @@ class L1Regularizer : public Regularizer {
   std::vector<std::string> targets() const override;
   at::Tensor loss(ModelParams& params) const override;
   void threshold(ModelParams& params, MaskTable& masks) const override;
-  bool has_threshold() const override { return options_.threshold_criteria() != ThresholdCriterion::kNone; }
+  bool has_threshold() const override {
+    return options_.threshold_criteria() != ThresholdCriterion::kNone;
+  }
   nlohmann::json hyperparams() const override;
   const L1RegularizerOptions& options() const { return options_; }
 
@@ -121,15 +125,17 @@ class L1Regularizer : public Regularizer {
   L1RegularizerOptions options_;
 };
 
-/// λ·Σ over groups of ‖group‖₂ per parameter. Thresholding whole filters (3D) zeroes them with
-/// their bias and following BatchNorm, as filter pruning does.
+/// λ·Σ over groups of ‖group‖₂ per parameter. Thresholding whole filters (3D) zeroes their whole
+/// channel group (bias, BatchNorm, tied filters), as filter pruning does.
 class GroupLassoRegularizer : public Regularizer {
  public:
   GroupLassoRegularizer(std::string name, GroupLassoRegularizerOptions options);
   std::vector<std::string> targets() const override;
   at::Tensor loss(ModelParams& params) const override;
   void threshold(ModelParams& params, MaskTable& masks) const override;
-  bool has_threshold() const override { return options_.threshold_criteria() != ThresholdCriterion::kNone; }
+  bool has_threshold() const override {
+    return options_.threshold_criteria() != ThresholdCriterion::kNone;
+  }
   nlohmann::json hyperparams() const override;
   const GroupLassoRegularizerOptions& options() const { return options_; }
 
@@ -137,8 +143,8 @@ class GroupLassoRegularizer : public Regularizer {
   GroupLassoRegularizerOptions options_;
 };
 
-using RegularizerFactory =
-    std::function<std::unique_ptr<Regularizer>(const std::string& name, YamlReader& yaml, const ModelParams& params)>;
+using RegularizerFactory = std::function<std::unique_ptr<Regularizer>(
+    const std::string& name, YamlReader& yaml, const ModelParams& params)>;
 
 /// L1Regularizer (reg_regims {param: strength}), GroupLassoRegularizer (reg_regims
 /// {param: [strength, group]}); both accept threshold_criteria: Mean_Abs | Max.

@@ -15,15 +15,19 @@ namespace igb::compress {
 
 namespace {
 
-const std::vector<std::string> kTopLevel = {"version",    "pruners",       "regularizers", "quantizers",
-                                            "extensions", "lr_schedulers", "policies"};
+const std::vector<std::string> kTopLevel = {
+    "version", "pruners", "regularizers", "quantizers", "extensions", "lr_schedulers", "policies"};
 
 std::string section_kind(Policy::Kind k) {
   switch (k) {
-    case Policy::Kind::kPruner: return "pruner";
-    case Policy::Kind::kRegularizer: return "regularizer";
-    case Policy::Kind::kLrScheduler: return "lr_scheduler";
-    case Policy::Kind::kExtension: return "extension";
+    case Policy::Kind::kPruner:
+      return "pruner";
+    case Policy::Kind::kRegularizer:
+      return "regularizer";
+    case Policy::Kind::kLrScheduler:
+      return "lr_scheduler";
+    case Policy::Kind::kExtension:
+      return "extension";
   }
   return "?";
 }
@@ -41,7 +45,8 @@ void register_builtin_compression() {
 CompressionScheduler::CompressionScheduler(torch::nn::Module& model, double base_lr, Logger* logger)
     : model_(model), params_(model), base_lr_(base_lr), logger_(logger) {}
 
-void CompressionScheduler::set_tracer(std::vector<int64_t> input_shape, tools::SummaryGraph::Forward forward) {
+void CompressionScheduler::set_tracer(std::vector<int64_t> input_shape,
+                                      tools::SummaryGraph::Forward forward) {
   input_shape_ = std::move(input_shape);
   forward_ = std::move(forward);
 }
@@ -55,7 +60,8 @@ nlohmann::json CompressionScheduler::take_thinning_recipes() {
 void CompressionScheduler::refresh_channel_groups() {
   if (!forward_ || !groups_stale_) return;
   groups_stale_ = false;
-  auto groups = build_channel_groups(model_, tools::SummaryGraph::build(model_, input_shape_, forward_));
+  auto groups =
+      build_channel_groups(model_, tools::SummaryGraph::build(model_, input_shape_, forward_));
   params_.set_channel_groups(groups);
   // Say once which layers a filter pruner's choice extends to.
   for (const auto& [name, pruner] : pruners_)
@@ -70,7 +76,8 @@ void CompressionScheduler::refresh_channel_groups() {
     }
 }
 
-void CompressionScheduler::run_extension(Extension& extension, int64_t epoch, torch::optim::Optimizer& optimizer) {
+void CompressionScheduler::run_extension(Extension& extension, int64_t epoch,
+                                         torch::optim::Optimizer& optimizer) {
   const ExtensionContext ctx{model_, input_shape_, forward_, optimizer, masks_, logger_, file_};
   auto outcome = extension.on_epoch_end(ctx, epoch);
   if (outcome.reshaped) {
@@ -80,14 +87,18 @@ void CompressionScheduler::run_extension(Extension& extension, int64_t epoch, to
   if (!outcome.recipe.is_null()) pending_recipes_.push_back(std::move(outcome.recipe));
 }
 
-std::unique_ptr<CompressionScheduler> CompressionScheduler::from_file(const std::string& path, torch::nn::Module& model,
-                                                                      double base_lr, Logger* logger) {
+std::unique_ptr<CompressionScheduler> CompressionScheduler::from_file(const std::string& path,
+                                                                      torch::nn::Module& model,
+                                                                      double base_lr,
+                                                                      Logger* logger) {
   if (!std::filesystem::exists(path)) throw InputError("schedule " + path + " does not exist");
   return from_text(read_text_file(path), path, model, base_lr, logger);
 }
 
-std::unique_ptr<CompressionScheduler> CompressionScheduler::from_text(const std::string& text, const std::string& file,
-                                                                      torch::nn::Module& model, double base_lr,
+std::unique_ptr<CompressionScheduler> CompressionScheduler::from_text(const std::string& text,
+                                                                      const std::string& file,
+                                                                      torch::nn::Module& model,
+                                                                      double base_lr,
                                                                       Logger* logger) {
   register_builtin_compression();
   std::unique_ptr<CompressionScheduler> s(new CompressionScheduler(model, base_lr, logger));
@@ -105,35 +116,40 @@ YAML::Node load_schedule_root(const std::string& text, const std::string& file) 
   } catch (const YAML::Exception& e) {
     throw InputError(file + ":" + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
   }
-  if (!root.IsMap()) throw InputError(file + ": a schedule is a mapping with version, pruners, …, policies");
+  if (!root.IsMap())
+    throw InputError(file + ": a schedule is a mapping with version, pruners, …, policies");
   for (const auto& kv : root) {
     auto key = kv.first.as<std::string>();
     if (std::find(kTopLevel.begin(), kTopLevel.end(), key) == kTopLevel.end())
-      throw InputError(yaml_where(file, kv.first) + ": unknown top-level key '" + key + "'; did you mean " +
-                       join(closest_names(key, kTopLevel, 2), " or ") + "? (valid: " + join(kTopLevel) + ")");
+      throw InputError(yaml_where(file, kv.first) + ": unknown top-level key '" + key +
+                       "'; did you mean " + join(closest_names(key, kTopLevel, 2), " or ") +
+                       "? (valid: " + join(kTopLevel) + ")");
   }
   if (!root["version"]) throw InputError(file + ": the schedule has no 'version' (it must be 1)");
   if (root["version"].as<std::string>() != "1")
-    throw InputError(yaml_where(file, root["version"]) + ": version " + root["version"].as<std::string>() +
-                     " is not supported (only 1)");
+    throw InputError(yaml_where(file, root["version"]) + ": version " +
+                     root["version"].as<std::string>() + " is not supported (only 1)");
   return root;
 }
 
 /// Builds one instance of a section from its class, its mapping (keys checked after) and the
 /// file:line of its `class`.
-using MakeInstance =
-    std::function<void(const std::string& name, const std::string& cls, YamlReader& yaml, const std::string& where)>;
+using MakeInstance = std::function<void(const std::string& name, const std::string& cls,
+                                        YamlReader& yaml, const std::string& where)>;
 
 // Calls `make` for each instance of `section`; instance names are unique across sections.
 void for_each_instance(const YAML::Node& root, const std::string& file, const char* section,
                        std::set<std::string>& all_names, const MakeInstance& make) {
   YAML::Node n = root[section];
   if (!n || n.IsNull()) return;
-  if (!n.IsMap()) throw InputError(yaml_where(file, n) + ": '" + section + "' must map instance names to {class: …}");
+  if (!n.IsMap())
+    throw InputError(yaml_where(file, n) + ": '" + section +
+                     "' must map instance names to {class: …}");
   for (const auto& kv : n) {
     const auto name = kv.first.as<std::string>();
     const auto where = yaml_where(file, kv.first);
-    if (!all_names.insert(name).second) throw InputError(where + ": instance name '" + name + "' is used twice");
+    if (!all_names.insert(name).second)
+      throw InputError(where + ": instance name '" + name + "' is used twice");
     if (!kv.second.IsMap() || !kv.second["class"])
       throw InputError(where + ": " + section + "." + name + " needs a 'class'");
     const auto cls = kv.second["class"].as<std::string>();
@@ -144,25 +160,28 @@ void for_each_instance(const YAML::Node& root, const std::string& file, const ch
   }
 }
 
-InputError unknown_class(const std::string& where, const std::string& cls, const std::vector<std::string>& valid,
-                         const char* what) {
-  return InputError(where + ": unknown " + std::string(what) + " class '" + cls + "'; valid: " + join(valid));
+InputError unknown_class(const std::string& where, const std::string& cls,
+                         const std::vector<std::string>& valid, const char* what) {
+  return InputError(where + ": unknown " + std::string(what) + " class '" + cls +
+                    "'; valid: " + join(valid));
 }
 
 // Which kind of policy `r` is (exactly one of its kind keys) and the mapping under that key.
 YAML::Node read_policy_kind(YamlReader& r, Policy& policy) {
-  const std::vector<std::pair<std::string, Policy::Kind>> kinds = {{"pruner", Policy::Kind::kPruner},
-                                                                   {"regularizer", Policy::Kind::kRegularizer},
-                                                                   {"lr_scheduler", Policy::Kind::kLrScheduler},
-                                                                   {"extension", Policy::Kind::kExtension},
-                                                                   {"quantizer", Policy::Kind::kExtension}};
+  const std::vector<std::pair<std::string, Policy::Kind>> kinds = {
+      {"pruner", Policy::Kind::kPruner},
+      {"regularizer", Policy::Kind::kRegularizer},
+      {"lr_scheduler", Policy::Kind::kLrScheduler},
+      {"extension", Policy::Kind::kExtension},
+      {"quantizer", Policy::Kind::kExtension}};
   int found = 0;
   YAML::Node body;
   for (const auto& [key, kind] : kinds) {
     if (r.has(key)) {
       if (key == "quantizer")
-        throw InputError(r.where(key) + ": quantizer policies need a quantizer, and quantization-aware training "
-                                        "is not available in this build");
+        throw InputError(r.where(key) +
+                         ": quantizer policies need a quantizer, and quantization-aware training "
+                         "is not available in this build");
       ++found;
       policy.kind = kind;
       body = r.node(key);
@@ -171,8 +190,11 @@ YAML::Node read_policy_kind(YamlReader& r, Policy& policy) {
     }
   }
   if (found != 1)
-    throw InputError(policy.where + ": a policy names exactly one of pruner, regularizer, quantizer, lr_scheduler, "
-                                    "extension (this one names " + std::to_string(found) + ")");
+    throw InputError(
+        policy.where +
+        ": a policy names exactly one of pruner, regularizer, quantizer, lr_scheduler, "
+        "extension (this one names " +
+        std::to_string(found) + ")");
   return body;
 }
 
@@ -187,7 +209,8 @@ void read_policy_args(const YAML::Node& args, const std::string& file, Policy& p
     policy.mask_gradients = a.get<bool>("mask_gradients", false);
     policy.use_double_copies = a.get<bool>("use_double_copies", false);
     if (policy.mini_batch_pruning_frequency < 0)
-      throw InputError(a.where("mini_batch_pruning_frequency") + ": mini_batch_pruning_frequency must be >= 0");
+      throw InputError(a.where("mini_batch_pruning_frequency") +
+                       ": mini_batch_pruning_frequency must be >= 0");
   } else if (policy.kind == Policy::Kind::kRegularizer) {
     policy.keep_mask = a.get<bool>("keep_mask", false);
   }
@@ -199,26 +222,36 @@ void read_policy_timing(YamlReader& r, Policy& policy) {
   const bool range = r.has("starting_epoch") || r.has("ending_epoch") || r.has("frequency");
   const bool list = r.has("epochs");
   if (range && list)
-    throw InputError(policy.where + ": a policy's timing is either starting_epoch/ending_epoch/frequency or epochs, not both");
+    throw InputError(
+        policy.where +
+        ": a policy's timing is either starting_epoch/ending_epoch/frequency or epochs, not both");
   if (list) {
     policy.timing.epochs = r.get<std::vector<int64_t>>("epochs");
     r.ignore({"starting_epoch", "ending_epoch", "frequency"});
-    if (policy.timing.epochs.empty()) throw InputError(r.where("epochs") + ": the policy's epochs list is empty");
+    if (policy.timing.epochs.empty())
+      throw InputError(r.where("epochs") + ": the policy's epochs list is empty");
     for (auto e : policy.timing.epochs)
-      if (e < 0) throw InputError(r.where("epochs") + ": epoch " + std::to_string(e) + " is negative");
+      if (e < 0)
+        throw InputError(r.where("epochs") + ": epoch " + std::to_string(e) + " is negative");
     return;
   }
   r.ignore({"epochs"});
-  if (!range) throw InputError(policy.where + ": the policy has no timing (starting_epoch, ending_epoch, frequency, or epochs)");
+  if (!range)
+    throw InputError(
+        policy.where +
+        ": the policy has no timing (starting_epoch, ending_epoch, frequency, or epochs)");
   policy.timing.start = r.get<int64_t>("starting_epoch");
   policy.timing.end = r.get<int64_t>("ending_epoch");
   policy.timing.frequency = r.get<int64_t>("frequency", 1);
-  if (policy.timing.start < 0) throw InputError(r.where("starting_epoch") + ": starting_epoch is negative");
+  if (policy.timing.start < 0)
+    throw InputError(r.where("starting_epoch") + ": starting_epoch is negative");
   if (policy.timing.end <= policy.timing.start)
-    throw InputError(r.where("ending_epoch") + ": ending_epoch " + std::to_string(policy.timing.end) +
-                     " is not after starting_epoch " + std::to_string(policy.timing.start) +
+    throw InputError(r.where("ending_epoch") + ": ending_epoch " +
+                     std::to_string(policy.timing.end) + " is not after starting_epoch " +
+                     std::to_string(policy.timing.start) +
                      " (the range is empty; ending_epoch is exclusive)");
-  if (policy.timing.frequency <= 0) throw InputError(r.where("frequency") + ": frequency must be positive");
+  if (policy.timing.frequency <= 0)
+    throw InputError(r.where("frequency") + ": frequency must be positive");
 }
 
 template <class Table>
@@ -242,64 +275,75 @@ void CompressionScheduler::parse(const std::string& text, const std::string& fil
   parse_quantizers(root);
   const std::set<std::string> used = parse_policies(root);
   for (const auto& n : instances)
-    if (!used.count(n) && logger_) logger_->warn(file + ": '" + n + "' is defined but no policy uses it");
+    if (!used.count(n) && logger_)
+      logger_->warn(file + ": '" + n + "' is defined but no policy uses it");
   // LR policies act after all others within a hook (REFERENCE.md §1).
   std::stable_partition(policies_.begin(), policies_.end(),
                         [](const Policy& p) { return p.kind != Policy::Kind::kLrScheduler; });
 }
 
 void CompressionScheduler::parse_pruners(const YAML::Node& root, std::set<std::string>& instances) {
-  for_each_instance(root, file_, "pruners", instances,
-                    [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
-                      if (!pruner_registry().contains(cls))
-                        throw unknown_class(w, cls, pruner_registry().names(), "pruner");
-                      pruners_[name] = pruner_registry().get(cls)(name, r, params_);
-                    });
+  for_each_instance(
+      root, file_, "pruners", instances,
+      [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
+        if (!pruner_registry().contains(cls))
+          throw unknown_class(w, cls, pruner_registry().names(), "pruner");
+        pruners_[name] = pruner_registry().get(cls)(name, r, params_);
+      });
 }
 
-void CompressionScheduler::parse_regularizers(const YAML::Node& root, std::set<std::string>& instances) {
-  for_each_instance(root, file_, "regularizers", instances,
-                    [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
-                      if (!regularizer_registry().contains(cls))
-                        throw unknown_class(w, cls, regularizer_registry().names(), "regularizer");
-                      regularizers_[name] = regularizer_registry().get(cls)(name, r, params_);
-                    });
+void CompressionScheduler::parse_regularizers(const YAML::Node& root,
+                                              std::set<std::string>& instances) {
+  for_each_instance(
+      root, file_, "regularizers", instances,
+      [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
+        if (!regularizer_registry().contains(cls))
+          throw unknown_class(w, cls, regularizer_registry().names(), "regularizer");
+        regularizers_[name] = regularizer_registry().get(cls)(name, r, params_);
+      });
 }
 
-void CompressionScheduler::parse_lr_schedulers(const YAML::Node& root, std::set<std::string>& instances) {
-  for_each_instance(root, file_, "lr_schedulers", instances,
-                    [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
-                      if (!lr_scheduler_registry().contains(cls))
-                        throw unknown_class(w, cls, lr_scheduler_registry().names(), "LR scheduler");
-                      lr_schedulers_[name] = lr_scheduler_registry().get(cls)(r);
-                    });
+void CompressionScheduler::parse_lr_schedulers(const YAML::Node& root,
+                                               std::set<std::string>& instances) {
+  for_each_instance(
+      root, file_, "lr_schedulers", instances,
+      [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
+        if (!lr_scheduler_registry().contains(cls))
+          throw unknown_class(w, cls, lr_scheduler_registry().names(), "LR scheduler");
+        lr_schedulers_[name] = lr_scheduler_registry().get(cls)(r);
+      });
 }
 
-void CompressionScheduler::parse_extensions(const YAML::Node& root, std::set<std::string>& instances) {
-  for_each_instance(root, file_, "extensions", instances,
-                    [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
-                      if (!extension_registry().contains(cls))
-                        throw unknown_class(w, cls, extension_registry().names(), "extension");
-                      extensions_[name] = extension_registry().get(cls)(name, r);
-                    });
+void CompressionScheduler::parse_extensions(const YAML::Node& root,
+                                            std::set<std::string>& instances) {
+  for_each_instance(
+      root, file_, "extensions", instances,
+      [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
+        if (!extension_registry().contains(cls))
+          throw unknown_class(w, cls, extension_registry().names(), "extension");
+        extensions_[name] = extension_registry().get(cls)(name, r);
+      });
 }
 
 void CompressionScheduler::parse_quantizers(const YAML::Node& root) {
   YAML::Node q = root["quantizers"];
   if (!q || q.IsNull()) return;
   if (q.IsMap() && q.size() > 1)
-    throw InputError(yaml_where(file_, q) + ": a schedule has at most one quantizer, this one has " +
+    throw InputError(yaml_where(file_, q) +
+                     ": a schedule has at most one quantizer, this one has " +
                      std::to_string(q.size()));
   for (const auto& kv : q) {
     const auto cls = kv.second["class"] ? kv.second["class"].as<std::string>() : "";
     const auto where = yaml_where(file_, kv.first);
     if (!quantizer_registry().contains(cls))
-      throw InputError(where + ": unknown quantizer class '" + cls + "'; valid: " + join(quantizer_registry().names()));
+      throw InputError(where + ": unknown quantizer class '" + cls +
+                       "'; valid: " + join(quantizer_registry().names()));
     if (!quantizer_registry().get(cls).make)
       throw InputError(where + ": quantizer " + kv.first.as<std::string>() + " (" + cls +
                        "): quantization-aware training is not available in this build");
     // The hooks do not drive a quantizer yet; one must not be accepted and then silently ignored.
-    throw std::logic_error("quantizer class " + cls + " is registered, but the compression scheduler cannot run it");
+    throw std::logic_error("quantizer class " + cls +
+                           " is registered, but the compression scheduler cannot run it");
   }
 }
 
@@ -334,33 +378,46 @@ Policy CompressionScheduler::parse_policy(const YAML::Node& p) {
   return policy;
 }
 
-void CompressionScheduler::check_policy_instance(const Policy& policy, const YamlReader& body) const {
+void CompressionScheduler::check_policy_instance(const Policy& policy,
+                                                 const YamlReader& body) const {
   std::vector<std::string> defined;
   switch (policy.kind) {
-    case Policy::Kind::kPruner: defined = instance_names(pruners_); break;
-    case Policy::Kind::kRegularizer: defined = instance_names(regularizers_); break;
-    case Policy::Kind::kLrScheduler: defined = instance_names(lr_schedulers_); break;
-    case Policy::Kind::kExtension: defined = instance_names(extensions_); break;
+    case Policy::Kind::kPruner:
+      defined = instance_names(pruners_);
+      break;
+    case Policy::Kind::kRegularizer:
+      defined = instance_names(regularizers_);
+      break;
+    case Policy::Kind::kLrScheduler:
+      defined = instance_names(lr_schedulers_);
+      break;
+    case Policy::Kind::kExtension:
+      defined = instance_names(extensions_);
+      break;
   }
   if (std::find(defined.begin(), defined.end(), policy.instance) == defined.end())
-    throw InputError(body.where("instance_name") + ": no " + section_kind(policy.kind) + " named '" + policy.instance +
+    throw InputError(body.where("instance_name") + ": no " + section_kind(policy.kind) +
+                     " named '" + policy.instance +
                      "'; defined: " + (defined.empty() ? std::string("none") : join(defined)));
 }
 
 void CompressionScheduler::check_policy_timing(const Policy& policy) const {
   if (policy.kind == Policy::Kind::kPruner && pruners_.at(policy.instance)->needs_range_timing() &&
       !policy.timing.is_range())
-    throw InputError(policy.where + ": pruner " + policy.instance +
-                     " follows the AGP schedule and needs starting_epoch/ending_epoch/frequency, not epochs");
+    throw InputError(
+        policy.where + ": pruner " + policy.instance +
+        " follows the AGP schedule and needs starting_epoch/ending_epoch/frequency, not epochs");
 }
 
 void CompressionScheduler::note_named_params(const Policy& policy) {
   auto add_named = [&](const std::vector<std::string>& names) {
     for (const auto& n : names)
-      if (std::find(named_params_.begin(), named_params_.end(), n) == named_params_.end()) named_params_.push_back(n);
+      if (std::find(named_params_.begin(), named_params_.end(), n) == named_params_.end())
+        named_params_.push_back(n);
   };
   if (policy.kind == Policy::Kind::kPruner) add_named(pruners_.at(policy.instance)->targets());
-  if (policy.kind == Policy::Kind::kRegularizer) add_named(regularizers_.at(policy.instance)->targets());
+  if (policy.kind == Policy::Kind::kRegularizer)
+    add_named(regularizers_.at(policy.instance)->targets());
 }
 
 bool CompressionScheduler::controls_lr() const {
@@ -370,7 +427,8 @@ bool CompressionScheduler::controls_lr() const {
 
 bool CompressionScheduler::forward_only(const std::string& param) const {
   auto it = open_policy_.find(param);
-  return it != open_policy_.end() && (it->second->mask_on_forward_only || it->second->use_double_copies);
+  return it != open_policy_.end() &&
+         (it->second->mask_on_forward_only || it->second->use_double_copies);
 }
 
 void CompressionScheduler::apply_masks() {
@@ -389,7 +447,9 @@ void CompressionScheduler::on_epoch_begin(int64_t epoch, torch::optim::Optimizer
     if (p.kind == Policy::Kind::kPruner) {
       auto& pruner = *pruners_.at(p.instance);
       // A policy's masking modes hold from its first to its last epoch.
-      const int64_t first = p.timing.is_range() ? p.timing.start : *std::min_element(p.timing.epochs.begin(), p.timing.epochs.end());
+      const int64_t first = p.timing.is_range()
+                                ? p.timing.start
+                                : *std::min_element(p.timing.epochs.begin(), p.timing.epochs.end());
       if (epoch >= first && epoch <= p.timing.last())
         for (const auto& t : pruner.targets()) open_policy_[t] = &p;
       if (p.timing.active(epoch)) pruner.set_masks(params_, masks_, epoch, p.timing);
@@ -400,18 +460,21 @@ void CompressionScheduler::on_epoch_begin(int64_t epoch, torch::optim::Optimizer
 
 void CompressionScheduler::on_minibatch_begin(const MinibatchInfo& info, torch::optim::Optimizer&) {
   for (const auto& p : policies_)
-    if (p.kind == Policy::Kind::kPruner && p.mini_batch_pruning_frequency > 0 && p.timing.active(info.epoch) &&
-        info.batch > 0 && info.batch % p.mini_batch_pruning_frequency == 0)
+    if (p.kind == Policy::Kind::kPruner && p.mini_batch_pruning_frequency > 0 &&
+        p.timing.active(info.epoch) && info.batch > 0 &&
+        info.batch % p.mini_batch_pruning_frequency == 0)
       pruners_.at(p.instance)->set_masks(params_, masks_, info.epoch, p.timing);
   torch::NoGradGuard no_grad;
   for (const auto& [name, mask] : masks_) {
     auto it = open_policy_.find(name);
-    if (it != open_policy_.end() && it->second->use_double_copies) dense_copies_[name] = params_.at(name).clone();
+    if (it != open_policy_.end() && it->second->use_double_copies)
+      dense_copies_[name] = params_.at(name).clone();
     params_.at(name).mul_(mask);
   }
 }
 
-at::Tensor CompressionScheduler::before_backward_pass(const MinibatchInfo& info, const at::Tensor& loss,
+at::Tensor CompressionScheduler::before_backward_pass(const MinibatchInfo& info,
+                                                      const at::Tensor& loss,
                                                       torch::optim::Optimizer&) {
   at::Tensor total = loss;
   for (const auto& p : policies_)
@@ -420,7 +483,8 @@ at::Tensor CompressionScheduler::before_backward_pass(const MinibatchInfo& info,
   return total;
 }
 
-void CompressionScheduler::before_parameter_optimization(const MinibatchInfo&, torch::optim::Optimizer&) {
+void CompressionScheduler::before_parameter_optimization(const MinibatchInfo&,
+                                                         torch::optim::Optimizer&) {
   torch::NoGradGuard no_grad;
   for (const auto& [name, mask] : masks_) {
     auto it = open_policy_.find(name);
@@ -438,8 +502,8 @@ void CompressionScheduler::before_parameter_optimization(const MinibatchInfo&, t
 
 void CompressionScheduler::on_minibatch_end(const MinibatchInfo& info, torch::optim::Optimizer&) {
   for (const auto& p : policies_)
-    if (p.kind == Policy::Kind::kRegularizer && p.timing.active(info.epoch) && info.batch + 1 == info.batches_per_epoch &&
-        regularizers_.at(p.instance)->has_threshold()) {
+    if (p.kind == Policy::Kind::kRegularizer && p.timing.active(info.epoch) &&
+        info.batch + 1 == info.batches_per_epoch && regularizers_.at(p.instance)->has_threshold()) {
       MaskTable fresh;
       regularizers_.at(p.instance)->threshold(params_, fresh);
       if (p.keep_mask) {
@@ -508,18 +572,21 @@ void CompressionScheduler::load_state(torch::serialize::InputArchive& archive) {
   masks_.clear();
   for (size_t i = 0; i < names.size(); ++i) {
     if (!params_.contains(names[i]))
-      throw InputError("checkpoint holds a mask for '" + names[i] + "', which the model does not have");
+      throw InputError("checkpoint holds a mask for '" + names[i] +
+                       "', which the model does not have");
     at::Tensor m;
     archive.read("mask" + std::to_string(i), m);
     if (!m.sizes().equals(params_.at(names[i]).sizes()))
-      throw InputError("checkpoint mask for '" + names[i] + "' does not match the parameter's shape");
+      throw InputError("checkpoint mask for '" + names[i] +
+                       "' does not match the parameter's shape");
     masks_[names[i]] = m;
   }
   if (archive.try_read("lr_steps", steps_v))
     lr_steps_ = nlohmann::json::parse(steps_v.toStringRef()).get<std::map<std::string, int64_t>>();
   for (const auto& [name, steps] : lr_steps_)
     if (!lr_schedulers_.count(name))
-      throw InputError("checkpoint holds the state of LR scheduler '" + name + "', which the schedule does not define");
+      throw InputError("checkpoint holds the state of LR scheduler '" + name +
+                       "', which the schedule does not define");
 }
 
 }  // namespace igb::compress

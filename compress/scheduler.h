@@ -56,16 +56,20 @@ class CompressionScheduler : public TrainingHooks {
  public:
   /// Parses and validates `text` (named `file` in messages) against `model`; `base_lr` is the
   /// learning rate the LR schedulers scale. InputError with file:line on any problem.
-  static std::unique_ptr<CompressionScheduler> from_text(const std::string& text, const std::string& file,
-                                                         torch::nn::Module& model, double base_lr, Logger* logger);
-  static std::unique_ptr<CompressionScheduler> from_file(const std::string& path, torch::nn::Module& model,
-                                                         double base_lr, Logger* logger);
+  static std::unique_ptr<CompressionScheduler> from_text(const std::string& text,
+                                                         const std::string& file,
+                                                         torch::nn::Module& model, double base_lr,
+                                                         Logger* logger);
+  static std::unique_ptr<CompressionScheduler> from_file(const std::string& path,
+                                                         torch::nn::Module& model, double base_lr,
+                                                         Logger* logger);
 
   void on_epoch_begin(int64_t epoch, torch::optim::Optimizer& optimizer) override;
   void on_minibatch_begin(const MinibatchInfo& info, torch::optim::Optimizer& optimizer) override;
   at::Tensor before_backward_pass(const MinibatchInfo& info, const at::Tensor& loss,
                                   torch::optim::Optimizer& optimizer) override;
-  void before_parameter_optimization(const MinibatchInfo& info, torch::optim::Optimizer& optimizer) override;
+  void before_parameter_optimization(const MinibatchInfo& info,
+                                     torch::optim::Optimizer& optimizer) override;
   void on_minibatch_end(const MinibatchInfo& info, torch::optim::Optimizer& optimizer) override;
   void on_epoch_end(int64_t epoch, const std::map<std::string, double>& metrics,
                     torch::optim::Optimizer& optimizer) override;
@@ -103,7 +107,8 @@ class CompressionScheduler : public TrainingHooks {
   /// Appends every policy to policies_; returns the instance names they use.
   std::set<std::string> parse_policies(const YAML::Node& root);
   Policy parse_policy(const YAML::Node& node);
-  /// The policy's instance_name names an instance of its kind (`body` is its mapping, for file:line).
+  /// The policy's instance_name names an instance of its kind (`body` is its mapping, for
+  /// file:line).
   void check_policy_instance(const Policy& policy, const YamlReader& body) const;
   /// Cross-check of a pruner and its policy: AGP needs a range of epochs.
   void check_policy_timing(const Policy& policy) const;

@@ -34,12 +34,18 @@ std::vector<int64_t> nonzero_per(const at::Tensor& t, int64_t dim) {
   return std::vector<int64_t>(nz.data_ptr<int64_t>(), nz.data_ptr<int64_t>() + nz.numel());
 }
 
-std::string fmt_count(int64_t before, int64_t after) { return std::to_string(before) + " -> " + std::to_string(after); }
+std::string fmt_count(int64_t before, int64_t after) {
+  return std::to_string(before) + " -> " + std::to_string(after);
+}
 
 class Planner {
  public:
   Planner(const torch::nn::Module& model, const SummaryGraph& g, ThinningKind kind)
-      : g_(g), kind_(kind), params_(model.named_parameters()), buffers_(model.named_buffers()), ties_(model, g) {
+      : g_(g),
+        kind_(kind),
+        params_(model.named_parameters()),
+        buffers_(model.named_buffers()),
+        ties_(model, g) {
     const auto total = static_cast<size_t>(ties_.size());
     not_zero_preserving_.assign(total, false);
     why_spoiled_.assign(total, "");
@@ -97,13 +103,15 @@ class Planner {
         if (bad[c]) {
           not_zero_preserving_[node(out, c)] = true;
           if (why_spoiled_[node(out, c)].empty())
-            why_spoiled_[node(out, c)] = op.name + " (" + op.type + ") turns a zero channel into a non-zero one";
+            why_spoiled_[node(out, c)] =
+                op.name + " (" + op.type + ") turns a zero channel into a non-zero one";
         }
     };
     if (!tools::maps_zero_to_zero(op)) spoil(std::vector<int64_t>(channels(out), 1));
     if (ties_.is_depthwise(op) && !bias.empty()) spoil(nonzero_per(tensor(bias), 0));
     if (op.op_kind == tools::OpKind::kBatchNorm && !bias.empty()) {
-      // Eval: beta - gamma·mean/sqrt(var + eps); training: beta. Zero when beta = 0 and gamma·mean = 0.
+      // Eval: beta - gamma·mean/sqrt(var + eps); training: beta. Zero when beta = 0 and gamma·mean
+      // = 0.
       auto beta = nonzero_per(tensor(bias), 0);
       std::vector<int64_t> bad = beta;
       if (!weight.empty() && !op.param("running_mean").empty()) {
@@ -112,7 +120,8 @@ class Planner {
       }
       spoil(bad);
     }
-    if (op.op_kind == tools::OpKind::kInstanceNorm && !bias.empty()) spoil(nonzero_per(tensor(bias), 0));
+    if (op.op_kind == tools::OpKind::kInstanceNorm && !bias.empty())
+      spoil(nonzero_per(tensor(bias), 0));
   }
 
   /// Chooses the groups to remove.
@@ -130,8 +139,9 @@ class Planner {
     }
     for (const auto& [r, is_fixed] : fixed) {
       if (is_fixed) continue;
-      const bool go = kind_ == ThinningKind::kFilters ? source[r] && !source_nonzero[r] && !spoiled[r]
-                                                      : consumer[r] && !consumer_nonzero[r];
+      const bool go = kind_ == ThinningKind::kFilters
+                          ? source[r] && !source_nonzero[r] && !spoiled[r]
+                          : consumer[r] && !consumer_nonzero[r];
       if (go) removed_.insert(r);
     }
     // Why a group with a zeroed filter stays (reported in the plan's log).
@@ -188,8 +198,10 @@ class Planner {
         } else if (live.count(r)) {
           auto others = live[r];
           others.erase(op.name);
-          why = others.empty() ? "it shares a channel group (a pixel-shuffle group) with live filters of the same layer"
-                               : "tied by adds or concats to live filters of " + join({others.begin(), others.end()});
+          why = others.empty() ? "it shares a channel group (a pixel-shuffle group) with live "
+                                 "filters of the same layer"
+                               : "tied by adds or concats to live filters of " +
+                                     join({others.begin(), others.end()});
         } else if (why_spoil_.count(r)) {
           why = why_spoil_[r];
         } else if (why_last_.count(r)) {
@@ -198,26 +210,30 @@ class Planner {
         ++kept[why];
       }
       for (const auto& [why, count] : kept)
-        plan.log.push_back(op.name + ": " + std::to_string(count) + " zeroed filter" + (count > 1 ? "s" : "") +
-                           " kept: " + why);
+        plan.log.push_back(op.name + ": " + std::to_string(count) + " zeroed filter" +
+                           (count > 1 ? "s" : "") + " kept: " + why);
     }
   }
 
-  void slice(nlohmann::json& recipe, const std::string& name, int64_t dim, const std::vector<int64_t>& keep) {
+  void slice(nlohmann::json& recipe, const std::string& name, int64_t dim,
+             const std::vector<int64_t>& keep) {
     if (name.empty()) return;
     const auto& t = tensor(name);
     if (t.size(dim) == static_cast<int64_t>(keep.size())) return;
     const auto key = name + "#" + std::to_string(dim);
     if (auto it = sliced_.find(key); it != sliced_.end()) {
       if (it->second != keep)
-        throw InputError("cannot thin: " + name + " is used by two ops whose channels are removed differently");
+        throw InputError("cannot thin: " + name +
+                         " is used by two ops whose channels are removed differently");
       return;
     }
     sliced_[key] = keep;
-    recipe["tensors"].push_back({{"name", name}, {"dim", dim}, {"size", t.size(dim)}, {"keep", keep}});
+    recipe["tensors"].push_back(
+        {{"name", name}, {"dim", dim}, {"size", t.size(dim)}, {"keep", keep}});
   }
 
-  void set(nlohmann::json& recipe, const std::string& module, const std::string& option, int64_t value) {
+  void set(nlohmann::json& recipe, const std::string& module, const std::string& option,
+           int64_t value) {
     if (module.empty()) return;
     for (auto& m : recipe["modules"])
       if (m["name"] == module) {
@@ -249,8 +265,10 @@ class Planner {
       if (names.size() > 1) groups.insert(names);
     for (const auto& names : groups) {
       std::vector<std::string> list(names.begin(), names.end());
-      plan.log.push_back("channel group of " + std::to_string(list.size()) + " layers joined by adds or concats, "
-                         "thinned together: " + join(list));
+      plan.log.push_back("channel group of " + std::to_string(list.size()) +
+                         " layers joined by adds or concats, "
+                         "thinned together: " +
+                         join(list));
     }
 
     for (const auto& op : g_.ops()) {
@@ -267,7 +285,8 @@ class Planner {
           slice(recipe, weight, info(op).weight_out_dim, kout);
           slice(recipe, bias, 0, kout);
           set(recipe, op.module, info(op).out_option, static_cast<int64_t>(kout.size()));
-          plan.log.push_back(op.name + ": " + (linear ? "outputs " : "filters ") + fmt_count(channels(out), kout.size()));
+          plan.log.push_back(op.name + ": " + (linear ? "outputs " : "filters ") +
+                             fmt_count(channels(out), kout.size()));
         }
         if (in_changed) {
           slice(recipe, weight, info(op).weight_in_dim, kin);
@@ -287,7 +306,8 @@ class Planner {
         // Per-channel parameters and buffers (norm statistics) follow their channels.
         for (const char* p : info(op).per_channel) {
           const std::string t = op.param(p);
-          if (!t.empty() && tensor(t).dim() >= 1 && tensor(t).size(0) == channels(in)) slice(recipe, t, 0, kin);
+          if (!t.empty() && tensor(t).dim() >= 1 && tensor(t).size(0) == channels(in))
+            slice(recipe, t, 0, kin);
         }
         set(recipe, op.module, info(op).count_option, static_cast<int64_t>(kin.size()));
       } else if (ties_.is_channel_pad_module(op)) {
@@ -295,12 +315,15 @@ class Planner {
         const int64_t before = op.pads[2 * static_cast<size_t>(rank - 2)];
         int64_t kept_before = 0, kept_after = 0;
         for (int64_t c : kout) {
-          if (c < before) ++kept_before;
-          else if (c >= before + channels(in)) ++kept_after;
+          if (c < before)
+            ++kept_before;
+          else if (c >= before + channels(in))
+            ++kept_after;
         }
         set(recipe, op.module, "before", kept_before);
         set(recipe, op.module, "after", kept_after);
-        plan.log.push_back(op.name + ": padded channels " + fmt_count(channels(out) - channels(in), kept_before + kept_after));
+        plan.log.push_back(op.name + ": padded channels " +
+                           fmt_count(channels(out) - channels(in), kept_before + kept_after));
       }
     }
     return plan;
@@ -352,25 +375,27 @@ void slice_optimizer_state(torch::optim::Optimizer& optimizer, const at::Tensor&
 
 }  // namespace
 
-ThinningPlan plan_thinning(const torch::nn::Module& model, const SummaryGraph& graph, ThinningKind kind) {
+ThinningPlan plan_thinning(const torch::nn::Module& model, const SummaryGraph& graph,
+                           ThinningKind kind) {
   torch::NoGradGuard no_grad;
   return Planner(model, graph, kind).plan();
 }
 
-void thin_for_training(torch::nn::Module& model, const nlohmann::json& recipe, torch::optim::Optimizer* optimizer,
-                       MaskTable* masks) {
+void thin_for_training(torch::nn::Module& model, const nlohmann::json& recipe,
+                       torch::optim::Optimizer* optimizer, MaskTable* masks) {
   auto params = model.named_parameters();
   // Entry by entry, so a weight thinned in two dimensions has its state cut twice in step.
-  apply_thinning_recipe(model, recipe, "thinning",
-                        [&](const std::string& name, const at::Tensor& t, int64_t dim, const std::vector<int64_t>& keep) {
-                          if (optimizer && params.contains(name)) slice_optimizer_state(*optimizer, t, dim, keep);
-                          if (!masks) return;
-                          auto it = masks->find(name);
-                          if (it != masks->end() && it->second.dim() > dim)
-                            it->second = it->second
-                                             .index_select(dim, index_tensor(keep, it->second.device()))
-                                             .contiguous();
-                        });
+  apply_thinning_recipe(
+      model, recipe, "thinning",
+      [&](const std::string& name, const at::Tensor& t, int64_t dim,
+          const std::vector<int64_t>& keep) {
+        if (optimizer && params.contains(name)) slice_optimizer_state(*optimizer, t, dim, keep);
+        if (!masks) return;
+        auto it = masks->find(name);
+        if (it != masks->end() && it->second.dim() > dim)
+          it->second =
+              it->second.index_select(dim, index_tensor(keep, it->second.device())).contiguous();
+      });
 }
 
 }  // namespace igb::compress

@@ -45,13 +45,14 @@ struct ThinningPlan {
 /// affine terms, ReLU, add, …); for kChannels, every consumer reads it with zero weights. Groups
 /// touching the model's input or output, or an op the walk does not understand (a channel slice,
 /// a grouped non-depthwise conv), are never removed. A tensor always keeps at least one channel.
-ThinningPlan plan_thinning(const torch::nn::Module& model, const tools::SummaryGraph& graph, ThinningKind kind);
+ThinningPlan plan_thinning(const torch::nn::Module& model, const tools::SummaryGraph& graph,
+                           ThinningKind kind);
 
 /// Applies a recipe to a model being trained: weights, gradients and module options
 /// (apply_thinning_recipe), and alike the optimizer's per-parameter state (SGD momentum, Adam
 /// and AdamW moments, RMSprop and Adagrad sums) and the scheduler's masks, so training goes on
 /// in the same run.
-void thin_for_training(torch::nn::Module& model, const nlohmann::json& recipe, torch::optim::Optimizer* optimizer,
-                       MaskTable* masks);
+void thin_for_training(torch::nn::Module& model, const nlohmann::json& recipe,
+                       torch::optim::Optimizer* optimizer, MaskTable* masks);
 
 }  // namespace igb::compress

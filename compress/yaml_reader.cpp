@@ -28,8 +28,8 @@ void YamlReader::finish() const {
   for (const auto& kv : node_) {
     const auto key = kv.first.as<std::string>();
     if (std::find(known_.begin(), known_.end(), key) == known_.end())
-      throw InputError(yaml_where(file_, kv.first) + ": unknown key '" + key + "' in " + path_ + "; valid keys: " +
-                       join(known_));
+      throw InputError(yaml_where(file_, kv.first) + ": unknown key '" + key + "' in " + path_ +
+                       "; valid keys: " + join(known_));
   }
 }
 

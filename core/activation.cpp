@@ -6,35 +6,49 @@ namespace igb {
 
 std::string activation_name(ActivationKind kind) {
   switch (kind) {
-    case ActivationKind::kReLU: return "relu";
-    case ActivationKind::kReLU6: return "relu6";
-    case ActivationKind::kPReLU: return "prelu";
-    case ActivationKind::kLeakyReLU: return "leaky_relu";
-    case ActivationKind::kTanh: return "tanh";
-    case ActivationKind::kSigmoid: return "sigmoid";
-    case ActivationKind::kIdentity: return "identity";
+    case ActivationKind::kReLU:
+      return "relu";
+    case ActivationKind::kReLU6:
+      return "relu6";
+    case ActivationKind::kPReLU:
+      return "prelu";
+    case ActivationKind::kLeakyReLU:
+      return "leaky_relu";
+    case ActivationKind::kTanh:
+      return "tanh";
+    case ActivationKind::kSigmoid:
+      return "sigmoid";
+    case ActivationKind::kIdentity:
+      return "identity";
   }
   return "unknown";
 }
 
 ActivationImpl::ActivationImpl(ActivationOptions options) : options_(options) {
   if (options_.kind() == ActivationKind::kPReLU)
-    weight = register_parameter("weight", torch::full({options_.num_parameters()}, options_.init()));
+    weight =
+        register_parameter("weight", torch::full({options_.num_parameters()}, options_.init()));
 }
 
 torch::Tensor ActivationImpl::forward_original(const torch::Tensor& x) {
   switch (options_.kind()) {
-    case ActivationKind::kReLU: return options_.inplace() ? x.relu_() : torch::relu(x);
+    case ActivationKind::kReLU:
+      return options_.inplace() ? x.relu_() : torch::relu(x);
     case ActivationKind::kReLU6:
       return options_.inplace() ? torch::hardtanh_(const_cast<torch::Tensor&>(x), 0.0, 6.0)
                                 : torch::hardtanh(x, 0.0, 6.0);
-    case ActivationKind::kPReLU: return torch::prelu(x, weight);
+    case ActivationKind::kPReLU:
+      return torch::prelu(x, weight);
     case ActivationKind::kLeakyReLU:
-      return options_.inplace() ? torch::leaky_relu_(const_cast<torch::Tensor&>(x), options_.negative_slope())
-                                : torch::leaky_relu(x, options_.negative_slope());
-    case ActivationKind::kTanh: return torch::tanh(x);
-    case ActivationKind::kSigmoid: return torch::sigmoid(x);
-    case ActivationKind::kIdentity: return x;
+      return options_.inplace()
+                 ? torch::leaky_relu_(const_cast<torch::Tensor&>(x), options_.negative_slope())
+                 : torch::leaky_relu(x, options_.negative_slope());
+    case ActivationKind::kTanh:
+      return torch::tanh(x);
+    case ActivationKind::kSigmoid:
+      return torch::sigmoid(x);
+    case ActivationKind::kIdentity:
+      return x;
   }
   return x;
 }

@@ -18,13 +18,20 @@ std::string shape_str(const torch::Tensor& t) {
 }  // namespace
 
 nlohmann::json CheckpointMeta::to_json() const {
-  nlohmann::json best = std::isnan(best_metric) ? nlohmann::json(nullptr) : nlohmann::json(best_metric);
-  return {{"format", kFormatVersion},     {"optform", optform},
-          {"model", model},               {"model_options", model_options},
-          {"thinning_recipes", thinning_recipes}, {"config", config},
-          {"epoch", epoch},               {"best_metric_name", best_metric_name},
-          {"best_metric", best},          {"best_epoch", best_epoch},
-          {"schedule_text", schedule_text}, {"extra", extra}};
+  nlohmann::json best =
+      std::isnan(best_metric) ? nlohmann::json(nullptr) : nlohmann::json(best_metric);
+  return {{"format", kFormatVersion},
+          {"optform", optform},
+          {"model", model},
+          {"model_options", model_options},
+          {"thinning_recipes", thinning_recipes},
+          {"config", config},
+          {"epoch", epoch},
+          {"best_metric_name", best_metric_name},
+          {"best_metric", best},
+          {"best_epoch", best_epoch},
+          {"schedule_text", schedule_text},
+          {"extra", extra}};
 }
 
 CheckpointMeta CheckpointMeta::from_json(const nlohmann::json& j) {
@@ -82,7 +89,8 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& me
 }
 
 Checkpoint Checkpoint::load(const std::filesystem::path& path) {
-  if (!std::filesystem::exists(path)) throw InputError("checkpoint " + path.string() + " does not exist");
+  if (!std::filesystem::exists(path))
+    throw InputError("checkpoint " + path.string() + " does not exist");
   if (std::filesystem::is_directory(path))
     throw InputError("checkpoint " + path.string() + " is a directory, not a .ckpt file");
   Checkpoint c;
@@ -96,7 +104,8 @@ Checkpoint Checkpoint::load(const std::filesystem::path& path) {
   }
   c10::IValue meta;
   if (!c.archive_->try_read(kMetaKey, meta) || !meta.isString())
-    throw InputError("checkpoint " + path.string() + " is not an igb checkpoint (no igb_meta record)");
+    throw InputError("checkpoint " + path.string() +
+                     " is not an igb checkpoint (no igb_meta record)");
   try {
     auto j = nlohmann::json::parse(meta.toStringRef());
     if (j.value("format", int64_t{0}) > kFormatVersion)
@@ -104,7 +113,8 @@ Checkpoint Checkpoint::load(const std::filesystem::path& path) {
                        std::to_string(j.value("format", 0)) + ", newer than this build reads");
     c.meta_ = CheckpointMeta::from_json(j);
   } catch (const nlohmann::json::exception& e) {
-    throw InputError("checkpoint " + path.string() + " has a malformed igb_meta record (" + e.what() + ")");
+    throw InputError("checkpoint " + path.string() + " has a malformed igb_meta record (" +
+                     e.what() + ")");
   }
   return c;
 }

@@ -9,8 +9,10 @@ at::Tensor conv_transpose2d_subpixel(const at::Tensor& x, const at::Tensor& weig
                                      at::IntArrayRef padding, at::IntArrayRef output_padding) {
   const int64_t sy = stride[0], sx = stride.size() > 1 ? stride[1] : stride[0];
   const int64_t py = padding[0], px = padding.size() > 1 ? padding[1] : padding[0];
-  const int64_t oy = output_padding[0], ox = output_padding.size() > 1 ? output_padding[1] : output_padding[0];
-  const int64_t cin = weight.size(0), cout = weight.size(1), kh = weight.size(2), kw = weight.size(3);
+  const int64_t oy = output_padding[0],
+                ox = output_padding.size() > 1 ? output_padding[1] : output_padding[0];
+  const int64_t cin = weight.size(0), cout = weight.size(1), kh = weight.size(2),
+                kw = weight.size(3);
   const int64_t h = x.size(2), w = x.size(3);
   const int64_t th = (kh + sy - 1) / sy, tw = (kw + sx - 1) / sx;  // taps per phase
   const int64_t out_h = (h - 1) * sy - 2 * py + kh + oy, out_w = (w - 1) * sx - 2 * px + kw + ox;
@@ -41,7 +43,8 @@ at::Tensor fast_conv_transpose2d(torch::nn::ConvTranspose2dImpl& layer, const at
                      c10::get_if<torch::ExpandingArray<2>>(&o.padding()) != nullptr && x.dim() == 4;
   if (!plain || torch::jit::tracer::isTracing()) return layer.forward(x);
   const auto* pad = c10::get_if<torch::ExpandingArray<2>>(&o.padding());
-  return conv_transpose2d_subpixel(x, layer.weight, layer.bias, *o.stride(), **pad, *o.output_padding());
+  return conv_transpose2d_subpixel(x, layer.weight, layer.bias, *o.stride(), **pad,
+                                   *o.output_padding());
 }
 
 }  // namespace igb

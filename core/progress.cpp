@@ -23,7 +23,8 @@ std::string format_duration(double seconds) {
   auto s = static_cast<int64_t>(seconds + 0.5);
   char buf[32];
   if (s >= 3600)
-    std::snprintf(buf, sizeof buf, "%lldh%02lldm", (long long)(s / 3600), (long long)(s % 3600 / 60));
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", (long long)(s / 3600),
+                  (long long)(s % 3600 / 60));
   else if (s >= 60)
     std::snprintf(buf, sizeof buf, "%lldm%02llds", (long long)(s / 60), (long long)(s % 60));
   else
@@ -45,8 +46,7 @@ void Progress::batch_done(int64_t batch, double loss, int64_t samples) {
   samples_ += samples;
   loss_sum_ += loss;
   ++loss_count_;
-  double elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   double speed = elapsed > 0 ? samples_ / elapsed : 0;
   double eta = (batch + 1) > 0 ? elapsed / (batch + 1) * (batches_ - batch - 1) : 0;
   char buf[256];

@@ -9,8 +9,8 @@
 namespace igb {
 
 /// A name → factory table for one extension point (models, datasets, optforms, ...).
-/// Filled by an explicit `register_builtin_*()` call at start-up, then frozen. Unknown and duplicate
-/// names throw with the list of valid names.
+/// Filled by an explicit `register_builtin_*()` call at start-up, then frozen. Unknown and
+/// duplicate names throw with the list of valid names.
 ///
 ///   Registry<ModelFactory>& r = model_registry();
 ///   r.add("fsrcnn", make_fsrcnn, "FSRCNN (Dong et al. 2016)");
@@ -37,8 +37,8 @@ class Registry {
   const Entry& entry(const std::string& name) const {
     auto it = entries_.find(name);
     if (it == entries_.end()) {
-      throw InputError("unknown " + kind_ + " '" + name + "'; valid " + kind_ + "s: " +
-                       join(names()));
+      throw InputError("unknown " + kind_ + " '" + name + "'; valid " + kind_ +
+                       "s: " + join(names()));
     }
     return it->second;
   }

@@ -61,7 +61,8 @@ std::string Table::to_text() const {
   std::vector<size_t> width(columns.size());
   for (size_t c = 0; c < columns.size(); ++c) width[c] = columns[c].size();
   for (const auto& r : rows)
-    for (size_t c = 0; c < r.size() && c < width.size(); ++c) width[c] = std::max(width[c], r[c].size());
+    for (size_t c = 0; c < r.size() && c < width.size(); ++c)
+      width[c] = std::max(width[c], r[c].size());
   std::ostringstream os;
   auto pad = [&](const std::string& s, size_t w, bool right) {
     std::string fill(w - std::min(w, s.size()), ' ');
@@ -70,8 +71,7 @@ std::string Table::to_text() const {
   for (size_t c = 0; c < columns.size(); ++c)
     os << (c ? " | " : " ") << pad(columns[c], width[c], false);
   os << "\n";
-  for (size_t c = 0; c < columns.size(); ++c)
-    os << (c ? "-+-" : "-") << std::string(width[c], '-');
+  for (size_t c = 0; c < columns.size(); ++c) os << (c ? "-+-" : "-") << std::string(width[c], '-');
   os << "-\n";
   for (const auto& r : rows) {
     for (size_t c = 0; c < columns.size(); ++c) {

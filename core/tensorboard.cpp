@@ -49,8 +49,8 @@ void put_fixed(std::string& out, int field, T value) {
 
 std::string event_header(int64_t step) {
   std::string ev;
-  double wall = std::chrono::duration<double>(
-                    std::chrono::system_clock::now().time_since_epoch()).count();
+  double wall =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   put_fixed<double>(ev, 1, wall);
   put_key(ev, 2, 0);
   put_varint(ev, static_cast<uint64_t>(step));
@@ -72,11 +72,16 @@ struct Reader {
     throw InputError("malformed protobuf varint in event file");
   }
   void skip(int wire) {
-    if (wire == 0) varint();
-    else if (wire == 1) pos += 8;
-    else if (wire == 5) pos += 4;
-    else if (wire == 2) pos += varint();
-    else throw InputError("unsupported protobuf wire type in event file");
+    if (wire == 0)
+      varint();
+    else if (wire == 1)
+      pos += 8;
+    else if (wire == 5)
+      pos += 4;
+    else if (wire == 2)
+      pos += varint();
+    else
+      throw InputError("unsupported protobuf wire type in event file");
   }
 };
 
@@ -100,7 +105,8 @@ EventWriter::EventWriter(const std::filesystem::path& dir) {
   char host[256] = "localhost";
   ::gethostname(host, sizeof host - 1);
   auto secs = std::chrono::duration_cast<std::chrono::seconds>(
-                  std::chrono::system_clock::now().time_since_epoch()).count();
+                  std::chrono::system_clock::now().time_since_epoch())
+                  .count();
   path_ = dir / ("events.out.tfevents." + std::to_string(secs) + "." + host);
   out_.open(path_, std::ios::binary | std::ios::app);
   if (!out_) throw std::runtime_error("cannot create event file " + path_.string());

@@ -16,8 +16,8 @@ namespace igb {
 /// then load the weights.
 ///
 ///   {"kind": "filters" | "channels",
-///    "tensors": [{"name": "layer1.0.conv1.weight", "dim": 0, "size": 16, "keep": [0, 2, ...]}, ...],
-///    "modules": [{"name": "layer1.0.conv1", "set": {"out_channels": 10}}, ...]}
+///    "tensors": [{"name": "layer1.0.conv1.weight", "dim": 0, "size": 16, "keep": [0, 2, ...]},
+///    ...], "modules": [{"name": "layer1.0.conv1", "set": {"out_channels": 10}}, ...]}
 ///
 /// `size` is the length of `dim` before slicing; replaying onto a model of another shape is an
 /// InputError naming the tensor.
@@ -25,8 +25,8 @@ namespace igb {
 /// (thinning during training slices optimizer state and masks alike).
 using SliceHook = std::function<void(const std::string& name, const at::Tensor& t, int64_t dim,
                                      const std::vector<int64_t>& keep)>;
-void apply_thinning_recipe(torch::nn::Module& model, const nlohmann::json& recipe, const std::string& where,
-                           const SliceHook& before_slice = {});
+void apply_thinning_recipe(torch::nn::Module& model, const nlohmann::json& recipe,
+                           const std::string& where, const SliceHook& before_slice = {});
 
 /// Keeps the entries `keep` of dimension `dim` of `t` in place: the same TensorImpl (so optimizer
 /// state stays attached) now holds the smaller tensor; a defined gradient is sliced alike.
@@ -34,6 +34,7 @@ void slice_in_place(at::Tensor& t, int64_t dim, const std::vector<int64_t>& keep
 
 /// Sets one option of a module thinning changes (conv in/out channels and groups, linear in/out
 /// features, norm num_features, PReLU num_parameters, channel pad before/after).
-void set_module_option(torch::nn::Module& module, const std::string& name, const std::string& option, int64_t value);
+void set_module_option(torch::nn::Module& module, const std::string& name,
+                       const std::string& option, int64_t value);
 
 }  // namespace igb

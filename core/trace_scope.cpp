@@ -10,7 +10,8 @@ thread_local std::unordered_map<const torch::nn::Module*, std::string> g_names;
 
 TraceNames::TraceNames(const torch::nn::Module& root) {
   previous_.swap(g_names);
-  for (const auto& item : root.named_modules("", /*include_self=*/false)) g_names[item.value().get()] = item.key();
+  for (const auto& item : root.named_modules("", /*include_self=*/false))
+    g_names[item.value().get()] = item.key();
 }
 
 TraceNames::~TraceNames() { g_names.swap(previous_); }
@@ -24,7 +25,8 @@ TraceScope::TraceScope(const torch::nn::Module* module) {
 }
 
 TraceScope::~TraceScope() {
-  if (pushed_ && torch::jit::tracer::isTracing()) torch::jit::tracer::getTracingState()->graph->pop_scope();
+  if (pushed_ && torch::jit::tracer::isTracing())
+    torch::jit::tracer::getTracingState()->graph->pop_scope();
 }
 
 }  // namespace igb

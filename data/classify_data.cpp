@@ -39,7 +39,8 @@ struct Preprocess {
     if (x.size(0) == 1 && channels == 3) x = x.expand({3, x.size(1), x.size(2)});
     if (x.size(0) == 3 && channels == 1) x = rgb_to_y(x);
     const int64_t h = x.size(1), w = x.size(2);
-    Rng rng = Rng::from(seed, static_cast<uint64_t>(epoch) * 7919 + 3, static_cast<uint64_t>(index));
+    Rng rng =
+        Rng::from(seed, static_cast<uint64_t>(epoch) * 7919 + 3, static_cast<uint64_t>(index));
     const bool small = height <= 64;
     if (small) {
       if (h != height || w != width)
@@ -65,8 +66,10 @@ struct Preprocess {
       x = x.narrow(1, dy, height).narrow(2, dx, width);
       if (train && augment && rng.coin()) x = x.flip({2});
     }
-    auto m = torch::tensor(std::vector<float>(mean.begin(), mean.begin() + channels)).view({channels, 1, 1});
-    auto sd = torch::tensor(std::vector<float>(std.begin(), std.begin() + channels)).view({channels, 1, 1});
+    auto m = torch::tensor(std::vector<float>(mean.begin(), mean.begin() + channels))
+                 .view({channels, 1, 1});
+    auto sd = torch::tensor(std::vector<float>(std.begin(), std.begin() + channels))
+                  .view({channels, 1, 1});
     return ((x - m) / sd).contiguous();
   }
 };
@@ -105,7 +108,8 @@ class FileDataset : public Dataset {
 
 fs::path cifar_root(const fs::path& root) {
   if (fs::exists(root / "data_batch_1.bin")) return root;
-  if (fs::exists(root / "cifar-10-batches-bin" / "data_batch_1.bin")) return root / "cifar-10-batches-bin";
+  if (fs::exists(root / "cifar-10-batches-bin" / "data_batch_1.bin"))
+    return root / "cifar-10-batches-bin";
   return {};
 }
 
@@ -131,8 +135,8 @@ LabeledImages synthetic_split(int64_t count, int64_t size, uint64_t seed) {
 }
 
 // Class sub-folders: <dir>/<class>/<image>; classes sorted by name.
-void class_files(const fs::path& dir, const std::vector<std::string>& classes, std::vector<fs::path>& files,
-                 std::vector<int64_t>& labels) {
+void class_files(const fs::path& dir, const std::vector<std::string>& classes,
+                 std::vector<fs::path>& files, std::vector<int64_t>& labels) {
   for (size_t c = 0; c < classes.size(); ++c) {
     if (!fs::is_directory(dir / classes[c])) continue;
     for (const auto& f : list_images(dir / classes[c])) {
@@ -150,15 +154,16 @@ LabeledImages read_cifar10_batches(const std::vector<fs::path>& files) {
   for (const auto& f : files) {
     std::string bytes = read_bytes(f);
     if (bytes.empty() || bytes.size() % kRecord != 0)
-      throw InputError("CIFAR-10 file " + f.string() + " is truncated: " + std::to_string(bytes.size()) +
+      throw InputError("CIFAR-10 file " + f.string() +
+                       " is truncated: " + std::to_string(bytes.size()) +
                        " bytes is not a whole number of 3073-byte records");
     const int64_t n = static_cast<int64_t>(bytes.size()) / kRecord;
     auto raw = torch::from_blob(bytes.data(), {n, kRecord}, torch::kUInt8).clone();
     auto lab = raw.select(1, 0).to(torch::kInt64);
     if (lab.max().item<int64_t>() > 9) {
       int64_t bad = lab.gt(9).nonzero()[0][0].item<int64_t>();
-      throw InputError("CIFAR-10 file " + f.string() + ": record " + std::to_string(bad) + " has label " +
-                       std::to_string(lab[bad].item<int64_t>()) + ", outside 0-9");
+      throw InputError("CIFAR-10 file " + f.string() + ": record " + std::to_string(bad) +
+                       " has label " + std::to_string(lab[bad].item<int64_t>()) + ", outside 0-9");
     }
     labels.push_back(lab);
     images.push_back(raw.narrow(1, 1, kRecord - 1).reshape({n, 3, 32, 32}));
@@ -169,40 +174,54 @@ LabeledImages read_cifar10_batches(const std::vector<fs::path>& files) {
 LabeledImages read_mnist(const fs::path& images_path, const fs::path& labels_path) {
   std::string im = read_bytes(images_path), lb = read_bytes(labels_path);
   if (im.size() < 16 || be32(im, 0) != 2051)
-    throw InputError("MNIST file " + images_path.string() + " is not an IDX image file (magic 2051)");
+    throw InputError("MNIST file " + images_path.string() +
+                     " is not an IDX image file (magic 2051)");
   if (lb.size() < 8 || be32(lb, 0) != 2049)
-    throw InputError("MNIST file " + labels_path.string() + " is not an IDX label file (magic 2049)");
+    throw InputError("MNIST file " + labels_path.string() +
+                     " is not an IDX label file (magic 2049)");
   const int64_t n = be32(im, 4), rows = be32(im, 8), cols = be32(im, 12), nl = be32(lb, 4);
   if (static_cast<int64_t>(im.size()) < 16 + n * rows * cols)
-    throw InputError("MNIST file " + images_path.string() + " is truncated: header says " + std::to_string(n) +
-                     " images of " + std::to_string(rows) + "x" + std::to_string(cols));
+    throw InputError("MNIST file " + images_path.string() + " is truncated: header says " +
+                     std::to_string(n) + " images of " + std::to_string(rows) + "x" +
+                     std::to_string(cols));
   if (static_cast<int64_t>(lb.size()) < 8 + nl)
-    throw InputError("MNIST file " + labels_path.string() + " is truncated: header says " + std::to_string(nl) + " labels");
+    throw InputError("MNIST file " + labels_path.string() + " is truncated: header says " +
+                     std::to_string(nl) + " labels");
   if (nl != n)
-    throw InputError("MNIST files disagree: " + std::to_string(n) + " images in " + images_path.string() + " but " +
-                     std::to_string(nl) + " labels in " + labels_path.string());
+    throw InputError("MNIST files disagree: " + std::to_string(n) + " images in " +
+                     images_path.string() + " but " + std::to_string(nl) + " labels in " +
+                     labels_path.string());
   auto images = torch::from_blob(im.data() + 16, {n, 1, rows, cols}, torch::kUInt8).clone();
   auto labels = torch::from_blob(lb.data() + 8, {n}, torch::kUInt8).to(torch::kInt64);
   if (n > 0 && labels.max().item<int64_t>() > 9) {
     int64_t bad = labels.gt(9).nonzero()[0][0].item<int64_t>();
-    throw InputError("MNIST file " + labels_path.string() + ": label " + std::to_string(bad) + " is " +
-                     std::to_string(labels[bad].item<int64_t>()) + ", outside 0-9");
+    throw InputError("MNIST file " + labels_path.string() + ": label " + std::to_string(bad) +
+                     " is " + std::to_string(labels[bad].item<int64_t>()) + ", outside 0-9");
   }
   return {images, labels};
 }
 
 namespace {
 
-Preprocess preprocess_for(const ClassifyDataOptions& o, std::vector<double> mean, std::vector<double> std) {
-  return {o.input_shape[1], o.input_shape[2], o.input_shape[3], std::move(mean), std::move(std), o.augment, o.seed};
+Preprocess preprocess_for(const ClassifyDataOptions& o, std::vector<double> mean,
+                          std::vector<double> std) {
+  return {o.input_shape[1],
+          o.input_shape[2],
+          o.input_shape[3],
+          std::move(mean),
+          std::move(std),
+          o.augment,
+          o.seed};
 }
 
 ClassifyData load_synthetic_shapes(const std::string&, const ClassifyDataOptions& o) {
   ClassifyData d;
   const auto pre = preprocess_for(o, {0.5, 0.5, 0.5}, {0.25, 0.25, 0.25});
   d.classes = synthetic_shape_classes();
-  d.train = std::make_unique<TensorDataset>(synthetic_split(o.synthetic_train, 32, 10'000'000), pre, true);
-  d.val = std::make_unique<TensorDataset>(synthetic_split(o.synthetic_val, 32, 20'000'000), pre, false);
+  d.train = std::make_unique<TensorDataset>(synthetic_split(o.synthetic_train, 32, 10'000'000), pre,
+                                            true);
+  d.val =
+      std::make_unique<TensorDataset>(synthetic_split(o.synthetic_val, 32, 20'000'000), pre, false);
   d.description = "synthetic shapes (" + std::to_string(o.synthetic_train) + " training, " +
                   std::to_string(o.synthetic_val) + " validation images, 10 classes)";
   return d;
@@ -215,13 +234,16 @@ ClassifyData load_cifar10(const std::string& data, const ClassifyDataOptions& o)
   for (int i = 1; i <= 5; ++i)
     if (fs::exists(dir / ("data_batch_" + std::to_string(i) + ".bin")))
       train_files.push_back(dir / ("data_batch_" + std::to_string(i) + ".bin"));
-  if (!fs::exists(dir / "test_batch.bin")) throw InputError("CIFAR-10 folder " + dir.string() + " has no test_batch.bin");
+  if (!fs::exists(dir / "test_batch.bin"))
+    throw InputError("CIFAR-10 folder " + dir.string() + " has no test_batch.bin");
   const auto pre = preprocess_for(o, {0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616});
   ClassifyData d;
-  d.classes = {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
-  auto train = read_cifar10_batches(train_files), val = read_cifar10_batches({dir / "test_batch.bin"});
-  d.description = "CIFAR-10 " + dir.string() + " (" + std::to_string(train.labels.size(0)) + " training, " +
-                  std::to_string(val.labels.size(0)) + " test images)";
+  d.classes = {"airplane", "automobile", "bird",  "cat",  "deer",
+               "dog",      "frog",       "horse", "ship", "truck"};
+  auto train = read_cifar10_batches(train_files),
+       val = read_cifar10_batches({dir / "test_batch.bin"});
+  d.description = "CIFAR-10 " + dir.string() + " (" + std::to_string(train.labels.size(0)) +
+                  " training, " + std::to_string(val.labels.size(0)) + " test images)";
   d.train = std::make_unique<TensorDataset>(std::move(train), pre, true);
   d.val = std::make_unique<TensorDataset>(std::move(val), pre, false);
   return d;
@@ -229,8 +251,8 @@ ClassifyData load_cifar10(const std::string& data, const ClassifyDataOptions& o)
 
 ClassifyData load_mnist(const std::string& data, const ClassifyDataOptions& o) {
   fs::path root(data);
-  for (const char* f : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
-                        "t10k-labels-idx1-ubyte"})
+  for (const char* f : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                        "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"})
     if (!fs::exists(root / f)) throw InputError("MNIST folder " + data + " has no " + f);
   const auto pre = preprocess_for(o, {0.1307, 0.1307, 0.1307}, {0.3081, 0.3081, 0.3081});
   ClassifyData d;
@@ -278,7 +300,8 @@ ClassifyData load_image_folder(const std::string& data, const ClassifyDataOption
     if (e.is_directory()) d.classes.push_back(e.path().filename().string());
   std::sort(d.classes.begin(), d.classes.end());
   if (d.classes.size() < 2)
-    throw InputError("image folder " + train_dir.string() + " needs one sub-folder per class, at least two");
+    throw InputError("image folder " + train_dir.string() +
+                     " needs one sub-folder per class, at least two");
   LabeledFiles train, val;
   class_files(train_dir, d.classes, train.files, train.labels);
   if (!val_dir.empty())
@@ -286,17 +309,20 @@ ClassifyData load_image_folder(const std::string& data, const ClassifyDataOption
   else
     hold_out_every_tenth(train, val);
   if (train.files.empty())
-    throw InputError("image folder " + train_dir.string() + " holds no images (png, jpg, jpeg, bmp)");
+    throw InputError("image folder " + train_dir.string() +
+                     " holds no images (png, jpg, jpeg, bmp)");
   if (val.files.empty()) throw InputError("image folder " + data + " has no validation images");
-  d.description = "image folder " + data + " (" + std::to_string(train.files.size()) + " training, " +
-                  std::to_string(val.files.size()) + " validation images, " + std::to_string(d.classes.size()) +
-                  " classes)";
-  d.train = std::make_unique<FileDataset>(std::move(train.files), std::move(train.labels), pre, true);
+  d.description = "image folder " + data + " (" + std::to_string(train.files.size()) +
+                  " training, " + std::to_string(val.files.size()) + " validation images, " +
+                  std::to_string(d.classes.size()) + " classes)";
+  d.train =
+      std::make_unique<FileDataset>(std::move(train.files), std::move(train.labels), pre, true);
   d.val = std::make_unique<FileDataset>(std::move(val.files), std::move(val.labels), pre, false);
   return d;
 }
 
-DatasetSpec classify_spec(std::string selected_by, int order, std::function<bool(const std::string&)> recognises,
+DatasetSpec classify_spec(std::string selected_by, int order,
+                          std::function<bool(const std::string&)> recognises,
                           ClassifyDatasetFactory factory) {
   DatasetSpec s;
   s.family = "classify";
@@ -312,20 +338,24 @@ DatasetSpec classify_spec(std::string selected_by, int order, std::function<bool
 void register_classify_datasets(Registry<DatasetSpec>& r) {
   // Recognition order: synthetic, then the specific file layouts, then any class sub-folders.
   r.add("classify/synthetic",
-        classify_spec("--data synthetic", 0, [](const std::string& d) { return d == "synthetic"; },
-                      load_synthetic_shapes),
+        classify_spec(
+            "--data synthetic", 0, [](const std::string& d) { return d == "synthetic"; },
+            load_synthetic_shapes),
         "seeded 10-class synthetic shapes at the model's input size");
   r.add("classify/cifar10",
-        classify_spec("a folder with data_batch_1..5.bin and test_batch.bin", 1,
-                      [](const std::string& d) { return !cifar_root(d).empty(); }, load_cifar10),
+        classify_spec(
+            "a folder with data_batch_1..5.bin and test_batch.bin", 1,
+            [](const std::string& d) { return !cifar_root(d).empty(); }, load_cifar10),
         "CIFAR-10 binary version (one label byte + 3072 pixel bytes per record)");
   r.add("classify/mnist",
-        classify_spec("a folder with the four IDX files", 2, [](const std::string& d) { return is_mnist(d); },
-                      load_mnist),
+        classify_spec(
+            "a folder with the four IDX files", 2, [](const std::string& d) { return is_mnist(d); },
+            load_mnist),
         "MNIST IDX (magic 2051 images, 2049 labels)");
   r.add("classify/imagefolder",
-        classify_spec("a folder with train/<class>/ and val/<class>/", 3,
-                      [](const std::string& d) { return has_class_folders(d); }, load_image_folder),
+        classify_spec(
+            "a folder with train/<class>/ and val/<class>/", 3,
+            [](const std::string& d) { return has_class_folders(d); }, load_image_folder),
         "one sub-folder of images per class, ImageNet style");
 }
 
@@ -337,14 +367,16 @@ std::string detect_classify_dataset(const std::string& data) {
   auto name = recognise_dataset("classify", data);
   if (name.empty())
     throw InputError("data folder " + data +
-                     " is not a recognised dataset: expected CIFAR-10 binaries (data_batch_1.bin …), MNIST IDX files "
+                     " is not a recognised dataset: expected CIFAR-10 binaries (data_batch_1.bin "
+                     "…), MNIST IDX files "
                      "(train-images-idx3-ubyte …) or one sub-folder of images per class");
   return name;
 }
 
 ClassifyData load_classify_data(const std::string& data, const ClassifyDataOptions& o) {
   const std::string name = o.dataset == "auto" ? detect_classify_dataset(data) : o.dataset;
-  if (name != "synthetic" && data == "synthetic") throw InputError("--dataset " + name + " needs --data FOLDER");
+  if (name != "synthetic" && data == "synthetic")
+    throw InputError("--dataset " + name + " needs --data FOLDER");
   ClassifyData d = dataset_spec("classify", name).classify(data, o);
   d.dataset = name;
   return d;

@@ -26,7 +26,8 @@ std::vector<std::string> dataset_names(const std::string& family) {
   register_builtin_datasets();
   std::vector<std::string> out;
   for (const auto& n : dataset_registry().names())
-    if (dataset_registry().entry(n).factory.family == family) out.push_back(n.substr(family.size() + 1));
+    if (dataset_registry().entry(n).factory.family == family)
+      out.push_back(n.substr(family.size() + 1));
   return out;
 }
 
@@ -34,7 +35,8 @@ const DatasetSpec& dataset_spec(const std::string& family, const std::string& na
   register_builtin_datasets();
   const std::string key = family + "/" + name;
   if (!dataset_registry().contains(key))
-    throw InputError("unknown dataset '" + name + "'; valid datasets: " + join(dataset_names(family)));
+    throw InputError("unknown dataset '" + name +
+                     "'; valid datasets: " + join(dataset_names(family)));
   return dataset_registry().get(key);
 }
 

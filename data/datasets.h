@@ -12,13 +12,16 @@ namespace igb::data {
 
 /// Builds the training and validation sets of a classification dataset from `data` (the `--data`
 /// value: "synthetic" or a folder).
-using ClassifyDatasetFactory = std::function<ClassifyData(const std::string& data, const ClassifyDataOptions& options)>;
+using ClassifyDatasetFactory =
+    std::function<ClassifyData(const std::string& data, const ClassifyDataOptions& options)>;
 
 /// Builds the training patches and validation images of a super-resolution dataset.
-using SrDatasetFactory = std::function<SrData(const std::string& data, const SrDataOptions& options)>;
+using SrDatasetFactory =
+    std::function<SrData(const std::string& data, const SrDataOptions& options)>;
 
 /// Builds only the validation images of a super-resolution dataset (testing a checkpoint).
-using SrEvalFactory = std::function<std::vector<SrEvalImage>(const std::string& data, const SrDataOptions& options)>;
+using SrEvalFactory =
+    std::function<std::vector<SrEvalImage>(const std::string& data, const SrDataOptions& options)>;
 
 /// One dataset reader or generator. An entry belongs to one application family and fills that
 /// family's factories only ("classify": `classify`; "sr": `sr` and `sr_eval`).

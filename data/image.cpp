@@ -28,7 +28,14 @@ at::Tensor read_image(const fs::path& path) {
 void write_image(const fs::path& path, const at::Tensor& chw) {
   TORCH_CHECK(chw.dim() == 3 && (chw.size(0) == 1 || chw.size(0) == 3),
               "write_image expects [1|3, H, W], got ", chw.sizes());
-  auto u8 = chw.detach().cpu().clamp(0, 1).mul(255).round().to(torch::kUInt8).permute({1, 2, 0}).contiguous();
+  auto u8 = chw.detach()
+                .cpu()
+                .clamp(0, 1)
+                .mul(255)
+                .round()
+                .to(torch::kUInt8)
+                .permute({1, 2, 0})
+                .contiguous();
   cv::Mat img(static_cast<int>(u8.size(0)), static_cast<int>(u8.size(1)),
               chw.size(0) == 3 ? CV_8UC3 : CV_8UC1, u8.data_ptr());
   if (chw.size(0) == 3) cv::cvtColor(img, img, cv::COLOR_RGB2BGR);

@@ -13,7 +13,8 @@ std::vector<fs::path> list_images(const fs::path& dir) {
   if (!fs::exists(dir)) throw InputError("data folder " + dir.string() + " does not exist");
   if (!fs::is_directory(dir)) throw InputError("data path " + dir.string() + " is not a folder");
   std::vector<fs::path> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink))
+  for (const auto& e :
+       fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink))
     if (e.is_regular_file() && is_image_file(e.path())) out.push_back(e.path());
   std::sort(out.begin(), out.end());
   return out;
@@ -51,7 +52,8 @@ ImageSplit split_image_folder(const fs::path& root) {
   if (all.size() < 2)
     throw InputError("data folder " + root.string() +
                      " holds one image; at least two are needed to hold one out for validation");
-  for (size_t i = 0; i < all.size(); ++i) (i % 10 == 9 || (all.size() < 10 && i + 1 == all.size()) ? s.val : s.train).push_back(all[i]);
+  for (size_t i = 0; i < all.size(); ++i)
+    (i % 10 == 9 || (all.size() < 10 && i + 1 == all.size()) ? s.val : s.train).push_back(all[i]);
   return s;
 }
 

@@ -9,8 +9,8 @@ namespace {
 at::Tensor shave_border(const at::Tensor& t, int64_t shave) {
   if (shave <= 0) return t;
   int64_t h = t.size(-2), w = t.size(-1);
-  TORCH_CHECK(h > 2 * shave && w > 2 * shave, "image of ", h, "x", w, " is too small to shave ", shave,
-              " pixels from each border");
+  TORCH_CHECK(h > 2 * shave && w > 2 * shave, "image of ", h, "x", w, " is too small to shave ",
+              shave, " pixels from each border");
   return t.narrow(-2, shave, h - 2 * shave).narrow(-1, shave, w - 2 * shave);
 }
 }  // namespace
@@ -29,7 +29,8 @@ double ssim(const at::Tensor& a, const at::Tensor& b, int64_t shave) {
   auto y = shave_border(b.to(torch::kFloat64), shave) * 255.0;
   x = x.reshape({1, 1, x.size(-2), x.size(-1)});
   y = y.reshape({1, 1, y.size(-2), y.size(-1)});
-  TORCH_CHECK(x.size(-2) >= 11 && x.size(-1) >= 11, "ssim needs at least 11x11 pixels after shaving");
+  TORCH_CHECK(x.size(-2) >= 11 && x.size(-1) >= 11,
+              "ssim needs at least 11x11 pixels after shaving");
   auto g = torch::arange(11, torch::kFloat64) - 5;
   g = torch::exp(-(g * g) / (2 * 1.5 * 1.5));
   auto win = torch::outer(g, g);

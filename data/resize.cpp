@@ -60,8 +60,12 @@ at::Tensor imresize(const at::Tensor& image, double scale) {
   auto out_w = static_cast<int64_t>(std::ceil(image.size(-1) * scale - 1e-9));
   const int64_t h = image.size(-2), w = image.size(-1);
   auto x = image.to(torch::kFloat32);
-  auto rows = [&](const at::Tensor& t) { return torch::matmul(bicubic_resize_matrix(h, out_h, scale), t); };
-  auto cols = [&](const at::Tensor& t) { return torch::matmul(t, bicubic_resize_matrix(w, out_w, scale).t()); };
+  auto rows = [&](const at::Tensor& t) {
+    return torch::matmul(bicubic_resize_matrix(h, out_h, scale), t);
+  };
+  auto cols = [&](const at::Tensor& t) {
+    return torch::matmul(t, bicubic_resize_matrix(w, out_w, scale).t());
+  };
   return cols(rows(x));
 }
 

@@ -39,7 +39,8 @@ int64_t SrTrainSet::size() const {
 
 Example SrTrainSet::get(int64_t index, int64_t epoch) const {
   const auto& img = images_[index % images_.size()];
-  Rng rng = Rng::from(options_.seed, static_cast<uint64_t>(epoch) * 0x10001 + 7, static_cast<uint64_t>(index));
+  Rng rng = Rng::from(options_.seed, static_cast<uint64_t>(epoch) * 0x10001 + 7,
+                      static_cast<uint64_t>(index));
   const int64_t p = options_.patch_size;
   int64_t y = rng.integer(0, img.size(1) - p), x = rng.integer(0, img.size(2) - p);
   auto hr = img.narrow(1, y, p).narrow(2, x, p);
@@ -74,7 +75,8 @@ std::vector<SrEvalImage> make_sr_eval_images(const std::vector<at::Tensor>& hr_r
 
 namespace {
 
-std::vector<at::Tensor> read_all(const std::vector<fs::path>& paths, std::vector<std::string>* names) {
+std::vector<at::Tensor> read_all(const std::vector<fs::path>& paths,
+                                 std::vector<std::string>* names) {
   std::vector<at::Tensor> out;
   for (const auto& p : paths) {
     out.push_back(read_image(p));
@@ -83,9 +85,11 @@ std::vector<at::Tensor> read_all(const std::vector<fs::path>& paths, std::vector
   return out;
 }
 
-void synthetic_val(const SrDataOptions& o, std::vector<at::Tensor>& imgs, std::vector<std::string>& names) {
+void synthetic_val(const SrDataOptions& o, std::vector<at::Tensor>& imgs,
+                   std::vector<std::string>& names) {
   for (int64_t i = 0; i < o.synthetic_val_images; ++i) {
-    imgs.push_back(render_synthetic_image(o.synthetic_size, o.synthetic_size, kSyntheticValSeed + i));
+    imgs.push_back(
+        render_synthetic_image(o.synthetic_size, o.synthetic_size, kSyntheticValSeed + i));
     names.push_back("synthetic_" + std::to_string(i) + ".png");
   }
 }
@@ -94,11 +98,12 @@ SrData load_sr_synthetic(const std::string&, const SrDataOptions& options) {
   std::vector<at::Tensor> train, val;
   std::vector<std::string> val_names;
   for (int64_t i = 0; i < options.synthetic_train_images; ++i)
-    train.push_back(render_synthetic_image(options.synthetic_size, options.synthetic_size, kSyntheticTrainSeed + i));
+    train.push_back(render_synthetic_image(options.synthetic_size, options.synthetic_size,
+                                           kSyntheticTrainSeed + i));
   synthetic_val(options, val, val_names);
   SrData d;
-  d.description = "synthetic (" + std::to_string(train.size()) + " training, " + std::to_string(val.size()) +
-                  " validation images)";
+  d.description = "synthetic (" + std::to_string(train.size()) + " training, " +
+                  std::to_string(val.size()) + " validation images)";
   d.train = std::make_unique<SrTrainSet>(std::move(train), options);
   d.val = make_sr_eval_images(val, val_names, options);
   return d;
@@ -118,9 +123,10 @@ SrData load_sr_folder(const std::string& data, const SrDataOptions& options) {
   auto val = read_all(split.val, &val_names);
   for (size_t i = 0; i < train.size(); ++i)
     if (train[i].size(1) < options.patch_size || train[i].size(2) < options.patch_size)
-      throw InputError("training image " + split.train[i].string() + " (" + std::to_string(train[i].size(2)) + "x" +
-                       std::to_string(train[i].size(1)) + ") is smaller than the " +
-                       std::to_string(options.patch_size) + "-pixel patch size");
+      throw InputError("training image " + split.train[i].string() + " (" +
+                       std::to_string(train[i].size(2)) + "x" + std::to_string(train[i].size(1)) +
+                       ") is smaller than the " + std::to_string(options.patch_size) +
+                       "-pixel patch size");
   SrData d;
   d.description = data + " (" + split.layout + ": " + std::to_string(train.size()) + " training, " +
                   std::to_string(val.size()) + " validation images)";
@@ -129,7 +135,8 @@ SrData load_sr_folder(const std::string& data, const SrDataOptions& options) {
   return d;
 }
 
-std::vector<SrEvalImage> load_sr_folder_eval(const std::string& data, const SrDataOptions& options) {
+std::vector<SrEvalImage> load_sr_folder_eval(const std::string& data,
+                                             const SrDataOptions& options) {
   // A held-out split when the folder has one; otherwise every image (a test set like Set5).
   ImageSplit split = split_image_folder_or_all(data);
   std::vector<std::string> names;
@@ -137,8 +144,9 @@ std::vector<SrEvalImage> load_sr_folder_eval(const std::string& data, const SrDa
   return make_sr_eval_images(val, names, options);
 }
 
-DatasetSpec sr_spec(std::string selected_by, int order, std::function<bool(const std::string&)> recognises,
-                    SrDatasetFactory load, SrEvalFactory eval) {
+DatasetSpec sr_spec(std::string selected_by, int order,
+                    std::function<bool(const std::string&)> recognises, SrDatasetFactory load,
+                    SrEvalFactory eval) {
   DatasetSpec s;
   s.family = "sr";
   s.selected_by = std::move(selected_by);
@@ -158,15 +166,21 @@ const DatasetSpec& sr_dataset_for(const std::string& data) {
 
 void register_sr_datasets(Registry<DatasetSpec>& r) {
   r.add("sr/synthetic",
-        sr_spec("--data synthetic", 0, [](const std::string& d) { return d == "synthetic"; }, load_sr_synthetic,
-                load_sr_synthetic_eval),
-        "seeded synthetic images (gradients, edges, textures, text-like strokes); LR by bicubic imresize");
+        sr_spec(
+            "--data synthetic", 0, [](const std::string& d) { return d == "synthetic"; },
+            load_sr_synthetic, load_sr_synthetic_eval),
+        "seeded synthetic images (gradients, edges, textures, text-like strokes); LR by bicubic "
+        "imresize");
   // The folder's layout (BSDS300, train/ + val/, or flat) is recognised by split_image_folder.
   r.add("sr/folder",
-        sr_spec("a folder of images: images/train + images/test (BSDS300), train/ + val|valid|validation|test/, "
-                "or flat",
-                1, [](const std::string& d) { return d != "synthetic"; }, load_sr_folder, load_sr_folder_eval),
-        "HR images, LR by MATLAB-compatible bicubic imresize; a flat folder holds out every tenth image for "
+        sr_spec(
+            "a folder of images: images/train + images/test (BSDS300), train/ + "
+            "val|valid|validation|test/, "
+            "or flat",
+            1, [](const std::string& d) { return d != "synthetic"; }, load_sr_folder,
+            load_sr_folder_eval),
+        "HR images, LR by MATLAB-compatible bicubic imresize; a flat folder holds out every tenth "
+        "image for "
         "validation (and is tested whole: Set5, Set14)");
 }
 

@@ -25,7 +25,8 @@ void gradient_background(cv::Mat& img, Rng& rng) {
     for (int x = 0; x < img.cols; ++x) {
       double t = radial ? std::hypot(x - cx, y - cy) / diag
                         : 0.5 + ((x - img.cols / 2.0) * std::cos(angle) +
-                                 (y - img.rows / 2.0) * std::sin(angle)) / diag;
+                                 (y - img.rows / 2.0) * std::sin(angle)) /
+                                    diag;
       t = std::min(1.0, std::max(0.0, t));
       cv::Vec3f c = a * (1 - t) + b * t;
       row[x] = cv::Vec3b(cv::saturate_cast<uchar>(c[0]), cv::saturate_cast<uchar>(c[1]),
@@ -73,11 +74,13 @@ cv::Mat texture(int h, int w, Rng& rng) {
 void paste_texture(cv::Mat& img, Rng& rng) {
   int w = static_cast<int>(rng.integer(img.cols / 6, img.cols / 2));
   int h = static_cast<int>(rng.integer(img.rows / 6, img.rows / 2));
-  int x = static_cast<int>(rng.integer(0, img.cols - w)), y = static_cast<int>(rng.integer(0, img.rows - h));
+  int x = static_cast<int>(rng.integer(0, img.cols - w)),
+      y = static_cast<int>(rng.integer(0, img.rows - h));
   cv::Mat tex = texture(h, w, rng);
   cv::Mat mask = cv::Mat::zeros(h, w, CV_8U);
   if (rng.coin()) {
-    cv::ellipse(mask, cv::Point(w / 2, h / 2), cv::Size(w / 2, h / 2), 0, 0, 360, 255, -1, cv::LINE_AA);
+    cv::ellipse(mask, cv::Point(w / 2, h / 2), cv::Size(w / 2, h / 2), 0, 0, 360, 255, -1,
+                cv::LINE_AA);
   } else {
     mask.setTo(255);
   }
@@ -108,13 +111,16 @@ void draw_shape(cv::Mat& img, Rng& rng) {
       for (int i = 0; i < n; ++i)
         pts.emplace_back(c.x + static_cast<int>(rng.integer(-size, size)),
                          c.y + static_cast<int>(rng.integer(-size, size)));
-      if (thickness < 0) cv::fillPoly(img, std::vector<std::vector<cv::Point>>{pts}, color, cv::LINE_AA);
-      else cv::polylines(img, pts, true, color, thickness, cv::LINE_AA);
+      if (thickness < 0)
+        cv::fillPoly(img, std::vector<std::vector<cv::Point>>{pts}, color, cv::LINE_AA);
+      else
+        cv::polylines(img, pts, true, color, thickness, cv::LINE_AA);
       break;
     }
     default:
       cv::line(img, c,
-               cv::Point(static_cast<int>(rng.integer(0, W - 1)), static_cast<int>(rng.integer(0, H - 1))),
+               cv::Point(static_cast<int>(rng.integer(0, W - 1)),
+                         static_cast<int>(rng.integer(0, H - 1))),
                color, static_cast<int>(rng.integer(1, 3)), cv::LINE_AA);
   }
 }
@@ -122,7 +128,7 @@ void draw_shape(cv::Mat& img, Rng& rng) {
 void draw_text(cv::Mat& img, Rng& rng) {
   static const char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   static const int kFonts[] = {cv::FONT_HERSHEY_SIMPLEX, cv::FONT_HERSHEY_PLAIN,
-                               cv::FONT_HERSHEY_DUPLEX, cv::FONT_HERSHEY_COMPLEX,
+                               cv::FONT_HERSHEY_DUPLEX,  cv::FONT_HERSHEY_COMPLEX,
                                cv::FONT_HERSHEY_TRIPLEX, cv::FONT_HERSHEY_SCRIPT_SIMPLEX};
   std::string s;
   int len = static_cast<int>(rng.integer(2, 8));

@@ -9,7 +9,7 @@ namespace igb::data {
 
 const std::vector<std::string>& synthetic_shape_classes() {
   static const std::vector<std::string> names = {"circle", "square", "triangle", "star", "cross",
-                                                 "ring", "bar", "crescent", "ell", "frame"};
+                                                 "ring",   "bar",    "crescent", "ell",  "frame"};
   return names;
 }
 
@@ -20,11 +20,13 @@ cv::Point2f rotate(cv::Point2f p, double a) {
           static_cast<float>(p.x * std::sin(a) + p.y * std::cos(a))};
 }
 
-std::vector<cv::Point> place(const std::vector<cv::Point2f>& unit, cv::Point2f c, double r, double a, int shift) {
+std::vector<cv::Point> place(const std::vector<cv::Point2f>& unit, cv::Point2f c, double r,
+                             double a, int shift) {
   std::vector<cv::Point> pts;
   for (const auto& u : unit) {
     auto p = rotate(u, a) * static_cast<float>(r) + c;
-    pts.emplace_back(static_cast<int>(std::lround(p.x * (1 << shift))), static_cast<int>(std::lround(p.y * (1 << shift))));
+    pts.emplace_back(static_cast<int>(std::lround(p.x * (1 << shift))),
+                     static_cast<int>(std::lround(p.y * (1 << shift))));
   }
   return pts;
 }
@@ -33,13 +35,14 @@ std::vector<cv::Point2f> regular(int n, double phase, double radius = 1.0) {
   std::vector<cv::Point2f> v;
   for (int i = 0; i < n; ++i) {
     double t = phase + 2 * M_PI * i / n;
-    v.emplace_back(static_cast<float>(radius * std::cos(t)), static_cast<float>(radius * std::sin(t)));
+    v.emplace_back(static_cast<float>(radius * std::cos(t)),
+                   static_cast<float>(radius * std::sin(t)));
   }
   return v;
 }
 
-void fill(cv::Mat& img, const std::vector<std::vector<cv::Point2f>>& polys, cv::Point2f c, double r, double a,
-          const cv::Scalar& color) {
+void fill(cv::Mat& img, const std::vector<std::vector<cv::Point2f>>& polys, cv::Point2f c, double r,
+          double a, const cv::Scalar& color) {
   constexpr int kShift = 4;  // sub-pixel precision for anti-aliasing
   std::vector<std::vector<cv::Point>> pts;
   for (const auto& p : polys) pts.push_back(place(p, c, r, a, kShift));
@@ -60,8 +63,9 @@ at::Tensor render_synthetic_shape(int64_t label, int64_t size, uint64_t seed) {
     for (int x = 0; x < n; ++x) {
       double t = 0.5 + ((x - n / 2.0) * std::cos(ga) + (y - n / 2.0) * std::sin(ga)) / (1.5 * n);
       cv::Vec3d c = b0 * (1 - t) + b1 * t;
-      img.at<cv::Vec3b>(y, x) = cv::Vec3b(cv::saturate_cast<uchar>(c[0]), cv::saturate_cast<uchar>(c[1]),
-                                          cv::saturate_cast<uchar>(c[2]));
+      img.at<cv::Vec3b>(y, x) =
+          cv::Vec3b(cv::saturate_cast<uchar>(c[0]), cv::saturate_cast<uchar>(c[1]),
+                    cv::saturate_cast<uchar>(c[2]));
     }
   auto contrasting = [&]() {
     for (int tries = 0;; ++tries) {
@@ -75,7 +79,8 @@ at::Tensor render_synthetic_shape(int64_t label, int64_t size, uint64_t seed) {
     cv::Scalar col(rng.uniform(0, 255), rng.uniform(0, 255), rng.uniform(0, 255));
     cv::Point p0(static_cast<int>(rng.integer(0, n - 1)), static_cast<int>(rng.integer(0, n - 1)));
     if (rng.coin()) {
-      cv::Point p1 = p0 + cv::Point(static_cast<int>(rng.integer(-n / 4, n / 4)), static_cast<int>(rng.integer(-n / 4, n / 4)));
+      cv::Point p1 = p0 + cv::Point(static_cast<int>(rng.integer(-n / 4, n / 4)),
+                                    static_cast<int>(rng.integer(-n / 4, n / 4)));
       cv::line(img, p0, p1, col, 1, cv::LINE_AA);
     } else {
       cv::circle(img, p0, static_cast<int>(rng.integer(1, 2)), col, -1, cv::LINE_AA);
@@ -89,33 +94,47 @@ at::Tensor render_synthetic_shape(int64_t label, int64_t size, uint64_t seed) {
   const cv::Scalar col = contrasting();
   const cv::Scalar bg(b0[0], b0[1], b0[2]);
   switch (label) {
-    case 0: fill(img, {regular(48, 0)}, c, r, a, col); break;
-    case 1: fill(img, {regular(4, M_PI / 4)}, c, r, a, col); break;
-    case 2: fill(img, {regular(3, -M_PI / 2)}, c, r, a, col); break;
+    case 0:
+      fill(img, {regular(48, 0)}, c, r, a, col);
+      break;
+    case 1:
+      fill(img, {regular(4, M_PI / 4)}, c, r, a, col);
+      break;
+    case 2:
+      fill(img, {regular(3, -M_PI / 2)}, c, r, a, col);
+      break;
     case 3: {
       std::vector<cv::Point2f> star;
       for (int i = 0; i < 10; ++i) {
         double t = -M_PI / 2 + M_PI * i / 5, rr = i % 2 ? 0.42 : 1.0;
-        star.emplace_back(static_cast<float>(rr * std::cos(t)), static_cast<float>(rr * std::sin(t)));
+        star.emplace_back(static_cast<float>(rr * std::cos(t)),
+                          static_cast<float>(rr * std::sin(t)));
       }
       fill(img, {star}, c, r, a, col);
       break;
     }
     case 4: {
       const float w = 0.28f;
-      fill(img, {{{-1, -w}, {1, -w}, {1, w}, {-1, w}}, {{-w, -1}, {w, -1}, {w, 1}, {-w, 1}}}, c, r, a, col);
+      fill(img, {{{-1, -w}, {1, -w}, {1, w}, {-1, w}}, {{-w, -1}, {w, -1}, {w, 1}, {-w, 1}}}, c, r,
+           a, col);
       break;
     }
     case 5:
       fill(img, {regular(48, 0)}, c, r, a, col);
       fill(img, {regular(48, 0, 0.55)}, c, r, a, bg);
       break;
-    case 6: fill(img, {{{-1, -0.25f}, {1, -0.25f}, {1, 0.25f}, {-1, 0.25f}}}, c, r, a, col); break;
+    case 6:
+      fill(img, {{{-1, -0.25f}, {1, -0.25f}, {1, 0.25f}, {-1, 0.25f}}}, c, r, a, col);
+      break;
     case 7:
       fill(img, {regular(48, 0)}, c, r, a, col);
-      fill(img, {regular(48, 0)}, c + rotate({0.45f, 0}, a) * static_cast<float>(r), r * 0.85, a, bg);
+      fill(img, {regular(48, 0)}, c + rotate({0.45f, 0}, a) * static_cast<float>(r), r * 0.85, a,
+           bg);
       break;
-    case 8: fill(img, {{{-0.8f, -1}, {-0.3f, -1}, {-0.3f, 0.5f}, {0.8f, 0.5f}, {0.8f, 1}, {-0.8f, 1}}}, c, r, a, col); break;
+    case 8:
+      fill(img, {{{-0.8f, -1}, {-0.3f, -1}, {-0.3f, 0.5f}, {0.8f, 0.5f}, {0.8f, 1}, {-0.8f, 1}}}, c,
+           r, a, col);
+      break;
     default:
       fill(img, {regular(4, M_PI / 4)}, c, r, a, col);
       fill(img, {regular(4, M_PI / 4, 0.6)}, c, r, a, bg);
@@ -126,7 +145,8 @@ at::Tensor render_synthetic_shape(int64_t label, int64_t size, uint64_t seed) {
   for (int y = 0; y < n; ++y)
     for (int x = 0; x < n; ++x)
       for (int k = 0; k < 3; ++k) {
-        double v = img.at<cv::Vec3b>(y, x)[k] + sigma * (rng.uniform() + rng.uniform() + rng.uniform() - 1.5) * 2;
+        double v = img.at<cv::Vec3b>(y, x)[k] +
+                   sigma * (rng.uniform() + rng.uniform() + rng.uniform() - 1.5) * 2;
         img.at<cv::Vec3b>(y, x)[k] = cv::saturate_cast<uchar>(v);
       }
   auto t = torch::from_blob(img.data, {n, n, 3}, torch::kUInt8).clone();

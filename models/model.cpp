@@ -38,8 +38,9 @@ std::vector<std::string> model_names(const std::string& family) {
 void check_model_family(const std::string& name, const std::string& family) {
   const auto& r = model_registry();
   if (r.contains(name) && r.get(name).family == family) return;
-  const std::string what = r.contains(name) ? "model '" + name + "' is a " + r.get(name).family + " model"
-                                            : "unknown model '" + name + "'";
+  const std::string what = r.contains(name)
+                               ? "model '" + name + "' is a " + r.get(name).family + " model"
+                               : "unknown model '" + name + "'";
   throw InputError(what + "; valid " + family + " models: " + join(model_names(family)));
 }
 
@@ -54,7 +55,8 @@ OptionReader::OptionReader(std::string model, const nlohmann::json& options)
   if (!options_.is_object()) throw InputError("model " + model_ + ": options must be a mapping");
 }
 
-void OptionReader::check_range(const std::string& key, int64_t value, int64_t lo, int64_t hi) const {
+void OptionReader::check_range(const std::string& key, int64_t value, int64_t lo,
+                               int64_t hi) const {
   if (value < lo || value > hi)
     throw InputError("model " + model_ + ": option '" + key + "' = " + std::to_string(value) +
                      " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
@@ -63,8 +65,8 @@ void OptionReader::check_range(const std::string& key, int64_t value, int64_t lo
 void OptionReader::finish() const {
   for (const auto& kv : options_.items()) {
     if (std::find(known_.begin(), known_.end(), kv.key()) == known_.end())
-      throw InputError("model " + model_ + " has no option '" + kv.key() + "'; valid options: " +
-                       join(known_));
+      throw InputError("model " + model_ + " has no option '" + kv.key() +
+                       "'; valid options: " + join(known_));
   }
 }
 
@@ -77,13 +79,15 @@ namespace igb::models {
 Model model_from_checkpoint(const Checkpoint& checkpoint) {
   const auto& meta = checkpoint.meta();
   if (!model_registry().contains(meta.model))
-    throw InputError("checkpoint " + checkpoint.path().string() + " names model '" + meta.model +
-                     "', which this build does not have; valid models: " + join(model_registry().names()));
+    throw InputError(
+        "checkpoint " + checkpoint.path().string() + " names model '" + meta.model +
+        "', which this build does not have; valid models: " + join(model_registry().names()));
   Model model = create_model(meta.model, meta.model_options);
   // A thinned model: replay its thinning recipes on the dense model, then load the weights.
   for (size_t i = 0; i < meta.thinning_recipes.size(); ++i)
-    apply_thinning_recipe(*model, meta.thinning_recipes[i],
-                          checkpoint.path().string() + " (thinning recipe " + std::to_string(i + 1) + ")");
+    apply_thinning_recipe(
+        *model, meta.thinning_recipes[i],
+        checkpoint.path().string() + " (thinning recipe " + std::to_string(i + 1) + ")");
   checkpoint.load_model(*model);
   return model;
 }

@@ -19,8 +19,9 @@ namespace fs = std::filesystem;
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& config,
                                                         const std::vector<torch::Tensor>& params) {
   if (config.optimizer == "sgd")
-    return std::make_unique<torch::optim::SGD>(
-        params, torch::optim::SGDOptions(config.lr).momentum(config.momentum).weight_decay(config.weight_decay));
+    return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(config.lr)
+                                                           .momentum(config.momentum)
+                                                           .weight_decay(config.weight_decay));
   if (config.optimizer == "adam")
     return std::make_unique<torch::optim::Adam>(
         params, torch::optim::AdamOptions(config.lr).weight_decay(config.weight_decay));
@@ -29,7 +30,8 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& confi
 
 double decayed_lr(const TrainConfig& config, int64_t epoch) {
   if (config.lr_decay != "cosine" || config.epochs <= 1) return config.lr;
-  const double lo = config.lr / 100, t = static_cast<double>(epoch) / static_cast<double>(config.epochs - 1);
+  const double lo = config.lr / 100,
+               t = static_cast<double>(epoch) / static_cast<double>(config.epochs - 1);
   return lo + 0.5 * (config.lr - lo) * (1 + std::cos(M_PI * t));
 }
 
@@ -50,7 +52,8 @@ Trainer::Trainer(const TrainConfig& config, RunContext& ctx, TrainingTask& task,
 void Trainer::resume_from(const Checkpoint& ckpt) {
   ckpt.load_model(*model_);
   if (!ckpt.load_optimizer(*optimizer_))
-    ctx_.logger->warn("checkpoint " + ckpt.path().string() + " holds no optimizer state; starting it afresh");
+    ctx_.logger->warn("checkpoint " + ckpt.path().string() +
+                      " holds no optimizer state; starting it afresh");
   torch::serialize::InputArchive sched;
   if (ckpt.scheduler_archive(sched)) hooks_.load_state(sched);
   ckpt.restore_rng();
@@ -59,11 +62,13 @@ void Trainer::resume_from(const Checkpoint& ckpt) {
   best_epoch_ = m.best_epoch;
   best_value_ = m.best_metric;
   if (m.extra.contains("best_metrics"))
-    for (const auto& kv : m.extra["best_metrics"].items()) best_metrics_.emplace_back(kv.key(), kv.value().get<double>());
+    for (const auto& kv : m.extra["best_metrics"].items())
+      best_metrics_.emplace_back(kv.key(), kv.value().get<double>());
   train_seconds_ = m.extra.value("train_seconds", 0.0);
   if (start_epoch_ >= config_.epochs)
     throw InputError("checkpoint " + ckpt.path().string() + " has already trained " +
-                     std::to_string(start_epoch_) + " epochs; --epochs is the total, so raise it above " +
+                     std::to_string(start_epoch_) +
+                     " epochs; --epochs is the total, so raise it above " +
                      std::to_string(start_epoch_) + " to continue");
   resumed_from_ = ckpt.path().string();
   recipes_ = m.thinning_recipes;
@@ -92,7 +97,8 @@ double Trainer::train_epoch(int64_t epoch) {
   progress.begin_epoch(epoch, config_.epochs, batches);
 
   model_->train();
-  if (config_.lr_decay != "none" && !hooks_.controls_lr()) set_lr(*optimizer_, decayed_lr(config_, epoch));
+  if (config_.lr_decay != "none" && !hooks_.controls_lr())
+    set_lr(*optimizer_, decayed_lr(config_, epoch));
   hooks_.on_epoch_begin(epoch, *optimizer_);
   loader.start_epoch(epoch);
   data::Example batch;
@@ -120,7 +126,8 @@ double Trainer::train_minibatch(const compress::MinibatchInfo& info, const data:
   double l = loss.item<double>();
   if (!std::isfinite(l))
     throw std::runtime_error("training diverged: loss is " + std::to_string(l) + " at epoch " +
-                             std::to_string(info.epoch) + ", batch " + std::to_string(info.batch) + " (lower --lr)");
+                             std::to_string(info.epoch) + ", batch " + std::to_string(info.batch) +
+                             " (lower --lr)");
   return l;
 }
 
@@ -138,7 +145,8 @@ nlohmann::json Trainer::make_summary(const Metrics& last) const {
   for (const auto& r : recipes_)
     if (r.contains("epoch")) {
       nlohmann::json t = {{"epoch", r["epoch"]}, {"kind", r["kind"]}};
-      for (const char* k : {"macs_before", "macs_after", "params_before", "params_after", "previous_metrics", "metrics"})
+      for (const char* k : {"macs_before", "macs_after", "params_before", "params_after",
+                            "previous_metrics", "metrics"})
         if (r.contains(k)) t[k] = r[k];
       thinning.push_back(t);
     }
@@ -177,14 +185,17 @@ void Trainer::open_run_directory(const fs::path& out) {
 }
 
 void Trainer::log_run_start(const fs::path& out) {
-  ctx_.logger->info("training " + config_.model + " for epochs " + std::to_string(start_epoch_) + "-" +
-                    std::to_string(config_.epochs - 1) + " on " + std::to_string(torch::get_num_threads()) +
-                    " threads (" + ctx_.device.str() + "), run directory " + out.string());
+  ctx_.logger->info("training " + config_.model + " for epochs " + std::to_string(start_epoch_) +
+                    "-" + std::to_string(config_.epochs - 1) + " on " +
+                    std::to_string(torch::get_num_threads()) + " threads (" + ctx_.device.str() +
+                    "), run directory " + out.string());
   if (!resumed_from_.empty()) ctx_.logger->info("resumed from " + resumed_from_);
   for (const auto& line : notes_) ctx_.logger->info(line);
-  if (!hooks_.schedule_text().empty()) write_text_atomically(out / "schedule.yaml", hooks_.schedule_text());
+  if (!hooks_.schedule_text().empty())
+    write_text_atomically(out / "schedule.yaml", hooks_.schedule_text());
   if (hooks_.controls_lr() && config_.lr_decay != "none")
-    ctx_.logger->info("the schedule's lr_schedulers set the learning rate; --lr-decay " + config_.lr_decay + " is off");
+    ctx_.logger->info("the schedule's lr_schedulers set the learning rate; --lr-decay " +
+                      config_.lr_decay + " is off");
 }
 
 Trainer::EpochRecord Trainer::train_and_validate(int64_t epoch) {
@@ -221,7 +232,8 @@ void Trainer::end_epoch(EpochRecord& r) {
 
 bool Trainer::update_best(const EpochRecord& r) {
   double value = metric(r.metrics, task_.primary_metric());
-  bool improved = best_epoch_ < 0 || (task_.higher_is_better() ? value > best_value_ : value < best_value_);
+  bool improved =
+      best_epoch_ < 0 || (task_.higher_is_better() ? value > best_value_ : value < best_value_);
   if (improved) {
     best_epoch_ = r.epoch;
     best_value_ = value;
@@ -234,13 +246,14 @@ void Trainer::log_epoch(const EpochRecord& r) {
   std::string sparsity_text;
   for (const auto& sc : r.scalars)
     if (sc.column == "sparsity") sparsity_text = "  sparsity " + fixed(100 * sc.value, 2) + "%";
-  ctx_.logger->info("==> epoch " + std::to_string(r.epoch) + "/" + std::to_string(config_.epochs - 1) + "  loss " +
-                    fixed(r.train_loss, 6) + "  " + task_.describe(r.metrics) + sparsity_text + "  lr " +
-                    std::to_string(r.lr) + "  " + fixed(r.seconds, 1) + "s" + (r.improved ? "  (best)" : ""));
+  ctx_.logger->info("==> epoch " + std::to_string(r.epoch) + "/" +
+                    std::to_string(config_.epochs - 1) + "  loss " + fixed(r.train_loss, 6) + "  " +
+                    task_.describe(r.metrics) + sparsity_text + "  lr " + std::to_string(r.lr) +
+                    "  " + fixed(r.seconds, 1) + "s" + (r.improved ? "  (best)" : ""));
 }
 
-void Trainer::write_metrics(const EpochRecord& r, const fs::path& out, std::unique_ptr<CsvAppender>& csv,
-                            EventWriter& events) {
+void Trainer::write_metrics(const EpochRecord& r, const fs::path& out,
+                            std::unique_ptr<CsvAppender>& csv, EventWriter& events) {
   if (!csv) {
     std::vector<std::string> cols{"epoch", "lr", "train_loss"};
     for (const auto& kv : r.metrics) cols.push_back(kv.first);
@@ -248,8 +261,9 @@ void Trainer::write_metrics(const EpochRecord& r, const fs::path& out, std::uniq
     cols.push_back("time_s");
     csv = std::make_unique<CsvAppender>((out / "metrics.csv").string(), cols);
   }
-  std::vector<std::pair<std::string, std::string>> row{
-      {"epoch", std::to_string(r.epoch)}, {"lr", std::to_string(r.lr)}, {"train_loss", fixed(r.train_loss, 6)}};
+  std::vector<std::pair<std::string, std::string>> row{{"epoch", std::to_string(r.epoch)},
+                                                       {"lr", std::to_string(r.lr)},
+                                                       {"train_loss", fixed(r.train_loss, 6)}};
   for (const auto& kv : r.metrics) row.emplace_back(kv.first, fixed(kv.second, 4));
   for (const auto& sc : r.scalars) row.emplace_back(sc.column, fixed(sc.value, 6));
   row.emplace_back("time_s", fixed(r.seconds, 2));
@@ -298,22 +312,24 @@ nlohmann::json Trainer::run() {
 Checkpoint load_checkpoint_for(const std::string& path, const std::string& optform) {
   Checkpoint ckpt = Checkpoint::load(path);
   if (ckpt.meta().optform != optform)
-    throw InputError("checkpoint " + path + " was trained with --optform=" + ckpt.meta().optform + ", not " + optform);
+    throw InputError("checkpoint " + path + " was trained with --optform=" + ckpt.meta().optform +
+                     ", not " + optform);
   return ckpt;
 }
 
-std::unique_ptr<compress::TrainingHooks> make_schedule(const TrainConfig& config, ModelImpl& model, Logger* logger,
-                                                       const Checkpoint* resume) {
+std::unique_ptr<compress::TrainingHooks> make_schedule(const TrainConfig& config, ModelImpl& model,
+                                                       Logger* logger, const Checkpoint* resume) {
   std::unique_ptr<compress::CompressionScheduler> schedule;
   if (!config.compress.empty())
     schedule = compress::CompressionScheduler::from_file(config.compress, model, config.lr, logger);
   else if (resume && !resume->meta().schedule_text.empty())
-    schedule = compress::CompressionScheduler::from_text(resume->meta().schedule_text,
-                                                         resume->path().string() + " (its schedule)", model,
-                                                         config.lr, logger);
+    schedule = compress::CompressionScheduler::from_text(
+        resume->meta().schedule_text, resume->path().string() + " (its schedule)", model, config.lr,
+        logger);
   if (!schedule) return std::make_unique<compress::TrainingHooks>();
   // Thinning traces the model on its own input shape, on the device it trains on.
-  schedule->set_tracer(model.input_shape(), [&model](const torch::Tensor& x) { return model.forward(x); });
+  schedule->set_tracer(model.input_shape(),
+                       [&model](const torch::Tensor& x) { return model.forward(x); });
   return schedule;
 }
 

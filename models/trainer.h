@@ -97,8 +97,8 @@ class Trainer {
   void end_epoch(EpochRecord& record);
   bool update_best(const EpochRecord& record);
   void log_epoch(const EpochRecord& record);
-  void write_metrics(const EpochRecord& record, const std::filesystem::path& out, std::unique_ptr<CsvAppender>& csv,
-                     EventWriter& events);
+  void write_metrics(const EpochRecord& record, const std::filesystem::path& out,
+                     std::unique_ptr<CsvAppender>& csv, EventWriter& events);
   nlohmann::json write_checkpoints(const EpochRecord& record, const std::filesystem::path& out);
 
   void save(const std::filesystem::path& path, int64_t epoch, const Metrics& last);
@@ -132,8 +132,8 @@ Checkpoint load_checkpoint_for(const std::string& path, const std::string& optfo
 
 /// The compression schedule of a run: --compress FILE, else the schedule saved in the checkpoint
 /// being resumed, else the empty schedule. Validated against `model` (InputError).
-std::unique_ptr<compress::TrainingHooks> make_schedule(const TrainConfig& config, ModelImpl& model, Logger* logger,
-                                                       const Checkpoint* resume);
+std::unique_ptr<compress::TrainingHooks> make_schedule(const TrainConfig& config, ModelImpl& model,
+                                                       Logger* logger, const Checkpoint* resume);
 
 /// Looks up `name` in `metrics` (NaN when absent).
 double metric(const Metrics& metrics, const std::string& name);

@@ -28,12 +28,17 @@ class ClassifyOptForm : public OptForm {
     train.lr_decay = "cosine";
     add_common_train_options(app, train);
     add_dataset_option(app);
-    app.add_option("--num-classes", config_.num_classes, "Output classes (0 = as many as the data has)")
-        ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{100000}));
-    app.add_option("--input-size", config_.input_size,
-                   "Side of the square input (0 = the model's: 32 for CIFAR models, 224 for ImageNet ones)")
-        ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{4096}));
-    app.add_option("--model-arg", model_args_, "Model option KEY=VALUE, repeatable (densenet_cifar: depth, growth)");
+    app.add_option("--num-classes", config_.num_classes,
+                   "Output classes (0 = as many as the data has)")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{0}, int64_t{100000}));
+    app.add_option(
+           "--input-size", config_.input_size,
+           "Side of the square input (0 = the model's: 32 for CIFAR models, 224 for ImageNet ones)")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{0}, int64_t{4096}));
+    app.add_option("--model-arg", model_args_,
+                   "Model option KEY=VALUE, repeatable (densenet_cifar: depth, growth)");
   }
 
   nlohmann::json run_train(RunContext& ctx, const std::string& config_yaml,
@@ -55,7 +60,8 @@ class ClassifyOptForm : public OptForm {
 
  private:
   void add_dataset_option(CLI::App& app) {
-    app.add_option("--dataset", config_.dataset, "Force the dataset format instead of recognising --data")
+    app.add_option("--dataset", config_.dataset,
+                   "Force the dataset format instead of recognising --data")
         ->capture_default_str()
         ->check(CLI::IsMember(dataset_choices()));
   }

@@ -14,8 +14,8 @@
 #include "options/common_options.h"
 #include "options/optform.h"
 #include "options/tool_commands.h"
-#include "tools/macs.h"
 #include "options/yaml_config.h"
+#include "tools/macs.h"
 
 namespace igb::options {
 
@@ -31,7 +31,8 @@ void register_builtin_optforms() {
   std::call_once(once, [] {
     models::register_builtin_models();
     auto& r = optform_registry();
-    r.add("classify", {make_classify_optform}, "image classification: CIFAR/ImageNet/MNIST zoo; top-1, top-5");
+    r.add("classify", {make_classify_optform},
+          "image classification: CIFAR/ImageNet/MNIST zoo; top-1, top-5");
     r.add("sr", {make_sr_optform}, "super-resolution: srcnn, fsrcnn, espcn, vdsr; PSNR/SSIM on Y");
     r.freeze();
   });
@@ -49,7 +50,9 @@ int take_optform(int argc, char** argv, std::string& optform) {
     return 2;
   }
   if (a == "--optform") {
-    if (argc < 3) throw InputError("--optform needs a value; valid optforms: " + join(optform_registry().names()));
+    if (argc < 3)
+      throw InputError("--optform needs a value; valid optforms: " +
+                       join(optform_registry().names()));
     optform = argv[2];
     return 3;
   }
@@ -64,12 +67,12 @@ int missing_optform(const std::string& program, int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
       std::cout << "usage: " << program << " --optform=NAME [options]\n\n"
-                << "--optform comes first and selects the application:\n" << list
-                << "\n" << program << " --optform=NAME --help lists that application's options.\n";
+                << "--optform comes first and selects the application:\n"
+                << list << "\n"
+                << program << " --optform=NAME --help lists that application's options.\n";
       return kExitOk;
     }
-    if (a.rfind("--optform", 0) == 0)
-      throw InputError("--optform must be the first argument");
+    if (a.rfind("--optform", 0) == 0) throw InputError("--optform must be the first argument");
   }
   throw InputError("the first argument must be --optform=NAME; valid optforms: " +
                    join(optform_registry().names()));
@@ -80,7 +83,8 @@ bool parse(CLI::App& app, int argc, char** argv, int first, YamlConfig* yaml) {
   for (int i = first; i + 1 < argc && yaml; ++i)
     if (std::string(argv[i]) == "--config") yaml->set_file(argv[i + 1]);
   for (int i = first; i < argc && yaml; ++i)
-    if (std::string(argv[i]).rfind("--config=", 0) == 0) yaml->set_file(std::string(argv[i]).substr(9));
+    if (std::string(argv[i]).rfind("--config=", 0) == 0)
+      yaml->set_file(std::string(argv[i]).substr(9));
   try {
     app.parse(argc - first + 1, argv + first - 1);
   } catch (const CLI::CallForHelp&) {
@@ -108,15 +112,18 @@ int train_main(int argc, char** argv) {
   if (!first) return missing_optform("igb-train", argc, argv);
   auto form = optform_registry().get(optform).make();
 
-  CLI::App app("Train a model of the " + optform + " application, optionally under a compression schedule.",
-               "igb-train --optform=" + optform);
+  CLI::App app(
+      "Train a model of the " + optform + " application, optionally under a compression schedule.",
+      "igb-train --optform=" + optform);
   models::TrainConfig train;
   train.model = form->default_model();
   form->add_train_options(app, train);
   auto yaml = std::make_shared<YamlConfig>(optform);
   yaml->set_app(&app);
   app.config_formatter(yaml);
-  app.set_config("--config", "", "Read options from a YAML file (long option names as keys); the command line overrides it");
+  app.set_config(
+      "--config", "",
+      "Read options from a YAML file (long option names as keys); the command line overrides it");
   app.allow_config_extras(CLI::config_extras_mode::error);
   if (parse(app, argc, argv, first, yaml.get())) return kExitOk;
 
@@ -126,9 +133,12 @@ int train_main(int argc, char** argv) {
   ctx.device = configure_runtime(train.threads, train.device);
   ctx.seed = train.seed;
   ctx.terminal = Progress::stderr_is_terminal();
-  if (!train.out.empty()) ctx.out_dir = train.out;
-  else if (!train.resume.empty()) ctx.out_dir = fs::path(train.resume).parent_path();
-  else ctx.out_dir = default_run_dir(train.model);
+  if (!train.out.empty())
+    ctx.out_dir = train.out;
+  else if (!train.resume.empty())
+    ctx.out_dir = fs::path(train.resume).parent_path();
+  else
+    ctx.out_dir = default_run_dir(train.model);
   if (ctx.out_dir.empty()) ctx.out_dir = ".";
 
   nlohmann::json config_json = {{"optform", optform}};
@@ -154,20 +164,24 @@ int test_main(int argc, char** argv) {
   if (!first) return missing_optform("igb-test", argc, argv);
   auto form = optform_registry().get(optform).make();
 
-  CLI::App app("Test a checkpoint of the " + optform + " application: rebuilds the model from the checkpoint alone.",
+  CLI::App app("Test a checkpoint of the " + optform +
+                   " application: rebuilds the model from the checkpoint alone.",
                "igb-test --optform=" + optform);
   std::string checkpoint, data = "synthetic", out, device = "cpu";
   int64_t threads = 0;
   std::vector<std::string> summary;
   app.add_option("--checkpoint", checkpoint, "Checkpoint (.ckpt) to test")->required();
   app.add_option("--summary", summary,
-                 "After testing, write these reports into the output folder: sparsity, macs, graph, profile "
+                 "After testing, write these reports into the output folder: sparsity, macs, "
+                 "graph, profile "
                  "(comma-separated)")
       ->delimiter(',')
       ->check(CLI::IsMember(summary_kinds()));
   app.add_option("--data", data, "'synthetic' or a data folder")->capture_default_str();
   app.add_option("--out", out, "Folder for test_summary.json (default: the checkpoint's folder)");
-  app.add_option("--device", device, "Device")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--device", device, "Device")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--threads", threads, "Intra-op threads (0 = all cores)")->capture_default_str();
   form->add_test_options(app);
   if (parse(app, argc, argv, first, nullptr)) return kExitOk;
@@ -179,7 +193,8 @@ int test_main(int argc, char** argv) {
   form->run_test(ctx, checkpoint, data, out);
   if (!summary.empty()) {
     const fs::path dir = out.empty() ? fs::path(checkpoint).parent_path() : fs::path(out);
-    write_summaries(load_tool_model("", {}, checkpoint, ""), summary, dir.empty() ? fs::path(".") : dir, logger);
+    write_summaries(load_tool_model("", {}, checkpoint, ""), summary,
+                    dir.empty() ? fs::path(".") : dir, logger);
   }
   return kExitOk;
 }

@@ -26,13 +26,18 @@ class SrOptForm : public OptForm {
     train.optimizer = "adam";
     add_common_train_options(app, train);
     app.add_option("--upscale", config_.upscale, "Upscaling factor")
-        ->capture_default_str()->check(CLI::IsMember({2, 3, 4}));
+        ->capture_default_str()
+        ->check(CLI::IsMember({2, 3, 4}));
     app.add_option("--patch-size", config_.patch_size,
                    "High-resolution training patch side in pixels (a multiple of --upscale)")
-        ->capture_default_str()->check(CLI::Range(int64_t{8}, int64_t{4096}));
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{8}, int64_t{4096}));
     app.add_option("--channels", config_.channels, "Train on luma (y) or on rgb; metrics are on Y")
-        ->capture_default_str()->check(CLI::IsMember({"y", "rgb"}));
-    app.add_option("--loss", config_.loss, "Training loss")->capture_default_str()->check(CLI::IsMember({"mse", "l1"}));
+        ->capture_default_str()
+        ->check(CLI::IsMember({"y", "rgb"}));
+    app.add_option("--loss", config_.loss, "Training loss")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"mse", "l1"}));
     app.add_option("--model-arg", model_args_,
                    "Model option KEY=VALUE, repeatable (fsrcnn: d, s, m; vdsr: depth)");
   }
@@ -50,7 +55,8 @@ class SrOptForm : public OptForm {
   }
 
   void add_test_options(CLI::App& app) override {
-    app.add_option("--save-images", save_images_, "Folder to write the super-resolved images (PNG) to");
+    app.add_option("--save-images", save_images_,
+                   "Folder to write the super-resolved images (PNG) to");
   }
 
   nlohmann::json run_test(RunContext& ctx, const std::string& checkpoint, const std::string& data,

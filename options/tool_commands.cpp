@@ -30,10 +30,12 @@ namespace fs = std::filesystem;
 
 ToolModel load_tool_model(const std::string& model, const std::vector<std::string>& options,
                           const std::string& checkpoint, const std::string& input) {
-  if (model.empty() == checkpoint.empty()) throw InputError("give either --model NAME or --checkpoint FILE");
+  if (model.empty() == checkpoint.empty())
+    throw InputError("give either --model NAME or --checkpoint FILE");
   ToolModel m;
   if (!checkpoint.empty()) {
-    if (!options.empty()) throw InputError("--model-arg applies to --model; a checkpoint rebuilds its own model");
+    if (!options.empty())
+      throw InputError("--model-arg applies to --model; a checkpoint rebuilds its own model");
     auto ckpt = Checkpoint::load(checkpoint);
     m.model = models::model_from_checkpoint(ckpt);
     m.name = ckpt.meta().model;
@@ -45,10 +47,11 @@ ToolModel load_tool_model(const std::string& model, const std::vector<std::strin
   m.input = input.empty() ? m.model->input_shape() : tools::parse_shape(input, "--input");
   const auto own = m.model->input_shape();
   if (m.input.size() != own.size())
-    throw InputError("--input " + input + ": " + m.name + " takes " + std::to_string(own.size()) + "-D input like " +
-                     tools::shape_to_string(own));
+    throw InputError("--input " + input + ": " + m.name + " takes " + std::to_string(own.size()) +
+                     "-D input like " + tools::shape_to_string(own));
   if (m.input[1] != own[1])
-    throw InputError("--input " + input + ": " + m.name + " takes " + std::to_string(own[1]) + "-channel input, like " + tools::shape_to_string(own));
+    throw InputError("--input " + input + ": " + m.name + " takes " + std::to_string(own[1]) +
+                     "-channel input, like " + tools::shape_to_string(own));
   return m;
 }
 
@@ -61,11 +64,12 @@ tools::SummaryGraph tool_graph(const ToolModel& m, const tools::Shape& input) {
 namespace {
 
 /// Profiles a tool model, logging progress, and prints its tables.
-tools::ModelProfile profile_and_print(const ToolModel& m, const tools::ProfileOptions& options, Logger& logger) {
+tools::ModelProfile profile_and_print(const ToolModel& m, const tools::ProfileOptions& options,
+                                      Logger& logger) {
   auto model = m.model;
   auto p = tools::profile_model(
-      *model, m.input, [model](const torch::Tensor& x) { return model->forward(x); }, m.name, options,
-      [&](const std::string& s) { logger.info(s); });
+      *model, m.input, [model](const torch::Tensor& x) { return model->forward(x); }, m.name,
+      options, [&](const std::string& s) { logger.info(s); });
   for (const auto& r : tools::profile_reports(p, options.top)) {
     tools::print_report(r, std::cout);
     std::cout << "\n";
@@ -80,8 +84,8 @@ const std::vector<std::string>& summary_kinds() {
   return kinds;
 }
 
-void write_summaries(const ToolModel& m, const std::vector<std::string>& kinds, const fs::path& out_dir,
-                     Logger& logger) {
+void write_summaries(const ToolModel& m, const std::vector<std::string>& kinds,
+                     const fs::path& out_dir, Logger& logger) {
   for (const auto& k : kinds)
     if (std::find(summary_kinds().begin(), summary_kinds().end(), k) == summary_kinds().end())
       throw InputError("--summary: unknown report '" + k + "'; valid: " + join(summary_kinds()));
@@ -114,14 +118,18 @@ std::vector<int64_t> parse_batch_sizes(const std::string& text) {
   std::vector<int64_t> out;
   std::string cur;
   auto flush = [&] {
-    if (cur.empty() || cur.find_first_not_of("0123456789") != std::string::npos || cur.size() > 7 || std::stoll(cur) == 0)
-      throw InputError("--batch-sizes '" + text + "': give positive integers separated by commas, e.g. 1,16,64");
+    if (cur.empty() || cur.find_first_not_of("0123456789") != std::string::npos || cur.size() > 7 ||
+        std::stoll(cur) == 0)
+      throw InputError("--batch-sizes '" + text +
+                       "': give positive integers separated by commas, e.g. 1,16,64");
     out.push_back(std::stoll(cur));
     cur.clear();
   };
   for (char c : text) {
-    if (c == ',') flush();
-    else cur += c;
+    if (c == ',')
+      flush();
+    else
+      cur += c;
   }
   flush();
   return out;
@@ -135,19 +143,24 @@ void print_registry(const R& r) {
 }  // namespace
 
 ToolCommands::ToolCommands(CLI::App& app) {
-  list_ = app.add_subcommand("list", "Print a registry: models, datasets, optforms, pruners, regularizers, "
-                                     "lr_schedulers, extensions, quantizers");
-  list_->add_option("registry", registry_,
-                    "models | datasets | optforms | pruners | regularizers | lr_schedulers | extensions | quantizers")
+  list_ = app.add_subcommand("list",
+                             "Print a registry: models, datasets, optforms, pruners, regularizers, "
+                             "lr_schedulers, extensions, quantizers");
+  list_
+      ->add_option("registry", registry_,
+                   "models | datasets | optforms | pruners | regularizers | lr_schedulers | "
+                   "extensions | quantizers")
       ->required()
-      ->check(CLI::IsMember(
-          {"models", "datasets", "optforms", "pruners", "regularizers", "lr_schedulers", "extensions", "quantizers"}));
+      ->check(CLI::IsMember({"models", "datasets", "optforms", "pruners", "regularizers",
+                             "lr_schedulers", "extensions", "quantizers"}));
 
-  macs_ = app.add_subcommand("macs", "Per-layer MACs and parameter counts (conv, transposed conv, linear)");
+  macs_ = app.add_subcommand("macs",
+                             "Per-layer MACs and parameter counts (conv, transposed conv, linear)");
   add_target(macs_, macs_target_, true);
   add_outputs(macs_, macs_out_);
 
-  sparsity_ = app.add_subcommand("sparsity", "Distiller-style weight sparsity table of a checkpoint");
+  sparsity_ =
+      app.add_subcommand("sparsity", "Distiller-style weight sparsity table of a checkpoint");
   add_target(sparsity_, sparsity_target_, false);
   add_outputs(sparsity_, sparsity_out_);
 
@@ -156,23 +169,33 @@ ToolCommands::ToolCommands(CLI::App& app) {
   draw_->add_option("--out", draw_path_, "Output file: .svg, .png or .dot")->required();
   draw_->add_flag("--params", draw_params_, "Also draw parameter nodes (name and shape)");
 
-  profile_ = app.add_subcommand("profile", "Per-layer latency, output bytes and top operators per batch size");
+  profile_ = app.add_subcommand("profile",
+                                "Per-layer latency, output bytes and top operators per batch size");
   add_target(profile_, profile_target_, true);
-  profile_->add_option("--batch-sizes", batch_sizes_, "Comma-separated batch sizes")->capture_default_str();
-  profile_->add_option("--top", top_, "Rows of the operators table")->capture_default_str()->check(CLI::Range(1, 1000));
+  profile_->add_option("--batch-sizes", batch_sizes_, "Comma-separated batch sizes")
+      ->capture_default_str();
+  profile_->add_option("--top", top_, "Rows of the operators table")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   profile_->add_option("--repeats", repeats_, "Timed runs per measurement (the median is reported)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
-  profile_->add_option("--trace", trace_path_, "Write a Chrome trace (chrome://tracing, Perfetto) to this file");
+  profile_->add_option("--trace", trace_path_,
+                       "Write a Chrome trace (chrome://tracing, Perfetto) to this file");
   add_outputs(profile_, profile_out_);
 
-  thin_ = app.add_subcommand("thin", "Physically remove zeroed filters and channels from a checkpoint's model");
-  thin_->add_option("--checkpoint", thin_checkpoint_, "Checkpoint (.ckpt) with zeroed structures")->required();
+  thin_ = app.add_subcommand(
+      "thin", "Physically remove zeroed filters and channels from a checkpoint's model");
+  thin_->add_option("--checkpoint", thin_checkpoint_, "Checkpoint (.ckpt) with zeroed structures")
+      ->required();
   thin_->add_option("--out", thin_out_, "Thinned checkpoint to write")->required();
-  thin_->add_option("--kind", thin_kind_, "filters (remove_filters), channels (remove_channels), or both")
+  thin_
+      ->add_option("--kind", thin_kind_,
+                   "filters (remove_filters), channels (remove_channels), or both")
       ->capture_default_str()
       ->check(CLI::IsMember({"filters", "channels", "both"}));
-  thin_->add_option("--threads", threads_, "Intra-op threads (0 = all cores)")->capture_default_str();
+  thin_->add_option("--threads", threads_, "Intra-op threads (0 = all cores)")
+      ->capture_default_str();
 }
 
 void ToolCommands::add_target(CLI::App* sub, Target& t, bool model_allowed) {
@@ -181,7 +204,8 @@ void ToolCommands::add_target(CLI::App* sub, Target& t, bool model_allowed) {
     sub->add_option("--model-arg", t.options, "Model option KEY=VALUE (repeatable), e.g. scale=3");
     sub->add_option("--input", t.input, "Input shape NxCxHxW (default: the model's own, batch 1)");
   }
-  sub->add_option("--checkpoint", t.checkpoint, "A checkpoint (.ckpt); the model is rebuilt from it");
+  sub->add_option("--checkpoint", t.checkpoint,
+                  "A checkpoint (.ckpt); the model is rebuilt from it");
   sub->add_option("--threads", threads_, "Intra-op threads (0 = all cores)")->capture_default_str();
   if (!model_allowed) sub->get_option("--checkpoint")->required();
 }
@@ -229,7 +253,8 @@ int ToolCommands::run_list() {
 }
 
 int ToolCommands::run_macs() {
-  auto m = load_tool_model(macs_target_.model, macs_target_.options, macs_target_.checkpoint, macs_target_.input);
+  auto m = load_tool_model(macs_target_.model, macs_target_.options, macs_target_.checkpoint,
+                           macs_target_.input);
   auto r = tools::macs_report(tools::compute_macs(tool_graph(m, m.input), *m.model));
   tools::print_report(r, std::cout);
   tools::write_report(r, macs_out_.csv, macs_out_.json);
@@ -245,7 +270,8 @@ int ToolCommands::run_sparsity() {
 }
 
 int ToolCommands::run_draw() {
-  auto m = load_tool_model(draw_target_.model, draw_target_.options, draw_target_.checkpoint, draw_target_.input);
+  auto m = load_tool_model(draw_target_.model, draw_target_.options, draw_target_.checkpoint,
+                           draw_target_.input);
   auto g = tool_graph(m, m.input);
   tools::draw_graph(g, draw_path_, draw_params_);
   std::cout << "drew " << g.ops().size() << " ops of " << m.name << " to " << draw_path_ << "\n";
@@ -257,8 +283,8 @@ int ToolCommands::run_profile() {
   po.batch_sizes = parse_batch_sizes(batch_sizes_);
   po.top = top_;
   po.repeats = repeats_;
-  auto m = load_tool_model(profile_target_.model, profile_target_.options, profile_target_.checkpoint,
-                           profile_target_.input);
+  auto m = load_tool_model(profile_target_.model, profile_target_.options,
+                           profile_target_.checkpoint, profile_target_.input);
   Logger logger;
   auto p = profile_and_print(m, po, logger);
   if (!profile_out_.csv.empty()) {
@@ -268,10 +294,12 @@ int ToolCommands::run_profile() {
     for (const auto& b : p.batches)
       for (const auto& l : b.layers)
         t.rows.push_back({std::to_string(b.batch), l.name, l.type, tools::shape_to_string(l.output),
-                          std::to_string(l.output_bytes), fixed(l.forward_ms, 4), fixed(l.forward_backward_ms, 4)});
+                          std::to_string(l.output_bytes), fixed(l.forward_ms, 4),
+                          fixed(l.forward_backward_ms, 4)});
     write_text_atomically(profile_out_.csv, t.to_csv());
   }
-  if (!profile_out_.json.empty()) write_text_atomically(profile_out_.json, tools::profile_json(p).dump(2) + "\n");
+  if (!profile_out_.json.empty())
+    write_text_atomically(profile_out_.json, tools::profile_json(p).dump(2) + "\n");
   if (!trace_path_.empty()) write_text_atomically(trace_path_, p.chrome_trace.dump() + "\n");
   return kExitOk;
 }
@@ -291,7 +319,8 @@ int ToolCommands::run_thin() {
       continue;
     const auto plan = compress::plan_thinning(*m.model, tool_graph(m, m.input), kind);
     if (plan.empty()) {
-      for (const auto& line : plan.log) logger.info(line);  // zeroed filters that must stay, and why
+      for (const auto& line : plan.log)
+        logger.info(line);  // zeroed filters that must stay, and why
       continue;
     }
     apply_thinning_recipe(*m.model, plan.recipe, thin_checkpoint_);
@@ -299,9 +328,10 @@ int ToolCommands::run_thin() {
     removed += plan.removed_groups;
     for (const auto& line : plan.log) logger.info(line);
   }
-  if (removed == 0) throw InputError(thin_checkpoint_ + " has no zeroed " +
-                                     (thin_kind_ == "both" ? std::string("filters or channels") : thin_kind_) +
-                                     " that can be removed; nothing written");
+  if (removed == 0)
+    throw InputError(thin_checkpoint_ + " has no zeroed " +
+                     (thin_kind_ == "both" ? std::string("filters or channels") : thin_kind_) +
+                     " that can be removed; nothing written");
   const auto after = tools::compute_macs(tool_graph(m, m.input), *m.model);
   // The optimizer and schedule state (masks) belong to the dense shapes: a thinned checkpoint
   // starts them afresh when training resumes from it.
@@ -310,12 +340,16 @@ int ToolCommands::run_thin() {
   save_checkpoint(thin_out_, meta, parts);
   Table t;
   t.columns = {"", "Before", "After", "Ratio"};
-  auto ratio = [](int64_t a, int64_t b) { return b ? fixed(static_cast<double>(a) / static_cast<double>(b), 3) : "-"; };
+  auto ratio = [](int64_t a, int64_t b) {
+    return b ? fixed(static_cast<double>(a) / static_cast<double>(b), 3) : "-";
+  };
   t.rows.push_back({"MACs", std::to_string(before.total_macs), std::to_string(after.total_macs),
                     ratio(after.total_macs, before.total_macs)});
-  t.rows.push_back({"Parameters", std::to_string(before.total_params), std::to_string(after.total_params),
+  t.rows.push_back({"Parameters", std::to_string(before.total_params),
+                    std::to_string(after.total_params),
                     ratio(after.total_params, before.total_params)});
-  std::cout << "Thinned " << m.name << ": removed " << removed << " channel groups\n\n" << t.to_text();
+  std::cout << "Thinned " << m.name << ": removed " << removed << " channel groups\n\n"
+            << t.to_text();
   std::cout << "wrote " << thin_out_ << "\n";
   return kExitOk;
 }

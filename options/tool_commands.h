@@ -26,8 +26,8 @@ struct ToolModel {
 };
 
 /// Exactly one of `model` and `checkpoint` must be given (InputError otherwise). `options` are
-/// "KEY=VALUE" model arguments (as igb-train's --model-arg); `input` ("1x3x224x224", empty = the model's own) overrides the
-/// dummy input shape.
+/// "KEY=VALUE" model arguments (as igb-train's --model-arg); `input` ("1x3x224x224", empty = the
+/// model's own) overrides the dummy input shape.
 ToolModel load_tool_model(const std::string& model, const std::vector<std::string>& options,
                           const std::string& checkpoint, const std::string& input);
 
@@ -40,8 +40,8 @@ const std::vector<std::string>& summary_kinds();
 /// Runs each report of `kinds` (sparsity, macs, graph, profile) on `m`, prints the tables and
 /// writes sparsity.{csv,json}, macs.{csv,json}, graph.svg and graph.dot, profile.json and
 /// profile_trace.json into `out_dir`.
-void write_summaries(const ToolModel& m, const std::vector<std::string>& kinds, const std::filesystem::path& out_dir,
-                     Logger& logger);
+void write_summaries(const ToolModel& m, const std::vector<std::string>& kinds,
+                     const std::filesystem::path& out_dir, Logger& logger);
 
 /// The subcommands of igb-tools: list, macs, sparsity, draw, profile, thin. Construct on the app,
 /// parse, then run() the one that was given.
@@ -69,8 +69,8 @@ class ToolCommands {
   int run_profile();
   int run_thin();
 
-  CLI::App *list_ = nullptr, *macs_ = nullptr, *sparsity_ = nullptr, *draw_ = nullptr, *profile_ = nullptr,
-           *thin_ = nullptr;
+  CLI::App *list_ = nullptr, *macs_ = nullptr, *sparsity_ = nullptr, *draw_ = nullptr,
+           *profile_ = nullptr, *thin_ = nullptr;
   std::string thin_checkpoint_, thin_out_, thin_kind_ = "both";
   std::string registry_;
   Target macs_target_, sparsity_target_, draw_target_, profile_target_;

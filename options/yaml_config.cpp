@@ -63,8 +63,10 @@ std::string YamlConfig::to_config(const CLI::App* app, bool, bool write_descript
       out << YAML::EndSeq;
     } else if (value.is_string()) {
       const auto& s = value.get_ref<const std::string&>();
-      if (s.empty()) out << YAML::DoubleQuoted << s;
-      else out << s;
+      if (s.empty())
+        out << YAML::DoubleQuoted << s;
+      else
+        out << s;
     } else {
       out << YAML::Value << value.dump();
     }
@@ -91,7 +93,8 @@ std::vector<CLI::ConfigItem> YamlConfig::from_config(std::istream& input) const 
     const std::string where = file_ + ":" + std::to_string(kv.first.Mark().line + 1);
     if (key == "optform") {
       if (!val.IsScalar() || val.as<std::string>() != optform_)
-        throw InputError(where + ": the file is for --optform=" + (val.IsScalar() ? val.as<std::string>() : "?") +
+        throw InputError(where + ": the file is for --optform=" +
+                         (val.IsScalar() ? val.as<std::string>() : "?") +
                          ", but this run is --optform=" + optform_);
       continue;
     }

@@ -23,9 +23,11 @@ class TempDir {
  public:
   /// `tag` starts the folder name; by default "igb_<suite>_<test>" of the running test.
   explicit TempDir(std::string tag = default_tag()) {
-    std::string pattern = (std::filesystem::temp_directory_path() / (sanitize(tag) + "_XXXXXX")).string();
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / (sanitize(tag) + "_XXXXXX")).string();
     if (::mkdtemp(pattern.data()) == nullptr)
-      throw std::runtime_error("cannot create a temporary folder " + pattern + ": " + std::strerror(errno));
+      throw std::runtime_error("cannot create a temporary folder " + pattern + ": " +
+                               std::strerror(errno));
     path_ = pattern;
   }
   ~TempDir() {

@@ -26,15 +26,23 @@ std::string escape(const std::string& s) {
 /// Fill colour by op family, so convolutions, normalisation, activations and joins stand out.
 const char* fill_of(const OpNode& op) {
   switch (op_info(op.op_kind).family) {
-    case OpFamily::kConvolution: return "#cfe2f3";
-    case OpFamily::kTransposedConvolution: return "#b4d3f0";
-    case OpFamily::kLinear: return "#d9d2e9";
-    case OpFamily::kNormalization: return "#fff2cc";
-    case OpFamily::kJoin: return "#f4cccc";
-    case OpFamily::kPooling: return "#d9ead3";
-    case OpFamily::kActivation: return "#fce5cd";
+    case OpFamily::kConvolution:
+      return "#cfe2f3";
+    case OpFamily::kTransposedConvolution:
+      return "#b4d3f0";
+    case OpFamily::kLinear:
+      return "#d9d2e9";
+    case OpFamily::kNormalization:
+      return "#fff2cc";
+    case OpFamily::kJoin:
+      return "#f4cccc";
+    case OpFamily::kPooling:
+      return "#d9ead3";
+    case OpFamily::kActivation:
+      return "#fce5cd";
     case OpFamily::kShape:
-    case OpFamily::kOther: break;
+    case OpFamily::kOther:
+      break;
   }
   return "#eeeeee";
 }
@@ -44,23 +52,24 @@ const char* fill_of(const OpNode& op) {
 std::string graph_to_dot(const SummaryGraph& graph, bool with_params) {
   std::ostringstream dot;
   dot << "digraph \"" << escape(graph.model_name()) << "\" {\n"
-      << "  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n"
+      << "  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", "
+         "fontsize=10];\n"
       << "  edge [fontname=\"Helvetica\", fontsize=8, color=\"#555555\"];\n";
   for (int v : graph.inputs())
-    dot << "  v" << v << " [label=\"input\\n" << shape_to_string(graph.shape(v))
-        << "\", shape=ellipse, fillcolor=\"#ffffff\"];\n";
+    dot << "  v" << v << " [label=\"input\\n"
+        << shape_to_string(graph.shape(v)) << "\", shape=ellipse, fillcolor=\"#ffffff\"];\n";
   for (const auto& op : graph.ops()) {
     std::string label = op.name + "\\n" + op.type;
     const std::string attrs = op.attrs();
     if (!attrs.empty()) label += " " + escape(attrs);
     if (!op.outputs.empty()) label += "\\n" + shape_to_string(graph.shape(op.outputs[0]));
-    dot << "  op" << op.id << " [label=\"" << escape(op.name) << label.substr(op.name.size()) << "\", fillcolor=\""
-        << fill_of(op) << "\"];\n";
+    dot << "  op" << op.id << " [label=\"" << escape(op.name) << label.substr(op.name.size())
+        << "\", fillcolor=\"" << fill_of(op) << "\"];\n";
   }
   int out_index = 0;
   for (int v : graph.outputs())
-    dot << "  out" << out_index++ << " [label=\"output\\n" << shape_to_string(graph.shape(v))
-        << "\", shape=ellipse, fillcolor=\"#ffffff\"];\n";
+    dot << "  out" << out_index++ << " [label=\"output\\n"
+        << shape_to_string(graph.shape(v)) << "\", shape=ellipse, fillcolor=\"#ffffff\"];\n";
 
   auto source = [&](int v) {
     int p = graph.values()[v].producer;
@@ -83,7 +92,8 @@ std::string graph_to_dot(const SummaryGraph& graph, bool with_params) {
 }
 
 std::string render_dot(const std::string& dot, const std::string& format) {
-  if (format != "svg" && format != "png") throw InputError("cannot render a graph as '" + format + "': use svg or png");
+  if (format != "svg" && format != "png")
+    throw InputError("cannot render a graph as '" + format + "': use svg or png");
   // Graphviz keeps global state; one render at a time.
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
@@ -91,7 +101,8 @@ std::string render_dot(const std::string& dot, const std::string& format) {
   if (!gvc) throw std::runtime_error("Graphviz: cannot create a context");
   std::unique_ptr<Agraph_t, int (*)(Agraph_t*)> g(agmemread(dot.c_str()), agclose);
   if (!g) throw InputError("Graphviz rejected the DOT text");
-  if (gvLayout(gvc.get(), g.get(), "dot") != 0) throw InputError("Graphviz could not lay out the graph");
+  if (gvLayout(gvc.get(), g.get(), "dot") != 0)
+    throw InputError("Graphviz could not lay out the graph");
   char* data = nullptr;
   unsigned int length = 0;
   const int rc = gvRenderData(gvc.get(), g.get(), format.c_str(), &data, &length);
@@ -99,7 +110,8 @@ std::string render_dot(const std::string& dot, const std::string& format) {
   if (data) gvFreeRenderData(data);
   gvFreeLayout(gvc.get(), g.get());
   if (rc != 0 || out.empty())
-    throw InputError("Graphviz has no '" + format + "' renderer here (is the graphviz package installed?)");
+    throw InputError("Graphviz has no '" + format +
+                     "' renderer here (is the graphviz package installed?)");
   return out;
 }
 
@@ -107,7 +119,8 @@ void draw_graph(const SummaryGraph& graph, const std::filesystem::path& path, bo
   std::string ext = path.extension().string();
   if (!ext.empty()) ext = ext.substr(1);
   if (ext != "dot" && ext != "gv" && ext != "svg" && ext != "png")
-    throw InputError("--out " + path.string() + ": the drawing's extension must be .svg, .png or .dot");
+    throw InputError("--out " + path.string() +
+                     ": the drawing's extension must be .svg, .png or .dot");
   const std::string dot = graph_to_dot(graph, with_params);
   write_text_atomically(path, (ext == "dot" || ext == "gv") ? dot : render_dot(dot, ext));
 }

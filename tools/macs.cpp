@@ -19,7 +19,8 @@ MacsSummary compute_macs(const SummaryGraph& graph, const torch::nn::Module& mod
     l.ofm = graph.shape(op.outputs[0]);
     for (size_t i = 0; i < op.params.size(); ++i) {
       if (op.params[i] == weight) l.weights = op.param_shapes[i];
-      if (op.params[i] == weight || op.params[i] == op.param("bias")) l.params += volume(op.param_shapes[i]);
+      if (op.params[i] == weight || op.params[i] == op.param("bias"))
+        l.params += volume(op.param_shapes[i]);
     }
     l.macs = graph.macs(op.id);
     s.total_macs += l.macs;
@@ -31,21 +32,34 @@ MacsSummary compute_macs(const SummaryGraph& graph, const torch::nn::Module& mod
 Report macs_report(const MacsSummary& s) {
   Report r;
   r.title = "MACs of " + s.model + " on input " + shape_to_string(s.input);
-  r.table.columns = {"Name", "Type", "Attrs", "IFM", "IFM volume", "OFM", "OFM volume", "Weights volume", "MACs"};
+  r.table.columns = {"Name", "Type",       "Attrs",          "IFM", "IFM volume",
+                     "OFM",  "OFM volume", "Weights volume", "MACs"};
   int64_t weights = 0;
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& l : s.layers) {
-    r.table.rows.push_back({l.name, l.type, l.attrs, shape_to_string(l.ifm), std::to_string(volume(l.ifm)),
-                            shape_to_string(l.ofm), std::to_string(volume(l.ofm)), std::to_string(volume(l.weights)),
+    r.table.rows.push_back({l.name, l.type, l.attrs, shape_to_string(l.ifm),
+                            std::to_string(volume(l.ifm)), shape_to_string(l.ofm),
+                            std::to_string(volume(l.ofm)), std::to_string(volume(l.weights)),
                             std::to_string(l.macs)});
     weights += volume(l.weights);
-    layers.push_back({{"name", l.name}, {"type", l.type}, {"attrs", l.attrs}, {"macs", l.macs}, {"params", l.params},
-                      {"weights", l.weights}, {"ifm", l.ifm}, {"ofm", l.ofm}});
+    layers.push_back({{"name", l.name},
+                      {"type", l.type},
+                      {"attrs", l.attrs},
+                      {"macs", l.macs},
+                      {"params", l.params},
+                      {"weights", l.weights},
+                      {"ifm", l.ifm},
+                      {"ofm", l.ofm}});
   }
-  r.table.rows.push_back({"Total", "", "", "", "", "", "", std::to_string(weights), std::to_string(s.total_macs)});
-  r.footer = {"Total MACs: " + grouped(s.total_macs), "Total parameters: " + grouped(s.total_params)};
-  r.json = {{"model", s.model},          {"input", s.input},   {"total_macs", s.total_macs},
-            {"total_params", s.total_params}, {"layers", layers}};
+  r.table.rows.push_back(
+      {"Total", "", "", "", "", "", "", std::to_string(weights), std::to_string(s.total_macs)});
+  r.footer = {"Total MACs: " + grouped(s.total_macs),
+              "Total parameters: " + grouped(s.total_params)};
+  r.json = {{"model", s.model},
+            {"input", s.input},
+            {"total_macs", s.total_macs},
+            {"total_params", s.total_params},
+            {"layers", layers}};
   return r;
 }
 

@@ -69,7 +69,8 @@ void run_node(jit::Node* node, jit::Stack& stack) {
 class GraphRunner {
  public:
   explicit GraphRunner(const SummaryGraph& g) : g_(g) {
-    for (size_t i = 0; i < g.ops().size(); ++i) op_of_[g.jit_node(static_cast<int>(i))] = static_cast<int>(i);
+    for (size_t i = 0; i < g.ops().size(); ++i)
+      op_of_[g.jit_node(static_cast<int>(i))] = static_cast<int>(i);
   }
 
   using Hook = std::function<void(int op, jit::Node* node, jit::Stack& stack)>;
@@ -86,8 +87,10 @@ class GraphRunner {
       jit::Stack stack;
       for (const auto* in : node->inputs()) stack.push_back(env_.at(in));
       auto it = op_of_.find(node);
-      if (hook && it != op_of_.end()) hook(it->second, node, stack);
-      else run_node(node, stack);
+      if (hook && it != op_of_.end())
+        hook(it->second, node, stack);
+      else
+        run_node(node, stack);
       for (size_t i = 0; i < node->outputs().size(); ++i) env_[node->outputs()[i]] = stack.at(i);
     }
     const auto& out = env_.at(graph.outputs()[0]);
@@ -134,7 +137,8 @@ double time_forward_backward(jit::Node* node, const jit::Stack& recorded,
   const bool inplace = std::string(node->kind().toUnqualString()).back() == '_';
   for (const auto& v : recorded) {
     // Buffers (BatchNorm running statistics) stay constants, as in training.
-    if (v.isTensor() && v.toTensor().has_storage() && buffers.count(v.toTensor().storage().unsafeGetStorageImpl())) {
+    if (v.isTensor() && v.toTensor().has_storage() &&
+        buffers.count(v.toTensor().storage().unsafeGetStorageImpl())) {
       stack.push_back(v);
     } else if (v.isTensor() && v.toTensor().is_floating_point()) {
       auto leaf = v.toTensor().detach().clone().requires_grad_(true);
@@ -168,8 +172,8 @@ double time_forward_backward(jit::Node* node, const jit::Stack& recorded,
 
 /// Self and total time per operator name from the profiler's push/pop events; layer spans go
 /// to the trace only. Appends Chrome trace events for process `pid`.
-std::vector<OperatorStat> aggregate(const torch::autograd::profiler::thread_event_lists& lists, int64_t pid,
-                                    nlohmann::json& trace, double& self_total_us) {
+std::vector<OperatorStat> aggregate(const torch::autograd::profiler::thread_event_lists& lists,
+                                    int64_t pid, nlohmann::json& trace, double& self_total_us) {
   std::map<std::string, OperatorStat> stats;
   double origin = -1;
   for (const auto& events : lists)
@@ -218,7 +222,8 @@ std::vector<OperatorStat> aggregate(const torch::autograd::profiler::thread_even
     self_total_us += s.self_us;
     out.push_back(s);
   }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.self_us > b.self_us; });
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.self_us > b.self_us; });
   return out;
 }
 
@@ -254,8 +259,9 @@ struct Runs {
 
 /// One row per op of the graph, with its forward latency alone (no grad) measured op by op, and
 /// the whole model's forward latency.
-void time_forward(const SummaryGraph& graph, GraphRunner& runner, const SummaryGraph::Forward& forward,
-                  const at::Tensor& input, const Runs& runs, BatchProfile& bp) {
+void time_forward(const SummaryGraph& graph, GraphRunner& runner,
+                  const SummaryGraph::Forward& forward, const at::Tensor& input, const Runs& runs,
+                  BatchProfile& bp) {
   torch::NoGradGuard no_grad;
   const size_t n = graph.ops().size();
   std::vector<std::vector<double>> fwd(n);
@@ -283,7 +289,8 @@ void time_forward(const SummaryGraph& graph, GraphRunner& runner, const SummaryG
 }
 
 /// The whole model's forward + backward of sum(output).
-double time_model_forward_backward(const SummaryGraph::Forward& forward, const at::Tensor& input, const Runs& runs) {
+double time_model_forward_backward(const SummaryGraph::Forward& forward, const at::Tensor& input,
+                                   const Runs& runs) {
   return runs.median_of([&] {
     const auto t0 = Clock::now();
     auto out = forward(input);
@@ -303,15 +310,16 @@ void measure_output_bytes(GraphRunner& runner, const at::Tensor& input, BatchPro
 }
 
 /// Each op alone, forward + backward, on the inputs it read in the runner's last run.
-void time_layers_forward_backward(torch::nn::Module& model, const SummaryGraph& graph, const GraphRunner& runner,
-                                  const Runs& runs, BatchProfile& bp) {
+void time_layers_forward_backward(torch::nn::Module& model, const SummaryGraph& graph,
+                                  const GraphRunner& runner, const Runs& runs, BatchProfile& bp) {
   std::set<const c10::StorageImpl*> buffers;
   for (const auto& b : model.buffers())
     if (b.defined() && b.has_storage()) buffers.insert(b.storage().unsafeGetStorageImpl());
   for (size_t i = 0; i < graph.ops().size(); ++i) {
     auto* node = graph.jit_node(static_cast<int>(i));
     const auto recorded = runner.inputs_of(node);
-    bp.layers[i].forward_backward_ms = runs.median_of([&] { return time_forward_backward(node, recorded, buffers); });
+    bp.layers[i].forward_backward_ms =
+        runs.median_of([&] { return time_forward_backward(node, recorded, buffers); });
   }
 }
 
@@ -320,7 +328,8 @@ void time_layers_forward_backward(torch::nn::Module& model, const SummaryGraph& 
 void profile_operators(const SummaryGraph& graph, GraphRunner& runner, const at::Tensor& input,
                        const std::string& model_name, BatchProfile& bp, nlohmann::json& trace) {
   using namespace torch::autograd::profiler;
-  enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU));
+  enableProfilerLegacy(
+      torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU));
   thread_event_lists events;
   try {
     auto out = runner.run(input, [&](int op, jit::Node* node, jit::Stack& stack) {
@@ -342,8 +351,8 @@ void profile_operators(const SummaryGraph& graph, GraphRunner& runner, const at:
 
 /// Everything measured at one batch size. The model is in eval mode.
 BatchProfile profile_batch(torch::nn::Module& model, const Shape& input_shape, int64_t batch,
-                           const SummaryGraph::Forward& forward, const std::string& model_name, const Runs& runs,
-                           nlohmann::json& trace) {
+                           const SummaryGraph::Forward& forward, const std::string& model_name,
+                           const Runs& runs, nlohmann::json& trace) {
   Shape shape = input_shape;
   shape[0] = batch;
   auto graph = SummaryGraph::build(model, shape, forward, model_name);
@@ -361,8 +370,9 @@ BatchProfile profile_batch(torch::nn::Module& model, const Shape& input_shape, i
 
 }  // namespace
 
-ModelProfile profile_model(torch::nn::Module& model, const Shape& input_shape, const SummaryGraph::Forward& forward,
-                           const std::string& model_name, const ProfileOptions& options,
+ModelProfile profile_model(torch::nn::Module& model, const Shape& input_shape,
+                           const SummaryGraph::Forward& forward, const std::string& model_name,
+                           const ProfileOptions& options,
                            const std::function<void(const std::string&)>& progress) {
   check_options(options);
   ModelProfile result;
@@ -377,8 +387,8 @@ ModelProfile profile_model(torch::nn::Module& model, const Shape& input_shape, c
   const Runs runs{std::max(0, options.warmup), std::max(1, options.repeats)};
   for (int64_t batch : options.batch_sizes) {
     if (progress) progress("profiling " + model_name + " at batch " + std::to_string(batch));
-    result.batches.push_back(
-        profile_batch(model, input_shape, batch, forward, model_name, runs, result.chrome_trace["traceEvents"]));
+    result.batches.push_back(profile_batch(model, input_shape, batch, forward, model_name, runs,
+                                           result.chrome_trace["traceEvents"]));
   }
   return result;
 }
@@ -389,27 +399,32 @@ std::vector<Report> profile_reports(const ModelProfile& p, int top) {
     Report layers;
     layers.title = "Per-layer latency of " + p.model + ", batch " + std::to_string(b.batch) + " (" +
                    std::to_string(p.threads) + " threads, median)";
-    layers.table.columns = {"Name", "Type", "Output", "Output bytes", "Forward (ms)", "Fwd+Bwd (ms)", "Forward (%)"};
+    layers.table.columns = {"Name",         "Type",         "Output",     "Output bytes",
+                            "Forward (ms)", "Fwd+Bwd (ms)", "Forward (%)"};
     double sum = 0;
     for (const auto& l : b.layers) sum += l.forward_ms;
     for (const auto& l : b.layers)
-      layers.table.rows.push_back({l.name, l.type, shape_to_string(l.output), std::to_string(l.output_bytes),
-                                   fixed(l.forward_ms, 3), fixed(l.forward_backward_ms, 3),
+      layers.table.rows.push_back({l.name, l.type, shape_to_string(l.output),
+                                   std::to_string(l.output_bytes), fixed(l.forward_ms, 3),
+                                   fixed(l.forward_backward_ms, 3),
                                    fixed(sum > 0 ? 100.0 * l.forward_ms / sum : 0, 1)});
-    layers.footer = {"Model forward " + fixed(b.forward_ms, 3) + " ms (layers one by one: " + fixed(sum, 3) +
-                     " ms); forward + backward " + fixed(b.forward_backward_ms, 3) + " ms"};
+    layers.footer = {"Model forward " + fixed(b.forward_ms, 3) +
+                     " ms (layers one by one: " + fixed(sum, 3) + " ms); forward + backward " +
+                     fixed(b.forward_backward_ms, 3) + " ms"};
     out.push_back(std::move(layers));
 
     Report ops;
     ops.title = "Top operators of " + p.model + ", batch " + std::to_string(b.batch) +
                 " (one profiled forward + backward)";
-    ops.table.columns = {"Name", "Self CPU %", "Self CPU (us)", "CPU total %", "CPU total (us)", "CPU avg (us)", "# of Calls"};
+    ops.table.columns = {"Name",           "Self CPU %",   "Self CPU (us)", "CPU total %",
+                         "CPU total (us)", "CPU avg (us)", "# of Calls"};
     const double all = b.profiled_self_us;
     for (int i = 0; i < top && i < static_cast<int>(b.operators.size()); ++i) {
       const auto& s = b.operators[i];
-      ops.table.rows.push_back({s.name, fixed(all > 0 ? 100.0 * s.self_us / all : 0, 2), fixed(s.self_us, 1),
-                                fixed(all > 0 ? 100.0 * s.total_us / all : 0, 2), fixed(s.total_us, 1),
-                                fixed(s.total_us / static_cast<double>(s.calls), 1), std::to_string(s.calls)});
+      ops.table.rows.push_back(
+          {s.name, fixed(all > 0 ? 100.0 * s.self_us / all : 0, 2), fixed(s.self_us, 1),
+           fixed(all > 0 ? 100.0 * s.total_us / all : 0, 2), fixed(s.total_us, 1),
+           fixed(s.total_us / static_cast<double>(s.calls), 1), std::to_string(s.calls)});
     }
     ops.footer = {"Self CPU time total: " + fixed(all / 1000.0, 3) + " ms"};
     out.push_back(std::move(ops));
@@ -422,13 +437,24 @@ nlohmann::json profile_json(const ModelProfile& p) {
   for (const auto& b : p.batches) {
     nlohmann::json layers = nlohmann::json::array(), ops = nlohmann::json::array();
     for (const auto& l : b.layers)
-      layers.push_back({{"name", l.name}, {"type", l.type}, {"output", l.output}, {"output_bytes", l.output_bytes},
-                        {"forward_ms", l.forward_ms}, {"forward_backward_ms", l.forward_backward_ms}});
+      layers.push_back({{"name", l.name},
+                        {"type", l.type},
+                        {"output", l.output},
+                        {"output_bytes", l.output_bytes},
+                        {"forward_ms", l.forward_ms},
+                        {"forward_backward_ms", l.forward_backward_ms}});
     for (const auto& s : b.operators)
-      ops.push_back({{"name", s.name}, {"calls", s.calls}, {"self_us", s.self_us}, {"total_us", s.total_us},
-                     {"self_pct", b.profiled_self_us > 0 ? 100.0 * s.self_us / b.profiled_self_us : 0.0}});
-    batches.push_back({{"batch", b.batch}, {"forward_ms", b.forward_ms}, {"forward_backward_ms", b.forward_backward_ms},
-                       {"layers", layers}, {"operators", ops}});
+      ops.push_back(
+          {{"name", s.name},
+           {"calls", s.calls},
+           {"self_us", s.self_us},
+           {"total_us", s.total_us},
+           {"self_pct", b.profiled_self_us > 0 ? 100.0 * s.self_us / b.profiled_self_us : 0.0}});
+    batches.push_back({{"batch", b.batch},
+                       {"forward_ms", b.forward_ms},
+                       {"forward_backward_ms", b.forward_backward_ms},
+                       {"layers", layers},
+                       {"operators", ops}});
   }
   return {{"model", p.model}, {"input", p.input}, {"threads", p.threads}, {"batches", batches}};
 }

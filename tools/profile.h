@@ -61,8 +61,9 @@ struct ModelProfile {
 /// Profiles `model` at each batch size: per-layer latency and output bytes by running the traced
 /// graph op by op, then one forward + backward under LibTorch's profiler for the operators table
 /// and the trace. The model's training mode, gradients and weights are left as they were.
-ModelProfile profile_model(torch::nn::Module& model, const Shape& input_shape, const SummaryGraph::Forward& forward,
-                           const std::string& model_name, const ProfileOptions& options,
+ModelProfile profile_model(torch::nn::Module& model, const Shape& input_shape,
+                           const SummaryGraph::Forward& forward, const std::string& model_name,
+                           const ProfileOptions& options,
                            const std::function<void(const std::string&)>& progress = {});
 
 /// Per batch size: the layers table and the top-`top` operators table.

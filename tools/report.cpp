@@ -12,7 +12,8 @@ void print_report(const Report& report, std::ostream& out) {
   for (const auto& line : report.footer) out << line << "\n";
 }
 
-void write_report(const Report& report, const std::filesystem::path& csv, const std::filesystem::path& json) {
+void write_report(const Report& report, const std::filesystem::path& csv,
+                  const std::filesystem::path& json) {
   if (!csv.empty()) write_text_atomically(csv, report.table.to_csv());
   if (!json.empty()) write_text_atomically(json, report.json.dump(2) + "\n");
 }

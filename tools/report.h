@@ -24,7 +24,8 @@ struct Report {
 void print_report(const Report& report, std::ostream& out);
 
 /// Writes the table as CSV to `csv` and the JSON to `json` (each skipped when empty), atomically.
-void write_report(const Report& report, const std::filesystem::path& csv, const std::filesystem::path& json);
+void write_report(const Report& report, const std::filesystem::path& csv,
+                  const std::filesystem::path& json);
 
 /// Digits grouped by thousands: 1,814,073,344.
 std::string grouped(int64_t v);

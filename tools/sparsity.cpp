@@ -25,7 +25,8 @@ ParamSparsity tensor_sparsity(const std::string& name, const torch::Tensor& tens
   s.shape = t.sizes().vec();
   s.dense = t.numel();
   s.nnz = s.dense - count_zeros(t);
-  s.fine = s.dense ? 100.0 * static_cast<double>(s.dense - s.nnz) / static_cast<double>(s.dense) : 0;
+  s.fine =
+      s.dense ? 100.0 * static_cast<double>(s.dense - s.nnz) / static_cast<double>(s.dense) : 0;
   if (s.dense) {
     s.mean = t.mean().item<double>();
     s.abs_mean = t.abs().mean().item<double>();
@@ -58,29 +59,44 @@ std::vector<ParamSparsity> model_sparsity(const torch::nn::Module& model) {
 Report sparsity_report(const std::vector<ParamSparsity>& params, const std::string& model) {
   Report r;
   r.title = "Weight sparsity of " + model;
-  r.table.columns = {"Name",    "Shape", "NNZ (dense)", "NNZ (sparse)", "Cols (%)", "Rows (%)", "Ch (%)",
-                     "2D (%)", "3D (%)", "Fine (%)",    "Std",          "Mean",     "Abs-Mean"};
+  r.table.columns = {"Name",     "Shape",  "NNZ (dense)", "NNZ (sparse)", "Cols (%)",
+                     "Rows (%)", "Ch (%)", "2D (%)",      "3D (%)",       "Fine (%)",
+                     "Std",      "Mean",   "Abs-Mean"};
   int64_t dense = 0, nnz = 0;
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& p : params) {
-    r.table.rows.push_back({p.name, shape_to_string(p.shape), std::to_string(p.dense), std::to_string(p.nnz),
-                            fixed(p.cols, 2), fixed(p.rows, 2), fixed(p.channels, 2), fixed(p.kernels, 2),
-                            fixed(p.filters, 2), fixed(p.fine, 2), fixed(p.std, 5), fixed(p.mean, 5),
+    r.table.rows.push_back({p.name, shape_to_string(p.shape), std::to_string(p.dense),
+                            std::to_string(p.nnz), fixed(p.cols, 2), fixed(p.rows, 2),
+                            fixed(p.channels, 2), fixed(p.kernels, 2), fixed(p.filters, 2),
+                            fixed(p.fine, 2), fixed(p.std, 5), fixed(p.mean, 5),
                             fixed(p.abs_mean, 5)});
     dense += p.dense;
     nnz += p.nnz;
-    rows.push_back({{"name", p.name},         {"shape", p.shape},     {"nnz", p.nnz},   {"dense", p.dense},
-                    {"fine", p.fine},         {"filters", p.filters}, {"channels", p.channels},
-                    {"kernels", p.kernels},   {"cols", p.cols},       {"rows", p.rows}, {"std", p.std},
-                    {"mean", p.mean},         {"abs_mean", p.abs_mean}});
+    rows.push_back({{"name", p.name},
+                    {"shape", p.shape},
+                    {"nnz", p.nnz},
+                    {"dense", p.dense},
+                    {"fine", p.fine},
+                    {"filters", p.filters},
+                    {"channels", p.channels},
+                    {"kernels", p.kernels},
+                    {"cols", p.cols},
+                    {"rows", p.rows},
+                    {"std", p.std},
+                    {"mean", p.mean},
+                    {"abs_mean", p.abs_mean}});
   }
-  const double total = dense ? 100.0 * static_cast<double>(dense - nnz) / static_cast<double>(dense) : 0;
-  r.table.rows.push_back({"Total sparsity:", "-", std::to_string(dense), std::to_string(nnz), fixed(0, 2),
-                          fixed(0, 2), fixed(0, 2), fixed(0, 2), fixed(0, 2), fixed(total, 2), fixed(0, 5),
-                          fixed(0, 5), fixed(0, 5)});
+  const double total =
+      dense ? 100.0 * static_cast<double>(dense - nnz) / static_cast<double>(dense) : 0;
+  r.table.rows.push_back({"Total sparsity:", "-", std::to_string(dense), std::to_string(nnz),
+                          fixed(0, 2), fixed(0, 2), fixed(0, 2), fixed(0, 2), fixed(0, 2),
+                          fixed(total, 2), fixed(0, 5), fixed(0, 5), fixed(0, 5)});
   r.footer = {"Total sparsity: " + fixed(total, 2) + "% (" + std::to_string(dense - nnz) + " of " +
               std::to_string(dense) + " weights are zero; percentages in every column)"};
-  r.json = {{"model", model}, {"total_sparsity", total}, {"total_dense", dense}, {"total_nnz", nnz},
+  r.json = {{"model", model},
+            {"total_sparsity", total},
+            {"total_dense", dense},
+            {"total_nnz", nnz},
             {"params", rows}};
   return r;
 }

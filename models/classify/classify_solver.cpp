@@ -3,12 +3,12 @@
 #include <iostream>
 #include <optional>
 
-#include "core/train_mode_guard.h"
 #include "core/checkpoint.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/logger.h"
 #include "core/table.h"
+#include "core/train_mode_guard.h"
 #include "data/classify_data.h"
 #include "data/loader.h"
 #include "models/classify/classifier.h"
@@ -17,8 +17,9 @@ namespace igb::models::classify {
 
 namespace fs = std::filesystem;
 
-ClassifyEvaluation evaluate_classifier(ModelImpl& model, const data::Dataset& dataset, int64_t batch_size,
-                                       int64_t workers, const c10::Device& device) {
+ClassifyEvaluation evaluate_classifier(ModelImpl& model, const data::Dataset& dataset,
+                                       int64_t batch_size, int64_t workers,
+                                       const c10::Device& device) {
   torch::NoGradGuard no_grad;
   TrainModeGuard eval(model, /*train=*/false);
   data::LoaderOptions lo;
@@ -55,7 +56,8 @@ namespace {
 
 class ClassifyTask : public TrainingTask {
  public:
-  ClassifyTask(Model model, data::ClassifyData data, const ClassifyConfig& config, c10::Device device)
+  ClassifyTask(Model model, data::ClassifyData data, const ClassifyConfig& config,
+               c10::Device device)
       : model_(std::move(model)), data_(std::move(data)), config_(config), device_(device) {}
 
   Model model() override { return model_; }
@@ -64,8 +66,9 @@ class ClassifyTask : public TrainingTask {
     return torch::cross_entropy_loss(output, target);
   }
   Metrics validate() override {
-    auto ev = evaluate_classifier(*model_, *data_.val, std::max<int64_t>(config_.train.batch_size, 64),
-                                  config_.train.workers, device_);
+    auto ev =
+        evaluate_classifier(*model_, *data_.val, std::max<int64_t>(config_.train.batch_size, 64),
+                            config_.train.workers, device_);
     return {{"top1", ev.top1}, {"top5", ev.top5}, {"loss", ev.loss}};
   }
   std::string primary_metric() const override { return "top1"; }
@@ -74,10 +77,10 @@ class ClassifyTask : public TrainingTask {
            "  Loss: " + fixed(metric(m, "loss"), 3);
   }
   nlohmann::json summary(const Metrics& last, const Metrics& best) const override {
-    return {{"top1", metric(last, "top1")},  {"top5", metric(last, "top5")},
-            {"loss", metric(last, "loss")},  {"best_top1", metric(best, "top1")},
+    return {{"top1", metric(last, "top1")},      {"top5", metric(last, "top5")},
+            {"loss", metric(last, "loss")},      {"best_top1", metric(best, "top1")},
             {"best_top5", metric(best, "top5")}, {"dataset", data_.dataset},
-            {"classes", data_.classes.size()}, {"data", data_.description}};
+            {"classes", data_.classes.size()},   {"data", data_.description}};
   }
 
  private:
@@ -87,7 +90,8 @@ class ClassifyTask : public TrainingTask {
   c10::Device device_;
 };
 
-data::ClassifyDataOptions data_options(const std::string& dataset, const Model& model, uint64_t seed) {
+data::ClassifyDataOptions data_options(const std::string& dataset, const Model& model,
+                                       uint64_t seed) {
   data::ClassifyDataOptions o;
   o.dataset = dataset;
   o.input_shape = model->input_shape();
@@ -112,7 +116,8 @@ nlohmann::json train_classify(const ClassifyConfig& config, RunContext& ctx, con
     if (config.num_classes > 0) opts["num_classes"] = config.num_classes;
     model = create_model(config.train.model, opts);
   }
-  auto data = data::load_classify_data(config.train.data, data_options(config.dataset, model, config.train.seed));
+  auto data = data::load_classify_data(config.train.data,
+                                       data_options(config.dataset, model, config.train.seed));
   auto* clf = dynamic_cast<ClassifierImpl*>(model.get());
   const auto classes = static_cast<int64_t>(data.classes.size());
   if (!ckpt && config.num_classes == 0 && clf->num_classes() != classes) {
@@ -124,11 +129,12 @@ nlohmann::json train_classify(const ClassifyConfig& config, RunContext& ctx, con
     clf = dynamic_cast<ClassifierImpl*>(model.get());
   }
   if (clf->num_classes() < classes)
-    throw InputError("the model has " + std::to_string(clf->num_classes()) + " outputs but the data has " +
-                     std::to_string(classes) + " classes");
+    throw InputError("the model has " + std::to_string(clf->num_classes()) +
+                     " outputs but the data has " + std::to_string(classes) + " classes");
 
   const std::string data_line = "data: " + data.description;
-  const std::string model_line = "model: " + config.train.model + " " + model->options_json().dump() + ", " +
+  const std::string model_line = "model: " + config.train.model + " " +
+                                 model->options_json().dump() + ", " +
                                  std::to_string(count_parameters(*model)) + " parameters";
   ClassifyTask task(model, std::move(data), config, ctx.device);
   auto schedule = make_schedule(config.train, *model, ctx.logger, ckpt ? &*ckpt : nullptr);
@@ -139,8 +145,8 @@ nlohmann::json train_classify(const ClassifyConfig& config, RunContext& ctx, con
   return trainer.run();
 }
 
-nlohmann::json test_classify(const std::string& checkpoint, const std::string& data, const std::string& dataset,
-                             const std::string& out, RunContext& ctx) {
+nlohmann::json test_classify(const std::string& checkpoint, const std::string& data,
+                             const std::string& dataset, const std::string& out, RunContext& ctx) {
   Checkpoint ckpt = load_checkpoint_for(checkpoint, "classify");
   Model model = model_from_checkpoint(ckpt);
   model->to(ctx.device);
@@ -149,14 +155,21 @@ nlohmann::json test_classify(const std::string& checkpoint, const std::string& d
   auto ev = evaluate_classifier(*model, *d.val, 128, 2, ctx.device);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   Table table{{"Checkpoint", "Epoch", "Images", "Top1 (%)", "Top5 (%)", "Loss"},
-              {{checkpoint, std::to_string(ckpt.meta().epoch), std::to_string(ev.count), fixed(ev.top1, 3),
-                fixed(ev.top5, 3), fixed(ev.loss, 4)}}};
+              {{checkpoint, std::to_string(ckpt.meta().epoch), std::to_string(ev.count),
+                fixed(ev.top1, 3), fixed(ev.top5, 3), fixed(ev.loss, 4)}}};
   std::cout << table.to_text();
-  std::cout << "==> Top1: " << fixed(ev.top1, 3) << "    Top5: " << fixed(ev.top5, 3) << "    Loss: " << fixed(ev.loss, 3)
-            << std::endl;
-  nlohmann::json summary = {{"optform", "classify"}, {"checkpoint", checkpoint}, {"model", ckpt.meta().model},
-                            {"epoch", ckpt.meta().epoch}, {"dataset", d.dataset}, {"data", d.description},
-                            {"images", ev.count}, {"top1", ev.top1}, {"top5", ev.top5}, {"loss", ev.loss},
+  std::cout << "==> Top1: " << fixed(ev.top1, 3) << "    Top5: " << fixed(ev.top5, 3)
+            << "    Loss: " << fixed(ev.loss, 3) << std::endl;
+  nlohmann::json summary = {{"optform", "classify"},
+                            {"checkpoint", checkpoint},
+                            {"model", ckpt.meta().model},
+                            {"epoch", ckpt.meta().epoch},
+                            {"dataset", d.dataset},
+                            {"data", d.description},
+                            {"images", ev.count},
+                            {"top1", ev.top1},
+                            {"top5", ev.top5},
+                            {"loss", ev.loss},
                             {"seconds", secs}};
   fs::path dir = out.empty() ? fs::path(checkpoint).parent_path() : fs::path(out);
   if (dir.empty()) dir = ".";

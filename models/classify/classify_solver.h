@@ -16,7 +16,8 @@ struct ClassifyConfig {
   std::string dataset = "auto";
   /// Output classes; 0 = as many as the data has.
   int64_t num_classes = 0;
-  /// Side of the square input; 0 = the model's default (32 for CIFAR models, 224 for ImageNet ones).
+  /// Side of the square input; 0 = the model's default (32 for CIFAR models, 224 for ImageNet
+  /// ones).
   int64_t input_size = 0;
   /// Extra model options from --model-arg KEY=VALUE.
   nlohmann::json model_args = nlohmann::json::object();
@@ -27,15 +28,16 @@ struct ClassifyEvaluation {
   double top1 = 0, top5 = 0, loss = 0;
   int64_t count = 0;
 };
-ClassifyEvaluation evaluate_classifier(ModelImpl& model, const data::Dataset& dataset, int64_t batch_size,
-                                       int64_t workers, const c10::Device& device);
+ClassifyEvaluation evaluate_classifier(ModelImpl& model, const data::Dataset& dataset,
+                                       int64_t batch_size, int64_t workers,
+                                       const c10::Device& device);
 
 /// Trains a classifier as `config` says and returns summary.json's content.
 nlohmann::json train_classify(const ClassifyConfig& config, RunContext& ctx, const RunInfo& info);
 
 /// Tests a checkpoint on the validation split of `data`; writes test_summary.json to `out`
 /// (default the checkpoint's folder) and returns it.
-nlohmann::json test_classify(const std::string& checkpoint, const std::string& data, const std::string& dataset,
-                             const std::string& out, RunContext& ctx);
+nlohmann::json test_classify(const std::string& checkpoint, const std::string& data,
+                             const std::string& dataset, const std::string& out, RunContext& ctx);
 
 }  // namespace igb::models::classify

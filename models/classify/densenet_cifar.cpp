@@ -15,11 +15,14 @@ class DenseLayerImpl : public nn::Module {
  public:
   DenseLayerImpl(int64_t in, int64_t growth) {
     bn1 = register_module("bn1", nn::BatchNorm2d(in));
-    relu1 = register_module("relu1", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
+    relu1 = register_module("relu1",
+                            Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in, 4 * growth, 1).bias(false)));
     bn2 = register_module("bn2", nn::BatchNorm2d(4 * growth));
-    relu2 = register_module("relu2", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
-    conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(4 * growth, growth, 3).padding(1).bias(false)));
+    relu2 = register_module("relu2",
+                            Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
+    conv2 = register_module(
+        "conv2", nn::Conv2d(nn::Conv2dOptions(4 * growth, growth, 3).padding(1).bias(false)));
   }
   torch::Tensor forward(torch::Tensor x) {
     auto y = conv2(relu2(bn2(conv1(relu1(bn1(x))))));
@@ -36,7 +39,8 @@ class TransitionImpl : public nn::Module {
  public:
   TransitionImpl(int64_t in, int64_t out) {
     bn = register_module("bn", nn::BatchNorm2d(in));
-    relu = register_module("relu", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
+    relu =
+        register_module("relu", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     conv = register_module("conv", nn::Conv2d(nn::Conv2dOptions(in, out, 1).bias(false)));
     pool = register_module("pool", nn::AvgPool2d(nn::AvgPool2dOptions(2)));
   }
@@ -70,12 +74,14 @@ class DenseNetCifarImpl : public ClassifierImpl {
       }
     }
     bn = register_module("bn", nn::BatchNorm2d(c));
-    relu = register_module("relu", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
+    relu =
+        register_module("relu", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     avgpool = register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(1)));
     fc = register_module("fc", nn::Linear(c, o.num_classes()));
     torch::NoGradGuard no_grad;
     for (auto& m : modules(false))
-      if (auto* conv = m->as<nn::Conv2d>()) nn::init::kaiming_normal_(conv->weight, 0, torch::kFanOut, torch::kReLU);
+      if (auto* conv = m->as<nn::Conv2d>())
+        nn::init::kaiming_normal_(conv->weight, 0, torch::kFanOut, torch::kReLU);
   }
   torch::Tensor forward(torch::Tensor x) override {
     x = conv1(x);
@@ -102,7 +108,8 @@ class DenseNetCifarImpl : public ClassifierImpl {
 
 void DenseNetCifarOptions::validate(const std::string& model) const {
   if (depth_ < 10 || (depth_ - 4) % 6 != 0)
-    throw InputError("model " + model + ": depth must be 6n + 4 with n >= 1 (10, 16, 22, 28, 34, 40, …), got " +
+    throw InputError("model " + model +
+                     ": depth must be 6n + 4 with n >= 1 (10, 16, 22, 28, 34, 40, …), got " +
                      std::to_string(depth_));
 }
 

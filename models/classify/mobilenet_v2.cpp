@@ -11,8 +11,13 @@ namespace {
 
 /// conv (no bias) + BN + ReLU6, as torchvision's Conv2dNormActivation: children 0, 1, 2.
 Sequential conv_bn_relu6(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t groups) {
-  return Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, k).stride(stride).padding((k - 1) / 2).groups(groups).bias(false)),
-                    nn::BatchNorm2d(out), Activation(ActivationOptions(ActivationKind::kReLU6).inplace(true)));
+  return Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, k)
+                                   .stride(stride)
+                                   .padding((k - 1) / 2)
+                                   .groups(groups)
+                                   .bias(false)),
+                    nn::BatchNorm2d(out),
+                    Activation(ActivationOptions(ActivationKind::kReLU6).inplace(true)));
 }
 
 /// `conv`: [expand 1x1 (when t ≠ 1)], depthwise 3x3, project 1x1, BN; residual when the shape
@@ -29,7 +34,9 @@ class InvertedResidualImpl : public nn::Module {
     conv->push_back(nn::BatchNorm2d(out));
     register_module("conv", conv);
   }
-  torch::Tensor forward(torch::Tensor x) { return residual_ ? x + conv->forward(x) : conv->forward(x); }
+  torch::Tensor forward(torch::Tensor x) {
+    return residual_ ? x + conv->forward(x) : conv->forward(x);
+  }
   Sequential conv{nullptr};
 
  private:
@@ -42,8 +49,8 @@ class MobileNetV2Impl : public ClassifierImpl {
   explicit MobileNetV2Impl(MobileNetV2Options o)
       : ClassifierImpl(o.num_classes(), 3, o.input_size()), options(o) {
     // t (expansion), c (channels), n (repeats), s (first stride).
-    const int64_t settings[7][4] = {{1, 16, 1, 1},  {6, 24, 2, 2},  {6, 32, 3, 2}, {6, 64, 4, 2},
-                                    {6, 96, 3, 1},  {6, 160, 3, 2}, {6, 320, 1, 1}};
+    const int64_t settings[7][4] = {{1, 16, 1, 1}, {6, 24, 2, 2},  {6, 32, 3, 2}, {6, 64, 4, 2},
+                                    {6, 96, 3, 1}, {6, 160, 3, 2}, {6, 320, 1, 1}};
     features = Sequential();
     features->push_back(conv_bn_relu6(3, 32, 3, 2, 1));
     int64_t in = 32;
@@ -56,7 +63,8 @@ class MobileNetV2Impl : public ClassifierImpl {
     features->push_back(conv_bn_relu6(in, 1280, 1, 1, 1));
     register_module("features", features);
     avgpool = register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(1)));
-    classifier = register_module("classifier", Sequential(nn::Dropout(0.2), nn::Linear(1280, o.num_classes())));
+    classifier = register_module("classifier",
+                                 Sequential(nn::Dropout(0.2), nn::Linear(1280, o.num_classes())));
     torch::NoGradGuard no_grad;
     for (auto& m : modules(false)) {
       if (auto* c = m->as<nn::Conv2d>()) nn::init::kaiming_normal_(c->weight, 0, torch::kFanOut);

@@ -22,23 +22,29 @@ class BlockImpl : public nn::Module {
     if (bottleneck) {
       conv1 = register_module("conv1", conv(in, planes, 1, 1));
       bn1 = register_module("bn1", nn::BatchNorm2d(planes));
-      relu1 = register_module("relu1", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
+      relu1 = register_module("relu1",
+                              Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
       conv2 = register_module("conv2", conv(planes, planes, 3, stride));
       bn2 = register_module("bn2", nn::BatchNorm2d(planes));
-      relu2 = register_module("relu2", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
+      relu2 = register_module("relu2",
+                              Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
       conv3 = register_module("conv3", conv(planes, out, 1, 1));
       bn3 = register_module("bn3", nn::BatchNorm2d(out));
-      relu3 = register_module("relu3", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
+      relu3 = register_module("relu3",
+                              Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     } else {
       conv1 = register_module("conv1", conv(in, planes, 3, stride));
       bn1 = register_module("bn1", nn::BatchNorm2d(planes));
-      relu1 = register_module("relu1", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
+      relu1 = register_module("relu1",
+                              Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
       conv2 = register_module("conv2", conv(planes, planes, 3, 1));
       bn2 = register_module("bn2", nn::BatchNorm2d(planes));
-      relu2 = register_module("relu2", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
+      relu2 = register_module("relu2",
+                              Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     }
     if (stride != 1 || in != out)
-      downsample = register_module("downsample", Sequential(conv(in, out, 1, stride), nn::BatchNorm2d(out)));
+      downsample =
+          register_module("downsample", Sequential(conv(in, out, 1, stride), nn::BatchNorm2d(out)));
   }
   torch::Tensor forward(torch::Tensor x) {
     auto y = relu1(bn1(conv1(x)));
@@ -60,14 +66,19 @@ TORCH_MODULE(Block);
 
 class ResNetImpl : public ClassifierImpl {
  public:
-  explicit ResNetImpl(ResNetOptions o) : ClassifierImpl(o.num_classes(), 3, o.input_size()), options(o) {
+  explicit ResNetImpl(ResNetOptions o)
+      : ClassifierImpl(o.num_classes(), 3, o.input_size()), options(o) {
     const int64_t depth = o.depth();
     const bool bottleneck = depth >= 50;
-    const std::vector<int64_t> blocks = depth == 18 ? std::vector<int64_t>{2, 2, 2, 2} : std::vector<int64_t>{3, 4, 6, 3};
-    conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)));
+    const std::vector<int64_t> blocks =
+        depth == 18 ? std::vector<int64_t>{2, 2, 2, 2} : std::vector<int64_t>{3, 4, 6, 3};
+    conv1 = register_module(
+        "conv1", nn::Conv2d(nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)));
     bn1 = register_module("bn1", nn::BatchNorm2d(64));
-    relu = register_module("relu", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
-    maxpool = register_module("maxpool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
+    relu =
+        register_module("relu", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
+    maxpool =
+        register_module("maxpool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
     int64_t in = 64;
     for (int64_t stage = 0; stage < 4; ++stage) {
       const int64_t planes = 64 << stage;
@@ -82,7 +93,8 @@ class ResNetImpl : public ClassifierImpl {
     fc = register_module("fc", nn::Linear(in, o.num_classes()));
     torch::NoGradGuard no_grad;
     for (auto& m : modules(false))
-      if (auto* c = m->as<nn::Conv2d>()) nn::init::kaiming_normal_(c->weight, 0, torch::kFanOut, torch::kReLU);
+      if (auto* c = m->as<nn::Conv2d>())
+        nn::init::kaiming_normal_(c->weight, 0, torch::kFanOut, torch::kReLU);
   }
   torch::Tensor forward(torch::Tensor x) override {
     x = maxpool(relu(bn1(conv1(x))));
@@ -106,7 +118,8 @@ class ResNetImpl : public ClassifierImpl {
 
 void ResNetOptions::validate(const std::string& model) const {
   if (depth_ != 18 && depth_ != 34 && depth_ != 50)
-    throw InputError("model " + model + ": depth must be 18, 34 or 50, got " + std::to_string(depth_));
+    throw InputError("model " + model + ": depth must be 18, 34 or 50, got " +
+                     std::to_string(depth_));
 }
 
 Model make_resnet(const ResNetOptions& options) { return std::make_shared<ResNetImpl>(options); }

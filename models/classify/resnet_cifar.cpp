@@ -20,10 +20,12 @@ class BasicBlockImpl : public nn::Module {
   BasicBlockImpl(int64_t in, int64_t out, int64_t stride) : stride_(stride) {
     conv1 = register_module("conv1", conv3x3(in, out, stride));
     bn1 = register_module("bn1", nn::BatchNorm2d(out));
-    relu1 = register_module("relu1", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
+    relu1 = register_module("relu1",
+                            Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     conv2 = register_module("conv2", conv3x3(out, out, 1));
     bn2 = register_module("bn2", nn::BatchNorm2d(out));
-    relu2 = register_module("relu2", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
+    relu2 = register_module("relu2",
+                            Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     if (stride != 1 || in != out) {
       const int64_t pad = out - in;
       shortcut = register_module("shortcut", ChannelPad(pad / 2, pad - pad / 2));
@@ -57,7 +59,8 @@ class ResNetCifarImpl : public ClassifierImpl {
     const int64_t n = (o.depth() - 2) / 6;
     conv1 = register_module("conv1", conv3x3(3, 16, 1));
     bn1 = register_module("bn1", nn::BatchNorm2d(16));
-    relu = register_module("relu", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
+    relu =
+        register_module("relu", Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     int64_t in = 16;
     for (int64_t stage = 0; stage < 3; ++stage) {
       const int64_t out = 16 << stage;
@@ -72,7 +75,8 @@ class ResNetCifarImpl : public ClassifierImpl {
     fc = register_module("fc", nn::Linear(64, o.num_classes()));
     torch::NoGradGuard no_grad;
     for (auto& m : modules(false))
-      if (auto* c = m->as<nn::Conv2d>()) nn::init::kaiming_normal_(c->weight, 0, torch::kFanOut, torch::kReLU);
+      if (auto* c = m->as<nn::Conv2d>())
+        nn::init::kaiming_normal_(c->weight, 0, torch::kFanOut, torch::kReLU);
   }
   torch::Tensor forward(torch::Tensor x) override {
     x = relu(bn1(conv1(x)));
@@ -95,7 +99,8 @@ class ResNetCifarImpl : public ClassifierImpl {
 
 void ResNetCifarOptions::validate(const std::string& model) const {
   if (depth_ < 8 || (depth_ - 2) % 6 != 0)
-    throw InputError("model " + model + ": depth must be 6n + 2 with n >= 1 (8, 14, 20, 26, 32, …), got " +
+    throw InputError("model " + model +
+                     ": depth must be 6n + 2 with n >= 1 (8, 14, 20, 26, 32, …), got " +
                      std::to_string(depth_));
 }
 

@@ -23,7 +23,8 @@ class TwoConvNetImpl : public ClassifierImpl {
   TwoConvNetImpl(Options o, TwoConvLayout layout)
       : ClassifierImpl(o.num_classes(), layout.in_channels, o.input_size()), options(o) {
     const int64_t in_channels = layout.in_channels, conv1_padding = layout.conv1_padding;
-    conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in_channels, 6, 5).padding(conv1_padding)));
+    conv1 = register_module(
+        "conv1", nn::Conv2d(nn::Conv2dOptions(in_channels, 6, 5).padding(conv1_padding)));
     relu1 = register_module("relu1", Activation(ActivationKind::kReLU));
     pool1 = register_module("pool1", nn::MaxPool2d(nn::MaxPool2dOptions(2)));
     conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(6, 16, 5)));
@@ -31,8 +32,8 @@ class TwoConvNetImpl : public ClassifierImpl {
     pool2 = register_module("pool2", nn::MaxPool2d(nn::MaxPool2dOptions(2)));
     int64_t side = ((o.input_size() + 2 * conv1_padding - 4) / 2 - 4) / 2;
     if (side < 1)
-      throw InputError("model " + std::string(layout.name) + ": input_size " + std::to_string(o.input_size()) +
-                       " is too small");
+      throw InputError("model " + std::string(layout.name) + ": input_size " +
+                       std::to_string(o.input_size()) + " is too small");
     fc1 = register_module("fc1", nn::Linear(16 * side * side, 120));
     relu3 = register_module("relu3", Activation(ActivationKind::kReLU));
     fc2 = register_module("fc2", nn::Linear(120, 84));
@@ -57,7 +58,8 @@ class TwoConvNetImpl : public ClassifierImpl {
 }  // namespace
 
 Model make_simplenet_cifar(const SimpleNetCifarOptions& options) {
-  return std::make_shared<TwoConvNetImpl<SimpleNetCifarOptions>>(options, TwoConvLayout{"simplenet_cifar", 3, 0});
+  return std::make_shared<TwoConvNetImpl<SimpleNetCifarOptions>>(
+      options, TwoConvLayout{"simplenet_cifar", 3, 0});
 }
 
 Model make_lenet5(const LeNet5Options& options) {

@@ -9,7 +9,8 @@ namespace nn = torch::nn;
 
 namespace {
 
-const std::vector<int64_t> kVgg16 = {64, 64, -1, 128, 128, -1, 256, 256, 256, -1, 512, 512, 512, -1, 512, 512, 512, -1};
+const std::vector<int64_t> kVgg16 = {64, 64,  -1,  128, 128, -1,  256, 256, 256,
+                                     -1, 512, 512, 512, -1,  512, 512, 512, -1};
 
 /// `features` holds conv (+ BN) + ReLU per layer and a max-pool at each -1 of the config.
 Sequential vgg_features(bool batch_norm) {
@@ -32,12 +33,15 @@ Sequential vgg_features(bool batch_norm) {
 /// (fc 25088→4096, ReLU, dropout, fc 4096→4096, ReLU, dropout, fc 4096→classes).
 class Vgg16Impl : public ClassifierImpl {
  public:
-  explicit Vgg16Impl(Vgg16Options o) : ClassifierImpl(o.num_classes(), 3, o.input_size()), options(o) {
+  explicit Vgg16Impl(Vgg16Options o)
+      : ClassifierImpl(o.num_classes(), 3, o.input_size()), options(o) {
     features = register_module("features", vgg_features(false));
     avgpool = register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(7)));
     classifier = register_module(
-        "classifier", Sequential(nn::Linear(512 * 7 * 7, 4096), Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)),
-                                 nn::Dropout(0.5), nn::Linear(4096, 4096), Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)),
+        "classifier", Sequential(nn::Linear(512 * 7 * 7, 4096),
+                                 Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)),
+                                 nn::Dropout(0.5), nn::Linear(4096, 4096),
+                                 Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)),
                                  nn::Dropout(0.5), nn::Linear(4096, o.num_classes())));
   }
   torch::Tensor forward(torch::Tensor x) override {
@@ -58,7 +62,8 @@ class Vgg16CifarImpl : public ClassifierImpl {
       : ClassifierImpl(o.num_classes(), 3, o.input_size()), options(o) {
     features = register_module("features", vgg_features(true));
     classifier = register_module(
-        "classifier", Sequential(nn::Linear(512, 512), nn::BatchNorm1d(512), Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)),
+        "classifier", Sequential(nn::Linear(512, 512), nn::BatchNorm1d(512),
+                                 Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)),
                                  nn::Linear(512, o.num_classes())));
     torch::NoGradGuard no_grad;
     for (auto& m : modules(false))

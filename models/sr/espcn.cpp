@@ -10,9 +10,10 @@ EspcnImpl::EspcnImpl(EspcnOptions o) : SrModelImpl(o.scale(), o.channels()), opt
   act1 = register_module("act1", Activation(ActivationKind::kTanh));
   conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(64, 32, 3).padding(1)));
   act2 = register_module("act2", Activation(ActivationKind::kTanh));
-  conv3 = register_module("conv3",
-                          nn::Conv2d(nn::Conv2dOptions(32, channels * scale * scale, 3).padding(1)));
-  pixel_shuffle = register_module("pixel_shuffle", nn::PixelShuffle(nn::PixelShuffleOptions(scale)));
+  conv3 = register_module(
+      "conv3", nn::Conv2d(nn::Conv2dOptions(32, channels * scale * scale, 3).padding(1)));
+  pixel_shuffle =
+      register_module("pixel_shuffle", nn::PixelShuffle(nn::PixelShuffleOptions(scale)));
 }
 
 torch::Tensor EspcnImpl::forward(torch::Tensor x) {

@@ -28,11 +28,11 @@ FsrcnnImpl::FsrcnnImpl(FsrcnnOptions o) : SrModelImpl(o.scale(), o.channels()), 
   }
   mid_part->push_back(Sequential(nn::Conv2d(nn::Conv2dOptions(s, d, 1)), prelu(d)));
   register_module("mid_part", mid_part);
-  last_part = register_module(
-      "last_part", nn::ConvTranspose2d(nn::ConvTranspose2dOptions(d, channels, 9)
-                                           .stride(scale)
-                                           .padding(4)
-                                           .output_padding(scale - 1)));
+  last_part =
+      register_module("last_part", nn::ConvTranspose2d(nn::ConvTranspose2dOptions(d, channels, 9)
+                                                           .stride(scale)
+                                                           .padding(4)
+                                                           .output_padding(scale - 1)));
 
   torch::NoGradGuard no_grad;
   for (auto& mod : modules(false)) {

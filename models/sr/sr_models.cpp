@@ -20,14 +20,18 @@ torch::Tensor SrModelImpl::upsample(const torch::Tensor& x) const {
 
 void check_sr_channels(int64_t channels) {
   if (channels != 1 && channels != 3)
-    throw InputError("SR models take channels 1 (luma) or 3 (RGB), got " + std::to_string(channels));
+    throw InputError("SR models take channels 1 (luma) or 3 (RGB), got " +
+                     std::to_string(channels));
 }
 
 void register_sr_models(Registry<ModelSpec>& registry) {
-  add_model(registry, "srcnn", "sr", make_srcnn, "SRCNN 9-5-5 (Dong et al. 2014) on the bicubic-upsampled input");
-  add_model(registry, "fsrcnn", "sr", make_fsrcnn, "FSRCNN(d, s, m) with transposed-conv output (Dong et al. 2016)");
+  add_model(registry, "srcnn", "sr", make_srcnn,
+            "SRCNN 9-5-5 (Dong et al. 2014) on the bicubic-upsampled input");
+  add_model(registry, "fsrcnn", "sr", make_fsrcnn,
+            "FSRCNN(d, s, m) with transposed-conv output (Dong et al. 2016)");
   add_model(registry, "espcn", "sr", make_espcn, "ESPCN sub-pixel convolution (Shi et al. 2016)");
-  add_model(registry, "vdsr", "sr", make_vdsr, "VDSR, depth-layer residual network (Kim et al. 2016)");
+  add_model(registry, "vdsr", "sr", make_vdsr,
+            "VDSR, depth-layer residual network (Kim et al. 2016)");
 }
 
 }  // namespace igb::models::sr

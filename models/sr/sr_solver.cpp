@@ -3,12 +3,12 @@
 #include <iostream>
 #include <optional>
 
-#include "core/train_mode_guard.h"
 #include "core/checkpoint.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/logger.h"
 #include "core/table.h"
+#include "core/train_mode_guard.h"
 #include "data/image.h"
 #include "data/image_metrics.h"
 #include "models/sr/sr_model.h"
@@ -40,11 +40,8 @@ SrEvaluation evaluate_sr(ModelImpl& model, const std::vector<data::SrEvalImage>&
     TORCH_CHECK(sr_y.sizes() == hr_y.sizes(), "model output ", sr_y.sizes(), " does not match the ",
                 hr_y.sizes(), " ground truth of ", img.name);
     auto bic_y = data::rgb_to_y(img.bicubic_rgb);
-    SrEvaluation::Row row{img.name,
-                          data::psnr(sr_y, hr_y, scale),
-                          data::ssim(sr_y, hr_y, scale),
-                          data::psnr(bic_y, hr_y, scale),
-                          data::ssim(bic_y, hr_y, scale)};
+    SrEvaluation::Row row{img.name, data::psnr(sr_y, hr_y, scale), data::ssim(sr_y, hr_y, scale),
+                          data::psnr(bic_y, hr_y, scale), data::ssim(bic_y, hr_y, scale)};
     ev.rows.push_back(row);
     if (!save_dir.empty()) {
       fs::path name = fs::path(img.name).stem().string() + "_x" + std::to_string(scale) + ".png";
@@ -75,7 +72,9 @@ class SrTask : public TrainingTask {
   }
   Metrics validate() override {
     auto ev = evaluate_sr(*model_, data_.val, config_.upscale, config_.channels == "y", device_);
-    return {{"psnr", ev.psnr}, {"ssim", ev.ssim}, {"bicubic_psnr", ev.bicubic_psnr},
+    return {{"psnr", ev.psnr},
+            {"ssim", ev.ssim},
+            {"bicubic_psnr", ev.bicubic_psnr},
             {"bicubic_ssim", ev.bicubic_ssim}};
   }
   std::string primary_metric() const override { return "psnr"; }
@@ -132,17 +131,22 @@ nlohmann::json train_sr(const SrConfig& config, RunContext& ctx, const RunInfo& 
     model = create_model(config.train.model, opts);
   }
   auto* sr_model = dynamic_cast<SrModelImpl*>(model.get());
-  if (!sr_model) throw InputError("model '" + config.train.model + "' is not a super-resolution model");
-  if (sr_model->scale() != config.upscale || sr_model->channels() != (config.channels == "y" ? 1 : 3))
+  if (!sr_model)
+    throw InputError("model '" + config.train.model + "' is not a super-resolution model");
+  if (sr_model->scale() != config.upscale ||
+      sr_model->channels() != (config.channels == "y" ? 1 : 3))
     throw InputError("checkpoint " + config.train.resume + " was trained at x" +
                      std::to_string(sr_model->scale()) + " on " +
-                     (sr_model->channels() == 1 ? "y" : "rgb") + "; --upscale and --channels must match");
+                     (sr_model->channels() == 1 ? "y" : "rgb") +
+                     "; --upscale and --channels must match");
 
   auto data = data::load_sr_data(
-      config.train.data, data_options(config.upscale, config.channels == "y", config.train.seed, config.patch_size));
+      config.train.data,
+      data_options(config.upscale, config.channels == "y", config.train.seed, config.patch_size));
   const std::string data_line = "data: " + data.description;
-  const std::string model_line = "model: " + config.train.model + " " + model->options_json().dump() +
-                                 ", " + std::to_string(count_parameters(*model)) + " parameters";
+  const std::string model_line = "model: " + config.train.model + " " +
+                                 model->options_json().dump() + ", " +
+                                 std::to_string(count_parameters(*model)) + " parameters";
 
   SrTask task(model, std::move(data), config, ctx.device);
   auto schedule = make_schedule(config.train, *model, ctx.logger, ckpt ? &*ckpt : nullptr);
@@ -170,14 +174,17 @@ nlohmann::json test_sr(const SrTestConfig& config, RunContext& ctx) {
   for (const auto& r : ev.rows) {
     table.rows.push_back({r.name, fixed(r.psnr, 2), fixed(r.ssim, 4), fixed(r.bicubic_psnr, 2),
                           fixed(r.bicubic_ssim, 4)});
-    per_image.push_back({{"image", r.name}, {"psnr", r.psnr}, {"ssim", r.ssim},
-                         {"bicubic_psnr", r.bicubic_psnr}, {"bicubic_ssim", r.bicubic_ssim}});
+    per_image.push_back({{"image", r.name},
+                         {"psnr", r.psnr},
+                         {"ssim", r.ssim},
+                         {"bicubic_psnr", r.bicubic_psnr},
+                         {"bicubic_ssim", r.bicubic_ssim}});
   }
   table.rows.push_back({"mean", fixed(ev.psnr, 2), fixed(ev.ssim, 4), fixed(ev.bicubic_psnr, 2),
                         fixed(ev.bicubic_ssim, 4)});
   std::cout << table.to_text();
-  std::cout << "PSNR gain over bicubic: " << fixed(ev.psnr - ev.bicubic_psnr, 2) << " dB (x" << scale
-            << ", " << (y ? "Y" : "RGB→Y") << ", border " << scale << ")\n";
+  std::cout << "PSNR gain over bicubic: " << fixed(ev.psnr - ev.bicubic_psnr, 2) << " dB (x"
+            << scale << ", " << (y ? "Y" : "RGB→Y") << ", border " << scale << ")\n";
 
   nlohmann::json summary = {{"optform", "sr"},
                             {"checkpoint", config.checkpoint},
@@ -191,7 +198,8 @@ nlohmann::json test_sr(const SrTestConfig& config, RunContext& ctx) {
                             {"bicubic_psnr", ev.bicubic_psnr},
                             {"bicubic_ssim", ev.bicubic_ssim},
                             {"per_image", per_image}};
-  fs::path out = config.out.empty() ? fs::path(config.checkpoint).parent_path() : fs::path(config.out);
+  fs::path out =
+      config.out.empty() ? fs::path(config.checkpoint).parent_path() : fs::path(config.out);
   if (out.empty()) out = ".";
   write_text_atomically(out / "test_summary.json", summary.dump(2) + "\n");
   ctx.logger->info("wrote " + (out / "test_summary.json").string());

@@ -54,7 +54,8 @@ class Drivers : public ::testing::Test {
     auto lines = r.lines();
     ASSERT_EQ(lines.size(), 1u) << args << "\n" << r.output;
     EXPECT_NE(lines[0].find("error: "), std::string::npos) << lines[0];
-    EXPECT_NE(lines[0].find(needle), std::string::npos) << "expected '" << needle << "' in: " << lines[0];
+    EXPECT_NE(lines[0].find(needle), std::string::npos)
+        << "expected '" << needle << "' in: " << lines[0];
     EXPECT_FALSE(fs::exists(dir_ / "run")) << "partial run directory left by: " << args;
   }
 
@@ -68,22 +69,28 @@ class Drivers : public ::testing::Test {
 
 TEST_F(Drivers, OptformIsRequiredAndValidated) {
   expect_input_error("igb-train --model fsrcnn", "valid optforms: classify, sr");
-  expect_input_error("igb-train --optform=nope", "unknown optform 'nope'; valid optforms: classify, sr");
+  expect_input_error("igb-train --optform=nope",
+                     "unknown optform 'nope'; valid optforms: classify, sr");
   expect_input_error("igb-test --optform nope --checkpoint x", "valid optforms: classify, sr");
   auto help = run("igb-train --optform=sr --help");
   EXPECT_EQ(help.code, 0);
-  for (const char* opt : {"--model", "--data", "--epochs", "--batch-size", "--lr", "--optimizer", "--momentum",
-                          "--weight-decay", "--threads", "--workers", "--seed", "--device", "--out", "--resume",
-                          "--max-batches", "--log-every", "--upscale", "--patch-size", "--channels", "--config"})
+  for (const char* opt :
+       {"--model",     "--data",     "--epochs",       "--batch-size", "--lr",
+        "--optimizer", "--momentum", "--weight-decay", "--threads",    "--workers",
+        "--seed",      "--device",   "--out",          "--resume",     "--max-batches",
+        "--log-every", "--upscale",  "--patch-size",   "--channels",   "--config"})
     EXPECT_NE(help.output.find(opt), std::string::npos) << opt;
 }
 
 TEST_F(Drivers, BadOptionValues) {
   expect_input_error(train("--epochs -3"), "--epochs");
   expect_input_error(train("--upscale 5"), "--upscale");
-  expect_input_error(train("--model fsrcnnn"), "unknown model 'fsrcnnn'; valid sr models: espcn, fsrcnn, srcnn, vdsr");
-  expect_input_error(train("--model resnet20_cifar"), "model 'resnet20_cifar' is a classify model; valid sr models");
-  expect_input_error(train("--patch-size 50 --upscale 3"), "--patch-size 50 is not a multiple of --upscale 3");
+  expect_input_error(train("--model fsrcnnn"),
+                     "unknown model 'fsrcnnn'; valid sr models: espcn, fsrcnn, srcnn, vdsr");
+  expect_input_error(train("--model resnet20_cifar"),
+                     "model 'resnet20_cifar' is a classify model; valid sr models");
+  expect_input_error(train("--patch-size 50 --upscale 3"),
+                     "--patch-size 50 is not a multiple of --upscale 3");
   expect_input_error(train("--model-arg d"), "--model-arg 'd' is not KEY=VALUE");
   expect_input_error(train("--model-arg q=3"), "model fsrcnn has no option 'q'");
   expect_input_error(train("--no-such-flag"), "--no-such-flag");
@@ -97,7 +104,8 @@ TEST_F(Drivers, BadDataFolders) {
   fs::create_directories(dir_ / "corrupt/val");
   std::ofstream(dir_ / "corrupt/train/a.png") << "not a png";
   std::ofstream(dir_ / "corrupt/val/b.png") << "not a png";
-  expect_input_error(train("--data " + (dir_ / "corrupt").string()), "a.png is unreadable or corrupt");
+  expect_input_error(train("--data " + (dir_ / "corrupt").string()),
+                     "a.png is unreadable or corrupt");
 }
 
 TEST_F(Drivers, BadConfigFiles) {
@@ -105,32 +113,39 @@ TEST_F(Drivers, BadConfigFiles) {
   expect_input_error(train("--config " + (dir_ / "bad.yaml").string()),
                      "bad.yaml:2: unknown option 'batchsize'; did you mean batch-size");
   std::ofstream(dir_ / "other.yaml") << "optform: classify\n";
-  expect_input_error(train("--config " + (dir_ / "other.yaml").string()), "this run is --optform=sr");
+  expect_input_error(train("--config " + (dir_ / "other.yaml").string()),
+                     "this run is --optform=sr");
 }
 
 TEST_F(Drivers, CorruptAndTruncatedCheckpoints) {
   std::ofstream(dir_ / "garbage.ckpt") << "garbage";
-  expect_input_error("igb-test --optform=sr --checkpoint " + (dir_ / "garbage.ckpt").string(), "is corrupt or truncated");
-  expect_input_error(train("--resume " + (dir_ / "garbage.ckpt").string()), "is corrupt or truncated");
-  expect_input_error("igb-test --optform=sr --checkpoint " + (dir_ / "none.ckpt").string(), "does not exist");
+  expect_input_error("igb-test --optform=sr --checkpoint " + (dir_ / "garbage.ckpt").string(),
+                     "is corrupt or truncated");
+  expect_input_error(train("--resume " + (dir_ / "garbage.ckpt").string()),
+                     "is corrupt or truncated");
+  expect_input_error("igb-test --optform=sr --checkpoint " + (dir_ / "none.ckpt").string(),
+                     "does not exist");
 }
 
 TEST_F(Drivers, ShortRunWritesTheRunDirectoryAndTestReadsItBack) {
-  auto r = run(train("--epochs 2 --max-batches 2 --batch-size 4 --model-arg d=8 --model-arg s=4 --model-arg m=1"));
+  auto r = run(train(
+      "--epochs 2 --max-batches 2 --batch-size 4 --model-arg d=8 --model-arg s=4 --model-arg m=1"));
   ASSERT_EQ(r.code, 0) << r.output;
   fs::path run_dir = dir_ / "run";
-  for (const char* f : {"train.log", "metrics.csv", "config.yaml", "checkpoint.ckpt", "best.ckpt", "summary.json"})
+  for (const char* f :
+       {"train.log", "metrics.csv", "config.yaml", "checkpoint.ckpt", "best.ckpt", "summary.json"})
     EXPECT_TRUE(fs::exists(run_dir / f)) << f;
   bool events = false;
   for (const auto& e : fs::directory_iterator(run_dir))
     events = events || e.path().filename().string().find("tfevents") != std::string::npos;
   EXPECT_TRUE(events);
   auto summary = nlohmann::json::parse(std::ifstream(run_dir / "summary.json"));
-  for (const char* k : {"optform", "model", "epochs", "best_epoch", "params", "psnr", "ssim", "best_psnr",
-                        "bicubic_psnr", "bicubic_ssim"})
+  for (const char* k : {"optform", "model", "epochs", "best_epoch", "params", "psnr", "ssim",
+                        "best_psnr", "bicubic_psnr", "bicubic_ssim"})
     EXPECT_TRUE(summary.contains(k)) << k;
   EXPECT_EQ(summary["epochs"], 2);
-  EXPECT_EQ(summary["params"], 8 * 25 + 8 + 8 + 8 * 4 + 4 + 4 + 4 * 9 * 4 + 4 + 4 + 4 * 8 + 8 + 8 + 81 * 8 + 1);
+  EXPECT_EQ(summary["params"],
+            8 * 25 + 8 + 8 + 8 * 4 + 4 + 4 + 4 * 9 * 4 + 4 + 4 + 4 * 8 + 8 + 8 + 81 * 8 + 1);
 
   // The resolved options reload with --config and reproduce the run's settings.
   std::ifstream cfg(run_dir / "config.yaml");
@@ -139,11 +154,14 @@ TEST_F(Drivers, ShortRunWritesTheRunDirectoryAndTestReadsItBack) {
   EXPECT_NE(cfg_text.find("optform: sr"), std::string::npos) << cfg_text;
 
   // Resuming for a third epoch continues the same run directory.
-  auto resumed = run("igb-train --optform=sr --threads 1 --config " + (run_dir / "config.yaml").string() +
-                     " --epochs 3 --resume " + (run_dir / "checkpoint.ckpt").string() + " --out " + run_dir.string());
+  auto resumed = run("igb-train --optform=sr --threads 1 --config " +
+                     (run_dir / "config.yaml").string() + " --epochs 3 --resume " +
+                     (run_dir / "checkpoint.ckpt").string() + " --out " + run_dir.string());
   ASSERT_EQ(resumed.code, 0) << resumed.output;
-  EXPECT_NE(resumed.output.find("training fsrcnn for epochs 2-2"), std::string::npos) << resumed.output;
-  auto again = run("igb-train --optform=sr --threads 1 --epochs 3 --resume " + (run_dir / "checkpoint.ckpt").string());
+  EXPECT_NE(resumed.output.find("training fsrcnn for epochs 2-2"), std::string::npos)
+      << resumed.output;
+  auto again = run("igb-train --optform=sr --threads 1 --epochs 3 --resume " +
+                   (run_dir / "checkpoint.ckpt").string());
   EXPECT_EQ(again.code, 2);
   EXPECT_NE(again.output.find("has already trained 3 epochs"), std::string::npos) << again.output;
 
@@ -155,13 +173,14 @@ TEST_F(Drivers, ShortRunWritesTheRunDirectoryAndTestReadsItBack) {
   EXPECT_EQ(cut.code, 2) << cut.output;
   EXPECT_NE(cut.output.find("cut.ckpt is corrupt or truncated"), std::string::npos) << cut.output;
   EXPECT_FALSE(fs::exists(dir_ / "cut_out"));
-  auto cut_resume = run("igb-train --optform=sr --epochs 5 --resume " + (dir_ / "cut.ckpt").string() +
-                        " --out " + (dir_ / "cut_run").string());
+  auto cut_resume = run("igb-train --optform=sr --epochs 5 --resume " +
+                        (dir_ / "cut.ckpt").string() + " --out " + (dir_ / "cut_run").string());
   EXPECT_EQ(cut_resume.code, 2) << cut_resume.output;
   EXPECT_FALSE(fs::exists(dir_ / "cut_run"));
 
-  auto t = run("igb-test --optform=sr --threads 1 --checkpoint " + (run_dir / "best.ckpt").string() +
-               " --save-images " + (dir_ / "images").string() + " --out " + (dir_ / "test").string());
+  auto t =
+      run("igb-test --optform=sr --threads 1 --checkpoint " + (run_dir / "best.ckpt").string() +
+          " --save-images " + (dir_ / "images").string() + " --out " + (dir_ / "test").string());
   ASSERT_EQ(t.code, 0) << t.output;
   EXPECT_NE(t.output.find("Bicubic PSNR"), std::string::npos);
   auto ts = nlohmann::json::parse(std::ifstream(dir_ / "test" / "test_summary.json"));
@@ -177,37 +196,43 @@ TEST_F(Drivers, ClassifyTrainsOnCifarFilesAndTests) {
     std::string out;
     for (int i = 0; i < n; ++i) {
       out.push_back(static_cast<char>((i + offset) % 10));
-      for (int p = 0; p < 3072; ++p) out.push_back(static_cast<char>((p * 7 + i * 13 + offset) % 256));
+      for (int p = 0; p < 3072; ++p)
+        out.push_back(static_cast<char>((p * 7 + i * 13 + offset) % 256));
     }
     return out;
   };
   std::ofstream(dir_ / "cifar" / "data_batch_1.bin", std::ios::binary) << records(40, 0);
   std::ofstream(dir_ / "cifar" / "test_batch.bin", std::ios::binary) << records(20, 5);
-  auto r = run("igb-train --optform=classify --model simplenet_cifar --threads 1 --epochs 1 --batch-size 8 --data " +
-               (dir_ / "cifar").string() + " --out " + (dir_ / "run").string());
+  auto r =
+      run("igb-train --optform=classify --model simplenet_cifar --threads 1 --epochs 1 "
+          "--batch-size 8 --data " +
+          (dir_ / "cifar").string() + " --out " + (dir_ / "run").string());
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("==> epoch 0/0"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Top1: "), std::string::npos) << r.output;
   auto summary = nlohmann::json::parse(std::ifstream(dir_ / "run" / "summary.json"));
-  for (const char* k : {"top1", "top5", "loss", "best_top1", "params"}) EXPECT_TRUE(summary.contains(k)) << k;
+  for (const char* k : {"top1", "top5", "loss", "best_top1", "params"})
+    EXPECT_TRUE(summary.contains(k)) << k;
   EXPECT_EQ(summary["params"], 62006);
   EXPECT_EQ(summary["macs"], 651720);
   EXPECT_EQ(summary["dataset"], "cifar10");
 
-  auto t = run("igb-test --optform=classify --threads 1 --checkpoint " + (dir_ / "run" / "best.ckpt").string() +
-               " --data " + (dir_ / "cifar").string());
+  auto t = run("igb-test --optform=classify --threads 1 --checkpoint " +
+               (dir_ / "run" / "best.ckpt").string() + " --data " + (dir_ / "cifar").string());
   ASSERT_EQ(t.code, 0) << t.output;
   auto ts = nlohmann::json::parse(std::ifstream(dir_ / "run" / "test_summary.json"));
   EXPECT_EQ(ts["images"], 20);
   EXPECT_NEAR(ts["top1"].get<double>(), summary["top1"].get<double>(), 1e-9);
 
   // The reports the original tool's tester wrote, into the output folder.
-  auto sum = run("igb-test --optform=classify --threads 1 --checkpoint " + (dir_ / "run" / "best.ckpt").string() +
-                 " --data " + (dir_ / "cifar").string() + " --out " + (dir_ / "reports").string() +
-                 " --summary sparsity,macs,graph,profile");
+  auto sum =
+      run("igb-test --optform=classify --threads 1 --checkpoint " +
+          (dir_ / "run" / "best.ckpt").string() + " --data " + (dir_ / "cifar").string() +
+          " --out " + (dir_ / "reports").string() + " --summary sparsity,macs,graph,profile");
   ASSERT_EQ(sum.code, 0) << sum.output;
-  for (const char* f : {"test_summary.json", "sparsity.csv", "sparsity.json", "macs.csv", "macs.json", "graph.svg",
-                        "graph.dot", "profile.json", "profile_trace.json"})
+  for (const char* f :
+       {"test_summary.json", "sparsity.csv", "sparsity.json", "macs.csv", "macs.json", "graph.svg",
+        "graph.dot", "profile.json", "profile_trace.json"})
     EXPECT_TRUE(fs::exists(dir_ / "reports" / f)) << f;
   auto macs = nlohmann::json::parse(std::ifstream(dir_ / "reports" / "macs.json"));
   EXPECT_EQ(macs["total_macs"], 651720);
@@ -216,19 +241,21 @@ TEST_F(Drivers, ClassifyTrainsOnCifarFilesAndTests) {
   auto profile = nlohmann::json::parse(std::ifstream(dir_ / "reports" / "profile.json"));
   EXPECT_EQ(profile["batches"][0]["layers"][0]["name"], "conv1");
   EXPECT_NE(sum.output.find("Total MACs: 651,720"), std::string::npos) << sum.output;
-  auto bad_summary = run("igb-test --optform=classify --checkpoint " + (dir_ / "run" / "best.ckpt").string() +
-                         " --summary macs,flops");
+  auto bad_summary = run("igb-test --optform=classify --checkpoint " +
+                         (dir_ / "run" / "best.ckpt").string() + " --summary macs,flops");
   EXPECT_EQ(bad_summary.code, 2);
   EXPECT_NE(bad_summary.output.find("flops"), std::string::npos) << bad_summary.output;
 
-  auto sp = run("igb-tools sparsity --checkpoint " + (dir_ / "run" / "best.ckpt").string() + " --csv " +
-                (dir_ / "sp.csv").string());
+  auto sp = run("igb-tools sparsity --checkpoint " + (dir_ / "run" / "best.ckpt").string() +
+                " --csv " + (dir_ / "sp.csv").string());
   ASSERT_EQ(sp.code, 0) << sp.output;
   EXPECT_NE(sp.output.find("Total sparsity:"), std::string::npos) << sp.output;
   std::ifstream csv(dir_ / "sp.csv");
   std::string header;
   std::getline(csv, header);
-  EXPECT_EQ(header, "Name,Shape,NNZ (dense),NNZ (sparse),Cols (%),Rows (%),Ch (%),2D (%),3D (%),Fine (%),Std,Mean,Abs-Mean");
+  EXPECT_EQ(header,
+            "Name,Shape,NNZ (dense),NNZ (sparse),Cols (%),Rows (%),Ch (%),2D (%),3D (%),Fine "
+            "(%),Std,Mean,Abs-Mean");
 
   // Testing an SR checkpoint as a classifier is refused.
   auto wrong = run("igb-test --optform=sr --checkpoint " + (dir_ / "run" / "best.ckpt").string());
@@ -237,23 +264,28 @@ TEST_F(Drivers, ClassifyTrainsOnCifarFilesAndTests) {
 
   // A truncated batch file is named.
   fs::resize_file(dir_ / "cifar" / "test_batch.bin", 5000);
-  auto bad = run("igb-train --optform=classify --data " + (dir_ / "cifar").string() + " --out " + (dir_ / "run2").string());
+  auto bad = run("igb-train --optform=classify --data " + (dir_ / "cifar").string() + " --out " +
+                 (dir_ / "run2").string());
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.output.find("test_batch.bin is truncated"), std::string::npos) << bad.output;
   EXPECT_FALSE(fs::exists(dir_ / "run2"));
 }
 
 TEST_F(Drivers, CompressScheduleErrorsAndTheSharedExamples) {
-  std::ofstream(dir_ / "bad.yaml") << "version: 1\npruners:\n  p:\n    class: AutomatedGradualPruner\n"
-                                      "    initial_sparsity: 0.1\n    final_sparsity: 0.5\n    weights: [mid_part.1.weigth]\n"
-                                      "policies:\n  - pruner: {instance_name: p}\n    starting_epoch: 0\n    ending_epoch: 2\n";
+  std::ofstream(dir_ / "bad.yaml")
+      << "version: 1\npruners:\n  p:\n    class: AutomatedGradualPruner\n"
+         "    initial_sparsity: 0.1\n    final_sparsity: 0.5\n    weights: [mid_part.1.weigth]\n"
+         "policies:\n  - pruner: {instance_name: p}\n    starting_epoch: 0\n    ending_epoch: 2\n";
   expect_input_error(train("--compress " + (dir_ / "bad.yaml").string()),
-                     "bad.yaml:7: 'mid_part.1.weigth' is not a parameter of the model; closest: mid_part.1.weight");
+                     "bad.yaml:7: 'mid_part.1.weigth' is not a parameter of the model; closest: "
+                     "mid_part.1.weight");
   expect_input_error(train("--compress " + (dir_ / "none.yaml").string()), "does not exist");
   // The original tool's schedules run unchanged on fsrcnn.
   const std::string examples = std::string(IGB_SOURCE_DIR) + "/../shared/examples/";
-  if (!fs::exists(examples + "agp_prune.yaml")) GTEST_SKIP() << "shared/examples not beside the checkout";
-  auto r = run(train("--epochs 1 --max-batches 2 --batch-size 4 --compress " + examples + "agp_prune.yaml"));
+  if (!fs::exists(examples + "agp_prune.yaml"))
+    GTEST_SKIP() << "shared/examples not beside the checkout";
+  auto r = run(
+      train("--epochs 1 --max-batches 2 --batch-size 4 --compress " + examples + "agp_prune.yaml"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("sparsity"), std::string::npos);
   auto summary = nlohmann::json::parse(std::ifstream(dir_ / "run" / "summary.json"));
@@ -262,7 +294,8 @@ TEST_F(Drivers, CompressScheduleErrorsAndTheSharedExamples) {
   fs::remove_all(dir_ / "run");
   // filter_prune.yaml prunes and thins at epoch 0: the run goes on with the thin model, and its
   // checkpoints reload in their thinned shape for testing, tools and resuming.
-  auto f = run(train("--epochs 1 --max-batches 2 --batch-size 4 --compress " + examples + "filter_prune.yaml"));
+  auto f = run(train("--epochs 1 --max-batches 2 --batch-size 4 --compress " + examples +
+                     "filter_prune.yaml"));
   ASSERT_EQ(f.code, 0) << f.output;
   EXPECT_NE(f.output.find("(FilterRemover) at epoch 0: removed"), std::string::npos) << f.output;
   EXPECT_NE(f.output.find("mid_part.9.0: filters 56 -> 34"), std::string::npos) << f.output;
@@ -273,13 +306,15 @@ TEST_F(Drivers, CompressScheduleErrorsAndTheSharedExamples) {
   EXPECT_EQ(thin["thinning"][0]["macs_before"], 12'763'136);
   EXPECT_EQ(thin["thinning"][0]["macs_after"], thin["macs"]);
   EXPECT_TRUE(thin["thinning"][0]["metrics"].contains("psnr"));
-  auto t = run("igb-test --optform=sr --threads 1 --checkpoint " + (dir_ / "run" / "checkpoint.ckpt").string());
+  auto t = run("igb-test --optform=sr --threads 1 --checkpoint " +
+               (dir_ / "run" / "checkpoint.ckpt").string());
   EXPECT_EQ(t.code, 0) << t.output;
   auto macs = run("igb-tools macs --checkpoint " + (dir_ / "run" / "checkpoint.ckpt").string());
   EXPECT_NE(macs.output.find("Total MACs: "), std::string::npos) << macs.output;
   EXPECT_NE(macs.output.find("1x34x32x32"), std::string::npos) << macs.output;
-  auto resumed = run("igb-train --optform=sr --threads 1 --epochs 2 --max-batches 2 --batch-size 4 --resume " +
-                     (dir_ / "run" / "checkpoint.ckpt").string());
+  auto resumed =
+      run("igb-train --optform=sr --threads 1 --epochs 2 --max-batches 2 --batch-size 4 --resume " +
+          (dir_ / "run" / "checkpoint.ckpt").string());
   EXPECT_EQ(resumed.code, 0) << resumed.output;
   auto again = nlohmann::json::parse(std::ifstream(dir_ / "run" / "summary.json"));
   EXPECT_EQ(again["macs"], thin["macs"]);
@@ -288,23 +323,27 @@ TEST_F(Drivers, CompressScheduleErrorsAndTheSharedExamples) {
 
 TEST_F(Drivers, ToolsThinACheckpoint) {
   // A short run pruned by filters but not thinned, then thinned by igb-tools thin.
-  std::ofstream(dir_ / "prune.yaml") << "version: 1\npruners:\n  p:\n    class: L1RankedStructureParameterPruner\n"
-                                        "    reg_regims:\n      mid_part.0.0.weight: [0.5, Filters]\n"
-                                        "policies:\n  - pruner: {instance_name: p}\n    epochs: [0]\n";
-  auto r = run(train("--epochs 1 --max-batches 2 --batch-size 4 --compress " + (dir_ / "prune.yaml").string()));
+  std::ofstream(dir_ / "prune.yaml")
+      << "version: 1\npruners:\n  p:\n    class: L1RankedStructureParameterPruner\n"
+         "    reg_regims:\n      mid_part.0.0.weight: [0.5, Filters]\n"
+         "policies:\n  - pruner: {instance_name: p}\n    epochs: [0]\n";
+  auto r = run(train("--epochs 1 --max-batches 2 --batch-size 4 --compress " +
+                     (dir_ / "prune.yaml").string()));
   ASSERT_EQ(r.code, 0) << r.output;
   const auto ckpt = (dir_ / "run" / "checkpoint.ckpt").string();
   auto t = run("igb-tools thin --checkpoint " + ckpt + " --out " + (dir_ / "thin.ckpt").string());
   ASSERT_EQ(t.code, 0) << t.output;
   EXPECT_NE(t.output.find("mid_part.0.0: filters 12 -> 6"), std::string::npos) << t.output;
   EXPECT_NE(t.output.find("MACs"), std::string::npos) << t.output;
-  auto test = run("igb-test --optform=sr --threads 1 --checkpoint " + (dir_ / "thin.ckpt").string() + " --out " +
-                  (dir_ / "t").string());
+  auto test = run("igb-test --optform=sr --threads 1 --checkpoint " +
+                  (dir_ / "thin.ckpt").string() + " --out " + (dir_ / "t").string());
   ASSERT_EQ(test.code, 0) << test.output;
-  auto dense_test = run("igb-test --optform=sr --threads 1 --checkpoint " + ckpt + " --out " + (dir_ / "d").string());
+  auto dense_test = run("igb-test --optform=sr --threads 1 --checkpoint " + ckpt + " --out " +
+                        (dir_ / "d").string());
   auto a = nlohmann::json::parse(std::ifstream(dir_ / "t" / "test_summary.json"));
   auto b = nlohmann::json::parse(std::ifstream(dir_ / "d" / "test_summary.json"));
-  EXPECT_NEAR(a["psnr"].get<double>(), b["psnr"].get<double>(), 1e-4);  // same outputs, fewer filters
+  EXPECT_NEAR(a["psnr"].get<double>(), b["psnr"].get<double>(),
+              1e-4);  // same outputs, fewer filters
   // Nothing left to remove, and the original is never overwritten.
   auto nothing = run("igb-tools thin --checkpoint " + (dir_ / "thin.ckpt").string() + " --out " +
                      (dir_ / "thin2.ckpt").string());
@@ -319,13 +358,16 @@ TEST_F(Drivers, ToolsThinACheckpoint) {
 TEST_F(Drivers, ToolsListsRegistries) {
   auto r = run("igb-tools list models");
   EXPECT_EQ(r.code, 0);
-  for (const char* m : {"srcnn", "fsrcnn", "espcn", "vdsr", "resnet20_cifar", "densenet_cifar", "mobilenet_v2"})
+  for (const char* m :
+       {"srcnn", "fsrcnn", "espcn", "vdsr", "resnet20_cifar", "densenet_cifar", "mobilenet_v2"})
     EXPECT_NE(r.output.find(m), std::string::npos) << m;
   auto pruners = run("igb-tools list pruners");
   EXPECT_EQ(pruners.code, 0);
-  for (const char* c : {"AutomatedGradualPruner", "L1RankedStructureParameterPruner_AGP", "SensitivityPruner"})
+  for (const char* c :
+       {"AutomatedGradualPruner", "L1RankedStructureParameterPruner_AGP", "SensitivityPruner"})
     EXPECT_NE(pruners.output.find(c), std::string::npos) << c;
-  EXPECT_NE(run("igb-tools list lr_schedulers").output.find("MultiStepMultiGammaLR"), std::string::npos);
+  EXPECT_NE(run("igb-tools list lr_schedulers").output.find("MultiStepMultiGammaLR"),
+            std::string::npos);
   auto bad = run("igb-tools list nothing");
   EXPECT_EQ(bad.code, 2);
   auto datasets = run("igb-tools list datasets");
@@ -343,27 +385,33 @@ TEST_F(Drivers, ToolsReportsOnZooModels) {
   auto big = run("igb-tools macs --model resnet18 --input 1x3x112x112");
   EXPECT_NE(big.output.find("1x3x112x112"), std::string::npos) << big.output;
 
-  auto png = run("igb-tools draw --model densenet_cifar --model-arg depth=16 --out " + (dir_ / "d.png").string());
+  auto png = run("igb-tools draw --model densenet_cifar --model-arg depth=16 --out " +
+                 (dir_ / "d.png").string());
   ASSERT_EQ(png.code, 0) << png.output;
   std::ifstream in(dir_ / "d.png", std::ios::binary);
   char magic[4] = {};
   in.read(magic, 4);
   EXPECT_EQ(std::string(magic + 1, 3), "PNG");
 
-  auto prof = run("igb-tools profile --model simplenet_cifar --batch-sizes 1,8 --top 5 --repeats 1 --trace " +
-                  (dir_ / "t.json").string() + " --json " + (dir_ / "p.json").string());
+  auto prof = run(
+      "igb-tools profile --model simplenet_cifar --batch-sizes 1,8 --top 5 --repeats 1 --trace " +
+      (dir_ / "t.json").string() + " --json " + (dir_ / "p.json").string());
   ASSERT_EQ(prof.code, 0) << prof.output;
-  EXPECT_NE(prof.output.find("Top operators of simplenet_cifar, batch 8"), std::string::npos) << prof.output;
+  EXPECT_NE(prof.output.find("Top operators of simplenet_cifar, batch 8"), std::string::npos)
+      << prof.output;
   auto trace = nlohmann::json::parse(std::ifstream(dir_ / "t.json"));
   EXPECT_GT(trace["traceEvents"].size(), 20u);
   auto p = nlohmann::json::parse(std::ifstream(dir_ / "p.json"));
   EXPECT_EQ(p["batches"][1]["batch"], 8);
 
-  expect_input_error("igb-tools draw --model resnet20_cifar --out " + (dir_ / "g.gif").string(), "must be .svg, .png or .dot");
+  expect_input_error("igb-tools draw --model resnet20_cifar --out " + (dir_ / "g.gif").string(),
+                     "must be .svg, .png or .dot");
   EXPECT_FALSE(fs::exists(dir_ / "g.gif"));
-  expect_input_error("igb-tools macs --model resnet20_cifar --checkpoint x.ckpt", "either --model NAME or --checkpoint");
+  expect_input_error("igb-tools macs --model resnet20_cifar --checkpoint x.ckpt",
+                     "either --model NAME or --checkpoint");
   expect_input_error("igb-tools macs --model resnet20_cifar --input 1x3xx32", "not a shape");
-  expect_input_error("igb-tools profile --model simplenet_cifar --batch-sizes 1,0", "--batch-sizes");
+  expect_input_error("igb-tools profile --model simplenet_cifar --batch-sizes 1,0",
+                     "--batch-sizes");
   expect_input_error("igb-tools macs --model fsrcnn --model-arg scale", "is not KEY=VALUE");
 }
 

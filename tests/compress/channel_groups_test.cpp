@@ -31,7 +31,8 @@ class SmoothNet : public torch::nn::Module {
 };
 
 SummaryGraph graph_of(const std::shared_ptr<SmoothNet>& m) {
-  return SummaryGraph::build(*m, {1, 3, 8, 8}, [m](const torch::Tensor& x) { return m->forward(x); });
+  return SummaryGraph::build(*m, {1, 3, 8, 8},
+                             [m](const torch::Tensor& x) { return m->forward(x); });
 }
 
 void zero_filters(torch::nn::Conv2d& conv, std::initializer_list<int64_t> channels) {
@@ -84,7 +85,8 @@ TEST(ChannelGroups, AnOpThatTurnsZeroIntoOneKeepsItsChannels) {
   EXPECT_TRUE(plan.empty());
   ASSERT_EQ(plan.log.size(), 1u);
   EXPECT_NE(plan.log[0].find("a: 1 zeroed filter kept: "), std::string::npos) << plan.log[0];
-  EXPECT_NE(plan.log[0].find("(Exp) turns a zero channel into a non-zero one"), std::string::npos) << plan.log[0];
+  EXPECT_NE(plan.log[0].find("(Exp) turns a zero channel into a non-zero one"), std::string::npos)
+      << plan.log[0];
 }
 
 TEST(ChannelGroups, BuiltGroupsNameTheirPartnersAndFollowers) {

@@ -43,22 +43,29 @@ std::string error_of(const std::function<void()>& f) {
 
 TEST(Extensions, RegistryNamesTheThinningClasses) {
   register_builtin_extensions();
-  EXPECT_EQ(extension_registry().names(), (std::vector<std::string>{"ChannelRemover", "FilterRemover"}));
-  EXPECT_NE(extension_registry().entry("FilterRemover").help.find("remove_filters"), std::string::npos);
+  EXPECT_EQ(extension_registry().names(),
+            (std::vector<std::string>{"ChannelRemover", "FilterRemover"}));
+  EXPECT_NE(extension_registry().entry("FilterRemover").help.find("remove_filters"),
+            std::string::npos);
 }
 
 TEST(Extensions, FilterRemoverChecksItsThinningFunction) {
-  auto ext = build("class: FilterRemover\nthinning_func_str: remove_filters\narch: resnet20_cifar\ndataset: cifar10\n");
+  auto ext = build(
+      "class: FilterRemover\nthinning_func_str: remove_filters\narch: resnet20_cifar\ndataset: "
+      "cifar10\n");
   EXPECT_EQ(ext->name(), "t");
   EXPECT_EQ(ext->class_name(), "FilterRemover");
   auto* thinning = dynamic_cast<ThinningExtension*>(ext.get());
   ASSERT_NE(thinning, nullptr);
   EXPECT_EQ(thinning->options().kind(), ThinningKind::kFilters);
-  EXPECT_EQ(ext->hyperparams(), nlohmann::json({{"class", "FilterRemover"}, {"thinning_func_str", "remove_filters"}}));
+  EXPECT_EQ(ext->hyperparams(),
+            nlohmann::json({{"class", "FilterRemover"}, {"thinning_func_str", "remove_filters"}}));
 
   EXPECT_EQ(error_of([] { build("class: FilterRemover\nthinning_func_str: remove_channels\n"); }),
             "e.yaml:2: FilterRemover takes thinning_func_str: remove_filters, not remove_channels");
-  EXPECT_NE(error_of([] { build("class: FilterRemover\nthining_func_str: remove_filters\n"); }).find("thining_func_str"),
+  EXPECT_NE(error_of([] {
+              build("class: FilterRemover\nthining_func_str: remove_filters\n");
+            }).find("thining_func_str"),
             std::string::npos);
 }
 
@@ -71,11 +78,14 @@ TEST(Extensions, ChannelRemoverDefaultsItsThinningFunction) {
 TEST(Extensions, TheSchedulerRejectsAnUnknownClassListingTheRegistry) {
   torch::nn::Linear model(4, 2);
   try {
-    CompressionScheduler::from_text("version: 1\nextensions:\n  t:\n    class: FilterRemoval\npolicies: []\n", "s.yaml",
-                                    *model, 0.1, nullptr);
+    CompressionScheduler::from_text(
+        "version: 1\nextensions:\n  t:\n    class: FilterRemoval\npolicies: []\n", "s.yaml", *model,
+        0.1, nullptr);
     FAIL() << "no error";
   } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()), "s.yaml:4: unknown extension class 'FilterRemoval'; valid: ChannelRemover, FilterRemover");
+    EXPECT_EQ(
+        std::string(e.what()),
+        "s.yaml:4: unknown extension class 'FilterRemoval'; valid: ChannelRemover, FilterRemover");
   }
 }
 
@@ -94,7 +104,9 @@ TEST(Extensions, FilterRemoverThinsTheModelAndReportsTheRecipe) {
   torch::optim::SGD opt(m->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   MaskTable masks = {{"conv2.weight", torch::ones({16, 6, 5, 5})}};
   const std::vector<int64_t> shape = m->input_shape();
-  const tools::SummaryGraph::Forward forward = [m](const torch::Tensor& x) { return m->forward(x); };
+  const tools::SummaryGraph::Forward forward = [m](const torch::Tensor& x) {
+    return m->forward(x);
+  };
   const std::string file = "s.yaml";
   const ExtensionContext ctx{*m, shape, forward, opt, masks, nullptr, file};
 
@@ -107,9 +119,11 @@ TEST(Extensions, FilterRemoverThinsTheModelAndReportsTheRecipe) {
   EXPECT_EQ(masks.at("conv2.weight").sizes(), torch::IntArrayRef({16, 4, 5, 5}));
   EXPECT_EQ(outcome.recipe["epoch"], 3);
   // 2 filters of 3·5·5 weights + 1 bias, and 2 input channels of 16 filters of 5·5.
-  EXPECT_EQ(outcome.recipe["params_before"].get<int64_t>() - outcome.recipe["params_after"].get<int64_t>(),
+  EXPECT_EQ(outcome.recipe["params_before"].get<int64_t>() -
+                outcome.recipe["params_after"].get<int64_t>(),
             2 * (75 + 1) + 16 * 2 * 25);
-  EXPECT_LT(outcome.recipe["macs_after"].get<int64_t>(), outcome.recipe["macs_before"].get<int64_t>());
+  EXPECT_LT(outcome.recipe["macs_after"].get<int64_t>(),
+            outcome.recipe["macs_before"].get<int64_t>());
 
   // Nothing zeroed is left: the next epoch changes nothing.
   const auto again = ext->on_epoch_end(ctx, 4);

@@ -28,7 +28,8 @@ std::unique_ptr<LrScheduler> make(const std::string& cls, const std::string& tex
   return lr_scheduler_registry().get(cls)(r);
 }
 
-void expect_error(const std::string& cls, const std::string& text, const std::vector<std::string>& needles) {
+void expect_error(const std::string& cls, const std::string& text,
+                  const std::vector<std::string>& needles) {
   try {
     make(cls, text);
     ADD_FAILURE() << "no error for " << cls << ": " << text;
@@ -76,14 +77,19 @@ TEST(LrSchedulerOptions, FromYamlReadsValuesAndDefaults) {
 
 TEST(LrSchedulerOptions, BadValuesAndUnknownKeysNameFileAndLine) {
   expect_error("StepLR", "step_size: 0", {"s.yaml:1:", "step_size must be positive"});
-  expect_error("StepLR", "gamma: 0.5", {"s.yaml:1:", "lr_schedulers.lr (StepLR) is missing the key 'step_size'"});
-  expect_error("StepLR", "step_size: 2\nstep: 3", {"s.yaml:2:", "unknown key 'step' in lr_schedulers.lr (StepLR)",
-                                                   "step_size", "gamma"});
-  expect_error("MultiStepLR", "milestones: [5, 2]", {"s.yaml:1:", "lr_schedulers.lr (MultiStepLR).milestones must be increasing"});
+  expect_error("StepLR", "gamma: 0.5",
+               {"s.yaml:1:", "lr_schedulers.lr (StepLR) is missing the key 'step_size'"});
+  expect_error(
+      "StepLR", "step_size: 2\nstep: 3",
+      {"s.yaml:2:", "unknown key 'step' in lr_schedulers.lr (StepLR)", "step_size", "gamma"});
+  expect_error("MultiStepLR", "milestones: [5, 2]",
+               {"s.yaml:1:", "lr_schedulers.lr (MultiStepLR).milestones must be increasing"});
   expect_error("MultiStepMultiGammaLR", "milestones: [1, 2]\ngammas: [0.5]",
                {"s.yaml:2:", "needs one gamma per milestone"});
-  expect_error("CosineAnnealingLR", "T_max: 0", {"s.yaml:1:", "(CosineAnnealingLR).T_max must be positive"});
-  expect_error("PolynomialLR", "T_max: 4\npower: x", {"s.yaml:2:", "(PolynomialLR).power has the wrong type of value"});
+  expect_error("CosineAnnealingLR", "T_max: 0",
+               {"s.yaml:1:", "(CosineAnnealingLR).T_max must be positive"});
+  expect_error("PolynomialLR", "T_max: 4\npower: x",
+               {"s.yaml:2:", "(PolynomialLR).power has the wrong type of value"});
   expect_error("ExponentialLR", "gamma: 0.9\neta_min: 0", {"s.yaml:2:", "unknown key 'eta_min'"});
 }
 
@@ -103,12 +109,14 @@ TEST(LrSchedulerOptions, HyperparamsLoadBackIntoTheSameSchedule) {
     EXPECT_EQ(json.at("class"), cls);
     auto again = make(cls, json.dump());
     EXPECT_EQ(again->hyperparams(), json) << json.dump();
-    for (int64_t k = 0; k < 8; ++k) EXPECT_DOUBLE_EQ(again->lr(0.2, k), s->lr(0.2, k)) << cls << " step " << k;
+    for (int64_t k = 0; k < 8; ++k)
+      EXPECT_DOUBLE_EQ(again->lr(0.2, k), s->lr(0.2, k)) << cls << " step " << k;
   }
   EXPECT_EQ(make("StepLR", "step_size: 2")->hyperparams(),
             nlohmann::json::parse(R"({"class": "StepLR", "step_size": 2, "gamma": 0.1})"));
-  EXPECT_EQ(make("CosineAnnealingLR", "T_max: 4")->hyperparams(),
-            nlohmann::json::parse(R"({"class": "CosineAnnealingLR", "T_max": 4.0, "eta_min": 0.0})"));
+  EXPECT_EQ(
+      make("CosineAnnealingLR", "T_max: 4")->hyperparams(),
+      nlohmann::json::parse(R"({"class": "CosineAnnealingLR", "T_max": 4.0, "eta_min": 0.0})"));
 }
 
 }  // namespace igb::compress

@@ -66,7 +66,8 @@ TEST(RankedStructures, FilterAndChannelMapsOnAFixedTensor) {
   EXPECT_EQ(mask.select(1, 1).sum().item<float>(), 0.0f);
   EXPECT_EQ(mask.sum().item<float>(), 16.0f);
   auto rows = torch::tensor({{1.f, 1.f}, {0.1f, -0.1f}, {2.f, 0.f}});
-  EXPECT_EQ(smallest_groups(group_magnitudes(rows, GroupType::kRows), 0.4), (std::vector<int64_t>{1}));
+  EXPECT_EQ(smallest_groups(group_magnitudes(rows, GroupType::kRows), 0.4),
+            (std::vector<int64_t>{1}));
   // L2 ranking differs from L1 when magnitudes are uneven: row 2 has L1 mean 1, L2 rms 1.414.
   auto l2 = group_magnitudes(rows, GroupType::kRows, true);
   EXPECT_NEAR(l2[2].item<float>(), std::sqrt(2.0f), 1e-6);

@@ -31,7 +31,9 @@ struct TinyNetImpl : torch::nn::Module {
     conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(4, 4, 1)));
     fc = register_module("fc", torch::nn::Linear(4, 3));
   }
-  torch::Tensor forward(const torch::Tensor& x) { return fc(torch::relu(conv2(bn1(conv1(x)))).flatten(1)); }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return fc(torch::relu(conv2(bn1(conv1(x)))).flatten(1));
+  }
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
   torch::nn::BatchNorm2d bn1{nullptr};
   torch::nn::Linear fc{nullptr};
@@ -39,7 +41,8 @@ struct TinyNetImpl : torch::nn::Module {
 TORCH_MODULE(TinyNet);
 
 // A reader for `text` as the mapping of instance p of `cls`, as the scheduler makes it.
-YamlReader reader(const std::string& text, const std::string& cls, const std::string& section = "pruners") {
+YamlReader reader(const std::string& text, const std::string& cls,
+                  const std::string& section = "pruners") {
   YamlReader r(YAML::Load(text), "p.yaml", section + ".p (" + cls + ")");
   r.ignore({"class"});
   return r;
@@ -68,7 +71,10 @@ class PrunersTest : public ::testing::Test {
     params_ = std::make_unique<ModelParams>(*net_);
     auto net = net_;
     params_->set_channel_groups(build_channel_groups(
-        *net_, tools::SummaryGraph::build(*net_, {1, 3, 3, 3}, [net](const torch::Tensor& x) mutable { return net->forward(x); })));
+        *net_,
+        tools::SummaryGraph::build(*net_, {1, 3, 3, 3}, [net](const torch::Tensor& x) mutable {
+          return net->forward(x);
+        })));
     // conv1: magnitudes 1..108, each once, in shuffled positions with random signs.
     torch::NoGradGuard g;
     auto magnitude = torch::randperm(108, torch::kInt64).to(torch::kFloat32) + 1;
@@ -110,22 +116,32 @@ TEST_F(PrunersTest, LevelPrunerReadsLevelsAndExpandsTheStar) {
   EXPECT_EQ(o.levels(), expected);
   EXPECT_TRUE(LevelPrunerOptions().levels().empty());
 
-  expect_input_error([&] { auto r = reader("levels: {conv1.weight: 1.5}", "SparsityLevelParameterPruner");
-                           LevelPrunerOptions::from_yaml(r, *params_); },
-                     {"p.yaml:1:", "pruners.p (SparsityLevelParameterPruner).levels = 1.500000 is not in [0, 1]"});
-  expect_input_error([&] { auto r = reader("levels: {}", "SparsityLevelParameterPruner");
-                           LevelPrunerOptions::from_yaml(r, *params_); },
-                     {"needs a non-empty mapping 'levels'"});
-  expect_input_error([&] { auto r = reader("levels: {conv9.weight: 0.5}", "SparsityLevelParameterPruner");
-                           LevelPrunerOptions::from_yaml(r, *params_); },
-                     {"p.yaml:1:", "'conv9.weight' is not a parameter", "conv1.weight"});
+  expect_input_error(
+      [&] {
+        auto r = reader("levels: {conv1.weight: 1.5}", "SparsityLevelParameterPruner");
+        LevelPrunerOptions::from_yaml(r, *params_);
+      },
+      {"p.yaml:1:", "pruners.p (SparsityLevelParameterPruner).levels = 1.500000 is not in [0, 1]"});
+  expect_input_error(
+      [&] {
+        auto r = reader("levels: {}", "SparsityLevelParameterPruner");
+        LevelPrunerOptions::from_yaml(r, *params_);
+      },
+      {"needs a non-empty mapping 'levels'"});
+  expect_input_error(
+      [&] {
+        auto r = reader("levels: {conv9.weight: 0.5}", "SparsityLevelParameterPruner");
+        LevelPrunerOptions::from_yaml(r, *params_);
+      },
+      {"p.yaml:1:", "'conv9.weight' is not a parameter", "conv1.weight"});
 }
 
 TEST_F(PrunersTest, LevelPrunerZeroesExactlyTheFloorSNSmallest) {
   LevelPruner p("p", LevelPrunerOptions({{"conv1.weight", 0.3}}));
   p.set_masks(*params_, masks_, 0, {});
   // floor(0.3 · 108) = 32: exactly magnitudes 1..32.
-  EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), w("conv1.weight").abs().gt(32).to(torch::kFloat32)));
+  EXPECT_TRUE(
+      torch::equal(masks_.at("conv1.weight"), w("conv1.weight").abs().gt(32).to(torch::kFloat32)));
   EXPECT_EQ(masks_.at("conv1.weight").eq(0).sum().item<int64_t>(), 32);
   EXPECT_EQ(p.targets(), std::vector<std::string>{"conv1.weight"});
   EXPECT_EQ(p.hyperparams(), nlohmann::json::parse(R"({"class": "SparsityLevelParameterPruner",
@@ -136,7 +152,8 @@ TEST_F(PrunersTest, LevelPrunerZeroesExactlyTheFloorSNSmallest) {
 TEST_F(PrunersTest, MagnitudePrunerZeroesAtOrBelowTheThreshold) {
   auto p = make("MagnitudeParameterPruner", "thresholds: {conv1.weight: 10}");
   p->set_masks(*params_, masks_, 0, {});
-  EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), w("conv1.weight").abs().gt(10).to(torch::kFloat32)));
+  EXPECT_TRUE(
+      torch::equal(masks_.at("conv1.weight"), w("conv1.weight").abs().gt(10).to(torch::kFloat32)));
   EXPECT_EQ(masks_.at("conv1.weight").eq(0).sum().item<int64_t>(), 10);  // |w| = 1..10, 10 included
   auto r = reader("thresholds: {'*': 2.5}", "MagnitudeParameterPruner");
   const ParamValues all = {{"conv1.weight", 2.5}, {"conv2.weight", 2.5}, {"fc.weight", 2.5}};
@@ -152,28 +169,38 @@ TEST_F(PrunersTest, SensitivityPrunerThresholdIsSensitivityTimesStd) {
   const double mean = v.mean().item<double>();
   const double var = (v - mean).pow(2).sum().item<double>() / 107.0;
   const double threshold = 0.5 * std::sqrt(var);
-  const auto expected = w("conv1.weight").abs().to(torch::kFloat64).gt(threshold).to(torch::kFloat32);
+  const auto expected =
+      w("conv1.weight").abs().to(torch::kFloat64).gt(threshold).to(torch::kFloat32);
   EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), expected));
-  EXPECT_EQ(masks_.at("conv1.weight").eq(0).sum().item<int64_t>(), static_cast<int64_t>(std::floor(threshold)));
+  EXPECT_EQ(masks_.at("conv1.weight").eq(0).sum().item<int64_t>(),
+            static_cast<int64_t>(std::floor(threshold)));
   expect_round_trip(*p);
 }
 
 TEST_F(PrunersTest, AgpPrunerReadsItsKeysAndNeedsARange) {
-  auto r = reader("initial_sparsity: 0.05\nfinal_sparsity: 0.6\nweights: [conv1.weight, module.fc.weight]",
-                  "AutomatedGradualPruner");
+  auto r = reader(
+      "initial_sparsity: 0.05\nfinal_sparsity: 0.6\nweights: [conv1.weight, module.fc.weight]",
+      "AutomatedGradualPruner");
   auto o = AgpPrunerOptions::from_yaml(r, *params_);
   EXPECT_DOUBLE_EQ(o.initial_sparsity(), 0.05);
   EXPECT_DOUBLE_EQ(o.final_sparsity(), 0.6);
   EXPECT_EQ(o.weights(), (std::vector<std::string>{"conv1.weight", "fc.weight"}));
   EXPECT_TRUE(AgpPruner("p", o).needs_range_timing());
 
-  expect_input_error([&] { make("AutomatedGradualPruner", "initial_sparsity: 0.1\nweights: [conv1.weight]"); },
-                     {"p.yaml:1:", "pruners.p (AutomatedGradualPruner) is missing the key 'final_sparsity'"});
-  expect_input_error([&] { make("AutomatedGradualPruner", "initial_sparsity: 0.1\nfinal_sparsity: 0.5\nweights: []"); },
-                     {"p.yaml:1:", "needs a non-empty list 'weights'"});
-  expect_input_error([&] { make("AutomatedGradualPruner",
-                                "initial_sparsity: 0.1\nfinal_sparsity: -0.5\nweights: [conv1.weight]"); },
-                     {"p.yaml:2:", "final_sparsity = -0.500000 is not in [0, 1]"});
+  expect_input_error(
+      [&] { make("AutomatedGradualPruner", "initial_sparsity: 0.1\nweights: [conv1.weight]"); },
+      {"p.yaml:1:", "pruners.p (AutomatedGradualPruner) is missing the key 'final_sparsity'"});
+  expect_input_error(
+      [&] {
+        make("AutomatedGradualPruner", "initial_sparsity: 0.1\nfinal_sparsity: 0.5\nweights: []");
+      },
+      {"p.yaml:1:", "needs a non-empty list 'weights'"});
+  expect_input_error(
+      [&] {
+        make("AutomatedGradualPruner",
+             "initial_sparsity: 0.1\nfinal_sparsity: -0.5\nweights: [conv1.weight]");
+      },
+      {"p.yaml:2:", "final_sparsity = -0.500000 is not in [0, 1]"});
 }
 
 TEST_F(PrunersTest, AgpPrunerFollowsTheCubicTargetAtScheduledEpochs) {
@@ -181,20 +208,23 @@ TEST_F(PrunersTest, AgpPrunerFollowsTheCubicTargetAtScheduledEpochs) {
   // start 0, end 10, frequency 2: span = ((10 − 0 − 1) // 2) · 2 = 8.
   const PolicyTiming t{0, 10, 2, {}};
   // target(e) = 0.5 − 0.5 · (1 − e/8)³; zeros = floor(target · 108).
-  const std::vector<std::pair<int64_t, int64_t>> zeros = {{0, 0}, {2, 31}, {4, 47}, {6, 53}, {8, 54}};
+  const std::vector<std::pair<int64_t, int64_t>> zeros = {
+      {0, 0}, {2, 31}, {4, 47}, {6, 53}, {8, 54}};
   for (const auto& [epoch, n] : zeros) {
     EXPECT_NEAR(agp_target(0.0, 0.5, epoch, t), 0.5 - 0.5 * std::pow(1 - epoch / 8.0, 3), 1e-12);
     p.set_masks(*params_, masks_, epoch, t);
-    EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), w("conv1.weight").abs().gt(n).to(torch::kFloat32)))
+    EXPECT_TRUE(
+        torch::equal(masks_.at("conv1.weight"), w("conv1.weight").abs().gt(n).to(torch::kFloat32)))
         << "epoch " << epoch << ": wanted magnitudes 1.." << n << " zeroed";
   }
   expect_round_trip(p);
 }
 
 TEST_F(PrunersTest, RankedPrunerReadsBothFormsAndChecksThem) {
-  auto r = reader("group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight, conv2.weight]\n"
-                  "group_dependency: Leader",
-                  "L1RankedStructureParameterPruner");
+  auto r = reader(
+      "group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight, conv2.weight]\n"
+      "group_dependency: Leader",
+      "L1RankedStructureParameterPruner");
   auto o = RankedStructurePrunerOptions::from_yaml(r, *params_);
   ASSERT_EQ(o.targets().size(), 2u);
   EXPECT_EQ(o.targets()[1].weight, "conv2.weight");
@@ -219,19 +249,31 @@ TEST_F(PrunersTest, RankedPrunerReadsBothFormsAndChecksThem) {
             "L2RankedStructureParameterPruner");
 
   const std::string cls = "L1RankedStructureParameterPruner";
-  expect_input_error([&] { make(cls, "group_type: Kernels\ndesired_sparsity: 0.5\nweights: [conv1.weight]"); },
-                     {"p.yaml:1:", "group_type 'Kernels' is not a group type; valid: Filters, 3D, Channels, Rows"});
-  expect_input_error([&] { make(cls, "group_type: Rows\ndesired_sparsity: 0.5\nweights: [conv1.weight]"); },
-                     {"Rows pruning needs a 2-D (linear) weight, but conv1.weight has 4 dimensions"});
   expect_input_error(
-      [&] { make(cls, "group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight]\ngroup_dependency: X"); },
+      [&] { make(cls, "group_type: Kernels\ndesired_sparsity: 0.5\nweights: [conv1.weight]"); },
+      {"p.yaml:1:",
+       "group_type 'Kernels' is not a group type; valid: Filters, 3D, Channels, Rows"});
+  expect_input_error(
+      [&] { make(cls, "group_type: Rows\ndesired_sparsity: 0.5\nweights: [conv1.weight]"); },
+      {"Rows pruning needs a 2-D (linear) weight, but conv1.weight has 4 dimensions"});
+  expect_input_error(
+      [&] {
+        make(cls,
+             "group_type: Filters\ndesired_sparsity: 0.5\nweights: "
+             "[conv1.weight]\ngroup_dependency: X");
+      },
       {"p.yaml:4:", "group_dependency 'X' is unknown; valid: Leader"});
   expect_input_error(
-      [&] { make(cls, "group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight, fc.weight]\n"
-                      "group_dependency: Leader"); },
-      {"Leader needs the same number of groups in every weight, but fc.weight differs from conv1.weight"});
-  expect_input_error([&] { make(cls, "reg_regims: {conv1.weight: [0.5, Filters]}\ndesired_sparsity: 0.5"); },
-                     {"gives both reg_regims and weights/desired_sparsity"});
+      [&] {
+        make(cls,
+             "group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight, fc.weight]\n"
+             "group_dependency: Leader");
+      },
+      {"Leader needs the same number of groups in every weight, but fc.weight differs from "
+       "conv1.weight"});
+  expect_input_error(
+      [&] { make(cls, "reg_regims: {conv1.weight: [0.5, Filters]}\ndesired_sparsity: 0.5"); },
+      {"gives both reg_regims and weights/desired_sparsity"});
   expect_input_error([&] { make(cls, "reg_regims: {conv1.weight: 0.5}"); },
                      {"p.yaml:1:", "reg_regims entries are [fraction, group_type]"});
 }
@@ -244,7 +286,8 @@ TEST_F(PrunersTest, L1RankedFilterPrunerZeroesTheFiltersOfSmallestL1Norm) {
     for (int64_t f = 0; f < 4; ++f) cw[f].fill_(mean_abs[f]);
     cw[2][0].neg_();  // the sign does not count
   }
-  auto p = make("L1RankedStructureParameterPruner", "group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight]");
+  auto p = make("L1RankedStructureParameterPruner",
+                "group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight]");
   p->set_masks(*params_, masks_, 0, {});
   // floor(0.5 · 4) = 2 filters: 1 (0.1) and 3 (0.2).
   EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), zeroing(w("conv1.weight"), 0, {1, 3})));
@@ -260,7 +303,8 @@ TEST_F(PrunersTest, L1AndL2RankDifferently) {
     torch::NoGradGuard g;
     auto cw = w("conv1.weight");
     cw.fill_(1.0);
-    cw[0].view(-1).copy_(torch::tensor({0.6f, 0.f}).repeat(14).slice(0, 0, 27));  // 14 × 0.6, 13 zeros
+    cw[0].view(-1).copy_(
+        torch::tensor({0.6f, 0.f}).repeat(14).slice(0, 0, 27));  // 14 × 0.6, 13 zeros
     cw[1].fill_(0.35);
   }
   const std::string keys = "group_type: Filters\ndesired_sparsity: 0.25\nweights: [conv1.weight]";
@@ -279,7 +323,8 @@ TEST_F(PrunersTest, L1RankedChannelPrunerZeroesTheChannelsOfSmallestL1Norm) {
     for (int64_t c = 0; c < 4; ++c) cw.select(1, c).fill_(mean_abs[c]);
     cw[3][1].fill_(-0.2f);
   }
-  auto p = make("L1RankedStructureParameterPruner", "group_type: Channels\ndesired_sparsity: 0.5\nweights: [conv2.weight]");
+  auto p = make("L1RankedStructureParameterPruner",
+                "group_type: Channels\ndesired_sparsity: 0.5\nweights: [conv2.weight]");
   p->set_masks(*params_, masks_, 0, {});
   EXPECT_TRUE(torch::equal(masks_.at("conv2.weight"), zeroing(w("conv2.weight"), 1, {1, 2})));
   EXPECT_TRUE(p->filter_targets().empty());  // channels take no filter group with them
@@ -295,7 +340,8 @@ TEST_F(PrunersTest, LeaderAppliesTheFirstWeightsChoiceToAll) {
       w("conv2.weight")[f].fill_(second[f]);
     }
   }
-  const std::string keys = "group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight, conv2.weight]";
+  const std::string keys =
+      "group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight, conv2.weight]";
   auto leader = make("L1RankedStructureParameterPruner", keys + "\ngroup_dependency: Leader");
   leader->set_masks(*params_, masks_, 0, {});
   EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), zeroing(w("conv1.weight"), 0, {0, 3})));
@@ -303,7 +349,8 @@ TEST_F(PrunersTest, LeaderAppliesTheFirstWeightsChoiceToAll) {
   expect_round_trip(*leader);
   masks_.clear();
   make("L1RankedStructureParameterPruner", keys)->set_masks(*params_, masks_, 0, {});
-  EXPECT_TRUE(torch::equal(masks_.at("conv2.weight"), zeroing(w("conv2.weight"), 0, {1, 2})));  // its own choice
+  EXPECT_TRUE(torch::equal(masks_.at("conv2.weight"),
+                           zeroing(w("conv2.weight"), 0, {1, 2})));  // its own choice
 }
 
 TEST_F(PrunersTest, RankedAgpPrunerPrunesTheAgpFractionOfFilters) {
@@ -312,8 +359,9 @@ TEST_F(PrunersTest, RankedAgpPrunerPrunesTheAgpFractionOfFilters) {
     const std::vector<float> mean_abs = {0.4f, 0.1f, 0.3f, 0.2f};
     for (int64_t f = 0; f < 4; ++f) w("conv1.weight")[f].fill_(mean_abs[f]);
   }
-  auto r = reader("initial_sparsity: 0.0\nfinal_sparsity: 0.5\ngroup_type: Filters\nweights: [conv1.weight]",
-                  "L1RankedStructureParameterPruner_AGP");
+  auto r = reader(
+      "initial_sparsity: 0.0\nfinal_sparsity: 0.5\ngroup_type: Filters\nweights: [conv1.weight]",
+      "L1RankedStructureParameterPruner_AGP");
   auto o = RankedStructurePrunerOptions::from_yaml_agp(r, *params_);
   EXPECT_TRUE(o.agp());
   EXPECT_DOUBLE_EQ(o.initial_sparsity(), 0.0);
@@ -339,9 +387,12 @@ TEST_F(PrunersTest, EveryPrunerClassRefusesAnUnknownKeyNamingFileAndLine) {
       {"SparsityLevelParameterPruner", "levels: {conv1.weight: 0.5}"},
       {"MagnitudeParameterPruner", "thresholds: {conv1.weight: 0.5}"},
       {"SensitivityPruner", "sensitivities: {conv1.weight: 0.5}"},
-      {"AutomatedGradualPruner", "initial_sparsity: 0\nfinal_sparsity: 0.5\nweights: [conv1.weight]"},
-      {"L1RankedStructureParameterPruner", "group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight]"},
-      {"L2RankedStructureParameterPruner", "group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight]"},
+      {"AutomatedGradualPruner",
+       "initial_sparsity: 0\nfinal_sparsity: 0.5\nweights: [conv1.weight]"},
+      {"L1RankedStructureParameterPruner",
+       "group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight]"},
+      {"L2RankedStructureParameterPruner",
+       "group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight]"},
       {"L1RankedStructureParameterPruner_AGP",
        "initial_sparsity: 0\nfinal_sparsity: 0.5\ngroup_type: Filters\nweights: [conv1.weight]"}};
   EXPECT_EQ(pruner_registry().names().size(), valid.size());
@@ -350,15 +401,17 @@ TEST_F(PrunersTest, EveryPrunerClassRefusesAnUnknownKeyNamingFileAndLine) {
     EXPECT_EQ(p->hyperparams().at("class"), cls);
     expect_round_trip(*p);
     const auto line = std::to_string(std::count(keys.begin(), keys.end(), '\n') + 2);
-    expect_input_error([&, cls = cls, keys = keys] { make(cls, keys + "\nsparsity: 0.5"); },
-                       {"p.yaml:" + line + ":", "unknown key 'sparsity' in pruners.p (" + cls + "); valid keys:"});
+    expect_input_error(
+        [&, cls = cls, keys = keys] { make(cls, keys + "\nsparsity: 0.5"); },
+        {"p.yaml:" + line + ":", "unknown key 'sparsity' in pruners.p (" + cls + "); valid keys:"});
   }
 }
 
 // --- regularizers --------------------------------------------------------------------------------
 
 TEST_F(PrunersTest, RegularizerOptionsReadKeysInFileOrderAndRoundTrip) {
-  auto r = reader("reg_regims: {conv2.weight: 0.01, module.conv1.weight: 0.02}", "L1Regularizer", "regularizers");
+  auto r = reader("reg_regims: {conv2.weight: 0.01, module.conv1.weight: 0.02}", "L1Regularizer",
+                  "regularizers");
   auto o = L1RegularizerOptions::from_yaml(r, *params_);
   ASSERT_EQ(o.reg_regims().size(), 2u);
   EXPECT_EQ(o.reg_regims()[0].param, "conv2.weight");
@@ -368,11 +421,13 @@ TEST_F(PrunersTest, RegularizerOptionsReadKeysInFileOrderAndRoundTrip) {
   L1Regularizer l1("l1", o);
   EXPECT_FALSE(l1.has_threshold());
   EXPECT_NEAR(l1.loss(*params_).item<double>(),
-              0.01 * w("conv2.weight").abs().sum().item<double>() + 0.02 * w("conv1.weight").abs().sum().item<double>(),
+              0.01 * w("conv2.weight").abs().sum().item<double>() +
+                  0.02 * w("conv1.weight").abs().sum().item<double>(),
               1e-3);
 
-  auto r2 = reader("reg_regims: {conv1.weight: [0.5, Filters], fc.weight: [0.1, Cols]}\nthreshold_criteria: Max",
-                   "GroupLassoRegularizer", "regularizers");
+  auto r2 = reader(
+      "reg_regims: {conv1.weight: [0.5, Filters], fc.weight: [0.1, Cols]}\nthreshold_criteria: Max",
+      "GroupLassoRegularizer", "regularizers");
   auto o2 = GroupLassoRegularizerOptions::from_yaml(r2, *params_);
   ASSERT_EQ(o2.reg_regims().size(), 2u);
   EXPECT_EQ(o2.reg_regims()[0].group, LassoGroup::k3D);
@@ -382,25 +437,40 @@ TEST_F(PrunersTest, RegularizerOptionsReadKeysInFileOrderAndRoundTrip) {
   EXPECT_EQ(gl.hyperparams(), nlohmann::json::parse(R"({"class": "GroupLassoRegularizer",
       "reg_regims": {"conv1.weight": [0.5, "3D"], "fc.weight": [0.1, "Cols"]}, "threshold_criteria": "Max"})"));
 
-  for (const Regularizer* reg : {static_cast<const Regularizer*>(&l1), static_cast<const Regularizer*>(&gl)}) {
+  for (const Regularizer* reg :
+       {static_cast<const Regularizer*>(&l1), static_cast<const Regularizer*>(&gl)}) {
     const auto json = reg->hyperparams();
     const auto cls = json.at("class").get<std::string>();
     auto rr = reader(json.dump(), cls, "regularizers");
     EXPECT_EQ(regularizer_registry().get(cls)("r", rr, *params_)->hyperparams(), json);
   }
 
-  expect_input_error([&] { auto r = reader("reg_regims: {conv1.weight: [0.5, Kernels]}", "GroupLassoRegularizer");
-                           GroupLassoRegularizerOptions::from_yaml(r, *params_); },
-                     {"p.yaml:1:", "group 'Kernels' is unknown; valid: 2D, 3D, Filters, 4D, Channels, Rows, Cols"});
-  expect_input_error([&] { auto r = reader("reg_regims: {conv1.weight: [0.5, Rows]}", "GroupLassoRegularizer");
-                           GroupLassoRegularizerOptions::from_yaml(r, *params_); },
-                     {"group Rows needs a 2-D weight"});
-  expect_input_error([&] { auto r = reader("reg_regims: {conv1.weight: 0.1}\nthreshold_criteria: Min", "L1Regularizer");
-                           L1RegularizerOptions::from_yaml(r, *params_); },
-                     {"p.yaml:2:", "threshold_criteria 'Min' is unknown; valid: Mean_Abs, Max"});
-  expect_input_error([&] { auto r = reader("reg_regims: {conv1.weight: 0.1}\nthreshold: Max", "L1Regularizer");
-                           L1RegularizerOptions::from_yaml(r, *params_); },
-                     {"p.yaml:2:", "unknown key 'threshold'"});
+  expect_input_error(
+      [&] {
+        auto r = reader("reg_regims: {conv1.weight: [0.5, Kernels]}", "GroupLassoRegularizer");
+        GroupLassoRegularizerOptions::from_yaml(r, *params_);
+      },
+      {"p.yaml:1:",
+       "group 'Kernels' is unknown; valid: 2D, 3D, Filters, 4D, Channels, Rows, Cols"});
+  expect_input_error(
+      [&] {
+        auto r = reader("reg_regims: {conv1.weight: [0.5, Rows]}", "GroupLassoRegularizer");
+        GroupLassoRegularizerOptions::from_yaml(r, *params_);
+      },
+      {"group Rows needs a 2-D weight"});
+  expect_input_error(
+      [&] {
+        auto r =
+            reader("reg_regims: {conv1.weight: 0.1}\nthreshold_criteria: Min", "L1Regularizer");
+        L1RegularizerOptions::from_yaml(r, *params_);
+      },
+      {"p.yaml:2:", "threshold_criteria 'Min' is unknown; valid: Mean_Abs, Max"});
+  expect_input_error(
+      [&] {
+        auto r = reader("reg_regims: {conv1.weight: 0.1}\nthreshold: Max", "L1Regularizer");
+        L1RegularizerOptions::from_yaml(r, *params_);
+      },
+      {"p.yaml:2:", "unknown key 'threshold'"});
 }
 
 TEST_F(PrunersTest, GroupLassoThresholdMasksChannelsBelowTheStrength) {
@@ -410,8 +480,9 @@ TEST_F(PrunersTest, GroupLassoThresholdMasksChannelsBelowTheStrength) {
     const std::vector<float> mean_abs = {0.5f, 0.05f, 0.2f, 0.01f};
     for (int64_t c = 0; c < 4; ++c) cw.select(1, c).fill_(mean_abs[c]);
   }
-  GroupLassoRegularizer gl("gl", GroupLassoRegularizerOptions({{"conv2.weight", 0.1, LassoGroup::kChannels}})
-                                     .threshold_criteria(ThresholdCriterion::kMeanAbs));
+  GroupLassoRegularizer gl(
+      "gl", GroupLassoRegularizerOptions({{"conv2.weight", 0.1, LassoGroup::kChannels}})
+                .threshold_criteria(ThresholdCriterion::kMeanAbs));
   gl.threshold(*params_, masks_);
   EXPECT_TRUE(torch::equal(masks_.at("conv2.weight"), zeroing(w("conv2.weight"), 1, {1, 3})));
 }

@@ -1,4 +1,5 @@
-// The quantizer registry: Distiller's classes are recognised and refused; overrides resolve per layer.
+// The quantizer registry: Distiller's classes are recognised and refused; overrides resolve per
+// layer.
 #include "compress/quantizer.h"
 
 #include <gtest/gtest.h>
@@ -13,8 +14,8 @@ namespace {
 std::string schedule_error(const std::string& quantizers) {
   torch::nn::Linear model(4, 2);
   try {
-    CompressionScheduler::from_text("version: 1\nquantizers:\n" + quantizers + "policies: []\n", "q.yaml", *model, 0.1,
-                                    nullptr);
+    CompressionScheduler::from_text("version: 1\nquantizers:\n" + quantizers + "policies: []\n",
+                                    "q.yaml", *model, 0.1, nullptr);
   } catch (const InputError& e) {
     return e.what();
   }
@@ -36,27 +37,32 @@ class FixedQuantizer : public Quantizer {
 
 TEST(Quantizers, RegistryNamesDistillersClassesAsNotAvailable) {
   register_builtin_quantizers();
-  EXPECT_EQ(quantizer_registry().names(), (std::vector<std::string>{"DorefaQuantizer", "PACTQuantizer",
-                                                                    "QuantAwareTrainRangeLinearQuantizer",
-                                                                    "WRPNQuantizer"}));
+  EXPECT_EQ(quantizer_registry().names(),
+            (std::vector<std::string>{"DorefaQuantizer", "PACTQuantizer",
+                                      "QuantAwareTrainRangeLinearQuantizer", "WRPNQuantizer"}));
   for (const auto& n : quantizer_registry().names()) {
     EXPECT_FALSE(quantizer_registry().get(n).make) << n;
-    EXPECT_NE(quantizer_registry().entry(n).help.find("not available in this build"), std::string::npos) << n;
+    EXPECT_NE(quantizer_registry().entry(n).help.find("not available in this build"),
+              std::string::npos)
+        << n;
   }
 }
 
 TEST(Quantizers, SchedulesNamingOneAreRefusedAndUnknownClassesListTheValidOnes) {
   EXPECT_EQ(schedule_error("  q:\n    class: PACTQuantizer\n    bits_activations: 4\n"),
-            "q.yaml:3: quantizer q (PACTQuantizer): quantization-aware training is not available in this build");
-  EXPECT_EQ(schedule_error("  q:\n    class: LinearQuantizer\n"),
-            "q.yaml:3: unknown quantizer class 'LinearQuantizer'; valid: DorefaQuantizer, PACTQuantizer, "
-            "QuantAwareTrainRangeLinearQuantizer, WRPNQuantizer");
+            "q.yaml:3: quantizer q (PACTQuantizer): quantization-aware training is not available "
+            "in this build");
+  EXPECT_EQ(
+      schedule_error("  q:\n    class: LinearQuantizer\n"),
+      "q.yaml:3: unknown quantizer class 'LinearQuantizer'; valid: DorefaQuantizer, PACTQuantizer, "
+      "QuantAwareTrainRangeLinearQuantizer, WRPNQuantizer");
 }
 
 TEST(Quantizers, OverridesResolveByFirstWholeMatch) {
   QuantizerOptions o;
   o.bits = {8, 8, 32};
-  o.overrides = {{"conv1", {0, 0, 0}}, {"layer1\\..*", {4, 2, 32}}, {"layer1\\.0\\.conv2", {6, 6, 6}}};
+  o.overrides = {
+      {"conv1", {0, 0, 0}}, {"layer1\\..*", {4, 2, 32}}, {"layer1\\.0\\.conv2", {6, 6, 6}}};
   FixedQuantizer q("q", o);
   EXPECT_EQ(q.bits_for("conv1").weights, 0);
   EXPECT_EQ(q.bits_for("layer1.0.conv2").weights, 2);  // the earlier pattern wins

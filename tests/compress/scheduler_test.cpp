@@ -21,17 +21,21 @@ class SchedulerTest : public ::testing::Test {
     resnet_ = models::create_model("resnet20_cifar", {});
   }
   // Expects an InputError whose message contains every needle.
-  void expect_error(const std::string& yaml, torch::nn::Module& model, const std::vector<std::string>& needles) {
+  void expect_error(const std::string& yaml, torch::nn::Module& model,
+                    const std::vector<std::string>& needles) {
     try {
       CompressionScheduler::from_text(yaml, "s.yaml", model, 0.1, nullptr);
       FAIL() << "no error for:\n" << yaml;
     } catch (const InputError& e) {
-      for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what() << "\nwanted: " << n;
+      for (const auto& n : needles)
+        EXPECT_NE(std::string(e.what()).find(n), std::string::npos)
+            << e.what() << "\nwanted: " << n;
     }
   }
   // The scheduler as the trainer sets it up: with the model's tracer, so filter pruning follows
   // the summary graph's channel groups.
-  static std::unique_ptr<CompressionScheduler> traced(std::unique_ptr<CompressionScheduler> s, const models::Model& m) {
+  static std::unique_ptr<CompressionScheduler> traced(std::unique_ptr<CompressionScheduler> s,
+                                                      const models::Model& m) {
     s->set_tracer(m->input_shape(), [m](const torch::Tensor& x) { return m->forward(x); });
     return s;
   }
@@ -61,12 +65,16 @@ std::string shared_example(const std::string& name) {
 
 TEST_F(SchedulerTest, SharedExamplesLoadUnchangedOnFsrcnn) {
   for (const char* f : {"agp_prune.yaml", "filter_prune.yaml"}) {
-    if (!std::filesystem::exists(shared_example(f))) GTEST_SKIP() << "shared/examples not beside the checkout";
-    auto s = traced(CompressionScheduler::from_file(shared_example(f), *fsrcnn_, 0.001, nullptr), fsrcnn_);
+    if (!std::filesystem::exists(shared_example(f)))
+      GTEST_SKIP() << "shared/examples not beside the checkout";
+    auto s = traced(CompressionScheduler::from_file(shared_example(f), *fsrcnn_, 0.001, nullptr),
+                    fsrcnn_);
     EXPECT_EQ(s->named_params().size(), 6u) << f;
   }
   // filter_prune.yaml's reg_regims form: 40% of mid_part.1's 12 filters is 4.
-  auto s = traced(CompressionScheduler::from_file(shared_example("filter_prune.yaml"), *fsrcnn_, 0.001, nullptr), fsrcnn_);
+  auto s = traced(CompressionScheduler::from_file(shared_example("filter_prune.yaml"), *fsrcnn_,
+                                                  0.001, nullptr),
+                  fsrcnn_);
   torch::optim::SGD opt(fsrcnn_->parameters(), 0.001);
   {
     torch::NoGradGuard g;  // FSRCNN starts with zero biases; make pruned ones distinguishable
@@ -80,7 +88,8 @@ TEST_F(SchedulerTest, SharedExamplesLoadUnchangedOnFsrcnn) {
 
 TEST_F(SchedulerTest, AgpMasksGrowAndStayThroughMomentumSteps) {
   auto s = CompressionScheduler::from_text(kAgp, "s.yaml", *fsrcnn_, 0.1, nullptr);
-  torch::optim::SGD opt(fsrcnn_->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-3));
+  torch::optim::SGD opt(fsrcnn_->parameters(),
+                        torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-3));
   auto w = fsrcnn_->named_parameters()["mid_part.1.weight"];  // 12·12·9 = 1296
   double last = 0;
   for (int64_t epoch = 0; epoch < 6; ++epoch) {
@@ -102,7 +111,9 @@ TEST_F(SchedulerTest, AgpMasksGrowAndStayThroughMomentumSteps) {
     s->on_epoch_end(epoch, {}, opt);
     double sp = sparsity(w);
     const double expected = epoch < 4 ? agp_target(0.1, 0.6, epoch, {0, 4, 1, {}}) : 0.6;
-    EXPECT_EQ(w.eq(0).sum().item<int64_t>(), static_cast<int64_t>(std::floor(expected * 1296 + 1e-9))) << epoch;
+    EXPECT_EQ(w.eq(0).sum().item<int64_t>(),
+              static_cast<int64_t>(std::floor(expected * 1296 + 1e-9)))
+        << epoch;
     EXPECT_GE(sp, last);
     last = sp;
   }
@@ -145,38 +156,57 @@ policies:
 }
 
 TEST_F(SchedulerTest, ValidationErrorsNameFileLineAndChoices) {
-  expect_error("version: 1\nprunerz: {}\npolicies: []\n", *fsrcnn_, {"s.yaml:2:", "unknown top-level key 'prunerz'", "pruners"});
+  expect_error("version: 1\nprunerz: {}\npolicies: []\n", *fsrcnn_,
+               {"s.yaml:2:", "unknown top-level key 'prunerz'", "pruners"});
   expect_error("version: 1\npruners:\n  p:\n    class: AGPPruner\npolicies: []\n", *fsrcnn_,
                {"s.yaml:4:", "unknown pruner class 'AGPPruner'", "AutomatedGradualPruner"});
   expect_error(
-      "version: 1\npruners:\n  p:\n    class: AutomatedGradualPruner\n    initial_sparsity: 0.1\n    final_sparsity: 0.5\n"
-      "    weights: [mid_part.1.wieght]\npolicies:\n  - pruner: {instance_name: p}\n    starting_epoch: 0\n    ending_epoch: 2\n",
+      "version: 1\npruners:\n  p:\n    class: AutomatedGradualPruner\n    initial_sparsity: 0.1\n  "
+      "  final_sparsity: 0.5\n"
+      "    weights: [mid_part.1.wieght]\npolicies:\n  - pruner: {instance_name: p}\n    "
+      "starting_epoch: 0\n    ending_epoch: 2\n",
       *fsrcnn_, {"s.yaml:7:", "'mid_part.1.wieght' is not a parameter", "mid_part.1.weight"});
-  expect_error("version: 1\npruners:\n  p:\n    class: AutomatedGradualPruner\n    initial_sparsity: 0.1\n"
-               "    weights: [mid_part.1.weight]\npolicies: []\n",
-               *fsrcnn_, {"s.yaml:4:", "missing the key 'final_sparsity'"});
-  expect_error("version: 1\npruners:\n  p:\n    class: SparsityLevelParameterPruner\n    levels: {'*': 0.5}\n    level: 3\n"
-               "policies:\n  - pruner: {instance_name: p}\n    epochs: [0]\n",
-               *fsrcnn_, {"s.yaml:6:", "unknown key 'level'", "levels"});
-  expect_error("version: 1\npruners:\n  p:\n    class: SparsityLevelParameterPruner\n    levels: {'*': 0.5}\n"
-               "policies:\n  - pruner: {instance_name: q}\n    epochs: [0]\n",
-               *fsrcnn_, {"s.yaml:7:", "no pruner named 'q'", "defined: p"});
-  expect_error("version: 1\npruners:\n  p:\n    class: SparsityLevelParameterPruner\n    levels: {'*': 0.5}\n"
-               "policies:\n  - pruner: {instance_name: p}\n    starting_epoch: 5\n    ending_epoch: 3\n",
-               *fsrcnn_, {"s.yaml:9:", "ending_epoch 3 is not after starting_epoch 5"});
-  expect_error("version: 1\npruners:\n  p:\n    class: SparsityLevelParameterPruner\n    levels: {'*': 0.5}\n"
-               "policies:\n  - pruner: {instance_name: p}\n    epochs: []\n",
-               *fsrcnn_, {"s.yaml:8:", "epochs list is empty"});
-  expect_error("version: 1\npruners:\n  p:\n    class: SparsityLevelParameterPruner\n    levels: {'*': 0.5}\n"
-               "policies:\n  - pruner: {instance_name: p}\n",
-               *fsrcnn_, {"s.yaml:7:", "no timing"});
-  expect_error("version: 1\nquantizers:\n  a: {class: DorefaQuantizer}\n  b: {class: PACTQuantizer}\npolicies: []\n",
-               *fsrcnn_, {"s.yaml:3:", "at most one quantizer"});
+  expect_error(
+      "version: 1\npruners:\n  p:\n    class: AutomatedGradualPruner\n    initial_sparsity: 0.1\n"
+      "    weights: [mid_part.1.weight]\npolicies: []\n",
+      *fsrcnn_, {"s.yaml:4:", "missing the key 'final_sparsity'"});
+  expect_error(
+      "version: 1\npruners:\n  p:\n    class: SparsityLevelParameterPruner\n    levels: {'*': "
+      "0.5}\n    level: 3\n"
+      "policies:\n  - pruner: {instance_name: p}\n    epochs: [0]\n",
+      *fsrcnn_, {"s.yaml:6:", "unknown key 'level'", "levels"});
+  expect_error(
+      "version: 1\npruners:\n  p:\n    class: SparsityLevelParameterPruner\n    levels: {'*': "
+      "0.5}\n"
+      "policies:\n  - pruner: {instance_name: q}\n    epochs: [0]\n",
+      *fsrcnn_, {"s.yaml:7:", "no pruner named 'q'", "defined: p"});
+  expect_error(
+      "version: 1\npruners:\n  p:\n    class: SparsityLevelParameterPruner\n    levels: {'*': "
+      "0.5}\n"
+      "policies:\n  - pruner: {instance_name: p}\n    starting_epoch: 5\n    ending_epoch: 3\n",
+      *fsrcnn_, {"s.yaml:9:", "ending_epoch 3 is not after starting_epoch 5"});
+  expect_error(
+      "version: 1\npruners:\n  p:\n    class: SparsityLevelParameterPruner\n    levels: {'*': "
+      "0.5}\n"
+      "policies:\n  - pruner: {instance_name: p}\n    epochs: []\n",
+      *fsrcnn_, {"s.yaml:8:", "epochs list is empty"});
+  expect_error(
+      "version: 1\npruners:\n  p:\n    class: SparsityLevelParameterPruner\n    levels: {'*': "
+      "0.5}\n"
+      "policies:\n  - pruner: {instance_name: p}\n",
+      *fsrcnn_, {"s.yaml:7:", "no timing"});
+  expect_error(
+      "version: 1\nquantizers:\n  a: {class: DorefaQuantizer}\n  b: {class: "
+      "PACTQuantizer}\npolicies: []\n",
+      *fsrcnn_, {"s.yaml:3:", "at most one quantizer"});
   expect_error(kAgp + std::string("  - pruner: {instance_name: p}\n    epochs: [1]\n"), *fsrcnn_,
                {"needs starting_epoch/ending_epoch/frequency"});
-  expect_error("version: 1\npruners:\n  p:\n    class: L1RankedStructureParameterPruner\n    group_type: Rows\n"
-               "    desired_sparsity: 0.5\n    weights: [mid_part.1.weight]\npolicies:\n  - pruner: {instance_name: p}\n    epochs: [0]\n",
-               *fsrcnn_, {"Rows pruning needs a 2-D (linear) weight"});
+  expect_error(
+      "version: 1\npruners:\n  p:\n    class: L1RankedStructureParameterPruner\n    group_type: "
+      "Rows\n"
+      "    desired_sparsity: 0.5\n    weights: [mid_part.1.weight]\npolicies:\n  - pruner: "
+      "{instance_name: p}\n    epochs: [0]\n",
+      *fsrcnn_, {"Rows pruning needs a 2-D (linear) weight"});
 }
 
 TEST_F(SchedulerTest, LrSchedulersRegularizersAndState) {
@@ -213,7 +243,8 @@ policies:
   const double expected = 0.01 * p["mid_part.1.weight"].abs().sum().item<double>() +
                           0.1 * p["mid_part.3.weight"].flatten(1).norm(2, {1}).sum().item<double>();
   EXPECT_NEAR(reg.item<double>(), expected, 1e-4);
-  EXPECT_EQ(s->before_backward_pass({1, 0, 1}, zero, opt).item<double>(), 0.0);  // not active at epoch 1
+  EXPECT_EQ(s->before_backward_pass({1, 0, 1}, zero, opt).item<double>(),
+            0.0);  // not active at epoch 1
   std::vector<double> lrs;
   for (int64_t e = 0; e < 5; ++e) {
     s->on_epoch_end(e, {}, opt);
@@ -240,15 +271,21 @@ policies:
 
 TEST_F(SchedulerTest, PolicyArgsDoubleCopiesForwardOnlyAndGradientMasks) {
   auto yaml = [](const char* args) {
-    return std::string("version: 1\npruners:\n  p:\n    class: SparsityLevelParameterPruner\n"
-                       "    levels: {mid_part.1.weight: 0.5}\npolicies:\n  - pruner:\n      instance_name: p\n"
-                       "      args: ") + args + "\n    starting_epoch: 0\n    ending_epoch: 2\n";
+    return std::string(
+               "version: 1\npruners:\n  p:\n    class: SparsityLevelParameterPruner\n"
+               "    levels: {mid_part.1.weight: 0.5}\npolicies:\n  - pruner:\n      instance_name: "
+               "p\n"
+               "      args: ") +
+           args + "\n    starting_epoch: 0\n    ending_epoch: 2\n";
   };
   auto w = fsrcnn_->named_parameters()["mid_part.1.weight"];
-  auto step = [&](CompressionScheduler& s, torch::optim::Optimizer& opt, bool check_forward_masked) {
+  auto step = [&](CompressionScheduler& s, torch::optim::Optimizer& opt,
+                  bool check_forward_masked) {
     MinibatchInfo info{0, 0, 1};
     s.on_minibatch_begin(info, opt);
-    if (check_forward_masked) EXPECT_EQ(w.masked_select(s.masks().at("mid_part.1.weight").eq(0)).abs().sum().item<float>(), 0.0f);
+    if (check_forward_masked)
+      EXPECT_EQ(w.masked_select(s.masks().at("mid_part.1.weight").eq(0)).abs().sum().item<float>(),
+                0.0f);
     auto loss = fsrcnn_->forward(torch::rand({2, 1, 8, 8})).pow(2).mean();
     opt.zero_grad();
     loss.backward();
@@ -258,15 +295,18 @@ TEST_F(SchedulerTest, PolicyArgsDoubleCopiesForwardOnlyAndGradientMasks) {
   };
   {
     // use_double_copies: forward sees the masked weight, the optimizer updates the dense copy.
-    auto s = CompressionScheduler::from_text(yaml("{use_double_copies: true}"), "s.yaml", *fsrcnn_, 0.1, nullptr);
+    auto s = CompressionScheduler::from_text(yaml("{use_double_copies: true}"), "s.yaml", *fsrcnn_,
+                                             0.1, nullptr);
     torch::optim::SGD opt(fsrcnn_->parameters(), 0.5);
     s->on_epoch_begin(0, opt);
     step(*s, opt, true);
-    EXPECT_GT(w.masked_select(s->masks().at("mid_part.1.weight").eq(0)).abs().sum().item<float>(), 0.0f);
+    EXPECT_GT(w.masked_select(s->masks().at("mid_part.1.weight").eq(0)).abs().sum().item<float>(),
+              0.0f);
   }
   {
     // mask_gradients: pruned positions get no gradient.
-    auto s = CompressionScheduler::from_text(yaml("{mask_gradients: true}"), "s.yaml", *fsrcnn_, 0.1, nullptr);
+    auto s = CompressionScheduler::from_text(yaml("{mask_gradients: true}"), "s.yaml", *fsrcnn_,
+                                             0.1, nullptr);
     torch::optim::SGD opt(fsrcnn_->parameters(), 0.5);
     s->on_epoch_begin(0, opt);
     MinibatchInfo info{0, 0, 1};
@@ -275,10 +315,13 @@ TEST_F(SchedulerTest, PolicyArgsDoubleCopiesForwardOnlyAndGradientMasks) {
     opt.zero_grad();
     loss.backward();
     s->before_parameter_optimization(info, opt);
-    EXPECT_EQ(w.grad().masked_select(s->masks().at("mid_part.1.weight").eq(0)).abs().sum().item<float>(), 0.0f);
+    EXPECT_EQ(
+        w.grad().masked_select(s->masks().at("mid_part.1.weight").eq(0)).abs().sum().item<float>(),
+        0.0f);
   }
   // Unknown policy args are errors.
-  expect_error(yaml("{keep_masks: true}"), *fsrcnn_, {"s.yaml:9:", "unknown key 'keep_masks'", "keep_mask"});
+  expect_error(yaml("{keep_masks: true}"), *fsrcnn_,
+               {"s.yaml:9:", "unknown key 'keep_masks'", "keep_mask"});
 }
 
 TEST_F(SchedulerTest, EveryLrSchedulerFollowsItsClosedForm) {
@@ -286,17 +329,21 @@ TEST_F(SchedulerTest, EveryLrSchedulerFollowsItsClosedForm) {
       {"{class: StepLR, step_size: 2, gamma: 0.5}", {1.0, 0.5, 0.5, 0.25}},
       {"{class: MultiStepLR, milestones: [2, 3], gamma: 0.1}", {1.0, 0.1, 0.01, 0.01}},
       {"{class: ExponentialLR, gamma: 0.9}", {0.9, 0.81, 0.729, 0.6561}},
-      {"{class: CosineAnnealingLR, T_max: 4}", {0.5 + 0.5 * std::cos(M_PI / 4), 0.5, 0.5 + 0.5 * std::cos(3 * M_PI / 4), 0.0}},
+      {"{class: CosineAnnealingLR, T_max: 4}",
+       {0.5 + 0.5 * std::cos(M_PI / 4), 0.5, 0.5 + 0.5 * std::cos(3 * M_PI / 4), 0.0}},
       {"{class: PolynomialLR, T_max: 4, power: 2}", {0.5625, 0.25, 0.0625, 0.0}},
-      {"{class: MultiStepMultiGammaLR, milestones: [1, 3], gammas: [0.5, 0.2]}", {0.5, 0.5, 0.1, 0.1}}};
+      {"{class: MultiStepMultiGammaLR, milestones: [1, 3], gammas: [0.5, 0.2]}",
+       {0.5, 0.5, 0.1, 0.1}}};
   for (const auto& [spec, expected] : cases) {
     auto yaml = "version: 1\nlr_schedulers:\n  lr: " + spec +
-                "\npolicies:\n  - lr_scheduler: {instance_name: lr}\n    starting_epoch: 0\n    ending_epoch: 9\n";
+                "\npolicies:\n  - lr_scheduler: {instance_name: lr}\n    starting_epoch: 0\n    "
+                "ending_epoch: 9\n";
     auto s = CompressionScheduler::from_text(yaml, "s.yaml", *fsrcnn_, 1.0, nullptr);
     torch::optim::SGD opt(fsrcnn_->parameters(), 1.0);
     for (size_t e = 0; e < expected.size(); ++e) {
       s->on_epoch_end(static_cast<int64_t>(e), {}, opt);
-      EXPECT_NEAR(opt.param_groups()[0].options().get_lr(), expected[e], 1e-9) << spec << " step " << e + 1;
+      EXPECT_NEAR(opt.param_groups()[0].options().get_lr(), expected[e], 1e-9)
+          << spec << " step " << e + 1;
     }
   }
 }
@@ -324,12 +371,14 @@ policies:
   torch::optim::SGD opt(resnet_->parameters(), 0.1);
   s->on_epoch_begin(0, opt);
   s->on_minibatch_end({0, 0, 1}, opt);  // the last minibatch of the epoch
-  auto zero_filters = resnet_->named_parameters()["layer1.0.conv1.weight"].flatten(1).abs().sum(1).eq(0);
+  auto zero_filters =
+      resnet_->named_parameters()["layer1.0.conv1.weight"].flatten(1).abs().sum(1).eq(0);
   auto expected = torch::zeros({16}, torch::kBool);
   expected[3] = true;
   expected[7] = true;
   EXPECT_TRUE(torch::equal(zero_filters, expected));
-  EXPECT_TRUE(torch::equal(s->masks().at("layer1.0.conv1.weight").flatten(1).sum(1).eq(0), expected));
+  EXPECT_TRUE(
+      torch::equal(s->masks().at("layer1.0.conv1.weight").flatten(1).sum(1).eq(0), expected));
   // The following BatchNorm goes with the filters, so evaluation sees exactly zero channels.
   EXPECT_TRUE(torch::equal(resnet_->named_parameters()["layer1.0.bn1.weight"].eq(0), expected));
   EXPECT_TRUE(torch::equal(resnet_->named_parameters()["layer1.0.bn1.bias"].eq(0), expected));

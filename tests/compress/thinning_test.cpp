@@ -23,8 +23,10 @@ models::Model make(const std::string& name, nlohmann::json opts = nlohmann::json
   // Non-trivial normalisation statistics and affine terms, so zeroing must be done right.
   torch::NoGradGuard no_grad;
   for (auto& item : m->named_buffers())
-    if (item.key().find("running_mean") != std::string::npos) item.value().uniform_(-0.5, 0.5);
-    else if (item.key().find("running_var") != std::string::npos) item.value().uniform_(0.5, 1.5);
+    if (item.key().find("running_mean") != std::string::npos)
+      item.value().uniform_(-0.5, 0.5);
+    else if (item.key().find("running_var") != std::string::npos)
+      item.value().uniform_(0.5, 1.5);
   for (auto& item : m->named_modules())
     if (auto* bn = item.value()->as<torch::nn::BatchNorm2d>()) {
       bn->weight.uniform_(0.5, 1.5);
@@ -35,7 +37,8 @@ models::Model make(const std::string& name, nlohmann::json opts = nlohmann::json
 }
 
 SummaryGraph graph_of(const models::Model& m) {
-  return SummaryGraph::build(*m, m->input_shape(), [m](const torch::Tensor& x) { return m->forward(x); });
+  return SummaryGraph::build(*m, m->input_shape(),
+                             [m](const torch::Tensor& x) { return m->forward(x); });
 }
 
 /// Zeroes output channel `c` of producer `op` and everything that must be zero with it (the
@@ -47,7 +50,8 @@ bool zero_filter(const models::Model& m, const SummaryGraph& g, const std::strin
   auto params = m->named_parameters();
   torch::NoGradGuard no_grad;
   for (const auto& mem : members)
-    if (mem.role != GroupMember::Role::kConsumer) params[mem.tensor].select(mem.dim, mem.index).zero_();
+    if (mem.role != GroupMember::Role::kConsumer)
+      params[mem.tensor].select(mem.dim, mem.index).zero_();
   return removable;
 }
 
@@ -57,8 +61,8 @@ int64_t size_of(const models::Model& m, const std::string& param, int64_t dim) {
 
 /// Thins `m` in place; returns max |masked output − thinned output| and checks a fresh model
 /// rebuilt from the recipe and loaded with the thinned weights computes the same.
-double thin_and_compare(const models::Model& m, const std::string& name, nlohmann::json opts, ThinningPlan* out_plan,
-                        ThinningKind kind = ThinningKind::kFilters) {
+double thin_and_compare(const models::Model& m, const std::string& name, nlohmann::json opts,
+                        ThinningPlan* out_plan, ThinningKind kind = ThinningKind::kFilters) {
   torch::NoGradGuard no_grad;
   // In double precision, so the comparison sees thinning errors, not float32 summation order
   // (deep nets with random statistics reach activations in the thousands).
@@ -103,10 +107,12 @@ TEST(Thinning, ResNet20InnerFiltersAndAResidualGroupAcrossPaddedShortcuts) {
   auto group = channel_group(*m, g, "layer1.1.conv2", 3);
   std::set<std::string> producers;
   for (const auto& mem : group)
-    if (mem.role == GroupMember::Role::kProducer) producers.insert(mem.op + "@" + std::to_string(mem.index));
-  EXPECT_EQ(producers, (std::set<std::string>{"conv1@3", "layer1.0.conv2@3", "layer1.1.conv2@3", "layer1.2.conv2@3",
-                                              "layer2.0.conv2@11", "layer2.1.conv2@11", "layer2.2.conv2@11",
-                                              "layer3.0.conv2@27", "layer3.1.conv2@27", "layer3.2.conv2@27"}));
+    if (mem.role == GroupMember::Role::kProducer)
+      producers.insert(mem.op + "@" + std::to_string(mem.index));
+  EXPECT_EQ(producers, (std::set<std::string>{
+                           "conv1@3", "layer1.0.conv2@3", "layer1.1.conv2@3", "layer1.2.conv2@3",
+                           "layer2.0.conv2@11", "layer2.1.conv2@11", "layer2.2.conv2@11",
+                           "layer3.0.conv2@27", "layer3.1.conv2@27", "layer3.2.conv2@27"}));
   EXPECT_TRUE(zero_filter(m, g, "layer1.1.conv2", 3));
   // A padded-only channel of stage 2 (0..7 come from zeros) is a group of stage-2 and -3 convs.
   EXPECT_TRUE(zero_filter(m, g, "layer2.0.conv2", 2));
@@ -122,7 +128,9 @@ TEST(Thinning, ResNet20InnerFiltersAndAResidualGroupAcrossPaddedShortcuts) {
   EXPECT_EQ(m->named_buffers()["layer2.0.bn2.running_mean"].size(0), 30);
   bool logged = false;
   for (const auto& line : plan.log)
-    if (line.find("thinned together") != std::string::npos && line.find("layer2.2.conv2") != std::string::npos) logged = true;
+    if (line.find("thinned together") != std::string::npos &&
+        line.find("layer2.2.conv2") != std::string::npos)
+      logged = true;
   EXPECT_TRUE(logged);
 }
 
@@ -138,9 +146,11 @@ TEST(Thinning, AGroupWithOneLiveProducerIsKept) {
   EXPECT_TRUE(plan.empty());
   // ... and the plan says why the zeroed filter stays.
   ASSERT_EQ(plan.log.size(), 1u);
-  EXPECT_NE(plan.log[0].find("layer1.1.conv2: 1 zeroed filter kept: tied by adds or concats to live filters of conv1, "
-                             "layer1.0.conv2"),
-            std::string::npos)
+  EXPECT_NE(
+      plan.log[0].find(
+          "layer1.1.conv2: 1 zeroed filter kept: tied by adds or concats to live filters of conv1, "
+          "layer1.0.conv2"),
+      std::string::npos)
       << plan.log[0];
 }
 
@@ -150,7 +160,8 @@ TEST(Thinning, ResNet56BlocksFirstConvs) {
   for (int stage = 1; stage <= 3; ++stage)
     for (int b = 0; b < 9; b += 2)
       for (int64_t c = 0; c < 4; ++c)
-        zero_filter(m, g, "layer" + std::to_string(stage) + "." + std::to_string(b) + ".conv1", 2 * c + 1);
+        zero_filter(m, g, "layer" + std::to_string(stage) + "." + std::to_string(b) + ".conv1",
+                    2 * c + 1);
   EXPECT_LE(thin_and_compare(m, "resnet56_cifar", {}, nullptr), 1e-5);
   EXPECT_EQ(size_of(m, "layer3.8.conv1.weight", 0), 60);
   EXPECT_EQ(size_of(m, "layer3.7.conv1.weight", 0), 64);
@@ -232,7 +243,8 @@ TEST(Thinning, EspcnAndThePixelShuffleOutput) {
   EXPECT_FALSE(zero_filter(m, g, convs[2], 0));
   bool said = false;
   for (const auto& line : plan_thinning(*m, g, ThinningKind::kFilters).log)
-    if (line.find(convs[2] + ": 9 zeroed filters kept: its channels reach the model's output") != std::string::npos)
+    if (line.find(convs[2] + ": 9 zeroed filters kept: its channels reach the model's output") !=
+        std::string::npos)
       said = true;
   EXPECT_TRUE(said) << join(plan_thinning(*m, g, ThinningKind::kFilters).log, " | ");
   EXPECT_LE(thin_and_compare(m, "espcn", {{"scale", 3}}, nullptr), 1e-5);
@@ -259,7 +271,9 @@ class ShuffleNet : public torch::nn::Module {
     a = register_module("a", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 8, 3).padding(1)));
     b = register_module("b", torch::nn::Conv2d(torch::nn::Conv2dOptions(2, 3, 3).padding(1)));
   }
-  torch::Tensor forward(const torch::Tensor& x) { return b(torch::pixel_shuffle(torch::relu(a(x)), 2)); }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return b(torch::pixel_shuffle(torch::relu(a(x)), 2));
+  }
   torch::nn::Conv2d a{nullptr}, b{nullptr};
 };
 
@@ -269,7 +283,8 @@ TEST(Thinning, PixelShuffleGroupsGoWhole) {
   torch::manual_seed(0);
   auto m = std::make_shared<ShuffleNet>();
   m->to(torch::kDouble);
-  auto g = SummaryGraph::build(*m, {1, 3, 8, 8}, [m](const torch::Tensor& x) { return m->forward(x); });
+  auto g =
+      SummaryGraph::build(*m, {1, 3, 8, 8}, [m](const torch::Tensor& x) { return m->forward(x); });
   torch::NoGradGuard no_grad;
   // Channel 5 alone: its pixel-shuffle group (4..7) still has live channels, nothing goes.
   m->a->weight[5].zero_();
@@ -309,8 +324,11 @@ TEST(Thinning, OptimizerStateAndMasksAreSliced) {
     auto m = make("simplenet_cifar");
     m->train();
     std::unique_ptr<torch::optim::Optimizer> o;
-    if (opt == "sgd") o = std::make_unique<torch::optim::SGD>(m->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
-    else o = std::make_unique<torch::optim::Adam>(m->parameters(), torch::optim::AdamOptions(1e-3));
+    if (opt == "sgd")
+      o = std::make_unique<torch::optim::SGD>(m->parameters(),
+                                              torch::optim::SGDOptions(0.01).momentum(0.9));
+    else
+      o = std::make_unique<torch::optim::Adam>(m->parameters(), torch::optim::AdamOptions(1e-3));
     auto step = [&] {
       torch::manual_seed(2);
       o->zero_grad();
@@ -334,7 +352,8 @@ TEST(Thinning, OptimizerStateAndMasksAreSliced) {
     auto key = c10::guts::to_string(m->named_parameters()["conv2.weight"].unsafeGetTensorImpl());
     ASSERT_TRUE(state.count(key)) << opt;
     if (opt == "sgd") {
-      EXPECT_EQ(static_cast<torch::optim::SGDParamState&>(*state[key]).momentum_buffer().size(1), 4);
+      EXPECT_EQ(static_cast<torch::optim::SGDParamState&>(*state[key]).momentum_buffer().size(1),
+                4);
     } else {
       auto& s = static_cast<torch::optim::AdamParamState&>(*state[key]);
       EXPECT_EQ(s.exp_avg().size(1), 4);
@@ -367,7 +386,8 @@ TEST(Thinning, APrunerNamingOneConvOfAResidualGroupPrunesTheWholeGroup) {
   const std::string text =
       "version: 1\npruners:\n  p:\n    class: L1RankedStructureParameterPruner\n    reg_regims:\n"
       "      layer1.0.conv2.weight: [0.25, Filters]\nextensions:\n  t:\n    class: FilterRemover\n"
-      "    thinning_func_str: remove_filters\npolicies:\n  - pruner: {instance_name: p}\n    epochs: [0]\n"
+      "    thinning_func_str: remove_filters\npolicies:\n  - pruner: {instance_name: p}\n    "
+      "epochs: [0]\n"
       "  - extension: {instance_name: t}\n    epochs: [0]\n";
   auto sched = CompressionScheduler::from_text(text, "group.yaml", *m, 0.1, nullptr);
   sched->set_tracer(m->input_shape(), [m](const torch::Tensor& x) { return m->forward(x); });
@@ -375,8 +395,9 @@ TEST(Thinning, APrunerNamingOneConvOfAResidualGroupPrunesTheWholeGroup) {
   sched->on_epoch_begin(0, opt);
   auto groups = build_channel_groups(*m, graph_of(m));
   EXPECT_EQ(groups->partners("layer1.0.conv2.weight"),
-            (std::vector<std::string>{"conv1", "layer1.1.conv2", "layer1.2.conv2", "layer2.0.conv2", "layer2.1.conv2",
-                                      "layer2.2.conv2", "layer3.0.conv2", "layer3.1.conv2", "layer3.2.conv2"}));
+            (std::vector<std::string>{"conv1", "layer1.1.conv2", "layer1.2.conv2", "layer2.0.conv2",
+                                      "layer2.1.conv2", "layer2.2.conv2", "layer3.0.conv2",
+                                      "layer3.1.conv2", "layer3.2.conv2"}));
   m->eval();
   torch::NoGradGuard no_grad;
   const auto x = torch::randn({2, 3, 32, 32}, torch::kDouble);
@@ -398,12 +419,13 @@ TEST(Thinning, LiEtAlSchedulesGiveThePublishedMacsAndParameters) {
     std::string model, file;
     int64_t macs, params;
   };
-  for (const auto& c : {Case{"resnet56_cifar", "resnet56_filter_rank.yaml", 90'907'264, 735'712},
-                        Case{"vgg16_cifar", "vgg16_cifar_filter_rank.yaml", 206'279'680, 5'399'690}}) {
+  for (const auto& c :
+       {Case{"resnet56_cifar", "resnet56_filter_rank.yaml", 90'907'264, 735'712},
+        Case{"vgg16_cifar", "vgg16_cifar_filter_rank.yaml", 206'279'680, 5'399'690}}) {
     auto m = make(c.model);
     m->train();
-    auto sched = CompressionScheduler::from_file(std::string(IGB_SOURCE_DIR) + "/schedules/classify/" + c.file, *m,
-                                                 0.1, nullptr);
+    auto sched = CompressionScheduler::from_file(
+        std::string(IGB_SOURCE_DIR) + "/schedules/classify/" + c.file, *m, 0.1, nullptr);
     sched->set_tracer(m->input_shape(), [m](const torch::Tensor& x) { return m->forward(x); });
     torch::optim::SGD opt(m->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
     sched->on_epoch_begin(0, opt);

@@ -13,8 +13,9 @@ TORCH_MODULE(Clamp);
 }  // namespace
 
 TEST(Activation, PReLUSlopeIsNamedWeight) {
-  torch::nn::Sequential seq(torch::nn::Linear(2, 3),
-                            Activation(ActivationOptions(ActivationKind::kPReLU).num_parameters(3)));
+  torch::nn::Sequential seq(
+      torch::nn::Linear(2, 3),
+      Activation(ActivationOptions(ActivationKind::kPReLU).num_parameters(3)));
   auto params = seq->named_parameters();
   ASSERT_TRUE(params.contains("1.weight"));
   EXPECT_EQ(params["1.weight"].sizes(), torch::IntArrayRef({3}));
@@ -46,7 +47,8 @@ TEST(Activation, Kinds) {
   auto prelu = Activation(ActivationKind::kPReLU);
   EXPECT_FLOAT_EQ(prelu(x)[1].item<float>(), -0.125f);
   auto relu6 = Activation(ActivationKind::kReLU6);
-  EXPECT_TRUE(torch::equal(relu6(torch::tensor({-1.0f, 3.0f, 7.0f})), torch::tensor({0.0f, 3.0f, 6.0f})));
+  EXPECT_TRUE(
+      torch::equal(relu6(torch::tensor({-1.0f, 3.0f, 7.0f})), torch::tensor({0.0f, 3.0f, 6.0f})));
 }
 
 TEST(Activation, InPlaceOverwritesItsInputAndKeepsGradients) {

@@ -95,8 +95,9 @@ TEST_F(CheckpointTest, ShapeMismatchNamesTheTensor) {
     ck.load_model(*b);
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("'fc1.weight' has shape [5x3] but the model expects [6x3]"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("'fc1.weight' has shape [5x3] but the model expects [6x3]"),
+        std::string::npos)
         << e.what();
   }
 }

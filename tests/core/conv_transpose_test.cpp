@@ -30,17 +30,18 @@ TEST_P(SubpixelConvTranspose, MatchesLibTorchInValueAndGradient) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, SubpixelConvTranspose,
-    ::testing::Values(Case{6, 1, 9, 3, 4, 2, 7, 5},  // FSRCNN x3
-                      Case{6, 1, 9, 2, 4, 1, 6, 6},  // FSRCNN x2
-                      Case{6, 3, 9, 4, 4, 3, 5, 8},  // FSRCNN x4, RGB
-                      Case{4, 5, 3, 2, 1, 1, 6, 6},  // DeblurGAN-style upsampling
-                      Case{3, 2, 4, 2, 0, 0, 5, 4},  // kernel a multiple of the stride
-                      Case{3, 2, 5, 1, 2, 0, 6, 6},  // stride 1
+    ::testing::Values(Case{6, 1, 9, 3, 4, 2, 7, 5},    // FSRCNN x3
+                      Case{6, 1, 9, 2, 4, 1, 6, 6},    // FSRCNN x2
+                      Case{6, 3, 9, 4, 4, 3, 5, 8},    // FSRCNN x4, RGB
+                      Case{4, 5, 3, 2, 1, 1, 6, 6},    // DeblurGAN-style upsampling
+                      Case{3, 2, 4, 2, 0, 0, 5, 4},    // kernel a multiple of the stride
+                      Case{3, 2, 5, 1, 2, 0, 6, 6},    // stride 1
                       Case{2, 2, 3, 3, 0, 2, 4, 4}));  // output padding past the kernel
 
 TEST(FastConvTranspose, ModuleUsesTheSameParameters) {
   torch::manual_seed(0);
-  torch::nn::ConvTranspose2d layer(torch::nn::ConvTranspose2dOptions(8, 1, 9).stride(3).padding(4).output_padding(2));
+  torch::nn::ConvTranspose2d layer(
+      torch::nn::ConvTranspose2dOptions(8, 1, 9).stride(3).padding(4).output_padding(2));
   auto x = torch::randn({1, 8, 10, 12});
   auto y = fast_conv_transpose2d(*layer, x);
   EXPECT_EQ(y.sizes(), torch::IntArrayRef({1, 1, 30, 36}));

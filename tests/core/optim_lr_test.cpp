@@ -39,16 +39,20 @@ TEST(OptimLr, SetsEveryGroupOfSgd) {
   EXPECT_EQ(lrs(opt), (std::vector<double>{0.025, 0.025}));
   EXPECT_DOUBLE_EQ(get_lr(opt), 0.025);
   // Other options are untouched.
-  EXPECT_DOUBLE_EQ(static_cast<const torch::optim::SGDOptions&>(opt.param_groups()[0].options()).momentum(), 0.9);
+  EXPECT_DOUBLE_EQ(
+      static_cast<const torch::optim::SGDOptions&>(opt.param_groups()[0].options()).momentum(),
+      0.9);
 }
 
 TEST(OptimLr, SetsEveryGroupOfAdamAndAdamW) {
-  auto adam = two_groups<torch::optim::Adam>(torch::optim::AdamOptions(1e-3), torch::optim::AdamOptions(2e-3));
+  auto adam = two_groups<torch::optim::Adam>(torch::optim::AdamOptions(1e-3),
+                                             torch::optim::AdamOptions(2e-3));
   set_lr(adam, 5e-4);
   EXPECT_EQ(lrs(adam), (std::vector<double>{5e-4, 5e-4}));
   EXPECT_DOUBLE_EQ(get_lr(adam), 5e-4);
 
-  auto adamw = two_groups<torch::optim::AdamW>(torch::optim::AdamWOptions(1e-3), torch::optim::AdamWOptions(3e-3));
+  auto adamw = two_groups<torch::optim::AdamW>(torch::optim::AdamWOptions(1e-3),
+                                               torch::optim::AdamWOptions(3e-3));
   set_lr(adamw, 7e-4);
   EXPECT_EQ(lrs(adamw), (std::vector<double>{7e-4, 7e-4}));
 }

@@ -29,7 +29,8 @@ TEST(Registry, DuplicateAndFrozenAreRejected) {
 }
 
 TEST(ClosestNames, RanksByEditDistance) {
-  auto c = closest_names("mid_part.1.wieght", {"first_part.0.weight", "mid_part.1.weight", "mid_part.3.weight"}, 2);
+  auto c = closest_names("mid_part.1.wieght",
+                         {"first_part.0.weight", "mid_part.1.weight", "mid_part.3.weight"}, 2);
   ASSERT_EQ(c.size(), 2u);
   EXPECT_EQ(c[0], "mid_part.1.weight");
   EXPECT_EQ(c[1], "mid_part.3.weight");

@@ -7,10 +7,10 @@ namespace igb {
 TEST(ZeroFraction, CountsExactZerosOnly) {
   // 24 elements, 9 of them exactly zero; 1e-30 and -0.0 are checked on their own below.
   auto t = torch::arange(24, torch::kFloat32).reshape({2, 3, 4});
-  t.index_put_({0, 0}, 0.0);                       // 4 zeros (one was already 0)
+  t.index_put_({0, 0}, 0.0);                            // 4 zeros (one was already 0)
   t.index_put_({1, torch::indexing::Slice(), 1}, 0.0);  // 3 more
-  t.index_put_({1, 2, 3}, 0.0);                    // 1 more
-  t.index_put_({0, 2, 0}, 0.0);                    // 1 more
+  t.index_put_({1, 2, 3}, 0.0);                         // 1 more
+  t.index_put_({0, 2, 0}, 0.0);                         // 1 more
   EXPECT_EQ(count_zeros(t), 9);
   EXPECT_DOUBLE_EQ(zero_fraction(t), 9.0 / 24.0);
 

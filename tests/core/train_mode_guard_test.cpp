@@ -11,7 +11,9 @@
 namespace igb {
 
 namespace {
-torch::nn::Sequential net() { return torch::nn::Sequential(torch::nn::Linear(2, 2), torch::nn::Dropout(0.5)); }
+torch::nn::Sequential net() {
+  return torch::nn::Sequential(torch::nn::Linear(2, 2), torch::nn::Dropout(0.5));
+}
 }  // namespace
 
 TEST(TrainModeGuard, SetsTheModeAndRestoresIt) {

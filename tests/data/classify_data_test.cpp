@@ -19,7 +19,8 @@ namespace {
 
 class ClassifyDataTest : public ::testing::Test {
  protected:
-  // A CIFAR-10 record: label, then R, G, B planes; pixel (y, x) of channel c = (c*50 + y + x + label) % 256.
+  // A CIFAR-10 record: label, then R, G, B planes; pixel (y, x) of channel c = (c*50 + y + x +
+  // label) % 256.
   static std::string cifar_record(uint8_t label) {
     std::string r(1, static_cast<char>(label));
     for (int c = 0; c < 3; ++c)
@@ -28,10 +29,12 @@ class ClassifyDataTest : public ::testing::Test {
     return r;
   }
   void write(const fs::path& p, const std::string& bytes) {
-    std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(p, std::ios::binary)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   }
   static std::string be32(uint32_t v) {
-    return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
+    return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+            static_cast<char>(v)};
   }
   void write_mnist(const std::string& prefix, int n, int label_count, uint32_t image_magic = 2051) {
     std::string im = be32(image_magic) + be32(n) + be32(28) + be32(28);
@@ -77,7 +80,8 @@ TEST_F(ClassifyDataTest, Cifar10TruncatedAndMislabeledFilesAreErrors) {
     read_cifar10_batches({root_ / "data_batch_1.bin"});
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("data_batch_1.bin is truncated"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("data_batch_1.bin is truncated"), std::string::npos)
+        << e.what();
   }
   write(root_ / "data_batch_1.bin", cifar_record(1) + cifar_record(12));
   try {
@@ -103,10 +107,12 @@ TEST_F(ClassifyDataTest, MnistIdxRoundTripAndErrors) {
   EXPECT_EQ(data.val->get(0, 0).input.sizes(), torch::IntArrayRef({1, 28, 28}));
   // A three-channel model gets the grey image replicated.
   o.input_shape = {1, 3, 32, 32};
-  EXPECT_EQ(load_classify_data(root_.string(), o).val->get(0, 0).input.sizes(), torch::IntArrayRef({3, 32, 32}));
+  EXPECT_EQ(load_classify_data(root_.string(), o).val->get(0, 0).input.sizes(),
+            torch::IntArrayRef({3, 32, 32}));
 
   write_mnist("train", 12, 11);
-  EXPECT_THROW(read_mnist(root_ / "train-images-idx3-ubyte", root_ / "train-labels-idx1-ubyte"), InputError);
+  EXPECT_THROW(read_mnist(root_ / "train-images-idx3-ubyte", root_ / "train-labels-idx1-ubyte"),
+               InputError);
   write_mnist("train", 12, 12, 2050);
   try {
     read_mnist(root_ / "train-images-idx3-ubyte", root_ / "train-labels-idx1-ubyte");
@@ -116,7 +122,8 @@ TEST_F(ClassifyDataTest, MnistIdxRoundTripAndErrors) {
   }
   write_mnist("train", 12, 12);
   fs::resize_file(root_ / "train-images-idx3-ubyte", 16 + 28 * 28 * 3);
-  EXPECT_THROW(read_mnist(root_ / "train-images-idx3-ubyte", root_ / "train-labels-idx1-ubyte"), InputError);
+  EXPECT_THROW(read_mnist(root_ / "train-images-idx3-ubyte", root_ / "train-labels-idx1-ubyte"),
+               InputError);
 }
 
 TEST_F(ClassifyDataTest, ImageFolderClassesAreSortedSubfolders) {
@@ -162,7 +169,8 @@ TEST(SyntheticShapes, DeterministicBalancedAndDistinct) {
   o.synthetic_val = 20;
   auto d = load_classify_data("synthetic", o);
   std::set<int64_t> labels;
-  for (int64_t i = 0; i < d.val->size(); ++i) labels.insert(d.val->get(i, 0).target.item<int64_t>());
+  for (int64_t i = 0; i < d.val->size(); ++i)
+    labels.insert(d.val->get(i, 0).target.item<int64_t>());
   EXPECT_EQ(labels.size(), 10u);
   // Augmentation changes training examples between epochs but not validation ones.
   EXPECT_FALSE(torch::equal(d.train->get(3, 0).input, d.train->get(3, 1).input));

@@ -33,7 +33,8 @@ void touch(const fs::path& p) {
 }  // namespace
 
 TEST(Datasets, EachFamilyListsItsEntriesAndEveryEntryFillsItsFamilysFactories) {
-  EXPECT_EQ(dataset_names("classify"), (std::vector<std::string>{"cifar10", "imagefolder", "mnist", "synthetic"}));
+  EXPECT_EQ(dataset_names("classify"),
+            (std::vector<std::string>{"cifar10", "imagefolder", "mnist", "synthetic"}));
   EXPECT_EQ(dataset_names("sr"), (std::vector<std::string>{"folder", "synthetic"}));
   for (const auto& name : dataset_registry().names()) {
     const auto& spec = dataset_registry().get(name);
@@ -47,13 +48,15 @@ TEST(Datasets, EachFamilyListsItsEntriesAndEveryEntryFillsItsFamilysFactories) {
 }
 
 TEST(Datasets, AnUnknownNameListsTheValidOnes) {
-  const std::string want = "unknown dataset 'cifar100'; valid datasets: cifar10, imagefolder, mnist, synthetic";
+  const std::string want =
+      "unknown dataset 'cifar100'; valid datasets: cifar10, imagefolder, mnist, synthetic";
   EXPECT_EQ(error_of([] { dataset_spec("classify", "cifar100"); }), want);
   test::TempDir tmp;
   ClassifyDataOptions o;
   o.dataset = "cifar100";
   EXPECT_EQ(error_of([&] { load_classify_data(tmp.path().string(), o); }), want);
-  EXPECT_EQ(error_of([] { dataset_spec("sr", "div2k"); }), "unknown dataset 'div2k'; valid datasets: folder, synthetic");
+  EXPECT_EQ(error_of([] { dataset_spec("sr", "div2k"); }),
+            "unknown dataset 'div2k'; valid datasets: folder, synthetic");
 }
 
 TEST(Datasets, TheRegistryBuildsSyntheticShapesOfTheRequestedSize) {

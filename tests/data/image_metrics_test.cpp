@@ -19,7 +19,7 @@ TEST(Psnr, ShaveIgnoresBorders) {
   auto a = torch::zeros({1, 10, 10});
   auto b = a.clone();
   b.index_put_({0, 0, torch::indexing::Slice()}, 1.0);  // top row wrong
-  b[0][5][5] = 0.5;                                      // one interior pixel off by 0.5
+  b[0][5][5] = 0.5;                                     // one interior pixel off by 0.5
   // With a border of 2, only the interior pixel counts: MSE = 0.25 / 36.
   EXPECT_NEAR(psnr(a, b, 2), 10 * std::log10(36 / 0.25), 1e-9);
 }

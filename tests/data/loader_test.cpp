@@ -15,7 +15,8 @@ class ToyDataset : public Dataset {
   int64_t size() const override { return 37; }
   Example get(int64_t index, int64_t epoch) const override {
     Rng rng = Rng::from(11, epoch, index);
-    return {torch::tensor({float(index), float(epoch), float(rng.uniform())}), torch::tensor(index)};
+    return {torch::tensor({float(index), float(epoch), float(rng.uniform())}),
+            torch::tensor(index)};
   }
 };
 }  // namespace

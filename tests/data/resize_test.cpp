@@ -20,7 +20,8 @@ TEST(Imresize, RowsSumToOneAndConstantsStay) {
 
 TEST(Imresize, UpscalingReproducesLinearRampsAwayFromBorders) {
   // Cubic convolution with a = -0.5 is exact on linear functions.
-  auto ramp = torch::arange(16, torch::kFloat32).reshape({1, 1, 16}).expand({1, 16, 16}).contiguous();
+  auto ramp =
+      torch::arange(16, torch::kFloat32).reshape({1, 1, 16}).expand({1, 16, 16}).contiguous();
   auto up = imresize(ramp, 2.0);
   // Output x (0-based) samples the input at (x + 0.5) / 2 - 0.5.
   for (int64_t x = 6; x < 24; ++x)
@@ -40,7 +41,8 @@ TEST(Imresize, DownscaleMatchesLibTorchAntialiasedBicubicInTheInterior) {
                                         .antialias(true));
   using torch::indexing::Slice;
   auto inner = Slice(2, 14);
-  EXPECT_TRUE(torch::allclose(ours.index({0, 0, inner, inner}), theirs.index({0, 0, inner, inner}), 1e-4, 1e-4));
+  EXPECT_TRUE(torch::allclose(ours.index({0, 0, inner, inner}), theirs.index({0, 0, inner, inner}),
+                              1e-4, 1e-4));
 }
 
 TEST(Imresize, SymmetricBorderReflection) {

@@ -53,13 +53,16 @@ TEST_F(ModelOptions, FsrcnnOptionsRoundTripThroughJsonToAnIdenticalModel) {
   EXPECT_EQ(typed->options_json(), json);
   EXPECT_EQ(from_json->options_json(), json);
   EXPECT_EQ(parameter_shapes(*from_json), parameter_shapes(*typed));
-  EXPECT_EQ(parameter_shapes(*from_json)["mid_part.7.0.weight"], (std::vector<int64_t>{32, 8, 1, 1}));
+  EXPECT_EQ(parameter_shapes(*from_json)["mid_part.7.0.weight"],
+            (std::vector<int64_t>{32, 8, 1, 1}));
 }
 
 TEST_F(ModelOptions, DenseNetOptionsRoundTripThroughJsonToAnIdenticalModel) {
-  const auto options = classify::DenseNetCifarOptions().num_classes(5).input_size(40).depth(16).growth(8);
+  const auto options =
+      classify::DenseNetCifarOptions().num_classes(5).input_size(40).depth(16).growth(8);
   const nlohmann::json json = options_to_json(options);
-  EXPECT_EQ(json, nlohmann::json({{"num_classes", 5}, {"input_size", 40}, {"depth", 16}, {"growth", 8}}));
+  EXPECT_EQ(json,
+            nlohmann::json({{"num_classes", 5}, {"input_size", 40}, {"depth", 16}, {"growth", 8}}));
   auto typed = classify::make_densenet_cifar(options);
   auto from_json = create_model("densenet_cifar", json);
   EXPECT_EQ(from_json->options_json(), json);
@@ -107,13 +110,14 @@ TEST_F(ModelOptions, RegistryDefaultsAreTheCheckpointKeysOfBefore) {
   for (const char* name : {"fsrcnn", "vdsr", "resnet20_cifar", "densenet_cifar", "lenet5"}) {
     auto m = create_model(name, {});
     EXPECT_EQ(m->options_json(), expected.at(name)) << name;
-    EXPECT_EQ(parameter_shapes(*create_model(name, expected.at(name))), parameter_shapes(*m)) << name;
+    EXPECT_EQ(parameter_shapes(*create_model(name, expected.at(name))), parameter_shapes(*m))
+        << name;
   }
 }
 
 TEST_F(ModelOptions, RegistryNameFixesTheFieldsThatAreNotModelArgs) {
-  auto o = options_from_json<classify::ResNetCifarOptions>("resnet56_cifar", {{"num_classes", "7"}},
-                                                           classify::ResNetCifarOptions().depth(56));
+  auto o = options_from_json<classify::ResNetCifarOptions>(
+      "resnet56_cifar", {{"num_classes", "7"}}, classify::ResNetCifarOptions().depth(56));
   EXPECT_EQ(o.depth(), 56);
   EXPECT_EQ(o.num_classes(), 7);
   EXPECT_EQ(options_to_json(o), nlohmann::json({{"num_classes", 7}, {"input_size", 32}}));
@@ -156,25 +160,39 @@ TEST_F(ModelOptions, NonDefaultDenseNetHasTheCountWorkedOutByHand) {
 }
 
 TEST_F(ModelOptions, UnknownArgsNameTheValidOnes) {
-  EXPECT_EQ(error_of("fsrcnn", {{"q", 3}}), "model fsrcnn has no option 'q'; valid options: scale, channels, d, s, m");
-  EXPECT_EQ(error_of("srcnn", {{"d", 3}}), "model srcnn has no option 'd'; valid options: scale, channels");
-  EXPECT_EQ(error_of("vdsr", {{"layers", 3}}), "model vdsr has no option 'layers'; valid options: scale, channels, depth");
+  EXPECT_EQ(error_of("fsrcnn", {{"q", 3}}),
+            "model fsrcnn has no option 'q'; valid options: scale, channels, d, s, m");
+  EXPECT_EQ(error_of("srcnn", {{"d", 3}}),
+            "model srcnn has no option 'd'; valid options: scale, channels");
+  EXPECT_EQ(error_of("vdsr", {{"layers", 3}}),
+            "model vdsr has no option 'layers'; valid options: scale, channels, depth");
   EXPECT_EQ(error_of("densenet_cifar", {{"width", 2}}),
-            "model densenet_cifar has no option 'width'; valid options: num_classes, input_size, depth, growth");
+            "model densenet_cifar has no option 'width'; valid options: num_classes, input_size, "
+            "depth, growth");
   EXPECT_EQ(error_of("resnet20_cifar", {{"depth", 32}}),
             "model resnet20_cifar has no option 'depth'; valid options: num_classes, input_size");
-  EXPECT_EQ(error_of("lenet5", {{"classes", 3}}), "model lenet5 has no option 'classes'; valid options: num_classes, input_size");
+  EXPECT_EQ(error_of("lenet5", {{"classes", 3}}),
+            "model lenet5 has no option 'classes'; valid options: num_classes, input_size");
 }
 
 TEST_F(ModelOptions, BadValuesAreInputErrorsNamingTheOption) {
-  EXPECT_EQ(error_of("fsrcnn", {{"m", "x"}}), "model fsrcnn: option 'm' has an invalid value \"x\"");
-  EXPECT_EQ(error_of("fsrcnn", {{"m", 65}}), "model fsrcnn: option 'm' = 65 is out of range [0, 64]");
-  EXPECT_EQ(error_of("espcn", {{"scale", "8"}}), "model espcn: option 'scale' = 8 is out of range [2, 4]");
-  EXPECT_EQ(error_of("srcnn", {{"channels", 2}}), "SR models take channels 1 (luma) or 3 (RGB), got 2");
-  EXPECT_EQ(error_of("alexnet", {{"input_size", 62}}), "model alexnet: option 'input_size' = 62 is out of range [63, 4096]");
-  EXPECT_EQ(error_of("resnet18", {{"num_classes", 0}}), "model resnet18: option 'num_classes' = 0 is out of range [1, 100000]");
-  EXPECT_NE(error_of("densenet_cifar", {{"depth", 41}}).find("model densenet_cifar: depth must be 6n + 4"), std::string::npos);
-  EXPECT_EQ(error_of("fsrcnn", nlohmann::json::array({1})), "model fsrcnn: options must be a mapping");
+  EXPECT_EQ(error_of("fsrcnn", {{"m", "x"}}),
+            "model fsrcnn: option 'm' has an invalid value \"x\"");
+  EXPECT_EQ(error_of("fsrcnn", {{"m", 65}}),
+            "model fsrcnn: option 'm' = 65 is out of range [0, 64]");
+  EXPECT_EQ(error_of("espcn", {{"scale", "8"}}),
+            "model espcn: option 'scale' = 8 is out of range [2, 4]");
+  EXPECT_EQ(error_of("srcnn", {{"channels", 2}}),
+            "SR models take channels 1 (luma) or 3 (RGB), got 2");
+  EXPECT_EQ(error_of("alexnet", {{"input_size", 62}}),
+            "model alexnet: option 'input_size' = 62 is out of range [63, 4096]");
+  EXPECT_EQ(error_of("resnet18", {{"num_classes", 0}}),
+            "model resnet18: option 'num_classes' = 0 is out of range [1, 100000]");
+  EXPECT_NE(error_of("densenet_cifar", {{"depth", 41}})
+                .find("model densenet_cifar: depth must be 6n + 4"),
+            std::string::npos);
+  EXPECT_EQ(error_of("fsrcnn", nlohmann::json::array({1})),
+            "model fsrcnn: options must be a mapping");
 }
 
 }  // namespace igb::models

@@ -31,16 +31,19 @@ class RecordingHooks : public compress::TrainingHooks {
     extra_ = true;
     return loss;
   }
-  void before_parameter_optimization(const compress::MinibatchInfo& i, torch::optim::Optimizer& opt) override {
+  void before_parameter_optimization(const compress::MinibatchInfo& i,
+                                     torch::optim::Optimizer& opt) override {
     bool has_grad = false;
     for (auto& g : opt.param_groups())
-      for (auto& p : g.params()) has_grad = has_grad || (p.grad().defined() && p.grad().abs().sum().item<double>() > 0);
+      for (auto& p : g.params())
+        has_grad = has_grad || (p.grad().defined() && p.grad().abs().sum().item<double>() > 0);
     add(has_grad ? "before_step(grad)" : "before_step(nograd)", i.epoch, i.batch);
   }
   void on_minibatch_end(const compress::MinibatchInfo& i, torch::optim::Optimizer&) override {
     add("mb_end", i.epoch, i.batch);
   }
-  void on_epoch_end(int64_t e, const std::map<std::string, double>& metrics, torch::optim::Optimizer&) override {
+  void on_epoch_end(int64_t e, const std::map<std::string, double>& metrics,
+                    torch::optim::Optimizer&) override {
     add(metrics.count("psnr") ? "epoch_end(psnr)" : "epoch_end", e, -1);
   }
 
@@ -68,14 +71,20 @@ class TinySrTask : public TrainingTask {
   }
   Model model() override { return model_; }
   const data::Dataset& train_set() const override { return *data_.train; }
-  at::Tensor loss(const at::Tensor& out, const at::Tensor& target) override { return torch::mse_loss(out, target); }
+  at::Tensor loss(const at::Tensor& out, const at::Tensor& target) override {
+    return torch::mse_loss(out, target);
+  }
   Metrics validate() override {
     auto ev = sr::evaluate_sr(*model_, data_.val, 2, true, torch::kCPU);
     return {{"psnr", ev.psnr}};
   }
   std::string primary_metric() const override { return "psnr"; }
-  std::string describe(const Metrics& m) const override { return "psnr " + std::to_string(metric(m, "psnr")); }
-  nlohmann::json summary(const Metrics& last, const Metrics&) const override { return {{"psnr", metric(last, "psnr")}}; }
+  std::string describe(const Metrics& m) const override {
+    return "psnr " + std::to_string(metric(m, "psnr"));
+  }
+  nlohmann::json summary(const Metrics& last, const Metrics&) const override {
+    return {{"psnr", metric(last, "psnr")}};
+  }
 
  private:
   Model model_;
@@ -105,12 +114,14 @@ TEST(Trainer, CallsTheSixHooksInOrder) {
     expected.push_back("epoch_begin:" + std::to_string(e));
     for (int b = 0; b < 2; ++b) {
       auto s = ":" + std::to_string(e) + ":" + std::to_string(b);
-      for (const char* n : {"mb_begin", "before_backward", "before_step(grad)", "mb_end"}) expected.push_back(n + s);
+      for (const char* n : {"mb_begin", "before_backward", "before_step(grad)", "mb_end"})
+        expected.push_back(n + s);
     }
     expected.push_back("epoch_end(psnr):" + std::to_string(e));
   }
   EXPECT_EQ(hooks.calls, expected);
-  for (const char* f : {"train.log", "metrics.csv", "config.yaml", "checkpoint.ckpt", "best.ckpt", "summary.json"})
+  for (const char* f :
+       {"train.log", "metrics.csv", "config.yaml", "checkpoint.ckpt", "best.ckpt", "summary.json"})
     EXPECT_TRUE(fs::exists(ctx.out_dir / f)) << f;
 }
 
@@ -156,7 +167,8 @@ TEST(Trainer, ResumeGivesTheSameWeightsAsAStraightRun) {
   // And training really moved the weights.
   torch::manual_seed(5);
   auto fresh = create_model("fsrcnn", a.meta().model_options);
-  EXPECT_FALSE(torch::equal(fresh->named_parameters()["first_part.0.weight"], pa["first_part.0.weight"]));
+  EXPECT_FALSE(
+      torch::equal(fresh->named_parameters()["first_part.0.weight"], pa["first_part.0.weight"]));
   // metrics.csv of the split run has one row per epoch, 0 to 3.
   std::ifstream csv(split.out_dir / "metrics.csv");
   std::string line;
@@ -172,12 +184,13 @@ TEST(Trainer, ResumeMidScheduleEndsWithTheSameMasksAndWeights) {
   register_builtin_models();
   torch::set_num_threads(1);
   auto schedule = tmp / "igb_resume_agp.yaml";
-  std::ofstream(schedule) << "version: 1\npruners:\n  p:\n    class: AutomatedGradualPruner\n"
-                             "    initial_sparsity: 0.1\n    final_sparsity: 0.7\n"
-                             "    weights: [mid_part.0.0.weight, mid_part.1.weight]\n"
-                             "lr_schedulers:\n  lr:\n    class: StepLR\n    step_size: 1\n    gamma: 0.5\n"
-                             "policies:\n  - pruner: {instance_name: p}\n    starting_epoch: 0\n    ending_epoch: 4\n"
-                             "  - lr_scheduler: {instance_name: lr}\n    starting_epoch: 0\n    ending_epoch: 4\n";
+  std::ofstream(schedule)
+      << "version: 1\npruners:\n  p:\n    class: AutomatedGradualPruner\n"
+         "    initial_sparsity: 0.1\n    final_sparsity: 0.7\n"
+         "    weights: [mid_part.0.0.weight, mid_part.1.weight]\n"
+         "lr_schedulers:\n  lr:\n    class: StepLR\n    step_size: 1\n    gamma: 0.5\n"
+         "policies:\n  - pruner: {instance_name: p}\n    starting_epoch: 0\n    ending_epoch: 4\n"
+         "  - lr_scheduler: {instance_name: lr}\n    starting_epoch: 0\n    ending_epoch: 4\n";
   sr::SrConfig cfg;
   cfg.train.model = "fsrcnn";
   cfg.train.batch_size = 4;

@@ -91,7 +91,8 @@ TEST(OpTable, ChannelLinks) {
   EXPECT_EQ(channel_link(pad, 0, {{1, 16, 8, 8}}, {1, 16, 10, 10}).kind, Kind::kSame);
   // A one-channel operand of an add is broadcast; a mismatched one is a barrier.
   auto add = node(OpKind::kAdd);
-  EXPECT_EQ(channel_link(add, 1, {{1, 8, 4, 4}, {1, 1, 4, 4}}, {1, 8, 4, 4}).kind, Kind::kBroadcast);
+  EXPECT_EQ(channel_link(add, 1, {{1, 8, 4, 4}, {1, 1, 4, 4}}, {1, 8, 4, 4}).kind,
+            Kind::kBroadcast);
   EXPECT_EQ(channel_link(add, 1, {{1, 8, 4, 4}, {1, 4, 4, 4}}, {1, 8, 4, 4}).kind, Kind::kBarrier);
   // Softmax over channels mixes them; over W it does not.
   auto softmax = node(OpKind::kSoftmax);
@@ -100,7 +101,8 @@ TEST(OpTable, ChannelLinks) {
   softmax.dim = 3;
   EXPECT_EQ(channel_link(softmax, 0, {{1, 8, 4, 4}}, {1, 8, 4, 4}).kind, Kind::kSame);
   // An unknown op stops everything.
-  EXPECT_EQ(channel_link(node(OpKind::kOther), 0, {{1, 8, 4, 4}}, {1, 8, 4, 4}).kind, Kind::kBarrier);
+  EXPECT_EQ(channel_link(node(OpKind::kOther), 0, {{1, 8, 4, 4}}, {1, 8, 4, 4}).kind,
+            Kind::kBarrier);
   // A depthwise convolution keeps channels; a grouped one is not followed.
   auto conv = node(OpKind::kConv);
   conv.params = {"dw.weight"};
@@ -131,10 +133,11 @@ TEST(OpTable, ZeroPreservation) {
 }
 
 TEST(OpTable, AttributesAreDecodedByArgumentName) {
-  auto m = torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3).stride(2).padding(1).dilation(1)),
-                                 torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(2).stride(2)),
-                                 torch::nn::Flatten());
-  auto g = SummaryGraph::build(*m.ptr(), {1, 3, 8, 8}, [&](const torch::Tensor& x) { return m->forward(x); });
+  auto m = torch::nn::Sequential(
+      torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3).stride(2).padding(1).dilation(1)),
+      torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(2).stride(2)), torch::nn::Flatten());
+  auto g = SummaryGraph::build(*m.ptr(), {1, 3, 8, 8},
+                               [&](const torch::Tensor& x) { return m->forward(x); });
   const auto& conv = g.op(0);
   EXPECT_EQ(conv.op_kind, OpKind::kConv);
   EXPECT_EQ(conv.stride, (Shape{2, 2}));

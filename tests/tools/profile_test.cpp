@@ -60,7 +60,8 @@ TEST(Profile, RestoresTrainingModeWhenTheForwardThrows) {
     }
     return m->forward(x);
   };
-  EXPECT_THROW(profile_model(*m, m->input_shape(), forward, "simplenet_cifar", quick()), std::runtime_error);
+  EXPECT_THROW(profile_model(*m, m->input_shape(), forward, "simplenet_cifar", quick()),
+               std::runtime_error);
   EXPECT_EQ(untraced_calls, 1);
   EXPECT_TRUE(m->is_training());
 }

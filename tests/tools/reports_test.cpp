@@ -28,10 +28,12 @@ models::Model make(const std::string& name, nlohmann::json opts = nlohmann::json
 
 SummaryGraph graph_of(const models::Model& m, const std::string& name, Shape input = {}) {
   if (input.empty()) input = m->input_shape();
-  return SummaryGraph::build(*m, input, [&](const torch::Tensor& x) { return m->forward(x); }, name);
+  return SummaryGraph::build(
+      *m, input, [&](const torch::Tensor& x) { return m->forward(x); }, name);
 }
 
-MacsSummary macs_of(const std::string& name, nlohmann::json opts = nlohmann::json::object(), Shape input = {}) {
+MacsSummary macs_of(const std::string& name, nlohmann::json opts = nlohmann::json::object(),
+                    Shape input = {}) {
   auto m = make(name, opts);
   return compute_macs(graph_of(m, name, input), *m);
 }
@@ -45,10 +47,10 @@ TEST(Macs, TotalsMatchTheReferenceTable) {
     int64_t params, macs;
   };
   const std::vector<Row> rows = {
-      {"resnet18", 11'689'512, 1'814'073'344},     {"resnet34", 21'797'672, 3'663'761'408},
-      {"resnet50", 25'557'032, 4'089'184'256},     {"vgg16", 138'357'544, 15'470'264'320},
-      {"alexnet", 61'100'840, 714'188'480},        {"mobilenet_v2", 3'504'872, 300'774'272},
-      {"resnet20_cifar", 269'722, 40'551'040},     {"resnet56_cifar", 853'018, 125'485'696},
+      {"resnet18", 11'689'512, 1'814'073'344}, {"resnet34", 21'797'672, 3'663'761'408},
+      {"resnet50", 25'557'032, 4'089'184'256}, {"vgg16", 138'357'544, 15'470'264'320},
+      {"alexnet", 61'100'840, 714'188'480},    {"mobilenet_v2", 3'504'872, 300'774'272},
+      {"resnet20_cifar", 269'722, 40'551'040}, {"resnet56_cifar", 853'018, 125'485'696},
       {"vgg16_cifar", 14'991'946, 313'463'808}};
   for (const auto& row : rows) {
     auto s = macs_of(row.model);
@@ -114,7 +116,8 @@ TEST(Sparsity, StructureColumnsOnConstructedTensors) {
   w[2][0][0][0] = 0;
   auto s = tensor_sparsity("conv.weight", w);
   EXPECT_EQ(s.dense, 48);
-  EXPECT_EQ(s.nnz, 48 - 12 - 3 * 4 - 1);  // filter 0, channel 1 of the other three filters, one weight
+  EXPECT_EQ(s.nnz,
+            48 - 12 - 3 * 4 - 1);  // filter 0, channel 1 of the other three filters, one weight
   EXPECT_DOUBLE_EQ(s.filters, 25.0);
   EXPECT_NEAR(s.channels, 100.0 / 3.0, 1e-12);
   EXPECT_DOUBLE_EQ(s.kernels, 100.0 * 6.0 / 12.0);  // 3 kernels of filter 0 + channel 1 of 3 others
@@ -154,7 +157,8 @@ TEST(Sparsity, ModelReportTotals) {
   for (const auto& p : params) dense += p.dense;
   EXPECT_EQ(r.table.columns.size(), 13u);
   EXPECT_EQ(r.table.rows.back()[0], "Total sparsity:");
-  EXPECT_NEAR(r.json["total_sparsity"].get<double>(), 100.0 * 450.0 / static_cast<double>(dense), 1e-9);
+  EXPECT_NEAR(r.json["total_sparsity"].get<double>(), 100.0 * 450.0 / static_cast<double>(dense),
+              1e-9);
   EXPECT_DOUBLE_EQ(r.json["params"][0]["filters"].get<double>(), 100.0);
   EXPECT_DOUBLE_EQ(r.json["params"][0]["channels"].get<double>(), 100.0);
 }
@@ -168,7 +172,8 @@ TEST(Draw, DotIsAcceptedByGraphvizAndPngDecodes) {
   const std::string dot = graph_to_dot(g, true);
   EXPECT_NE(dot.find("\"layer1.0.conv1\\nConv k=3x3 p=1x1\\n1x16x32x32\""), std::string::npos);
   EXPECT_NE(dot.find("layer1.0.conv1.weight\\n16x16x3x3"), std::string::npos);
-  const std::string cmd = "dot -Tsvg " + (dir / "g.dot").string() + " -o " + (dir / "check.svg").string() + " 2>/dev/null";
+  const std::string cmd = "dot -Tsvg " + (dir / "g.dot").string() + " -o " +
+                          (dir / "check.svg").string() + " 2>/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << "dot rejected the file";
   EXPECT_GT(fs::file_size(dir / "check.svg"), 1000u);
 
@@ -196,7 +201,9 @@ TEST(Profile, PerLayerCostsOperatorsAndTrace) {
   o.batch_sizes = {1, 4};
   o.warmup = 0;
   o.repeats = 1;
-  auto p = profile_model(*m, m->input_shape(), [&](const torch::Tensor& x) { return m->forward(x); }, "simplenet_cifar", o);
+  auto p = profile_model(
+      *m, m->input_shape(), [&](const torch::Tensor& x) { return m->forward(x); },
+      "simplenet_cifar", o);
   ASSERT_EQ(p.batches.size(), 2u);
   const auto& b4 = p.batches[1];
   EXPECT_EQ(b4.batch, 4);

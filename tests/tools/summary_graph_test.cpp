@@ -17,15 +17,16 @@ models::Model make(const std::string& name, nlohmann::json opts = nlohmann::json
 }
 
 SummaryGraph graph_of(const models::Model& m, const std::string& name) {
-  return SummaryGraph::build(*m, m->input_shape(), [&](const torch::Tensor& x) { return m->forward(x); }, name);
+  return SummaryGraph::build(
+      *m, m->input_shape(), [&](const torch::Tensor& x) { return m->forward(x); }, name);
 }
 
 /// "name@offset" for each reach, sorted, for compact comparisons.
 std::vector<std::string> describe(const SummaryGraph& g, const std::vector<Reach>& reaches) {
   std::vector<std::string> out;
   for (const auto& r : reaches)
-    out.push_back(g.op(r.op).name + "@" + std::to_string(r.offset) + (r.block != 1 ? "x" + std::to_string(r.block) : "") +
-                  (r.barrier ? "!" : ""));
+    out.push_back(g.op(r.op).name + "@" + std::to_string(r.offset) +
+                  (r.block != 1 ? "x" + std::to_string(r.block) : "") + (r.barrier ? "!" : ""));
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -42,7 +43,7 @@ TEST(SummaryGraph, ResNetOpsAreTiedToModulesAndParameters) {
   auto m = make("resnet20_cifar");
   auto g = graph_of(m, "resnet20_cifar");
   const auto& conv = g.op("layer2.0.conv1");
-  EXPECT_EQ(conv.type, "Conv");
+  EXPECT_EQ(conv.op_kind, OpKind::kConv);
   EXPECT_EQ(conv.module, "layer2.0.conv1");
   EXPECT_EQ(conv.params, std::vector<std::string>{"layer2.0.conv1.weight"});
   EXPECT_EQ(conv.kernel, (Shape{3, 3}));
@@ -50,15 +51,15 @@ TEST(SummaryGraph, ResNetOpsAreTiedToModulesAndParameters) {
   EXPECT_EQ(g.shape(conv.inputs[0]), (Shape{1, 16, 32, 32}));
   EXPECT_EQ(g.shape(conv.outputs[0]), (Shape{1, 32, 16, 16}));
   const auto& bn = g.op("layer2.0.bn1");
-  EXPECT_EQ(bn.type, "BatchNorm");
+  EXPECT_EQ(bn.op_kind, OpKind::kBatchNorm);
   EXPECT_EQ(bn.params.size(), 4u);  // weight, bias, running mean and var
   // Parameter-free ops are named by the module they run in.
-  EXPECT_EQ(g.op("layer1.0.relu1").type, "ReLU");
-  EXPECT_EQ(g.op("layer1.0.add").type, "Add");
-  EXPECT_EQ(g.op("avgpool").type, "AdaptiveAvgPool");
+  EXPECT_EQ(g.op("layer1.0.relu1").op_kind, OpKind::kReLU);
+  EXPECT_EQ(g.op("layer1.0.add").op_kind, OpKind::kAdd);
+  EXPECT_EQ(g.op("avgpool").op_kind, OpKind::kAdaptiveAvgPool);
   // Linear is one op with weight first, even though the trace splits it into t() and addmm.
   const auto& fc = g.op("fc");
-  EXPECT_EQ(fc.type, "Linear");
+  EXPECT_EQ(fc.op_kind, OpKind::kLinear);
   EXPECT_EQ(fc.params, (std::vector<std::string>{"fc.weight", "fc.bias"}));
   EXPECT_EQ(fc.param_shapes[0], (Shape{10, 64}));
   EXPECT_EQ(g.find("fc_2"), -1);
@@ -72,7 +73,8 @@ TEST(SummaryGraph, PredecessorsAndSuccessors) {
   auto m = make("resnet20_cifar");
   auto g = graph_of(m, "resnet20_cifar");
   const int add = g.index("layer1.1.add");
-  EXPECT_EQ(names(g, g.predecessors(add)), (std::vector<std::string>{"layer1.0.relu2", "layer1.1.bn2"}));
+  EXPECT_EQ(names(g, g.predecessors(add)),
+            (std::vector<std::string>{"layer1.0.relu2", "layer1.1.bn2"}));
   EXPECT_EQ(names(g, g.successors(add)), (std::vector<std::string>{"layer1.1.relu2"}));
   EXPECT_EQ(names(g, g.successors(g.index("layer1.1.relu2"))),
             (std::vector<std::string>{"layer1.2.conv1", "layer1.2.add"}));
@@ -83,11 +85,13 @@ TEST(SummaryGraph, PredecessorsAndSuccessors) {
 TEST(SummaryGraph, ResNetSuccessorsCrossResidualAddsAndPaddedShortcuts) {
   auto m = make("resnet20_cifar");
   auto g = graph_of(m, "resnet20_cifar");
-  EXPECT_EQ(describe(g, g.parametric_successors(g.index("layer1.0.conv2"))), std::vector<std::string>{"layer1.0.bn2@0"});
-  EXPECT_EQ(describe(g, g.parametric_successors(g.index("layer1.0.bn2"))),
-            (std::vector<std::string>{"fc@24", "layer1.1.conv1@0", "layer1.2.conv1@0", "layer2.0.conv1@0",
-                                      "layer2.1.conv1@8", "layer2.2.conv1@8", "layer3.0.conv1@8",
-                                      "layer3.1.conv1@24", "layer3.2.conv1@24"}));
+  EXPECT_EQ(describe(g, g.parametric_successors(g.index("layer1.0.conv2"))),
+            std::vector<std::string>{"layer1.0.bn2@0"});
+  EXPECT_EQ(
+      describe(g, g.parametric_successors(g.index("layer1.0.bn2"))),
+      (std::vector<std::string>{"fc@24", "layer1.1.conv1@0", "layer1.2.conv1@0", "layer2.0.conv1@0",
+                                "layer2.1.conv1@8", "layer2.2.conv1@8", "layer3.0.conv1@8",
+                                "layer3.1.conv1@24", "layer3.2.conv1@24"}));
   // Within a stage the add ties the block's bn2 to the block input's producer.
   EXPECT_EQ(describe(g, g.parametric_predecessors(g.index("layer1.1.conv1"))),
             (std::vector<std::string>{"bn1@0", "layer1.0.bn2@0"}));
@@ -109,8 +113,8 @@ TEST(SummaryGraph, DenseNetSuccessorsCarryConcatOffsets) {
             (std::vector<std::string>{"dense1.0.bn1@0", "dense1.1.bn1@0", "trans1.bn@0"}));
   EXPECT_EQ(describe(g, g.parametric_predecessors(g.index("trans1.bn"))),
             (std::vector<std::string>{"conv1@0", "dense1.0.conv2@24", "dense1.1.conv2@36"}));
-  EXPECT_EQ(g.op("dense1.1.concat").type, "Concat");
-  EXPECT_EQ(g.op("trans1.pool").type, "AvgPool");
+  EXPECT_EQ(g.op("dense1.1.concat").op_kind, OpKind::kConcat);
+  EXPECT_EQ(g.op("trans1.pool").op_kind, OpKind::kAvgPool);
 }
 
 // After a flatten, each channel of the last conv is a block of H·W features of the linear layer.
@@ -119,7 +123,7 @@ TEST(SummaryGraph, FlattenMapsChannelsToFeatureBlocks) {
   auto g = graph_of(m, "simplenet_cifar");
   auto reach = g.parametric_successors(g.index("conv2"));
   ASSERT_EQ(reach.size(), 1u);
-  EXPECT_EQ(g.op(reach[0].op).type, "Linear");
+  EXPECT_EQ(g.op(reach[0].op).op_kind, OpKind::kLinear);
   EXPECT_EQ(reach[0].block, 25);  // 16 channels of 5x5 → 400 features
   auto back = g.parametric_predecessors(reach[0].op);
   ASSERT_EQ(back.size(), 1u);
@@ -137,7 +141,7 @@ TEST(SummaryGraph, PixelShuffleIsABarrierForChannelWalks) {
   auto reach = g.parametric_successors(last);
   ASSERT_EQ(reach.size(), 1u);
   EXPECT_TRUE(reach[0].barrier);
-  EXPECT_EQ(g.op(reach[0].op).type, "PixelShuffle");
+  EXPECT_EQ(g.op(reach[0].op).op_kind, OpKind::kPixelShuffle);
   EXPECT_EQ(g.op(reach[0].op).factor, 3);
 }
 
@@ -146,8 +150,8 @@ TEST(SummaryGraph, EveryZooModelTraces) {
   for (const auto& family : {"classify", "sr"})
     for (const auto& name : models::model_names(family)) {
       nlohmann::json opts = nlohmann::json::object();
-      if (name == "resnet50" || name == "resnet34" || name == "resnet18" || name == "mobilenet_v2" ||
-          name == "vgg16")
+      if (name == "resnet50" || name == "resnet34" || name == "resnet18" ||
+          name == "mobilenet_v2" || name == "vgg16")
         opts["input_size"] = 64;
       if (name == "alexnet") opts["input_size"] = 96;
       auto m = make(name, opts);
@@ -187,7 +191,8 @@ class Untraceable : public torch::nn::Module {
 TEST(SummaryGraph, AnUntraceableModelIsAnInputErrorNamingWhereItStopped) {
   auto m = std::make_shared<Untraceable>();
   try {
-    SummaryGraph::build(*m, {1, 1, 8, 8}, [&](const torch::Tensor& x) { return m->forward(x); }, "untraceable");
+    SummaryGraph::build(
+        *m, {1, 1, 8, 8}, [&](const torch::Tensor& x) { return m->forward(x); }, "untraceable");
     FAIL() << "expected InputError";
   } catch (const InputError& e) {
     const std::string what = e.what();

@@ -16,7 +16,8 @@ using A = OpAttr;
 /// Builder for one table row, so each row reads as the facts it states.
 struct Row {
   OpInfo info;
-  Row(OpKind kind, const char* type, std::vector<const char*> aten, ChannelFlow flow, bool zero, OpFamily family) {
+  Row(OpKind kind, const char* type, std::vector<const char*> aten, ChannelFlow flow, bool zero,
+      OpFamily family) {
     info.kind = kind;
     info.type = type;
     info.aten = std::move(aten);
@@ -48,23 +49,28 @@ struct Row {
   }
 };
 
-const std::vector<AttrArg> kConvAttrs = {
-    {"stride", A::kStride}, {"padding", A::kPadding}, {"dilation", A::kDilation}, {"groups", A::kGroups}};
-const std::vector<AttrArg> kPoolAttrs = {
-    {"kernel_size", A::kKernel}, {"stride", A::kStride}, {"padding", A::kPadding}, {"dilation", A::kDilation}};
+const std::vector<AttrArg> kConvAttrs = {{"stride", A::kStride},
+                                         {"padding", A::kPadding},
+                                         {"dilation", A::kDilation},
+                                         {"groups", A::kGroups}};
+const std::vector<AttrArg> kPoolAttrs = {{"kernel_size", A::kKernel},
+                                         {"stride", A::kStride},
+                                         {"padding", A::kPadding},
+                                         {"dilation", A::kDilation}};
 
 std::vector<OpInfo> build_table() {
   using Fam = OpFamily;
   using K = OpKind;
   std::vector<Row> rows = {
-      Row(K::kConv, "Conv", {"aten::_convolution", "aten::conv2d", "aten::conv1d"}, F::kMixes, true, Fam::kConvolution)
+      Row(K::kConv, "Conv", {"aten::_convolution", "aten::conv2d", "aten::conv1d"}, F::kMixes, true,
+          Fam::kConvolution)
           .macs(MacRule::kPerOutputElement)
           .attrs(kConvAttrs)
           .weights(0, 1, "out_channels", "in_channels")
           .onnx("Conv")
           .quantized(true, true),
-      Row(K::kConvTranspose, "ConvTranspose", {"aten::conv_transpose2d", "aten::conv_transpose1d"}, F::kMixes, true,
-          Fam::kTransposedConvolution)
+      Row(K::kConvTranspose, "ConvTranspose", {"aten::conv_transpose2d", "aten::conv_transpose1d"},
+          F::kMixes, true, Fam::kTransposedConvolution)
           .macs(MacRule::kPerInputElement)
           .attrs(kConvAttrs)
           .weights(1, 0, "out_channels", "in_channels")
@@ -76,96 +82,119 @@ std::vector<OpInfo> build_table() {
           .onnx("Gemm")
           .quantized(true, true),
       Row(K::kMatMul, "MatMul", {"aten::matmul"}, F::kBarrier, true, Fam::kLinear).onnx("MatMul"),
-      Row(K::kBatchNorm, "BatchNorm", {"aten::batch_norm"}, F::kPreserves, true, Fam::kNormalization)
+      Row(K::kBatchNorm, "BatchNorm", {"aten::batch_norm"}, F::kPreserves, true,
+          Fam::kNormalization)
           .per_channel({"weight", "bias", "running_mean", "running_var"}, "num_features")
           .onnx("BatchNormalization"),
-      Row(K::kInstanceNorm, "InstanceNorm", {"aten::instance_norm"}, F::kPreserves, true, Fam::kNormalization)
+      Row(K::kInstanceNorm, "InstanceNorm", {"aten::instance_norm"}, F::kPreserves, true,
+          Fam::kNormalization)
           .per_channel({"weight", "bias", "running_mean", "running_var"}, "num_features")
           .onnx("InstanceNormalization"),
       Row(K::kLayerNorm, "LayerNorm", {"aten::layer_norm"}, F::kBarrier, false, Fam::kNormalization)
           .onnx("LayerNormalization"),
-      Row(K::kGroupNorm, "GroupNorm", {"aten::group_norm"}, F::kBarrier, false, Fam::kNormalization),
+      Row(K::kGroupNorm, "GroupNorm", {"aten::group_norm"}, F::kBarrier, false,
+          Fam::kNormalization),
       Row(K::kReLU, "ReLU", {"aten::relu", "aten::relu_"}, F::kPreserves, true, Fam::kActivation)
           .modules({"ReLU", "Activation"})
           .onnx("Relu"),
-      Row(K::kReLU6, "ReLU6", {"aten::hardtanh", "aten::hardtanh_", "aten::relu6"}, F::kPreserves, true,
-          Fam::kActivation)
+      Row(K::kReLU6, "ReLU6", {"aten::hardtanh", "aten::hardtanh_", "aten::relu6"}, F::kPreserves,
+          true, Fam::kActivation)
           .onnx("Clip"),
       Row(K::kPReLU, "PReLU", {"aten::prelu"}, F::kPreserves, true, Fam::kActivation)
           .per_channel({"weight"}, "num_parameters")
           .onnx("PRelu"),
-      Row(K::kLeakyReLU, "LeakyReLU", {"aten::leaky_relu", "aten::leaky_relu_"}, F::kPreserves, true,
-          Fam::kActivation)
+      Row(K::kLeakyReLU, "LeakyReLU", {"aten::leaky_relu", "aten::leaky_relu_"}, F::kPreserves,
+          true, Fam::kActivation)
           .onnx("LeakyRelu"),
-      Row(K::kTanh, "Tanh", {"aten::tanh", "aten::tanh_"}, F::kPreserves, true, Fam::kActivation).onnx("Tanh"),
-      Row(K::kSigmoid, "Sigmoid", {"aten::sigmoid", "aten::sigmoid_"}, F::kPreserves, false, Fam::kActivation)
+      Row(K::kTanh, "Tanh", {"aten::tanh", "aten::tanh_"}, F::kPreserves, true, Fam::kActivation)
+          .onnx("Tanh"),
+      Row(K::kSigmoid, "Sigmoid", {"aten::sigmoid", "aten::sigmoid_"}, F::kPreserves, false,
+          Fam::kActivation)
           .onnx("Sigmoid"),
       Row(K::kSiLU, "SiLU", {"aten::silu", "aten::silu_"}, F::kPreserves, true, Fam::kActivation),
       Row(K::kGELU, "GELU", {"aten::gelu"}, F::kPreserves, true, Fam::kActivation),
-      Row(K::kHardswish, "Hardswish", {"aten::hardswish", "aten::hardswish_"}, F::kPreserves, true, Fam::kActivation)
+      Row(K::kHardswish, "Hardswish", {"aten::hardswish", "aten::hardswish_"}, F::kPreserves, true,
+          Fam::kActivation)
           .onnx("HardSwish"),
-      Row(K::kELU, "ELU", {"aten::elu", "aten::elu_"}, F::kPreserves, true, Fam::kActivation).onnx("Elu"),
+      Row(K::kELU, "ELU", {"aten::elu", "aten::elu_"}, F::kPreserves, true, Fam::kActivation)
+          .onnx("Elu"),
       Row(K::kAbs, "Abs", {"aten::abs"}, F::kPreserves, true, Fam::kOther).onnx("Abs"),
       Row(K::kNeg, "Neg", {"aten::neg"}, F::kPreserves, true, Fam::kOther).onnx("Neg"),
       Row(K::kExp, "Exp", {"aten::exp"}, F::kPreserves, false, Fam::kOther).onnx("Exp"),
       Row(K::kSqrt, "Sqrt", {"aten::sqrt"}, F::kPreserves, true, Fam::kOther).onnx("Sqrt"),
-      Row(K::kMaxPool, "MaxPool", {"aten::max_pool2d", "aten::max_pool1d"}, F::kPreserves, true, Fam::kPooling)
+      Row(K::kMaxPool, "MaxPool", {"aten::max_pool2d", "aten::max_pool1d"}, F::kPreserves, true,
+          Fam::kPooling)
           .attrs(kPoolAttrs)
           .onnx("MaxPool"),
       Row(K::kAvgPool, "AvgPool", {"aten::avg_pool2d"}, F::kPreserves, true, Fam::kPooling)
           .attrs({{"kernel_size", A::kKernel}, {"stride", A::kStride}, {"padding", A::kPadding}})
           .onnx("AveragePool"),
-      Row(K::kAdaptiveAvgPool, "AdaptiveAvgPool", {"aten::adaptive_avg_pool2d"}, F::kPreserves, true, Fam::kPooling)
+      Row(K::kAdaptiveAvgPool, "AdaptiveAvgPool", {"aten::adaptive_avg_pool2d"}, F::kPreserves,
+          true, Fam::kPooling)
           .attrs({{"output_size", A::kOutputSize}})
           .onnx("GlobalAveragePool"),
-      Row(K::kAdaptiveMaxPool, "AdaptiveMaxPool", {"aten::adaptive_max_pool2d"}, F::kPreserves, true, Fam::kPooling)
+      Row(K::kAdaptiveMaxPool, "AdaptiveMaxPool", {"aten::adaptive_max_pool2d"}, F::kPreserves,
+          true, Fam::kPooling)
           .attrs({{"output_size", A::kOutputSize}})
           .onnx("GlobalMaxPool"),
-      Row(K::kAdd, "Add", {"aten::add", "aten::add_"}, F::kPreserves, true, Fam::kJoin).onnx("Add").quantized(true, false),
+      Row(K::kAdd, "Add", {"aten::add", "aten::add_"}, F::kPreserves, true, Fam::kJoin)
+          .onnx("Add")
+          .quantized(true, false),
       Row(K::kSub, "Sub", {"aten::sub", "aten::sub_"}, F::kPreserves, true, Fam::kJoin).onnx("Sub"),
       Row(K::kMul, "Mul", {"aten::mul", "aten::mul_"}, F::kPreserves, true, Fam::kJoin).onnx("Mul"),
-      Row(K::kDiv, "Div", {"aten::div", "aten::div_"}, F::kPreserves, true, Fam::kOther).onnx("Div"),
+      Row(K::kDiv, "Div", {"aten::div", "aten::div_"}, F::kPreserves, true, Fam::kOther)
+          .onnx("Div"),
       Row(K::kConcat, "Concat", {"aten::cat"}, F::kConcatenates, true, Fam::kJoin)
           .attrs({{"dim", A::kDim}})
           .onnx("Concat"),
       Row(K::kFlatten, "Flatten", {"aten::flatten"}, F::kReshapes, true, Fam::kShape)
           .attrs({{"start_dim", A::kDim}, {"end_dim", A::kEndDim}})
           .onnx("Flatten"),
-      Row(K::kReshape, "Reshape", {"aten::view", "aten::reshape"}, F::kReshapes, true, Fam::kShape).onnx("Reshape"),
-      Row(K::kPixelShuffle, "PixelShuffle", {"aten::pixel_shuffle"}, F::kRegroups, true, Fam::kShape)
+      Row(K::kReshape, "Reshape", {"aten::view", "aten::reshape"}, F::kReshapes, true, Fam::kShape)
+          .onnx("Reshape"),
+      Row(K::kPixelShuffle, "PixelShuffle", {"aten::pixel_shuffle"}, F::kRegroups, true,
+          Fam::kShape)
           .attrs({{"upscale_factor", A::kFactor}})
           .onnx("DepthToSpace"),
       Row(K::kPad, "Pad",
-          {"aten::constant_pad_nd", "aten::reflection_pad2d", "aten::replication_pad2d", "aten::pad"}, F::kPads, true,
-          Fam::kShape)
+          {"aten::constant_pad_nd", "aten::reflection_pad2d", "aten::replication_pad2d",
+           "aten::pad"},
+          F::kPads, true, Fam::kShape)
           .attrs({{"pad", A::kPads}, {"padding", A::kPads}})
           .modules({"ReflectionPad", "ReplicationPad", "ZeroPad", "ConstantPad", "ChannelPad"})
           .onnx("Pad"),
       Row(K::kUpsample, "Upsample",
-          {"aten::upsample_bicubic2d", "aten::upsample_bilinear2d", "aten::upsample_nearest2d"}, F::kPreserves, true,
-          Fam::kShape)
+          {"aten::upsample_bicubic2d", "aten::upsample_bilinear2d", "aten::upsample_nearest2d"},
+          F::kPreserves, true, Fam::kShape)
           .onnx("Resize"),
-      Row(K::kSlice, "Slice", {"aten::slice"}, F::kPerDim, true, Fam::kShape).attrs({{"dim", A::kDim}}).onnx("Slice"),
-      Row(K::kDropout, "Dropout", {"aten::dropout", "aten::dropout_", "aten::feature_dropout"}, F::kPreserves, true,
-          Fam::kOther)
+      Row(K::kSlice, "Slice", {"aten::slice"}, F::kPerDim, true, Fam::kShape)
+          .attrs({{"dim", A::kDim}})
+          .onnx("Slice"),
+      Row(K::kDropout, "Dropout", {"aten::dropout", "aten::dropout_", "aten::feature_dropout"},
+          F::kPreserves, true, Fam::kOther)
           .onnx("Identity"),
-      Row(K::kClamp, "Clamp", {"aten::clamp", "aten::clamp_"}, F::kPreserves, true, Fam::kActivation)
+      Row(K::kClamp, "Clamp", {"aten::clamp", "aten::clamp_"}, F::kPreserves, true,
+          Fam::kActivation)
           .attrs({{"min", A::kMin}, {"max", A::kMax}})
           .onnx("Clip"),
       Row(K::kMean, "Mean", {"aten::mean"}, F::kPerDim, true, Fam::kPooling).onnx("ReduceMean"),
-      Row(K::kSoftmax, "Softmax", {"aten::softmax", "aten::log_softmax"}, F::kPerDim, false, Fam::kActivation)
+      Row(K::kSoftmax, "Softmax", {"aten::softmax", "aten::log_softmax"}, F::kPerDim, false,
+          Fam::kActivation)
           .attrs({{"dim", A::kDim}})
           .onnx("Softmax"),
-      Row(K::kContiguous, "Contiguous", {"aten::contiguous"}, F::kPreserves, true, Fam::kShape).onnx("Identity"),
+      Row(K::kContiguous, "Contiguous", {"aten::contiguous"}, F::kPreserves, true, Fam::kShape)
+          .onnx("Identity"),
       Row(K::kClone, "Clone", {"aten::clone"}, F::kPreserves, true, Fam::kShape).onnx("Identity"),
       Row(K::kCast, "Cast", {"aten::to"}, F::kPreserves, true, Fam::kShape).onnx("Cast"),
       Row(K::kOther, "", {}, F::kBarrier, false, Fam::kOther).modules({}),
   };
   std::vector<OpInfo> table;
   for (auto& r : rows) table.push_back(std::move(r.info));
-  std::sort(table.begin(), table.end(), [](const OpInfo& a, const OpInfo& b) { return a.kind < b.kind; });
+  std::sort(table.begin(), table.end(),
+            [](const OpInfo& a, const OpInfo& b) { return a.kind < b.kind; });
   for (size_t i = 0; i < table.size(); ++i)
-    if (static_cast<size_t>(table[i].kind) != i) throw std::logic_error("the op table misses a row for an OpKind");
+    if (static_cast<size_t>(table[i].kind) != i)
+      throw std::logic_error("the op table misses a row for an OpKind");
   return table;
 }
 
@@ -211,8 +240,9 @@ std::string op_type_name(OpKind kind, const std::string& aten) {
 }
 
 bool is_parameter_view(const std::string& aten) {
-  static const std::vector<std::string> views = {"aten::t",       "aten::transpose",  "aten::permute", "aten::view",
-                                                 "aten::reshape", "aten::contiguous", "aten::detach"};
+  static const std::vector<std::string> views = {
+      "aten::t",       "aten::transpose",  "aten::permute", "aten::view",
+      "aten::reshape", "aten::contiguous", "aten::detach"};
   return std::find(views.begin(), views.end(), aten) != views.end();
 }
 
@@ -233,7 +263,8 @@ bool is_depthwise(const OpNode& op, const Shape& input, const Shape& output) {
          channels_of(output) == channels_of(input);
 }
 
-ChannelLink channel_link(const OpNode& op, int slot, const std::vector<Shape>& inputs, const Shape& output) {
+ChannelLink channel_link(const OpNode& op, int slot, const std::vector<Shape>& inputs,
+                         const Shape& output) {
   using Kind = ChannelLink::Kind;
   ChannelLink link;
   if (slot < 0 || slot >= static_cast<int>(inputs.size())) return link;
@@ -284,7 +315,8 @@ ChannelLink channel_link(const OpNode& op, int slot, const std::vector<Shape>& i
       const bool flattens_channels =
           in.size() >= 3 && output.size() == 2 && output[0] == in[0] &&
           (op.op_kind == OpKind::kReshape ||
-           (op.dim == 1 && (op.end_dim == -1 || op.end_dim == static_cast<int64_t>(in.size()) - 1)));
+           (op.dim == 1 &&
+            (op.end_dim == -1 || op.end_dim == static_cast<int64_t>(in.size()) - 1)));
       if (flattens_channels) {
         link.kind = Kind::kBlock;
         link.block = volume(Shape(in.begin() + 2, in.end()));
@@ -317,7 +349,8 @@ bool maps_zero_to_zero(const OpNode& op) {
   if (!info.zero_preserving) return false;
   if (op.op_kind == OpKind::kClamp) return op.clamp_min <= 0 && op.clamp_max >= 0;
   // x + c or x - c for a constant or parameter c that the graph does not see as data.
-  if ((op.op_kind == OpKind::kAdd || op.op_kind == OpKind::kSub) && op.inputs.size() < 2) return false;
+  if ((op.op_kind == OpKind::kAdd || op.op_kind == OpKind::kSub) && op.inputs.size() < 2)
+    return false;
   return true;
 }
 

@@ -108,7 +108,20 @@ enum class MacRule : uint8_t {
 };
 
 /// An attribute the graph decodes from the traced operator's arguments, by argument name.
-enum class OpAttr : uint8_t { kStride, kPadding, kDilation, kGroups, kKernel, kOutputSize, kDim, kEndDim, kFactor, kPads, kMin, kMax };
+enum class OpAttr : uint8_t {
+  kStride,
+  kPadding,
+  kDilation,
+  kGroups,
+  kKernel,
+  kOutputSize,
+  kDim,
+  kEndDim,
+  kFactor,
+  kPads,
+  kMin,
+  kMax
+};
 
 /// One schema argument name and the OpNode attribute it fills.
 struct AttrArg {
@@ -210,7 +223,8 @@ struct ChannelLink {
 
 /// The one channel rule read by the graph walk, channel groups and thinning. `inputs` are the
 /// shapes of all of the op's data inputs, `output` the shape of its first output.
-ChannelLink channel_link(const OpNode& op, int slot, const std::vector<Shape>& inputs, const Shape& output);
+ChannelLink channel_link(const OpNode& op, int slot, const std::vector<Shape>& inputs,
+                         const Shape& output);
 
 /// Whether the op maps an all-zero channel to an all-zero channel, from the table and the op's
 /// own attributes (a clamp whose range excludes 0 does not; an add or subtract of a constant or

@@ -13,8 +13,8 @@
 
 #include "core/error.h"
 #include "core/text.h"
-#include "core/train_mode_guard.h"
 #include "core/trace_scope.h"
+#include "core/train_mode_guard.h"
 
 namespace igb::tools {
 
@@ -37,8 +37,10 @@ Shape parse_shape(const std::string& text, const std::string& what) {
     cur.clear();
   };
   for (char c : text) {
-    if (c == 'x' || c == 'X' || c == ',') flush();
-    else cur += c;
+    if (c == 'x' || c == 'X' || c == ',')
+      flush();
+    else
+      cur += c;
   }
   flush();
   return shape;
@@ -50,7 +52,8 @@ int64_t volume(const Shape& shape) {
 
 std::string OpNode::param(const std::string& suffix) const {
   for (const auto& p : params)
-    if (p.size() > suffix.size() && p.compare(p.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+    if (p.size() > suffix.size() &&
+        p.compare(p.size() - suffix.size(), suffix.size(), suffix) == 0 &&
         p[p.size() - suffix.size() - 1] == '.')
       return p;
   return "";
@@ -127,14 +130,14 @@ std::string class_short_name(const torch::nn::Module& m) {
   return n;
 }
 
-
 /// Ties traced constants back to named parameters and buffers by storage and view.
 class ParamIndex {
  public:
   explicit ParamIndex(const torch::nn::Module& model) {
     auto add = [&](const std::string& name, const torch::Tensor& t) {
       if (!t.defined() || !t.has_storage()) return;
-      entries_.push_back({t.storage().unsafeGetStorageImpl(), t.storage_offset(), t.sizes().vec(), name});
+      entries_.push_back(
+          {t.storage().unsafeGetStorageImpl(), t.storage_offset(), t.sizes().vec(), name});
     };
     for (const auto& p : model.named_parameters()) add(p.key(), p.value());
     for (const auto& b : model.named_buffers()) add(b.key(), b.value());
@@ -227,7 +230,8 @@ class GraphBuilder {
     auto dummy = torch::full(input_shape, 0.5, opts);
     std::string where;  // the last op recorded before a failure
     auto fail = [&](const std::string& why) {
-      return InputError("cannot trace " + model_name + " on input " + shape_to_string(input_shape) + ": " + why +
+      return InputError("cannot trace " + model_name + " on input " + shape_to_string(input_shape) +
+                        ": " + why +
                         (where.empty() ? "" : " (the trace stopped after " + where + ")"));
     };
     try {
@@ -260,14 +264,16 @@ class GraphBuilder {
       if (is_tensor(in)) g_.inputs_.push_back(new_value(in, -1));
     for (jit::Node* node : graph->nodes()) {
       const auto kind = node->kind();
-      if (kind == c10::prim::Constant || kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct)
+      if (kind == c10::prim::Constant || kind == c10::prim::ListConstruct ||
+          kind == c10::prim::TupleConstruct)
         continue;
       if (!std::any_of(node->outputs().begin(), node->outputs().end(), is_tensor)) continue;
       if (alias_parameter_view(node)) continue;
       add_op(node);
     }
     for (const auto* out : graph->outputs()) {
-      if (out->node()->kind() == c10::prim::TupleConstruct || out->node()->kind() == c10::prim::ListConstruct) {
+      if (out->node()->kind() == c10::prim::TupleConstruct ||
+          out->node()->kind() == c10::prim::ListConstruct) {
         for (const auto* e : out->node()->inputs())
           if (value_ids_.count(e)) g_.outputs_.push_back(value_ids_[e]);
       } else if (value_ids_.count(out)) {
@@ -280,7 +286,8 @@ class GraphBuilder {
   /// leaf module, else a parameter-free child of the enclosing module that implements the op (a
   /// pooling or flatten module called directly from a forward), else scope + op type.
   void name_ops() {
-    for (const auto& item : model_.named_modules("", /*include_self=*/false)) modules_[item.key()] = item.value();
+    for (const auto& item : model_.named_modules("", /*include_self=*/false))
+      modules_[item.key()] = item.value();
     for (auto& op : g_.ops_) {
       if (op.parametric()) {
         op.module = parent_of(op.params.front());
@@ -317,8 +324,8 @@ class GraphBuilder {
   /// A transpose or view of a parameter (linear's weight.t() before addmm) stands for the
   /// parameter itself.
   bool alias_parameter_view(const jit::Node* node) {
-    if (!is_parameter_view(node->kind().toQualString()) || node->outputs().size() != 1 || node->inputs().empty() ||
-        !is_tensor(node->input(0)))
+    if (!is_parameter_view(node->kind().toQualString()) || node->outputs().size() != 1 ||
+        node->inputs().empty() || !is_tensor(node->input(0)))
       return false;
     const auto* src = node->input(0);
     std::string name;
@@ -364,7 +371,8 @@ class GraphBuilder {
     op.op_kind = op_kind_of(op.kind, const_bool(argument(node, "transposed")));
     op.type = op_type_name(op.op_kind, op.kind);
     for (const auto* in : node->inputs()) {
-      if (in->node()->kind() == c10::prim::ListConstruct && in->type()->kind() == c10::TypeKind::ListType &&
+      if (in->node()->kind() == c10::prim::ListConstruct &&
+          in->type()->kind() == c10::TypeKind::ListType &&
           in->type()->containedType(0)->cast<c10::TensorType>()) {
         for (const auto* e : in->node()->inputs()) take_input(op, e);
       } else if (is_tensor(in)) {
@@ -377,12 +385,14 @@ class GraphBuilder {
     for (size_t i = 1; i < op.params.size(); ++i)
       if (op.param("weight") == op.params[i]) {
         std::rotate(op.params.begin(), op.params.begin() + i, op.params.begin() + i + 1);
-        std::rotate(op.param_shapes.begin(), op.param_shapes.begin() + i, op.param_shapes.begin() + i + 1);
+        std::rotate(op.param_shapes.begin(), op.param_shapes.begin() + i,
+                    op.param_shapes.begin() + i + 1);
       }
     decode_attributes(node, op);
     for (int v : op.inputs) g_.values_[v].consumers.push_back(op.id);
     const auto scope = node->scope();
-    scopes_.push_back(scope && !scope->isRoot() && !scope->isBlank() ? scope->name().toUnqualString() : "");
+    scopes_.push_back(
+        scope && !scope->isRoot() && !scope->isBlank() ? scope->name().toUnqualString() : "");
     g_.ops_.push_back(std::move(op));
     g_.jit_nodes_.push_back(node);
   }
@@ -394,29 +404,55 @@ class GraphBuilder {
       if (!v) continue;
       auto ints = [&] { return const_ints(v).value_or(Shape{}); };
       switch (attr) {
-        case OpAttr::kStride: op.stride = ints(); break;
-        case OpAttr::kPadding: op.padding = ints(); break;
-        case OpAttr::kDilation: op.dilation = ints(); break;
-        case OpAttr::kKernel: op.kernel = ints(); break;
-        case OpAttr::kOutputSize: op.output_size = ints(); break;
-        case OpAttr::kPads: op.pads = ints(); break;
-        case OpAttr::kGroups: op.groups = static_cast<int64_t>(const_number(v).value_or(1)); break;
-        case OpAttr::kDim: op.dim = static_cast<int64_t>(const_number(v).value_or(0)); break;
-        case OpAttr::kEndDim: op.end_dim = static_cast<int64_t>(const_number(v).value_or(-1)); break;
-        case OpAttr::kFactor: op.factor = static_cast<int64_t>(const_number(v).value_or(1)); break;
-        case OpAttr::kMin: op.clamp_min = const_number(v).value_or(op.clamp_min); break;
-        case OpAttr::kMax: op.clamp_max = const_number(v).value_or(op.clamp_max); break;
+        case OpAttr::kStride:
+          op.stride = ints();
+          break;
+        case OpAttr::kPadding:
+          op.padding = ints();
+          break;
+        case OpAttr::kDilation:
+          op.dilation = ints();
+          break;
+        case OpAttr::kKernel:
+          op.kernel = ints();
+          break;
+        case OpAttr::kOutputSize:
+          op.output_size = ints();
+          break;
+        case OpAttr::kPads:
+          op.pads = ints();
+          break;
+        case OpAttr::kGroups:
+          op.groups = static_cast<int64_t>(const_number(v).value_or(1));
+          break;
+        case OpAttr::kDim:
+          op.dim = static_cast<int64_t>(const_number(v).value_or(0));
+          break;
+        case OpAttr::kEndDim:
+          op.end_dim = static_cast<int64_t>(const_number(v).value_or(-1));
+          break;
+        case OpAttr::kFactor:
+          op.factor = static_cast<int64_t>(const_number(v).value_or(1));
+          break;
+        case OpAttr::kMin:
+          op.clamp_min = const_number(v).value_or(op.clamp_min);
+          break;
+        case OpAttr::kMax:
+          op.clamp_max = const_number(v).value_or(op.clamp_max);
+          break;
       }
     }
     // Convolutions: the kernel is the weight's spatial shape. Upsampling: the output's size.
-    if (op_info(op.op_kind).macs != MacRule::kNone && op.op_kind != OpKind::kLinear && !op.param_shapes.empty())
+    if (op_info(op.op_kind).macs != MacRule::kNone && op.op_kind != OpKind::kLinear &&
+        !op.param_shapes.empty())
       op.kernel.assign(op.param_shapes[0].begin() + 2, op.param_shapes[0].end());
     if (op.op_kind == OpKind::kUpsample && !op.outputs.empty()) {
       const auto& s = g_.values_[op.outputs[0]].shape;
       if (s.size() > 2) op.output_size.assign(s.begin() + 2, s.end());
     }
     // Negative dims count from the input's rank.
-    if (op.dim < 0 && !op.inputs.empty()) op.dim += static_cast<int64_t>(g_.values_[op.inputs[0]].shape.size());
+    if (op.dim < 0 && !op.inputs.empty())
+      op.dim += static_cast<int64_t>(g_.values_[op.inputs[0]].shape.size());
   }
 
   std::string unique(const std::string& base) {
@@ -453,7 +489,8 @@ class GraphBuilder {
     if (!scope.empty()) {
       parents.push_back(scope);
     } else if (!op.inputs.empty() && g_.values_[op.inputs[0]].producer >= 0) {
-      for (std::string p = parent_of(g_.ops_[g_.values_[op.inputs[0]].producer].module);; p = parent_of(p)) {
+      for (std::string p = parent_of(g_.ops_[g_.values_[op.inputs[0]].producer].module);;
+           p = parent_of(p)) {
         parents.push_back(p);
         if (p.empty()) break;
       }
@@ -476,8 +513,8 @@ class GraphBuilder {
   std::map<std::string, int> counts_;
 };
 
-SummaryGraph SummaryGraph::build(torch::nn::Module& model, const Shape& input_shape, const Forward& forward,
-                                 const std::string& model_name) {
+SummaryGraph SummaryGraph::build(torch::nn::Module& model, const Shape& input_shape,
+                                 const Forward& forward, const std::string& model_name) {
   if (input_shape.size() < 2)
     throw InputError(model_name + ": input shape " + shape_to_string(input_shape) +
                      " needs a batch and a channel dimension");
@@ -487,7 +524,6 @@ SummaryGraph SummaryGraph::build(torch::nn::Module& model, const Shape& input_sh
   builder.name_ops();
   return builder.take();
 }
-
 
 int SummaryGraph::find(const std::string& name) const {
   auto it = by_name_.find(name);
@@ -499,8 +535,8 @@ int SummaryGraph::index(const std::string& name) const {
   if (i >= 0) return i;
   std::vector<std::string> names;
   for (const auto& op : ops_) names.push_back(op.name);
-  throw InputError("no op named '" + name + "' in the graph of " + model_name_ + "; closest: " +
-                   join(closest_names(name, names)));
+  throw InputError("no op named '" + name + "' in the graph of " + model_name_ +
+                   "; closest: " + join(closest_names(name, names)));
 }
 
 int64_t SummaryGraph::macs(int index) const {
@@ -516,10 +552,14 @@ int64_t SummaryGraph::macs(int index) const {
   // Products per output (or, transposed, per input) element: the weight's dims after the first.
   const int64_t per_element = volume(Shape(w.begin() + 1, w.end()));
   switch (rule) {
-    case MacRule::kPerInputElement: return volume(shape(op.inputs[0])) * per_element;
-    case MacRule::kPerOutputElement: return volume(shape(op.outputs[0])) * per_element;
-    case MacRule::kLinear: return volume(shape(op.outputs[0])) * w.back();
-    case MacRule::kNone: break;
+    case MacRule::kPerInputElement:
+      return volume(shape(op.inputs[0])) * per_element;
+    case MacRule::kPerOutputElement:
+      return volume(shape(op.outputs[0])) * per_element;
+    case MacRule::kLinear:
+      return volume(shape(op.outputs[0])) * w.back();
+    case MacRule::kNone:
+      break;
   }
   return 0;
 }
@@ -582,33 +622,33 @@ std::vector<Reach> SummaryGraph::parametric_successors(int op) const {
   using Kind = ChannelLink::Kind;
   std::vector<Reach> out;
   std::set<std::tuple<int, int64_t, int64_t>> seen;
-  std::function<void(int, int64_t, int64_t, std::vector<int>)> walk = [&](int v, int64_t offset, int64_t block,
-                                                                          std::vector<int> via) {
-    if (!seen.insert({v, offset, block}).second) return;
-    for (int c : values_[v].consumers) {
-      const auto& o = ops_[c];
-      for (int slot = 0; slot < static_cast<int>(o.inputs.size()); ++slot) {
-        if (o.inputs[slot] != v) continue;
-        Reach r{c, slot, offset, block, false, via};
-        if (o.parametric()) {
-          add_unique(out, r);
-          continue;
+  std::function<void(int, int64_t, int64_t, std::vector<int>)> walk =
+      [&](int v, int64_t offset, int64_t block, std::vector<int> via) {
+        if (!seen.insert({v, offset, block}).second) return;
+        for (int c : values_[v].consumers) {
+          const auto& o = ops_[c];
+          for (int slot = 0; slot < static_cast<int>(o.inputs.size()); ++slot) {
+            if (o.inputs[slot] != v) continue;
+            Reach r{c, slot, offset, block, false, via};
+            if (o.parametric()) {
+              add_unique(out, r);
+              continue;
+            }
+            if (o.outputs.empty()) continue;
+            auto next = via;
+            next.push_back(c);
+            const ChannelLink l = link(c, slot);
+            if (l.kind == Kind::kSame) {
+              walk(o.outputs[0], offset + l.offset, block, next);
+            } else if (l.kind == Kind::kBlock) {
+              walk(o.outputs[0], offset * l.block + l.offset, block * l.block, next);
+            } else {
+              r.barrier = true;
+              add_unique(out, r);
+            }
+          }
         }
-        if (o.outputs.empty()) continue;
-        auto next = via;
-        next.push_back(c);
-        const ChannelLink l = link(c, slot);
-        if (l.kind == Kind::kSame) {
-          walk(o.outputs[0], offset + l.offset, block, next);
-        } else if (l.kind == Kind::kBlock) {
-          walk(o.outputs[0], offset * l.block + l.offset, block * l.block, next);
-        } else {
-          r.barrier = true;
-          add_unique(out, r);
-        }
-      }
-    }
-  };
+      };
   for (int v : ops_.at(op).outputs) walk(v, 0, 1, {});
   return out;
 }
@@ -616,38 +656,39 @@ std::vector<Reach> SummaryGraph::parametric_successors(int op) const {
 std::vector<Reach> SummaryGraph::parametric_predecessors(int op) const {
   using Kind = ChannelLink::Kind;
   std::vector<Reach> out;
-  std::function<void(int, int, int64_t, int64_t, std::vector<int>)> walk = [&](int v, int slot, int64_t offset,
-                                                                               int64_t block, std::vector<int> via) {
-    int p = values_[v].producer;
-    if (p < 0) return;
-    const auto& o = ops_[p];
-    Reach r{p, slot, offset, block, false, via};
-    if (o.parametric()) {
-      add_unique(out, r);
-      return;
-    }
-    auto next = via;
-    next.push_back(p);
-    bool followed = false;
-    for (int k = 0; k < static_cast<int>(o.inputs.size()); ++k) {
-      const ChannelLink l = link(p, k);
-      if (l.kind == Kind::kSame) {
-        walk(o.inputs[k], slot, offset + l.offset * block, block, next);
-        followed = true;
-      } else if (l.kind == Kind::kBlock && block == 1) {
-        walk(o.inputs[k], slot, offset + l.offset, l.block, next);
-        followed = true;
-      } else if (l.kind == Kind::kBroadcast) {
-        followed = true;  // a one-channel input writes no channel of its own
-      }
-    }
-    if (!followed) {
-      r.barrier = true;
-      add_unique(out, r);
-    }
-  };
+  std::function<void(int, int, int64_t, int64_t, std::vector<int>)> walk =
+      [&](int v, int slot, int64_t offset, int64_t block, std::vector<int> via) {
+        int p = values_[v].producer;
+        if (p < 0) return;
+        const auto& o = ops_[p];
+        Reach r{p, slot, offset, block, false, via};
+        if (o.parametric()) {
+          add_unique(out, r);
+          return;
+        }
+        auto next = via;
+        next.push_back(p);
+        bool followed = false;
+        for (int k = 0; k < static_cast<int>(o.inputs.size()); ++k) {
+          const ChannelLink l = link(p, k);
+          if (l.kind == Kind::kSame) {
+            walk(o.inputs[k], slot, offset + l.offset * block, block, next);
+            followed = true;
+          } else if (l.kind == Kind::kBlock && block == 1) {
+            walk(o.inputs[k], slot, offset + l.offset, l.block, next);
+            followed = true;
+          } else if (l.kind == Kind::kBroadcast) {
+            followed = true;  // a one-channel input writes no channel of its own
+          }
+        }
+        if (!followed) {
+          r.barrier = true;
+          add_unique(out, r);
+        }
+      };
   const auto& o = ops_.at(op);
-  for (int slot = 0; slot < static_cast<int>(o.inputs.size()); ++slot) walk(o.inputs[slot], slot, 0, 1, {});
+  for (int slot = 0; slot < static_cast<int>(o.inputs.size()); ++slot)
+    walk(o.inputs[slot], slot, 0, 1, {});
   return out;
 }
 

@@ -14,7 +14,7 @@
 namespace torch::jit {
 struct Graph;
 struct Node;
-}
+}  // namespace torch::jit
 
 namespace igb::tools {
 
@@ -101,16 +101,16 @@ struct Reach {
 /// read. Built with torch::jit::tracer on a dummy input of the model's own input shape, with the
 /// model in eval mode and gradients off for the duration (both restored after).
 ///
-///   auto g = SummaryGraph::build(*model, {1, 3, 32, 32}, [&](auto& x) { return model->forward(x); });
-///   for (const auto& r : g.parametric_successors(g.index("layer1.0.bn2"))) ...
+///   auto g = SummaryGraph::build(*model, {1, 3, 32, 32}, [&](auto& x) { return model->forward(x);
+///   }); for (const auto& r : g.parametric_successors(g.index("layer1.0.bn2"))) ...
 class SummaryGraph {
  public:
   using Forward = std::function<torch::Tensor(const torch::Tensor&)>;
 
   /// Traces `forward(zeros-like dummy input)` of `model`. A model that cannot be traced throws
   /// InputError naming the op and the tracer's reason.
-  static SummaryGraph build(torch::nn::Module& model, const Shape& input_shape, const Forward& forward,
-                            const std::string& model_name = "model");
+  static SummaryGraph build(torch::nn::Module& model, const Shape& input_shape,
+                            const Forward& forward, const std::string& model_name = "model");
 
   const std::string& model_name() const { return model_name_; }
   const Shape& input_shape() const { return input_shape_; }

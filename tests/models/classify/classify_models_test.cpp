@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
-#include "models/classify/classifier.h"
 #include "core/sequential.h"
+#include "models/classify/classifier.h"
 #include "models/model.h"
 
 namespace igb::models {
@@ -15,12 +15,15 @@ class ClassifyModels : public ::testing::Test {
 // REFERENCE.md §5 and the published counts of the CIFAR ResNets with zero-padded shortcuts.
 TEST_F(ClassifyModels, ParameterCountsMatchThePublishedFigures) {
   const std::vector<std::pair<std::string, int64_t>> expected = {
-      {"resnet18", 11'689'512},      {"resnet34", 21'797'672},        {"resnet50", 25'557'032},
-      {"vgg16", 138'357'544},        {"alexnet", 61'100'840},         {"mobilenet_v2", 3'504'872},
-      {"resnet20_cifar", 269'722},   {"resnet32_cifar", 464'154},     {"resnet44_cifar", 658'586},
-      {"resnet56_cifar", 853'018},   {"resnet110_cifar", 1'727'962},  {"vgg16_cifar", 14'991'946},
-      {"simplenet_cifar", 62'006},   {"lenet5", 61'706}};
-  for (const auto& [name, count] : expected) EXPECT_EQ(count_parameters(*create_model(name, {})), count) << name;
+      {"resnet18", 11'689'512},       {"resnet34", 21'797'672},
+      {"resnet50", 25'557'032},       {"vgg16", 138'357'544},
+      {"alexnet", 61'100'840},        {"mobilenet_v2", 3'504'872},
+      {"resnet20_cifar", 269'722},    {"resnet32_cifar", 464'154},
+      {"resnet44_cifar", 658'586},    {"resnet56_cifar", 853'018},
+      {"resnet110_cifar", 1'727'962}, {"vgg16_cifar", 14'991'946},
+      {"simplenet_cifar", 62'006},    {"lenet5", 61'706}};
+  for (const auto& [name, count] : expected)
+    EXPECT_EQ(count_parameters(*create_model(name, {})), count) << name;
 }
 
 TEST_F(ClassifyModels, DenseNetBcCountFollowsItsLayerArithmetic) {
@@ -47,20 +50,29 @@ TEST_F(ClassifyModels, OutputShapesAndOptions) {
   torch::NoGradGuard no_grad;
   torch::manual_seed(0);
   const std::vector<std::pair<std::string, nlohmann::json>> cases = {
-      {"simplenet_cifar", {}}, {"lenet5", {}}, {"resnet20_cifar", {{"num_classes", 100}}},
-      {"vgg16_cifar", {}},     {"densenet_cifar", {{"depth", 16}}},
+      {"simplenet_cifar", {}},
+      {"lenet5", {}},
+      {"resnet20_cifar", {{"num_classes", 100}}},
+      {"vgg16_cifar", {}},
+      {"densenet_cifar", {{"depth", 16}}},
       {"resnet18", {{"input_size", 64}, {"num_classes", 7}}},
-      {"resnet50", {{"input_size", 64}}}, {"mobilenet_v2", {{"input_size", 64}}},
-      {"alexnet", {{"input_size", 96}}},  {"vgg16", {{"input_size", 32}, {"num_classes", 5}}}};
+      {"resnet50", {{"input_size", 64}}},
+      {"mobilenet_v2", {{"input_size", 64}}},
+      {"alexnet", {{"input_size", 96}}},
+      {"vgg16", {{"input_size", 32}, {"num_classes", 5}}}};
   for (const auto& [name, opts] : cases) {
     auto m = create_model(name, opts);
     m->eval();
     auto shape = m->input_shape();
     shape[0] = 2;
     auto y = m->forward(torch::randn(shape));
-    int64_t classes = opts.contains("num_classes") ? opts["num_classes"].get<int64_t>() : (name.find("cifar") != std::string::npos || name == "lenet5" ? 10 : 1000);
+    int64_t classes =
+        opts.contains("num_classes")
+            ? opts["num_classes"].get<int64_t>()
+            : (name.find("cifar") != std::string::npos || name == "lenet5" ? 10 : 1000);
     EXPECT_EQ(y.sizes(), torch::IntArrayRef({2, classes})) << name;
-    EXPECT_EQ(count_parameters(*create_model(name, m->options_json())), count_parameters(*m)) << name;
+    EXPECT_EQ(count_parameters(*create_model(name, m->options_json())), count_parameters(*m))
+        << name;
   }
   EXPECT_EQ(create_model("lenet5", {})->input_shape(), (std::vector<int64_t>{1, 1, 28, 28}));
   EXPECT_EQ(create_model("resnet50", {})->input_shape(), (std::vector<int64_t>{1, 3, 224, 224}));
@@ -68,16 +80,17 @@ TEST_F(ClassifyModels, OutputShapesAndOptions) {
 
 TEST_F(ClassifyModels, StableDottedNames) {
   auto r20 = create_model("resnet20_cifar", {})->named_parameters();
-  for (const char* n : {"conv1.weight", "bn1.weight", "layer1.0.conv1.weight", "layer2.0.conv2.weight",
-                        "layer3.2.bn2.bias", "fc.weight"})
+  for (const char* n : {"conv1.weight", "bn1.weight", "layer1.0.conv1.weight",
+                        "layer2.0.conv2.weight", "layer3.2.bn2.bias", "fc.weight"})
     EXPECT_TRUE(r20.contains(n)) << n;
   auto r50 = create_model("resnet50", {})->named_parameters();
-  for (const char* n : {"layer1.0.downsample.0.weight", "layer1.0.downsample.1.weight", "layer4.2.conv3.weight"})
+  for (const char* n :
+       {"layer1.0.downsample.0.weight", "layer1.0.downsample.1.weight", "layer4.2.conv3.weight"})
     EXPECT_TRUE(r50.contains(n)) << n;
   auto mb = create_model("mobilenet_v2", {})->named_parameters();
-  for (const char* n : {"features.0.0.weight", "features.1.conv.0.0.weight", "features.1.conv.1.weight",
-                        "features.2.conv.0.0.weight", "features.2.conv.3.weight", "features.18.0.weight",
-                        "classifier.1.weight"})
+  for (const char* n : {"features.0.0.weight", "features.1.conv.0.0.weight",
+                        "features.1.conv.1.weight", "features.2.conv.0.0.weight",
+                        "features.2.conv.3.weight", "features.18.0.weight", "classifier.1.weight"})
     EXPECT_TRUE(mb.contains(n)) << n;
   auto v = create_model("vgg16_cifar", {})->named_parameters();
   EXPECT_TRUE(v.contains("features.0.weight"));

@@ -46,10 +46,10 @@ TEST_F(SrModels, SrcnnHas57184WeightsPlusBiases) {
 TEST_F(SrModels, FsrcnnNamesMatchTheCommonPyTorchLayout) {
   auto m = create_model("fsrcnn", {{"scale", 3}});
   auto params = m->named_parameters();
-  for (const char* name : {"first_part.0.weight", "first_part.1.weight", "mid_part.0.0.weight",
-                           "mid_part.0.1.weight", "mid_part.1.weight", "mid_part.2.weight",
-                           "mid_part.7.weight", "mid_part.8.weight", "mid_part.9.0.weight",
-                           "mid_part.9.1.weight", "last_part.weight", "last_part.bias"})
+  for (const char* name :
+       {"first_part.0.weight", "first_part.1.weight", "mid_part.0.0.weight", "mid_part.0.1.weight",
+        "mid_part.1.weight", "mid_part.2.weight", "mid_part.7.weight", "mid_part.8.weight",
+        "mid_part.9.0.weight", "mid_part.9.1.weight", "last_part.weight", "last_part.bias"})
     EXPECT_TRUE(params.contains(name)) << name;
   EXPECT_EQ(params["mid_part.9.0.weight"].sizes(), torch::IntArrayRef({56, 12, 1, 1}));
   EXPECT_EQ(params["last_part.weight"].sizes(), torch::IntArrayRef({56, 1, 9, 9}));
@@ -99,7 +99,9 @@ TEST_F(SrModels, BadNamesAndOptionsAreInputErrors) {
     create_model("fsrcnnn", {});
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("valid models: alexnet, densenet_cifar, espcn, fsrcnn"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("valid models: alexnet, densenet_cifar, espcn, fsrcnn"),
+              std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(create_model("fsrcnn", {{"scale", 5}}), InputError);
   EXPECT_THROW(create_model("fsrcnn", {{"channels", 2}}), InputError);
