@@ -14,6 +14,16 @@ function(igb_use_pch target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
 endfunction()
 
+# The precompiled header of the test binaries: the shared one plus GoogleTest, at -O0 (see igb_test).
+function(igb_test_pch)
+  add_library(igb_test_pch STATIC ${PROJECT_SOURCE_DIR}/cmake/pch.cpp)
+  target_link_libraries(igb_test_pch PUBLIC torch nlohmann_json::nlohmann_json GTest::gtest Threads::Threads)
+  target_compile_options(igb_test_pch PRIVATE -O0)
+  if(IGB_USE_PCH)
+    target_precompile_headers(igb_test_pch PRIVATE ${PROJECT_SOURCE_DIR}/cmake/pch.h <gtest/gtest.h>)
+  endif()
+endfunction()
+
 # igb_test(NAME SOURCES ... DEPS ...): one GoogleTest binary per area, registered with CTest.
 function(igb_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
@@ -22,6 +32,11 @@ function(igb_test name)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   target_compile_definitions(${name} PRIVATE
     IGB_BIN_DIR="${PROJECT_BINARY_DIR}/apps" IGB_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-  igb_use_pch(${name})
+  # Test sources are glue around LibTorch, which is optimised already: -O0 with a PCH of their
+  # own (igb_test_pch) compiles them in about half the time of -O2.
+  if(IGB_USE_PCH)
+    target_precompile_headers(${name} REUSE_FROM igb_test_pch)
+  endif()
+  target_compile_options(${name} PRIVATE -O0 -Wall -Wextra -Wno-unused-parameter)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES PROPERTIES LABELS "${ARG_LABELS}")
 endfunction()
