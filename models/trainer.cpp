@@ -10,6 +10,7 @@
 #include "core/progress.h"
 #include "core/table.h"
 #include "core/tensorboard.h"
+#include "core/train_mode_guard.h"
 #include "data/loader.h"
 
 namespace igb::models {
@@ -74,18 +75,44 @@ void Trainer::resume_from(const Checkpoint& ckpt) {
   recipes_ = m.thinning_recipes;
 }
 
-double Trainer::train_epoch(int64_t epoch) {
-  // Built per epoch so the loader never outlives a dataset swapped by a thinning step.
+data::LoaderOptions Trainer::loader_options() const {
   data::LoaderOptions lo;
   lo.batch_size = config_.batch_size;
   lo.workers = config_.workers;
   lo.seed = config_.seed;
-  data::BatchLoader loader(task_.train_set(), lo);
-  loader.set_max_batches(config_.max_batches);
+  return lo;
+}
+
+int64_t Trainer::batches_of(const data::BatchLoader& loader) const {
   const int64_t batches = loader.batches();
   if (batches == 0)
     throw InputError("the training set has " + std::to_string(task_.train_set().size()) +
                      " examples, fewer than one batch of " + std::to_string(config_.batch_size));
+  return batches;
+}
+
+void Trainer::check_first_batch() {
+  // The batch content depends only on (seed, epoch), so building it here on this thread changes
+  // nothing for the epoch that follows; the model runs in eval mode without gradients, so its
+  // state (BatchNorm statistics included) is untouched, and no RNG is drawn.
+  data::LoaderOptions lo = loader_options();
+  lo.workers = 0;
+  data::BatchLoader loader(task_.train_set(), lo);
+  loader.set_max_batches(config_.max_batches);
+  batches_of(loader);
+  loader.start_epoch(start_epoch_);
+  data::Example batch;
+  if (!loader.next(batch)) return;
+  torch::NoGradGuard no_grad;
+  TrainModeGuard eval(*model_, /*train=*/false);
+  task_.loss(model_->forward(batch.input.to(ctx_.device)), batch.target.to(ctx_.device));
+}
+
+double Trainer::train_epoch(int64_t epoch) {
+  // Built per epoch so the loader never outlives a dataset swapped by a thinning step.
+  data::BatchLoader loader(task_.train_set(), loader_options());
+  loader.set_max_batches(config_.max_batches);
+  const int64_t batches = batches_of(loader);
 
   Progress progress(*ctx_.logger, ctx_.terminal, config_.log_every);
   // The hook refers to `progress`: it must not outlive this call, even when a batch throws.
@@ -159,7 +186,8 @@ void Trainer::save(const fs::path& path, int64_t epoch, const Metrics& last) {
   meta.optform = info_.optform;
   meta.model = config_.model;
   meta.model_options = model_->options_json();
-  meta.config = info_.config_json;
+  // RunInfo{..., {}} holds null: the checkpoint's config is always an object.
+  meta.config = info_.config_json.is_null() ? nlohmann::json::object() : info_.config_json;
   meta.epoch = epoch;
   meta.best_metric_name = task_.primary_metric();
   meta.best_metric = best_value_;
@@ -179,7 +207,9 @@ void Trainer::save(const fs::path& path, int64_t epoch, const Metrics& last) {
 }
 
 void Trainer::open_run_directory(const fs::path& out) {
-  fs::create_directories(out);
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) throw InputError("cannot create the run directory " + out.string() + ": " + ec.message());
   ctx_.logger->open_file(out / "train.log");
   write_text_atomically(out / "config.yaml", info_.config_yaml);
 }
@@ -276,13 +306,16 @@ void Trainer::write_metrics(const EpochRecord& r, const fs::path& out,
   events.flush();
 }
 
-nlohmann::json Trainer::write_checkpoints(const EpochRecord& r, const fs::path& out) {
+void Trainer::write_checkpoints(const EpochRecord& r, const fs::path& out) {
   save(out / "checkpoint.ckpt", r.epoch, r.metrics);
   if (r.improved) {
     write_atomically(out / "best.ckpt", [&](const fs::path& tmp) {
       fs::copy_file(out / "checkpoint.ckpt", tmp, fs::copy_options::overwrite_existing);
     });
   }
+}
+
+nlohmann::json Trainer::write_summary(const EpochRecord& r, const fs::path& out) {
   nlohmann::json summary = make_summary(r.metrics);
   for (const auto& sc : r.scalars)
     if (sc.column == "sparsity") summary["sparsity"] = sc.value;
@@ -292,6 +325,10 @@ nlohmann::json Trainer::write_checkpoints(const EpochRecord& r, const fs::path& 
 
 nlohmann::json Trainer::run() {
   const fs::path out = ctx_.out_dir;
+  // Everything that can fail on the options, the data, the model and the first batch has run by
+  // now, or runs here: a run that fails leaves an existing run directory as it was and creates
+  // none.
+  check_first_batch();
   open_run_directory(out);
   EventWriter events(out);
   log_run_start(out);
@@ -303,8 +340,11 @@ nlohmann::json Trainer::run() {
     record.improved = update_best(record);
     record.scalars = hooks_.epoch_scalars();
     log_epoch(record);
+    // The metrics row of an epoch follows its checkpoint: a run stopped between the two resumes
+    // after that epoch and never writes a second row for it.
+    write_checkpoints(record, out);
     write_metrics(record, out, csv, events);
-    summary = write_checkpoints(record, out);
+    summary = write_summary(record, out);
   }
   return summary;
 }
@@ -330,6 +370,7 @@ std::unique_ptr<compress::TrainingHooks> make_schedule(const TrainConfig& config
   // Thinning traces the model on its own input shape, on the device it trains on.
   schedule->set_tracer(model.input_shape(),
                        [&model](const torch::Tensor& x) { return model.forward(x); });
+  schedule->set_epochs(config.epochs);
   return schedule;
 }
 

@@ -14,6 +14,7 @@
 #include "core/checkpoint.h"
 #include "core/run_context.h"
 #include "data/dataset.h"
+#include "data/loader.h"
 #include "models/model.h"
 #include "models/train_config.h"
 
@@ -72,7 +73,8 @@ class Trainer {
   /// printed or written).
   void note(std::string line) { notes_.push_back(std::move(line)); }
 
-  /// Trains up to config.epochs; returns the summary written to summary.json.
+  /// Trains up to config.epochs; returns the summary written to summary.json. The first batch is
+  /// loaded and run through the model before anything is created or changed in the run directory.
   nlohmann::json run();
 
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
@@ -88,6 +90,7 @@ class Trainer {
   };
 
   // The steps of run(), in order.
+  void check_first_batch();
   void open_run_directory(const std::filesystem::path& out);
   void log_run_start(const std::filesystem::path& out);
   EpochRecord train_and_validate(int64_t epoch);
@@ -99,7 +102,12 @@ class Trainer {
   void log_epoch(const EpochRecord& record);
   void write_metrics(const EpochRecord& record, const std::filesystem::path& out,
                      std::unique_ptr<CsvAppender>& csv, EventWriter& events);
-  nlohmann::json write_checkpoints(const EpochRecord& record, const std::filesystem::path& out);
+  void write_checkpoints(const EpochRecord& record, const std::filesystem::path& out);
+  nlohmann::json write_summary(const EpochRecord& record, const std::filesystem::path& out);
+
+  data::LoaderOptions loader_options() const;
+  /// Batches per epoch of `loader`; InputError when the data holds less than one batch.
+  int64_t batches_of(const data::BatchLoader& loader) const;
 
   void save(const std::filesystem::path& path, int64_t epoch, const Metrics& last);
   nlohmann::json make_summary(const Metrics& last) const;

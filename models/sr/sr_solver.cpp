@@ -140,9 +140,15 @@ nlohmann::json train_sr(const SrConfig& config, RunContext& ctx, const RunInfo& 
                      (sr_model->channels() == 1 ? "y" : "rgb") +
                      "; --upscale and --channels must match");
 
-  auto data = data::load_sr_data(
-      config.train.data,
-      data_options(config.upscale, config.channels == "y", config.train.seed, config.patch_size));
+  const auto options =
+      data_options(config.upscale, config.channels == "y", config.train.seed, config.patch_size);
+  // A folder's images are checked against the patch size as they are read.
+  if (config.train.data == "synthetic" && config.patch_size > options.synthetic_size)
+    throw InputError(
+        "--patch-size " + std::to_string(config.patch_size) + " is larger than the " +
+        std::to_string(options.synthetic_size) + "x" + std::to_string(options.synthetic_size) +
+        " synthetic training images; use at most " + std::to_string(options.synthetic_size));
+  auto data = data::load_sr_data(config.train.data, options);
   const std::string data_line = "data: " + data.description;
   const std::string model_line = "model: " + config.train.model + " " +
                                  model->options_json().dump() + ", " +
