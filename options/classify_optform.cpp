@@ -28,15 +28,15 @@ class ClassifyOptForm : public OptForm {
     train.lr_decay = "cosine";
     add_common_train_options(app, train);
     add_dataset_option(app);
-    app.add_option("--num-classes", config_.num_classes,
-                   "Output classes (0 = as many as the data has)")
-        ->capture_default_str()
-        ->check(CLI::Range(int64_t{0}, int64_t{100000}));
-    app.add_option(
-           "--input-size", config_.input_size,
-           "Side of the square input (0 = the model's: 32 for CIFAR models, 224 for ImageNet ones)")
-        ->capture_default_str()
-        ->check(CLI::Range(int64_t{0}, int64_t{4096}));
+    int_range(app.add_option("--num-classes", config_.num_classes,
+                             "Output classes (0 = as many as the data has)")
+                  ->capture_default_str(),
+              0, 100000);
+    int_range(app.add_option("--input-size", config_.input_size,
+                             "Side of the square input (0 = the model's: 32 for CIFAR models, 224 "
+                             "for ImageNet ones)")
+                  ->capture_default_str(),
+              0, 4096);
     app.add_option("--model-arg", model_args_,
                    "Model option KEY=VALUE, repeatable (densenet_cifar: depth, growth)");
   }
@@ -45,8 +45,11 @@ class ClassifyOptForm : public OptForm {
                            const nlohmann::json& config_json) override {
     config_.train = *train_;
     config_.model_args = parse_model_args(model_args_);
-    if (!config_.train.resume.empty() && !app_->get_option("--model")->count())
-      config_.train.model = Checkpoint::load(config_.train.resume).meta().model;
+    if (!config_.train.resume.empty()) {
+      auto ckpt = Checkpoint::load(config_.train.resume);
+      check_model_args_match(config_.model_args, ckpt);
+      if (!app_->get_option("--model")->count()) config_.train.model = ckpt.meta().model;
+    }
     models::RunInfo info{"classify", config_yaml, config_json};
     return models::classify::train_classify(config_, ctx, info);
   }

@@ -140,6 +140,7 @@ int train_main(int argc, char** argv) {
   else
     ctx.out_dir = default_run_dir(train.model);
   if (ctx.out_dir.empty()) ctx.out_dir = ".";
+  check_output_folder("--out", ctx.out_dir);
 
   nlohmann::json config_json = {{"optform", optform}};
   for (const auto& [k, v] : resolved_options(app)) config_json[k] = v;
@@ -182,20 +183,22 @@ int test_main(int argc, char** argv) {
   app.add_option("--device", device, "Device")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--threads", threads, "Intra-op threads (0 = all cores)")->capture_default_str();
+  int_range(app.add_option("--threads", threads, "Intra-op threads (0 = all cores)")
+                ->capture_default_str(),
+            0, 1024);
   form->add_test_options(app);
   if (parse(app, argc, argv, first, nullptr)) return kExitOk;
+  fs::path out_dir = out.empty() ? fs::path(checkpoint).parent_path() : fs::path(out);
+  if (out_dir.empty()) out_dir = ".";
+  check_output_folder("--out", out_dir);
 
   Logger logger;
   RunContext ctx;
   ctx.logger = &logger;
   ctx.device = configure_runtime(threads, device);
   form->run_test(ctx, checkpoint, data, out);
-  if (!summary.empty()) {
-    const fs::path dir = out.empty() ? fs::path(checkpoint).parent_path() : fs::path(out);
-    write_summaries(load_tool_model("", {}, checkpoint, ""), summary,
-                    dir.empty() ? fs::path(".") : dir, logger);
-  }
+  if (!summary.empty())
+    write_summaries(load_tool_model("", {}, checkpoint, ""), summary, out_dir, logger);
   return kExitOk;
 }
 
@@ -205,6 +208,15 @@ int tools_main(int argc, char** argv) {
   CLI::App app("Analysis and export tools for igb models and checkpoints.", "igb-tools");
   app.require_subcommand(1);
   ToolCommands commands(app);
+  // CLI11 would only say that a subcommand is required.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+      names.push_back(sub->get_name());
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end())
+      throw InputError(std::string("unknown command '") + argv[1] +
+                       "'; valid commands: " + join(names));
+  }
   if (parse(app, argc, argv, 1, nullptr)) return kExitOk;
   return commands.run();
 }

@@ -28,10 +28,11 @@ class SrOptForm : public OptForm {
     app.add_option("--upscale", config_.upscale, "Upscaling factor")
         ->capture_default_str()
         ->check(CLI::IsMember({2, 3, 4}));
-    app.add_option("--patch-size", config_.patch_size,
-                   "High-resolution training patch side in pixels (a multiple of --upscale)")
-        ->capture_default_str()
-        ->check(CLI::Range(int64_t{8}, int64_t{4096}));
+    int_range(app.add_option("--patch-size", config_.patch_size,
+                             "High-resolution training patch side in pixels (a multiple of "
+                             "--upscale)")
+                  ->capture_default_str(),
+              8, 4096);
     app.add_option("--channels", config_.channels, "Train on luma (y) or on rgb; metrics are on Y")
         ->capture_default_str()
         ->check(CLI::IsMember({"y", "rgb"}));
@@ -61,6 +62,7 @@ class SrOptForm : public OptForm {
 
   nlohmann::json run_test(RunContext& ctx, const std::string& checkpoint, const std::string& data,
                           const std::string& out) override {
+    if (!save_images_.empty()) check_output_folder("--save-images", save_images_);
     models::sr::SrTestConfig t;
     t.checkpoint = checkpoint;
     t.data = data;
@@ -73,6 +75,7 @@ class SrOptForm : public OptForm {
   // A resumed run takes model, scale and channels from its checkpoint unless they were given.
   void inherit_from_checkpoint() {
     auto ckpt = Checkpoint::load(config_.train.resume);
+    check_model_args_match(config_.model_args, ckpt);
     const auto& opts = ckpt.meta().model_options;
     if (!app_->get_option("--model")->count()) config_.train.model = ckpt.meta().model;
     if (!app_->get_option("--upscale")->count() && opts.contains("scale"))

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
 #include <iostream>
 
 #include "compress/extensions.h"
@@ -15,6 +17,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/logger.h"
+#include "core/table.h"
 #include "core/thinning_recipe.h"
 #include "data/datasets.h"
 #include "options/common_options.h"
@@ -27,6 +30,29 @@
 namespace igb::options {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+std::string gib(long double bytes) {
+  return fixed(static_cast<double>(bytes / (1024.0L * 1024 * 1024)), 1) + " GiB";
+}
+
+// Tracing, profiling or drawing a model holds its input and several activations of about its
+// size: an input over a quarter of the machine's memory is refused before anything is allocated.
+void check_input_fits(const tools::Shape& shape, const std::string& text) {
+  long double values = 1;
+  for (int64_t d : shape) values *= static_cast<long double>(d);
+  const long double bytes = values * sizeof(float);
+  const long double memory = static_cast<long double>(::sysconf(_SC_PHYS_PAGES)) *
+                             static_cast<long double>(::sysconf(_SC_PAGE_SIZE));
+  if (memory > 0 && bytes * 4 > memory)
+    throw InputError("--input " + text + " is too large: the input alone needs " + gib(bytes) +
+                     " (float32), and running the model needs several times that; this machine "
+                     "has " +
+                     gib(memory));
+}
+
+}  // namespace
 
 ToolModel load_tool_model(const std::string& model, const std::vector<std::string>& options,
                           const std::string& checkpoint, const std::string& input) {
@@ -45,6 +71,7 @@ ToolModel load_tool_model(const std::string& model, const std::vector<std::strin
     m.name = model;
   }
   m.input = input.empty() ? m.model->input_shape() : tools::parse_shape(input, "--input");
+  check_input_fits(m.input, input);
   const auto own = m.model->input_shape();
   if (m.input.size() != own.size())
     throw InputError("--input " + input + ": " + m.name + " takes " + std::to_string(own.size()) +
@@ -174,12 +201,14 @@ ToolCommands::ToolCommands(CLI::App& app) {
   add_target(profile_, profile_target_, true);
   profile_->add_option("--batch-sizes", batch_sizes_, "Comma-separated batch sizes")
       ->capture_default_str();
-  profile_->add_option("--top", top_, "Rows of the operators table")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
-  profile_->add_option("--repeats", repeats_, "Timed runs per measurement (the median is reported)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
+  int_range(
+      profile_->add_option("--top", top_, "Rows of the operators table")->capture_default_str(), 1,
+      1000);
+  int_range(
+      profile_
+          ->add_option("--repeats", repeats_, "Timed runs per measurement (the median is reported)")
+          ->capture_default_str(),
+      1, 1000);
   profile_->add_option("--trace", trace_path_,
                        "Write a Chrome trace (chrome://tracing, Perfetto) to this file");
   add_outputs(profile_, profile_out_);
@@ -194,8 +223,9 @@ ToolCommands::ToolCommands(CLI::App& app) {
                    "filters (remove_filters), channels (remove_channels), or both")
       ->capture_default_str()
       ->check(CLI::IsMember({"filters", "channels", "both"}));
-  thin_->add_option("--threads", threads_, "Intra-op threads (0 = all cores)")
-      ->capture_default_str();
+  int_range(thin_->add_option("--threads", threads_, "Intra-op threads (0 = all cores)")
+                ->capture_default_str(),
+            0, 1024);
 }
 
 void ToolCommands::add_target(CLI::App* sub, Target& t, bool model_allowed) {
@@ -206,7 +236,9 @@ void ToolCommands::add_target(CLI::App* sub, Target& t, bool model_allowed) {
   }
   sub->add_option("--checkpoint", t.checkpoint,
                   "A checkpoint (.ckpt); the model is rebuilt from it");
-  sub->add_option("--threads", threads_, "Intra-op threads (0 = all cores)")->capture_default_str();
+  int_range(sub->add_option("--threads", threads_, "Intra-op threads (0 = all cores)")
+                ->capture_default_str(),
+            0, 1024);
   if (!model_allowed) sub->get_option("--checkpoint")->required();
 }
 
@@ -216,6 +248,13 @@ void ToolCommands::add_outputs(CLI::App* sub, Outputs& o) {
 }
 
 int ToolCommands::run() {
+  // Every output place is checked before any work, so a bad one costs nothing and writes nothing.
+  const std::pair<const char*, const std::string*> files[] = {
+      {"--csv", &macs_out_.csv},       {"--json", &macs_out_.json},  {"--csv", &sparsity_out_.csv},
+      {"--json", &sparsity_out_.json}, {"--csv", &profile_out_.csv}, {"--json", &profile_out_.json},
+      {"--trace", &trace_path_},       {"--out", &draw_path_},       {"--out", &thin_out_}};
+  for (const auto& [option, path] : files)
+    if (!path->empty()) check_output_file(option, *path);
   configure_runtime(threads_, "cpu");
   if (list_->parsed()) return run_list();
   if (macs_->parsed()) return run_macs();

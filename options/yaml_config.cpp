@@ -121,6 +121,7 @@ std::vector<CLI::ConfigItem> YamlConfig::from_config(std::istream& input) const 
         if (!v.IsScalar()) throw InputError(where + ": option '" + key + "' must hold scalars");
         item.inputs.push_back(v.as<std::string>());
       }
+      if (item.inputs.empty()) continue;  // `[]`, as written for a repeatable option not given
     } else if (val.IsNull()) {
       continue;
     } else {

@@ -1,0 +1,315 @@
+// End-to-end checks that a failed run damages nothing: every check on options, data, model and
+// first batch runs before the run directory is touched; config.yaml reruns its run; the metrics
+// row of an epoch follows its checkpoint; and each bad option is exit 2 with one readable line.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string line;
+  while (std::getline(ss, line)) out.push_back(line);
+  return out;
+}
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+// Every file under `dir` (relative path → bytes); folders appear with an empty value and a '/'.
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    const std::string rel = fs::relative(e.path(), dir).string();
+    files[e.is_directory() ? rel + "/" : rel] = e.is_directory() ? "" : read_file(e.path());
+  }
+  return files;
+}
+
+// A 24-bit BMP of w x h pixels whose colour depends on `seed` (OpenCV reads BMP natively).
+std::string bmp(int w, int h, int seed) {
+  const int row = (w * 3 + 3) / 4 * 4, size = 54 + row * h;
+  std::string b(static_cast<size_t>(size), '\0');
+  auto put32 = [&](int at, int v) {
+    for (int i = 0; i < 4; ++i)
+      b[static_cast<size_t>(at + i)] = static_cast<char>((v >> (8 * i)) & 255);
+  };
+  b[0] = 'B';
+  b[1] = 'M';
+  put32(2, size);
+  put32(10, 54);
+  put32(14, 40);
+  put32(18, w);
+  put32(22, h);
+  b[26] = 1;
+  b[28] = 24;
+  put32(34, row * h);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w * 3; ++x)
+      b[static_cast<size_t>(54 + y * row + x)] =
+          static_cast<char>((x * 37 + y * 11 + seed * 71) % 256);
+  return b;
+}
+
+class RunDirSafety : public ::testing::Test {
+ protected:
+  // Runs `args` (an executable of the build and its arguments), capturing stdout and stderr apart.
+  Result run(const std::string& args) {
+    const fs::path out = dir_ / ".stdout", err = dir_ / ".stderr";
+    const std::string cmd =
+        std::string(IGB_BIN_DIR) + "/" + args + " >" + out.string() + " 2>" + err.string();
+    Result r;
+    const int status = std::system(cmd.c_str());
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = read_file(out);
+    r.err = read_file(err);
+    fs::remove(out);
+    fs::remove(err);
+    return r;
+  }
+
+  // Exit 2 and exactly one line on stderr, "<program>: error: ..." holding `needle`.
+  void expect_one_line_error(const std::string& args, const std::string& needle) {
+    const Result r = run(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    const auto lines = split_lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << args << "\n" << r.err;
+    EXPECT_NE(lines[0].find(": error: "), std::string::npos) << lines[0];
+    EXPECT_NE(lines[0].find(needle), std::string::npos)
+        << "expected '" << needle << "' in: " << lines[0];
+    EXPECT_LT(lines[0].size(), 300u) << lines[0];
+  }
+
+  std::string sr_train(const fs::path& out, const std::string& extra) {
+    return "igb-train --optform=sr --threads 1 --workers 0 --out " + out.string() + " " + extra;
+  }
+
+  // A one-epoch FSRCNN run small enough to take a second.
+  static constexpr const char* kTiny =
+      "--epochs 1 --max-batches 2 --batch-size 4 --model-arg d=8 --model-arg s=4 --model-arg m=1";
+
+  // A classify image folder (train/ and val/, classes a and b) of 8x8 BMPs; `bad` adds a
+  // truncated PNG to the training split.
+  fs::path image_folder(const std::string& name, bool bad) {
+    const fs::path root = dir_ / name;
+    int seed = 0;
+    for (const char* split : {"train", "val"})
+      for (const char* cls : {"a", "b"}) {
+        fs::create_directories(root / split / cls);
+        for (int i = 0; i < 3; ++i)
+          std::ofstream(root / split / cls / ("img" + std::to_string(i) + ".bmp"), std::ios::binary)
+              << bmp(8, 8, seed++);
+      }
+    if (bad)  // the PNG signature and the start of its IHDR chunk, then nothing
+      std::ofstream(root / "train" / "a" / "cut.png", std::ios::binary)
+          << std::string("\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR\0\0", 18);
+    return root;
+  }
+
+  igb::test::TempDir tmp_;
+  fs::path dir_ = tmp_.path();
+};
+
+// The failures that used to surface only once the run directory had been opened: each one is now
+// found first, and the existing run directory keeps every byte.
+TEST_F(RunDirSafety, FailingRunsLeaveAnExistingRunDirectoryByteIdentical) {
+  const fs::path run_dir = dir_ / "run";
+  const Result first = run(sr_train(run_dir, kTiny));
+  ASSERT_EQ(first.code, 0) << first.err;
+  const auto before = snapshot(run_dir);
+  ASSERT_TRUE(before.count("config.yaml") && before.count("train.log") &&
+              before.count("metrics.csv"));
+  const fs::path images = image_folder("images", /*bad=*/true);
+
+  expect_one_line_error(sr_train(run_dir, "--epochs 1 --patch-size 600"),
+                        "--patch-size 600 is larger than the 144x144 synthetic training images");
+  expect_one_line_error(sr_train(run_dir, "--epochs 1 --batch-size 65536"),
+                        "the training set has 1600 examples, fewer than one batch of 65536");
+  expect_one_line_error(
+      "igb-train --optform=classify --threads 1 --workers 0 --epochs 1 "
+      "--model simplenet_cifar --batch-size 7 --data " +
+          images.string() + " --out " + run_dir.string(),
+      "cut.png");
+  expect_one_line_error(sr_train(run_dir, "--epochs 3 --model-arg d=16 --resume " +
+                                              (run_dir / "checkpoint.ckpt").string()),
+                        "--model-arg d=16 differs from " + (run_dir / "checkpoint.ckpt").string() +
+                            ", whose model has d=8");
+  expect_one_line_error(
+      sr_train(run_dir, "--epochs 1 --resume " + (run_dir / "checkpoint.ckpt").string()),
+      "has already trained 1 epochs");
+  expect_one_line_error(sr_train(run_dir, "--lr nan"), "--lr must be > 0, not nan");
+  EXPECT_EQ(snapshot(run_dir), before);
+
+  // The same --model-arg as the checkpoint's is no difference: the resumed run goes on.
+  const Result resumed =
+      run(sr_train(run_dir, "--epochs 2 --max-batches 2 --batch-size 4 --model-arg d=8 --resume " +
+                                (run_dir / "checkpoint.ckpt").string()));
+  EXPECT_EQ(resumed.code, 0) << resumed.err;
+}
+
+TEST_F(RunDirSafety, FailingRunIntoANewDirectoryLeavesNone) {
+  const fs::path fresh = dir_ / "fresh" / "run";
+  const fs::path images = image_folder("images", /*bad=*/true);
+  expect_one_line_error(sr_train(fresh, "--epochs 1 --patch-size 300"), "--patch-size 300");
+  expect_one_line_error(sr_train(fresh, "--epochs 1 --batch-size 2000"),
+                        "fewer than one batch of 2000");
+  expect_one_line_error(
+      "igb-train --optform=classify --threads 1 --workers 0 --epochs 1 "
+      "--model simplenet_cifar --batch-size 7 --data " +
+          images.string() + " --out " + fresh.string(),
+      "cut.png");
+  EXPECT_FALSE(fs::exists(dir_ / "fresh"));
+  // Without the bad image the same folder trains, so it was the image that stopped the run.
+  fs::remove(images / "train" / "a" / "cut.png");
+  const Result ok =
+      run("igb-train --optform=classify --threads 1 --workers 0 --epochs 1 --model simplenet_cifar "
+          "--batch-size 6 --data " +
+          images.string() + " --out " + fresh.string());
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_TRUE(fs::exists(fresh / "checkpoint.ckpt"));
+}
+
+// A default run's config.yaml (with `model-arg: []`) reruns the same run.
+TEST_F(RunDirSafety, ConfigYamlRepeatsTheRun) {
+  const Result a = run(sr_train(dir_ / "a", "--epochs 1 --max-batches 2 --batch-size 4"));
+  ASSERT_EQ(a.code, 0) << a.err;
+  const std::string config = read_file(dir_ / "a" / "config.yaml");
+  EXPECT_NE(config.find("model-arg: []"), std::string::npos) << config;
+  const Result b = run("igb-train --optform=sr --config " + (dir_ / "a" / "config.yaml").string() +
+                       " --out " + (dir_ / "b").string());
+  ASSERT_EQ(b.code, 0) << b.err;
+  // The same rows but for the time column.
+  auto rows = [](const fs::path& csv) {
+    std::vector<std::string> out;
+    for (auto line : split_lines(read_file(csv))) out.push_back(line.substr(0, line.rfind(',')));
+    return out;
+  };
+  const auto ra = rows(dir_ / "a" / "metrics.csv"), rb = rows(dir_ / "b" / "metrics.csv");
+  ASSERT_EQ(ra.size(), 2u);
+  EXPECT_EQ(ra, rb);
+  const auto sa = nlohmann::json::parse(read_file(dir_ / "a" / "summary.json"));
+  const auto sb = nlohmann::json::parse(read_file(dir_ / "b" / "summary.json"));
+  EXPECT_EQ(sa["psnr"], sb["psnr"]);
+  EXPECT_EQ(sa["params"], 12809);
+  EXPECT_EQ(sb["params"], 12809);
+}
+
+// The metrics row of an epoch is written after its checkpoint: when the row cannot be written,
+// the epoch's checkpoint is already there, and resuming from it writes the next epoch's row only.
+TEST_F(RunDirSafety, MetricsRowFollowsItsCheckpoint) {
+  const fs::path run_dir = dir_ / "run";
+  fs::create_directories(run_dir / "metrics.csv");  // a folder: the row cannot be written
+  const Result r = run(sr_train(run_dir, kTiny));
+  EXPECT_NE(r.code, 0);
+  ASSERT_TRUE(fs::exists(run_dir / "checkpoint.ckpt")) << r.err;
+  fs::remove(run_dir / "metrics.csv");
+  const Result resumed =
+      run(sr_train(run_dir, "--epochs 2 --max-batches 2 --batch-size 4 --resume " +
+                                (run_dir / "checkpoint.ckpt").string()));
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  const auto lines = split_lines(read_file(run_dir / "metrics.csv"));
+  ASSERT_EQ(lines.size(), 2u) << read_file(run_dir / "metrics.csv");
+  EXPECT_EQ(lines[1].substr(0, 2), "1,");
+}
+
+TEST_F(RunDirSafety, OutputPathsOfTheWrongKind) {
+  std::ofstream(dir_ / "file") << "x";
+  fs::create_directories(dir_ / "folder");
+  const std::string file = (dir_ / "file").string(), folder = (dir_ / "folder").string();
+  expect_one_line_error(sr_train(file, kTiny), "--out " + file + " is a file, not a folder");
+  expect_one_line_error(sr_train(dir_ / "file" / "run", kTiny),
+                        "--out " + file + "/run: " + file + " is a file, not a folder");
+  expect_one_line_error("igb-test --optform=sr --checkpoint x.ckpt --out " + file,
+                        "--out " + file + " is a file, not a folder");
+  expect_one_line_error("igb-test --optform=sr --checkpoint x.ckpt --save-images " + file,
+                        "--save-images " + file + " is a file, not a folder");
+  expect_one_line_error("igb-tools macs --model srcnn --csv " + folder,
+                        "--csv " + folder + " is a folder, not a file");
+  expect_one_line_error("igb-tools macs --model srcnn --json " + file + "/m.json",
+                        "--json " + file + "/m.json: " + file + " is a file, not a folder");
+  expect_one_line_error("igb-tools profile --model srcnn --repeats 1 --trace " + folder,
+                        "--trace " + folder + " is a folder, not a file");
+  expect_one_line_error("igb-tools draw --model srcnn --out " + folder,
+                        "--out " + folder + " is a folder, not a file");
+  EXPECT_EQ(read_file(dir_ / "file"), "x");
+  EXPECT_TRUE(fs::is_empty(dir_ / "folder"));
+}
+
+TEST_F(RunDirSafety, UnwritableOutputPlaces) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root may write anywhere";
+  const fs::path locked = dir_ / "locked";
+  fs::create_directories(locked);
+  ::chmod(locked.c_str(), 0555);
+  const std::string where = "the folder " + locked.string() + " is not writable";
+  expect_one_line_error(sr_train(locked / "run", kTiny), where);
+  expect_one_line_error("igb-tools macs --model srcnn --csv " + (locked / "m.csv").string(), where);
+  ::chmod(locked.c_str(), 0755);
+  EXPECT_TRUE(fs::is_empty(locked));
+}
+
+TEST_F(RunDirSafety, NumberOptionsSayTheirLimits) {
+  const fs::path out = dir_ / "run";
+  expect_one_line_error(sr_train(out, "--lr nan"), "--lr must be > 0, not nan");
+  expect_one_line_error(sr_train(out, "--lr -1"), "--lr must be > 0, not -1");
+  expect_one_line_error(sr_train(out, "--lr inf"), "--lr must be > 0, not inf");
+  expect_one_line_error(sr_train(out, "--weight-decay -1"), "--weight-decay must be >= 0, not -1");
+  expect_one_line_error(sr_train(out, "--momentum 2"), "--momentum must be between 0 and 1, not 2");
+  expect_one_line_error(sr_train(out, "--max-batches -1"),
+                        "--max-batches must be an integer >= 0, not -1");
+  expect_one_line_error(sr_train(out, "--epochs 0"),
+                        "--epochs must be an integer from 1 to 1000000, not 0");
+  expect_one_line_error(sr_train(out, "--batch-size 2.5"),
+                        "--batch-size must be an integer from 1 to 65536, not 2.5");
+  expect_one_line_error(sr_train(out, "--seed -1"), "--seed must be an integer >= 0, not -1");
+  expect_one_line_error("igb-train --optform=sr --threads -1",
+                        "--threads must be an integer from 0 to 1024, not -1");
+  expect_one_line_error("igb-test --optform=sr --checkpoint x.ckpt --threads -1",
+                        "--threads must be an integer from 0 to 1024, not -1");
+  expect_one_line_error("igb-tools macs --model srcnn --threads -1",
+                        "--threads must be an integer from 0 to 1024, not -1");
+  expect_one_line_error("igb-test --optform=sr --checkpoint x.ckpt --seed -1", "--seed");
+  expect_one_line_error("igb-tools macs --model srcnn --seed -1", "--seed");
+  expect_one_line_error("igb-tools profile --model srcnn --top 0",
+                        "--top must be an integer from 1 to 1000, not 0");
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST_F(RunDirSafety, ToolsNameTheUnknownCommandAndRefuseHugeInputs) {
+  expect_one_line_error(
+      "igb-tools frobnicate",
+      "unknown command 'frobnicate'; valid commands: list, macs, sparsity, draw, profile, thin");
+  // 3e12 float32 values: refused before anything is allocated, with the memory it would need.
+  expect_one_line_error("igb-tools macs --model srcnn --input 1x1x1000000x3000000",
+                        "--input 1x1x1000000x3000000 is too large: the input alone needs "
+                        "11175.9 GiB (float32)");
+  const Result ok = run("igb-tools macs --model srcnn --input 1x1x64x48");
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("1x1x64x48"), std::string::npos) << ok.out;
+}
+
+}  // namespace
