@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <sstream>
 
 #include "compress/yaml_reader.h"
 
@@ -68,6 +69,20 @@ double fraction(YamlReader& r, const std::string& key) {
   return v;
 }
 
+std::string number(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+/// AGP prunes from initial_sparsity up to final_sparsity: Distiller asserts final > initial.
+void check_agp_range(YamlReader& r, double initial, double final_sparsity) {
+  if (!(initial < final_sparsity))
+    throw InputError(r.where("initial_sparsity") + ": " + r.path() + ": initial_sparsity " +
+                     number(initial) + " must be below final_sparsity " + number(final_sparsity) +
+                     " (AGP raises sparsity from the one to the other)");
+}
+
 /// A {param or '*': value} map resolved against the model: '*' covers every conv and linear
 /// weight that is not named explicitly.
 ParamValues per_param(YamlReader& r, const std::string& key, const ModelParams& params,
@@ -78,7 +93,8 @@ ParamValues per_param(YamlReader& r, const std::string& key, const ModelParams& 
   ParamValues out;
   double star = -1;
   for (const auto& kv : n) {
-    const auto name = kv.first.as<std::string>();
+    const auto name =
+        yaml_scalar(r.file(), kv.first, "a parameter name in " + r.path() + "." + key);
     double v = is_fraction ? read_fraction(r, key, kv.second) : r.as<double>(kv.second, key);
     if (name == "*")
       star = v;
@@ -96,8 +112,10 @@ std::vector<std::string> read_weights(YamlReader& r, const ModelParams& params) 
   if (!n || !n.IsSequence() || n.size() == 0)
     throw InputError(r.where() + ": " + r.path() + " needs a non-empty list 'weights'");
   std::vector<std::string> out;
-  for (const auto& w : n)
-    out.push_back(params.resolve(w.as<std::string>(), yaml_where(r.file(), w)));
+  for (const auto& w : n) {
+    if (!w.IsScalar()) throw r.wrong_type(w, "weights", "a parameter name");
+    out.push_back(params.resolve(w.Scalar(), yaml_where(r.file(), w)));
+  }
   return out;
 }
 
@@ -156,6 +174,7 @@ RankedStructurePrunerOptions read_ranked(YamlReader& r, const ModelParams& param
   if (agp) {
     o.initial_sparsity(fraction(r, "initial_sparsity"));
     o.final_sparsity(fraction(r, "final_sparsity"));
+    check_agp_range(r, o.initial_sparsity(), o.final_sparsity());
     GroupType g = read_group(r, "group_type", r.node("group_type"));
     for (const auto& w : read_weights(r, params)) targets.push_back({w, o.final_sparsity(), g});
   } else if (r.has("reg_regims")) {
@@ -164,7 +183,9 @@ RankedStructurePrunerOptions read_ranked(YamlReader& r, const ModelParams& param
       const auto where = yaml_where(r.file(), kv.first);
       if (!kv.second.IsSequence() || kv.second.size() != 2)
         throw InputError(where + ": reg_regims entries are [fraction, group_type]");
-      auto w = params.resolve(kv.first.as<std::string>(), where);
+      auto w = params.resolve(
+          yaml_scalar(r.file(), kv.first, "a parameter name in " + r.path() + ".reg_regims"),
+          where);
       targets.push_back({w, read_fraction(r, "reg_regims", kv.second[0]),
                          read_group(r, "reg_regims", kv.second[1])});
     }
@@ -229,6 +250,7 @@ AgpPrunerOptions AgpPrunerOptions::from_yaml(YamlReader& yaml, const ModelParams
   AgpPrunerOptions o;
   o.initial_sparsity(fraction(yaml, "initial_sparsity"));
   o.final_sparsity(fraction(yaml, "final_sparsity"));
+  check_agp_range(yaml, o.initial_sparsity(), o.final_sparsity());
   o.weights(read_weights(yaml, params));
   yaml.finish();
   return o;

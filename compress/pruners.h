@@ -114,8 +114,8 @@ struct AgpPrunerOptions {
   /// `initial_sparsity`: fraction of elements zeroed at the policy's first epoch, in [0, 1].
   /// Required; default 0.
   TORCH_ARG(double, initial_sparsity) = 0;
-  /// `final_sparsity`: fraction zeroed from the policy's last scheduled epoch on, in [0, 1].
-  /// Required; default 0.
+  /// `final_sparsity`: fraction zeroed from the policy's last scheduled epoch on, in [0, 1] and
+  /// above `initial_sparsity` (as Distiller asserts). Required; default 0.
   TORCH_ARG(double, final_sparsity) = 0;
   /// `weights`: the parameters pruned (resolved names), each to the same target. Required
   /// (non-empty); default empty.

@@ -191,7 +191,10 @@ L1RegularizerOptions L1RegularizerOptions::from_yaml(YamlReader& y, const ModelP
   for (const auto& kv : read_regims(y)) {
     auto where = yaml_where(y.file(), kv.first);
     o.reg_regims_.push_back(
-        {p.resolve(kv.first.as<std::string>(), where), y.as<double>(kv.second, "reg_regims")});
+        {p.resolve(
+             yaml_scalar(y.file(), kv.first, "a parameter name in " + y.path() + ".reg_regims"),
+             where),
+         y.as<double>(kv.second, "reg_regims")});
   }
   o.threshold_criteria(read_criterion(y));
   y.finish();
@@ -213,10 +216,11 @@ GroupLassoRegularizerOptions GroupLassoRegularizerOptions::from_yaml(YamlReader&
     auto where = yaml_where(y.file(), kv.first);
     if (!kv.second.IsSequence() || kv.second.size() != 2)
       throw InputError(where + ": GroupLassoRegularizer reg_regims entries are [strength, group]");
-    auto name = p.resolve(kv.first.as<std::string>(), where);
-    o.reg_regims_.push_back(
-        {name, y.as<double>(kv.second[0], "reg_regims"),
-         parse_lasso_group(kv.second[1].as<std::string>(), where, p.at(name).dim())});
+    auto name = p.resolve(
+        yaml_scalar(y.file(), kv.first, "a parameter name in " + y.path() + ".reg_regims"), where);
+    o.reg_regims_.push_back({name, y.as<double>(kv.second[0], "reg_regims"),
+                             parse_lasso_group(y.as<std::string>(kv.second[1], "reg_regims"), where,
+                                               p.at(name).dim())});
   }
   o.threshold_criteria(read_criterion(y));
   y.finish();

@@ -118,17 +118,23 @@ YAML::Node load_schedule_root(const std::string& text, const std::string& file) 
   }
   if (!root.IsMap())
     throw InputError(file + ": a schedule is a mapping with version, pruners, …, policies");
+  check_duplicate_keys(root, file);
   for (const auto& kv : root) {
-    auto key = kv.first.as<std::string>();
+    auto key = yaml_scalar(file, kv.first, "a top-level key");
     if (std::find(kTopLevel.begin(), kTopLevel.end(), key) == kTopLevel.end())
       throw InputError(yaml_where(file, kv.first) + ": unknown top-level key '" + key +
                        "'; did you mean " + join(closest_names(key, kTopLevel, 2), " or ") +
                        "? (valid: " + join(kTopLevel) + ")");
   }
   if (!root["version"]) throw InputError(file + ": the schedule has no 'version' (it must be 1)");
-  if (root["version"].as<std::string>() != "1")
-    throw InputError(yaml_where(file, root["version"]) + ": version " +
-                     root["version"].as<std::string>() + " is not supported (only 1)");
+  const YAML::Node version = root["version"];
+  if (!version.IsScalar())
+    throw InputError(yaml_where(file, version) +
+                     ": version has the wrong type of value: expected 1, got " +
+                     yaml_describe(version));
+  if (version.Scalar() != "1")
+    throw InputError(yaml_where(file, version) + ": version " + version.Scalar() +
+                     " is not supported (only 1)");
   return root;
 }
 
@@ -146,13 +152,14 @@ void for_each_instance(const YAML::Node& root, const std::string& file, const ch
     throw InputError(yaml_where(file, n) + ": '" + section +
                      "' must map instance names to {class: …}");
   for (const auto& kv : n) {
-    const auto name = kv.first.as<std::string>();
+    const auto name = yaml_scalar(file, kv.first, std::string("an instance name in ") + section);
     const auto where = yaml_where(file, kv.first);
     if (!all_names.insert(name).second)
       throw InputError(where + ": instance name '" + name + "' is used twice");
     if (!kv.second.IsMap() || !kv.second["class"])
       throw InputError(where + ": " + section + "." + name + " needs a 'class'");
-    const auto cls = kv.second["class"].as<std::string>();
+    const auto cls =
+        yaml_scalar(file, kv.second["class"], std::string(section) + "." + name + ".class");
     YamlReader r(kv.second, file, std::string(section) + "." + name + " (" + cls + ")");
     r.ignore({"class"});
     make(name, cls, r, yaml_where(file, kv.second["class"]));
@@ -266,20 +273,56 @@ std::vector<std::string> instance_names(const Table& table) {
 void CompressionScheduler::parse(const std::string& text, const std::string& file) {
   text_ = text;
   file_ = file;
-  const YAML::Node root = load_schedule_root(text, file);
-  std::set<std::string> instances;
-  parse_pruners(root, instances);
-  parse_regularizers(root, instances);
-  parse_lr_schedulers(root, instances);
-  parse_extensions(root, instances);
-  parse_quantizers(root);
-  const std::set<std::string> used = parse_policies(root);
+  std::set<std::string> instances, used;
+  try {
+    const YAML::Node root = load_schedule_root(text, file);
+    parse_pruners(root, instances);
+    parse_regularizers(root, instances);
+    parse_lr_schedulers(root, instances);
+    parse_extensions(root, instances);
+    parse_quantizers(root);
+    used = parse_policies(root);
+  } catch (const YAML::Exception& e) {
+    // Every read above names its key; this is the net under one that does not.
+    throw InputError(file + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  std::vector<std::string> unused;
   for (const auto& n : instances)
-    if (!used.count(n) && logger_)
-      logger_->warn(file + ": '" + n + "' is defined but no policy uses it");
+    if (!used.count(n)) unused.push_back(file + ": '" + n + "' is defined but no policy uses it");
+  warn_summarised(unused, "instances are defined but no policy uses them");
   // LR policies act after all others within a hook (REFERENCE.md §1).
   std::stable_partition(policies_.begin(), policies_.end(),
                         [](const Policy& p) { return p.kind != Policy::Kind::kLrScheduler; });
+}
+
+void CompressionScheduler::warn_summarised(const std::vector<std::string>& lines,
+                                           const std::string& rest) const {
+  if (!logger_) return;
+  const size_t shown = lines.size() > kWarningsShown + 1 ? kWarningsShown : lines.size();
+  for (size_t i = 0; i < shown; ++i) logger_->warn(lines[i]);
+  if (shown < lines.size())
+    logger_->warn(file_ + ": … and " + std::to_string(lines.size() - shown) + " more " + rest);
+}
+
+void CompressionScheduler::set_epochs(int64_t epochs) {
+  std::vector<std::string> late, long_running;
+  for (const auto& p : policies_) {
+    const std::string name = "the " + section_kind(p.kind) + " policy of '" + p.instance + "'";
+    const int64_t first = p.timing.is_range()
+                              ? p.timing.start
+                              : *std::min_element(p.timing.epochs.begin(), p.timing.epochs.end());
+    if (first >= epochs)
+      late.push_back(p.where + ": " + name + " starts at epoch " + std::to_string(first) +
+                     ", after the run's last epoch " + std::to_string(epochs - 1) + " (--epochs " +
+                     std::to_string(epochs) + "); it never acts");
+    else if (p.timing.last() >= epochs)
+      long_running.push_back(p.where + ": " + name + " acts until epoch " +
+                             std::to_string(p.timing.last()) + ", past the run's last epoch " +
+                             std::to_string(epochs - 1) + " (--epochs " + std::to_string(epochs) +
+                             "); it is cut short");
+  }
+  warn_summarised(late, "policies start after the run's last epoch");
+  warn_summarised(long_running, "policies run past the run's last epoch");
 }
 
 void CompressionScheduler::parse_pruners(const YAML::Node& root, std::set<std::string>& instances) {
@@ -332,14 +375,19 @@ void CompressionScheduler::parse_quantizers(const YAML::Node& root) {
     throw InputError(yaml_where(file_, q) +
                      ": a schedule has at most one quantizer, this one has " +
                      std::to_string(q.size()));
+  if (!q.IsMap())
+    throw InputError(yaml_where(file_, q) + ": 'quantizers' must map instance names to {class: …}");
   for (const auto& kv : q) {
-    const auto cls = kv.second["class"] ? kv.second["class"].as<std::string>() : "";
+    const auto name = yaml_scalar(file_, kv.first, "an instance name in quantizers");
     const auto where = yaml_where(file_, kv.first);
+    if (!kv.second.IsMap() || !kv.second["class"])
+      throw InputError(where + ": quantizers." + name + " needs a 'class'");
+    const auto cls = yaml_scalar(file_, kv.second["class"], "quantizers." + name + ".class");
     if (!quantizer_registry().contains(cls))
       throw InputError(where + ": unknown quantizer class '" + cls +
                        "'; valid: " + join(quantizer_registry().names()));
     if (!quantizer_registry().get(cls).make)
-      throw InputError(where + ": quantizer " + kv.first.as<std::string>() + " (" + cls +
+      throw InputError(where + ": quantizer " + name + " (" + cls +
                        "): quantization-aware training is not available in this build");
     // The hooks do not drive a quantizer yet; one must not be accepted and then silently ignored.
     throw std::logic_error("quantizer class " + cls +

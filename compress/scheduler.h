@@ -86,6 +86,15 @@ class CompressionScheduler : public TrainingHooks {
   /// forward. Without it a thinning extension is an error when its epoch comes.
   void set_tracer(std::vector<int64_t> input_shape, tools::SummaryGraph::Forward forward);
 
+  /// Tells the scheduler the run trains epochs 0 … epochs − 1: warns (naming the policy and its
+  /// file:line) of every policy that starts after the last epoch, so it never acts, or acts past
+  /// it, so it is cut short (an AGP pruner then stops below its final sparsity).
+  void set_epochs(int64_t epochs);
+
+  /// A warning repeated for many items is logged for the first kWarningsShown, then once as
+  /// "… and N more".
+  static constexpr size_t kWarningsShown = 5;
+
   /// Multiplies every masked parameter by its mask.
   void apply_masks();
   const MaskTable& masks() const { return masks_; }
@@ -114,6 +123,8 @@ class CompressionScheduler : public TrainingHooks {
   void check_policy_timing(const Policy& policy) const;
   /// Adds the parameters the policy's pruner or regularizer names to named_params_.
   void note_named_params(const Policy& policy);
+  /// Logs `lines` as warnings, the first kWarningsShown of them and then "… and N more `rest`".
+  void warn_summarised(const std::vector<std::string>& lines, const std::string& rest) const;
 
   bool forward_only(const std::string& param) const;
   void run_extension(Extension& extension, int64_t epoch, torch::optim::Optimizer& optimizer);

@@ -1,6 +1,9 @@
 #include "compress/yaml_reader.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
 
 namespace igb::compress {
 
@@ -8,9 +11,69 @@ std::string yaml_where(const std::string& file, const YAML::Node& node) {
   return file + ":" + std::to_string(node.Mark().line + 1);
 }
 
+std::string yaml_describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return "nothing";
+    case YAML::NodeType::Scalar:
+      break;
+  }
+  const std::string& s = node.Scalar();
+  return "'" + (s.size() > 40 ? s.substr(0, 40) + "…" : s) + "'";
+}
+
+std::string yaml_scalar(const std::string& file, const YAML::Node& node, const std::string& what) {
+  if (node.IsScalar()) return node.Scalar();
+  if (node.IsNull()) return "null";  // as yaml-cpp reads it
+  throw InputError(yaml_where(file, node) + ": " + what + " must be a single value, not " +
+                   yaml_describe(node));
+}
+
+namespace {
+
+// Walks every mapping under `node`; `path` is the key path of `node` ("" at the root). Collections
+// reached twice through anchors and aliases are walked once.
+void walk_for_duplicates(const YAML::Node& node, const std::string& file, const std::string& path,
+                         std::set<int>& seen) {
+  if (!node.IsMap() && !node.IsSequence()) return;
+  if (!node.Mark().is_null() && !seen.insert(node.Mark().pos).second) return;
+  if (node.IsSequence()) {
+    size_t i = 0;
+    for (const auto& e : node)
+      walk_for_duplicates(e, file, path + "[" + std::to_string(i++) + "]", seen);
+    return;
+  }
+  std::map<std::string, int> first_line;
+  for (const auto& kv : node) {
+    if (!kv.first.IsScalar()) continue;  // refused where the key is read
+    const std::string& key = kv.first.Scalar();
+    const std::string full = path.empty() ? key : path + "." + key;
+    const int line = kv.first.Mark().line + 1;
+    auto [it, fresh] = first_line.emplace(key, line);
+    if (!fresh)
+      throw InputError(file + ":" + std::to_string(line) + ": duplicate key '" + full +
+                       "' (lines " + std::to_string(it->second) + " and " + std::to_string(line) +
+                       "); give each key once");
+    walk_for_duplicates(kv.second, file, full, seen);
+  }
+}
+
+}  // namespace
+
+void check_duplicate_keys(const YAML::Node& root, const std::string& file) {
+  std::set<int> seen;
+  walk_for_duplicates(root, file, "", seen);
+}
+
 YamlReader::YamlReader(YAML::Node node, std::string file, std::string path)
     : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)) {
-  if (!node_.IsMap()) throw InputError(where() + ": " + path_ + " must be a mapping");
+  if (!node_.IsMap())
+    throw InputError(where() + ": " + path_ + " must be a mapping, not " + yaml_describe(node_));
 }
 
 bool YamlReader::has(const std::string& key) const { return static_cast<bool>(node_[key]); }
@@ -26,7 +89,7 @@ void YamlReader::ignore(const std::vector<std::string>& keys) {
 
 void YamlReader::finish() const {
   for (const auto& kv : node_) {
-    const auto key = kv.first.as<std::string>();
+    const auto key = yaml_scalar(file_, kv.first, "a key of " + path_);
     if (std::find(known_.begin(), known_.end(), key) == known_.end())
       throw InputError(yaml_where(file_, kv.first) + ": unknown key '" + key + "' in " + path_ +
                        "; valid keys: " + join(known_));
@@ -37,8 +100,15 @@ std::string YamlReader::where() const { return yaml_where(file_, node_); }
 
 std::string YamlReader::where(const std::string& key) const {
   for (const auto& kv : node_)
-    if (kv.first.as<std::string>() == key) return yaml_where(file_, kv.first);
+    if (kv.first.IsScalar() && kv.first.Scalar() == key) return yaml_where(file_, kv.first);
   return where();
+}
+
+InputError YamlReader::wrong_type(const YAML::Node& n, const std::string& key,
+                                  const std::string& expected) const {
+  const std::string at = n.Mark().is_null() ? where(key) : yaml_where(file_, n);
+  return InputError(at + ": " + path_ + "." + key + " has the wrong type of value: expected " +
+                    expected + ", got " + yaml_describe(n));
 }
 
 }  // namespace igb::compress

@@ -3,11 +3,21 @@
 #include <yaml-cpp/yaml.h>
 
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
 
 namespace igb::compress {
+
+/// What a value of type T looks like, for messages: "a number", "an integer", "true or false",
+/// "a single value", "a list of numbers", …
+template <class T>
+std::string yaml_expected();
+
+/// What a node holds, for messages: "a list", "a mapping", "nothing", or its text in quotes
+/// (shortened).
+std::string yaml_describe(const YAML::Node& node);
 
 /// Reads one YAML mapping of a schedule file with every error naming file:line and the key path,
 /// and rejects keys nobody asked for.
@@ -46,16 +56,37 @@ class YamlReader {
   const std::string& file() const { return file_; }
   const std::string& path() const { return path_; }
 
+  /// `n` (the value of `key`, or an element of it) as a T; InputError naming file:line, the key
+  /// and the type expected when it is not one (a list where a number belongs, say).
   template <class T>
   T as(const YAML::Node& n, const std::string& key) const {
+    if constexpr (is_vector<T>::value) {
+      // Element by element, so a nested list is named by its own line.
+      if (n.IsSequence()) {
+        T out;
+        for (const auto& e : n) out.push_back(as<typename T::value_type>(e, key));
+        return out;
+      }
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      if (!n.IsScalar() && !n.IsNull()) throw wrong_type(n, key, yaml_expected<T>());
+    }
     try {
       return n.as<T>();
     } catch (const YAML::Exception&) {
-      throw InputError(where(key) + ": " + path_ + "." + key + " has the wrong type of value");
+      throw wrong_type(n, key, yaml_expected<T>());
     }
   }
 
+  /// "F:L: PATH.KEY has the wrong type of value: expected EXPECTED, got …" at the node's line.
+  InputError wrong_type(const YAML::Node& n, const std::string& key,
+                        const std::string& expected) const;
+
  private:
+  template <class T>
+  struct is_vector : std::false_type {};
+  template <class T>
+  struct is_vector<std::vector<T>> : std::true_type {};
+
   YAML::Node node_;
   std::string file_, path_;
   std::vector<std::string> known_;
@@ -63,5 +94,38 @@ class YamlReader {
 
 /// "file:line" of a node.
 std::string yaml_where(const std::string& file, const YAML::Node& node);
+
+/// The text of a mapping key or a value that must be one plain value: InputError naming file:line,
+/// `what` (the key path or section) and what was found when it is a list or a mapping.
+std::string yaml_scalar(const std::string& file, const YAML::Node& node, const std::string& what);
+
+/// Refuses a key given twice in one mapping, in every mapping of `root` at every depth (yaml-cpp
+/// keeps both and its lookups see only the first): InputError "F:L2: duplicate key 'a.b' (lines L1
+/// and L2)".
+void check_duplicate_keys(const YAML::Node& root, const std::string& file);
+
+template <class T>
+std::string yaml_expected() {
+  if constexpr (std::is_same_v<T, bool>) {
+    return "true or false";
+  } else if constexpr (std::is_integral_v<T>) {
+    return "an integer";
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return "a number";
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return "a single value";
+  } else {
+    using E = typename T::value_type;
+    if constexpr (std::is_same_v<E, bool>) {
+      return "a list of true/false values";
+    } else if constexpr (std::is_integral_v<E>) {
+      return "a list of integers";
+    } else if constexpr (std::is_floating_point_v<E>) {
+      return "a list of numbers";
+    } else {
+      return "a list of single values";
+    }
+  }
+}
 
 }  // namespace igb::compress

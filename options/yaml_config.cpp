@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "compress/yaml_reader.h"
 #include "core/error.h"
 
 namespace igb::options {
@@ -87,8 +88,9 @@ std::vector<CLI::ConfigItem> YamlConfig::from_config(std::istream& input) const 
   if (!root.IsMap())
     throw InputError(file_ + ":" + std::to_string(root.Mark().line + 1) +
                      ": a config file is a mapping of option names to values");
+  compress::check_duplicate_keys(root, file_);
   for (const auto& kv : root) {
-    const std::string key = kv.first.as<std::string>();
+    const std::string key = compress::yaml_scalar(file_, kv.first, "an option name");
     const auto& val = kv.second;
     const std::string where = file_ + ":" + std::to_string(kv.first.Mark().line + 1);
     if (key == "optform") {
@@ -118,14 +120,20 @@ std::vector<CLI::ConfigItem> YamlConfig::from_config(std::istream& input) const 
       item.inputs.push_back(val.as<std::string>());
     } else if (val.IsSequence()) {
       for (const auto& v : val) {
-        if (!v.IsScalar()) throw InputError(where + ": option '" + key + "' must hold scalars");
+        if (!v.IsScalar())
+          throw InputError(compress::yaml_where(file_, v) + ": option '" + key +
+                           "' has the wrong type of value: expected a list of single values, got "
+                           "a list holding " +
+                           compress::yaml_describe(v));
         item.inputs.push_back(v.as<std::string>());
       }
       if (item.inputs.empty()) continue;  // `[]`, as written for a repeatable option not given
     } else if (val.IsNull()) {
       continue;
     } else {
-      throw InputError(where + ": option '" + key + "' must be a scalar or a list");
+      throw InputError(where + ": option '" + key +
+                       "' has the wrong type of value: expected a value or a list of values, got " +
+                       compress::yaml_describe(val));
     }
     items.push_back(std::move(item));
   }

@@ -1,0 +1,167 @@
+// Schedule and config files: values of the wrong shape (nested lists), duplicate keys, AGP's
+// sparsity range and policies outside the run's epochs are refused or warned about with file:line.
+#include <gtest/gtest.h>
+#include <torch/nn/modules/linear.h>
+
+#include <sstream>
+
+#include "compress/scheduler.h"
+#include "compress/yaml_reader.h"
+#include "core/error.h"
+#include "core/logger.h"
+#include "options/yaml_config.h"
+
+namespace igb::compress {
+
+namespace {
+
+// The message of the InputError loading `yaml` throws.
+std::string schedule_error(const std::string& yaml) {
+  torch::nn::Linear model(4, 2);
+  try {
+    CompressionScheduler::from_text(yaml, "s.yaml", *model, 0.1, nullptr);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no InputError)";
+}
+
+std::string agp(const std::string& initial, const std::string& final_sparsity,
+                const std::string& weights = "[weight]") {
+  return "version: 1\npruners:\n  p:\n    class: AutomatedGradualPruner\n    initial_sparsity: " +
+         initial + "\n    final_sparsity: " + final_sparsity + "\n    weights: " + weights +
+         "\npolicies:\n  - pruner: {instance_name: p}\n    starting_epoch: 0\n    ending_epoch: "
+         "4\n";
+}
+
+std::string config_error(const std::string& yaml) {
+  options::YamlConfig config("sr");
+  config.set_file("c.yaml");
+  std::istringstream in(yaml);
+  try {
+    config.from_config(in);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no InputError)";
+}
+
+}  // namespace
+
+TEST(YamlErrors, NestedListsNameFileLineKeyAndExpectedType) {
+  EXPECT_EQ(schedule_error(agp("0.1", "0.5", "[[weight]]")),
+            "s.yaml:7: pruners.p (AutomatedGradualPruner).weights has the wrong type of value: "
+            "expected a parameter name, got a list");
+  EXPECT_EQ(schedule_error(agp("0.1", "[0.5]")),
+            "s.yaml:6: pruners.p (AutomatedGradualPruner).final_sparsity has the wrong type of "
+            "value: expected a number, got a list");
+  EXPECT_EQ(schedule_error("version: [1]\npolicies: []\n"),
+            "s.yaml:1: version has the wrong type of value: expected 1, got a list");
+  EXPECT_EQ(schedule_error("version: 1\npruners:\n  p:\n    class: [AutomatedGradualPruner]\n"),
+            "s.yaml:4: pruners.p.class must be a single value, not a list");
+  EXPECT_EQ(schedule_error("version: 1\n[pruners]: {}\n"),
+            "s.yaml:2: a top-level key must be a single value, not a list");
+  // A policy's instance name and its epochs list, element by element.
+  const std::string lr =
+      "version: 1\nlr_schedulers:\n  lr: {class: StepLR, step_size: 2}\npolicies:\n";
+  EXPECT_EQ(schedule_error(lr + "  - lr_scheduler: {instance_name: [lr]}\n    epochs: [1]\n"),
+            "s.yaml:5: policy lr_scheduler.instance_name has the wrong type of value: expected a "
+            "single value, got a list");
+  EXPECT_EQ(schedule_error(lr + "  - lr_scheduler: {instance_name: lr}\n    epochs:\n      - 1\n"
+                                "      - [2]\n"),
+            "s.yaml:8: policy.epochs has the wrong type of value: expected an integer, got a list");
+  EXPECT_EQ(schedule_error("version: 1\nregularizers:\n  r:\n    class: L1Regularizer\n"
+                           "    reg_regims: {weight: [0.1]}\npolicies: []\n"),
+            "s.yaml:5: regularizers.r (L1Regularizer).reg_regims has the wrong type of value: "
+            "expected a number, got a list");
+}
+
+TEST(YamlErrors, DuplicateKeysNameBothLinesAtEveryDepth) {
+  EXPECT_EQ(schedule_error("version: 1\npolicies: []\nversion: 1\n"),
+            "s.yaml:3: duplicate key 'version' (lines 1 and 3); give each key once");
+  EXPECT_EQ(schedule_error("version: 1\npruners:\n  p:\n    class: AutomatedGradualPruner\n"
+                           "    final_sparsity: 0.5\n    initial_sparsity: 0.1\n"
+                           "    final_sparsity: 0.7\n"),
+            "s.yaml:7: duplicate key 'pruners.p.final_sparsity' (lines 5 and 7); give each key "
+            "once");
+  EXPECT_EQ(schedule_error("version: 1\npolicies:\n  - pruner: {instance_name: p, instance_name: "
+                           "q}\n    epochs: [0]\n"),
+            "s.yaml:3: duplicate key 'policies[0].pruner.instance_name' (lines 3 and 3); give "
+            "each key once");
+  // Config files too.
+  EXPECT_EQ(config_error("epochs: 2\nlr: 0.1\nepochs: 3\n"),
+            "c.yaml:3: duplicate key 'epochs' (lines 1 and 3); give each key once");
+  check_duplicate_keys(YAML::Load("a: {x: 1}\nb: {x: 1}\nc: [{x: 1}, {x: 2}]\n"), "ok.yaml");
+}
+
+TEST(YamlErrors, ConfigFileValuesOfTheWrongShapeNameLineAndKey) {
+  EXPECT_EQ(config_error("model-arg: [[a]]\n"),
+            "c.yaml:1: option 'model-arg' has the wrong type of value: expected a list of single "
+            "values, got a list holding a list");
+  EXPECT_EQ(config_error("epochs:\n  a: 1\n"),
+            "c.yaml:1: option 'epochs' has the wrong type of value: expected a value or a list of "
+            "values, got a mapping");
+  EXPECT_EQ(config_error("epochs: 2\n[lr]: 0.1\n"),
+            "c.yaml:2: an option name must be a single value, not a list");
+}
+
+TEST(YamlErrors, AgpNeedsInitialBelowFinalSparsity) {
+  EXPECT_EQ(schedule_error(agp("0.5", "0.5")),
+            "s.yaml:5: pruners.p (AutomatedGradualPruner): initial_sparsity 0.5 must be below "
+            "final_sparsity 0.5 (AGP raises sparsity from the one to the other)");
+  EXPECT_EQ(schedule_error(agp("0.7", "0.25")),
+            "s.yaml:5: pruners.p (AutomatedGradualPruner): initial_sparsity 0.7 must be below "
+            "final_sparsity 0.25 (AGP raises sparsity from the one to the other)");
+  EXPECT_EQ(
+      schedule_error("version: 1\npruners:\n  p:\n    class: "
+                     "L1RankedStructureParameterPruner_AGP\n    initial_sparsity: 0.3\n"
+                     "    final_sparsity: 0.2\n    group_type: Rows\n    weights: [weight]\n"),
+      "s.yaml:5: pruners.p (L1RankedStructureParameterPruner_AGP): initial_sparsity 0.3 "
+      "must be below final_sparsity 0.2 (AGP raises sparsity from the one to the other)");
+  torch::nn::Linear model(4, 2);
+  EXPECT_NO_THROW(CompressionScheduler::from_text(agp("0", "0.5"), "s.yaml", *model, 0.1, nullptr));
+}
+
+TEST(YamlErrors, PoliciesOutsideTheRunsEpochsAreWarnedAbout) {
+  torch::nn::Linear model(4, 2);
+  Logger logger;
+  auto s = CompressionScheduler::from_text(
+      "version: 1\npruners:\n  p:\n    class: AutomatedGradualPruner\n    initial_sparsity: 0\n"
+      "    final_sparsity: 0.5\n    weights: [weight]\n"
+      "lr_schedulers:\n  lr: {class: StepLR, step_size: 2}\n  late: {class: StepLR, step_size: 1}\n"
+      "policies:\n"
+      "  - pruner: {instance_name: p}\n    starting_epoch: 0\n    ending_epoch: 12\n"
+      "  - lr_scheduler: {instance_name: lr}\n    epochs: [0, 9]\n"
+      "  - lr_scheduler: {instance_name: late}\n    starting_epoch: 10\n    ending_epoch: 20\n",
+      "s.yaml", *model, 0.1, &logger);
+  testing::internal::CaptureStderr();
+  s->set_epochs(10);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "warning: s.yaml:17: the lr_scheduler policy of 'late' starts at epoch 10, after the "
+            "run's last epoch 9 (--epochs 10); it never acts\n"
+            "warning: s.yaml:12: the pruner policy of 'p' acts until epoch 11, past the run's "
+            "last epoch 9 (--epochs 10); it is cut short\n");
+  testing::internal::CaptureStderr();
+  s->set_epochs(30);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+}
+
+TEST(YamlErrors, RepeatedWarningsAreSummarised) {
+  std::string yaml = "version: 1\nlr_schedulers:\n";
+  for (int i = 0; i < 12; ++i)
+    yaml += "  lr" + std::to_string(10 + i) + ": {class: StepLR, step_size: 2}\n";
+  yaml += "policies:\n  - lr_scheduler: {instance_name: lr10}\n    epochs: [1]\n";
+  torch::nn::Linear model(4, 2);
+  Logger logger;
+  testing::internal::CaptureStderr();
+  CompressionScheduler::from_text(yaml, "s.yaml", *model, 0.1, &logger);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "warning: s.yaml: 'lr11' is defined but no policy uses it\n"
+            "warning: s.yaml: 'lr12' is defined but no policy uses it\n"
+            "warning: s.yaml: 'lr13' is defined but no policy uses it\n"
+            "warning: s.yaml: 'lr14' is defined but no policy uses it\n"
+            "warning: s.yaml: 'lr15' is defined but no policy uses it\n"
+            "warning: s.yaml: … and 6 more instances are defined but no policy uses them\n");
+}
+
+}  // namespace igb::compress
