@@ -118,9 +118,7 @@ bool is_mnist(const fs::path& root) { return fs::exists(root / "train-images-idx
 bool has_class_folders(const fs::path& root) {
   fs::path base = fs::is_directory(root / "train") ? root / "train" : root;
   if (!fs::is_directory(base)) return false;
-  for (const auto& e : fs::directory_iterator(base))
-    if (e.is_directory()) return true;
-  return false;
+  return !list_subfolders(base).empty();
 }
 
 LabeledImages synthetic_split(int64_t count, int64_t size, uint64_t seed) {
@@ -134,12 +132,22 @@ LabeledImages synthetic_split(int64_t count, int64_t size, uint64_t seed) {
   return {images, labels};
 }
 
-// Class sub-folders: <dir>/<class>/<image>; classes sorted by name.
+// Class sub-folders: <dir>/<class>/<image>; classes sorted by name. Every class folder there is
+// must hold images; a split may lack a class (a small validation set), but not add one.
 void class_files(const fs::path& dir, const std::vector<std::string>& classes,
                  std::vector<fs::path>& files, std::vector<int64_t>& labels) {
+  for (const auto& name : list_subfolders(dir))
+    if (std::find(classes.begin(), classes.end(), name) == classes.end())
+      throw InputError("image folder " + dir.string() + ": class '" + name + "' (" +
+                       (dir / name).string() +
+                       ") is not a training class; training classes: " + join(classes));
   for (size_t c = 0; c < classes.size(); ++c) {
     if (!fs::is_directory(dir / classes[c])) continue;
-    for (const auto& f : list_images(dir / classes[c])) {
+    const auto images = list_images(dir / classes[c]);
+    if (images.empty())
+      throw InputError("image folder " + dir.string() + ": class '" + classes[c] + "' (" +
+                       (dir / classes[c]).string() + ") holds no images (png, jpg, jpeg, bmp)");
+    for (const auto& f : images) {
       files.push_back(f);
       labels.push_back(static_cast<int64_t>(c));
     }
@@ -296,9 +304,7 @@ ClassifyData load_image_folder(const std::string& data, const ClassifyDataOption
       }
   if (!fs::is_directory(train_dir)) throw InputError("data folder " + data + " does not exist");
   ClassifyData d;
-  for (const auto& e : fs::directory_iterator(train_dir))
-    if (e.is_directory()) d.classes.push_back(e.path().filename().string());
-  std::sort(d.classes.begin(), d.classes.end());
+  d.classes = list_subfolders(train_dir);
   if (d.classes.size() < 2)
     throw InputError("image folder " + train_dir.string() +
                      " needs one sub-folder per class, at least two");

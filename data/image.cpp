@@ -1,7 +1,17 @@
 #include "data/image.h"
 
+#include <opencv2/core/utils/logger.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
 
 #include "core/error.h"
 #include "core/fs.h"
@@ -10,16 +20,176 @@ namespace igb::data {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+uint32_t byte_at(const std::string& b, size_t i) { return static_cast<uint8_t>(b[i]); }
+uint32_t be32(const std::string& b, size_t i) {
+  return (byte_at(b, i) << 24) | (byte_at(b, i + 1) << 16) | (byte_at(b, i + 2) << 8) |
+         byte_at(b, i + 3);
+}
+uint32_t le16(const std::string& b, size_t i) { return byte_at(b, i) | (byte_at(b, i + 1) << 8); }
+uint32_t le32(const std::string& b, size_t i) { return le16(b, i) | (le16(b, i + 2) << 16); }
+
+// CRC-32 of PNG chunks (ISO 3309, polynomial 0xEDB88320).
+uint32_t crc32(const std::string& b, size_t begin, size_t end) {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t n = 0; n < 256; ++n) {
+      uint32_t c = n;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[n] = c;
+    }
+    return t;
+  }();
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = begin; i < end; ++i) c = table[(c ^ byte_at(b, i)) & 0xFF] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+// The walks below find what would make a decoder fail or complain, so a broken file is refused
+// with a reason before OpenCV, libpng or libjpeg see it (they print to stderr on their own).
+// Each returns "" for a sound file.
+
+std::string png_problem(const std::string& b) {
+  const std::string at_end = " (the data ends at byte " + std::to_string(b.size());
+  size_t i = 8;
+  bool first = true;
+  while (true) {
+    if (i + 8 > b.size()) return "a truncated PNG" + at_end + ", before its IEND chunk)";
+    const uint32_t len = be32(b, i);
+    const std::string type = b.substr(i + 4, 4);
+    for (char c : type)
+      if (!std::isalpha(static_cast<unsigned char>(c)))
+        return "a damaged PNG (no chunk header at byte " + std::to_string(i) + ")";
+    if (first && type != "IHDR") return "a damaged PNG (it does not start with an IHDR chunk)";
+    first = false;
+    if (len > 0x7FFFFFFFu || i + 12 + static_cast<size_t>(len) > b.size())
+      return "a truncated PNG" + at_end + ", inside chunk " + type + ")";
+    if (crc32(b, i + 4, i + 8 + len) != be32(b, i + 8 + len))
+      return "a damaged PNG (chunk " + type + " at byte " + std::to_string(i) + " fails its CRC)";
+    if (type == "IEND") return "";
+    i += 12 + len;
+  }
+}
+
+std::string jpeg_problem(const std::string& b) {
+  const size_t n = b.size();
+  const std::string truncated = "a truncated JPEG (the data ends at byte " + std::to_string(n) +
+                                ", before its end-of-image marker)";
+  size_t i = 2;
+  bool in_scan = false, scanned = false;
+  while (true) {
+    if (in_scan) {
+      // Entropy-coded data: 0xFF is followed by 0x00 (a stuffed byte), a restart marker, more
+      // 0xFF (fill) or the next marker.
+      while (i + 1 < n &&
+             !(byte_at(b, i) == 0xFF && byte_at(b, i + 1) != 0x00 && byte_at(b, i + 1) != 0xFF &&
+               !(byte_at(b, i + 1) >= 0xD0 && byte_at(b, i + 1) <= 0xD7)))
+        ++i;
+      if (i + 1 >= n) return truncated;
+      in_scan = false;
+    } else {
+      // Between segments libjpeg skips stray bytes up to the next marker.
+      while (true) {
+        while (i < n && byte_at(b, i) != 0xFF) ++i;
+        while (i < n && byte_at(b, i) == 0xFF) ++i;
+        if (i >= n) return truncated;
+        if (byte_at(b, i) != 0x00) break;
+      }
+      --i;
+    }
+    const uint32_t marker = byte_at(b, i + 1);
+    i += 2;
+    if (marker == 0xD9) return scanned ? "" : "a damaged JPEG (it holds no image data)";
+    if ((marker >= 0xD0 && marker <= 0xD8) || marker == 0x01) continue;  // no length
+    if (i + 2 > n) return truncated;
+    const size_t len = (byte_at(b, i) << 8) | byte_at(b, i + 1);
+    if (len < 2) return "a damaged JPEG (a segment at byte " + std::to_string(i) + " is empty)";
+    if (i + len > n) return truncated;
+    i += len;
+    if (marker == 0xDA) in_scan = scanned = true;
+  }
+}
+
+std::string bmp_problem(const std::string& b) {
+  const std::string truncated = "a truncated BMP (" + std::to_string(b.size()) + " bytes";
+  if (b.size() < 26) return truncated + ", less than its header)";
+  const uint64_t offset = le32(b, 10), header = le32(b, 14);
+  int64_t width, height;
+  uint32_t bits, compression = 0;
+  if (header == 12) {
+    width = le16(b, 18);
+    height = le16(b, 20);
+    bits = le16(b, 24);
+  } else {
+    if (b.size() < 34 || b.size() < 14 + std::min<uint64_t>(header, 40))
+      return truncated + ", less than its header)";
+    width = static_cast<int32_t>(le32(b, 18));
+    height = static_cast<int32_t>(le32(b, 22));
+    bits = le16(b, 28);
+    compression = le32(b, 30);
+  }
+  if (width <= 0 || height == 0 || width > (1 << 20) || std::abs(height) > (1 << 20) || bits == 0 ||
+      bits > 32)
+    return "a damaged BMP (its header gives " + std::to_string(width) + "x" +
+           std::to_string(height) + " pixels of " + std::to_string(bits) + " bits)";
+  // Uncompressed rows are padded to 4 bytes; compressed data has no size to check here.
+  if (compression == 0 || compression == 3 || compression == 6) {
+    const uint64_t need = offset + (static_cast<uint64_t>(width) * bits + 31) / 32 * 4 *
+                                       static_cast<uint64_t>(std::abs(height));
+    if (b.size() < need) return truncated + ", its header promises " + std::to_string(need) + ")";
+  }
+  return "";
+}
+
+// Why `bytes` cannot be an image, or "" when it looks sound; `kind` is set to its format.
+std::string image_problem(const std::string& bytes, std::string& kind) {
+  if (bytes.empty()) return "the file is empty";
+  if (bytes.compare(0, 8, "\x89PNG\r\n\x1a\n", 8) == 0) {
+    kind = "PNG";
+    return png_problem(bytes);
+  }
+  if (bytes.size() >= 3 && byte_at(bytes, 0) == 0xFF && byte_at(bytes, 1) == 0xD8 &&
+      byte_at(bytes, 2) == 0xFF) {
+    kind = "JPEG";
+    return jpeg_problem(bytes);
+  }
+  if (bytes.compare(0, 2, "BM") == 0) {
+    kind = "BMP";
+    return bmp_problem(bytes);
+  }
+  return "not an image (its data is not PNG, JPEG or BMP)";
+}
+
+}  // namespace
+
 at::Tensor read_image(const fs::path& path) {
-  if (!fs::exists(path)) throw InputError("image " + path.string() + " does not exist");
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (!fs::exists(status)) throw InputError("image " + path.string() + " does not exist");
+  if (fs::is_directory(status)) throw InputError("image " + path.string() + " is a folder");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError("image " + path.string() + " is unreadable: " + std::strerror(errno));
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw InputError("image " + path.string() + " is unreadable: read error");
+  std::string kind;
+  const std::string problem = image_problem(bytes, kind);
+  if (!problem.empty())
+    throw InputError("image " + path.string() + " is unreadable or corrupt: " + problem);
+  // OpenCV's own log lines would come before our one line; our message says what it would.
+  static std::once_flag quiet_opencv;
+  std::call_once(quiet_opencv,
+                 [] { cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_SILENT); });
   cv::Mat img;
   try {
-    img = cv::imread(path.string(), cv::IMREAD_COLOR);
-  } catch (const cv::Exception& e) {
-    throw InputError("image " + path.string() + " cannot be decoded: " + e.msg);
+    const cv::Mat raw(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
+    img = cv::imdecode(raw, cv::IMREAD_COLOR);
+  } catch (const cv::Exception&) {
+    img.release();
   }
   if (img.empty() || img.rows < 1 || img.cols < 1)
-    throw InputError("image " + path.string() + " is unreadable or corrupt (cannot decode it)");
+    throw InputError("image " + path.string() + " is unreadable or corrupt: its " + kind +
+                     " data cannot be decoded");
   cv::cvtColor(img, img, cv::COLOR_BGR2RGB);
   auto t = torch::from_blob(img.data, {img.rows, img.cols, 3}, torch::kUInt8).clone();
   return t.permute({2, 0, 1}).to(torch::kFloat32).div_(255.0f).contiguous();

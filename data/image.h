@@ -7,8 +7,12 @@
 
 namespace igb::data {
 
-/// Reads an image file as a float tensor [3, H, W] in [0, 1], RGB. Grey images are replicated
-/// to three channels. Throws InputError naming the file when it is missing, unreadable or corrupt.
+/// Reads an image file (PNG, JPEG or BMP, recognised by its content) as a float tensor [3, H, W]
+/// in [0, 1], RGB. Grey images are replicated to three channels. Throws InputError naming the file
+/// and what is wrong when it is missing, unreadable, empty, not an image, truncated (a PNG without
+/// its IEND chunk, a JPEG without its end-of-image marker, a BMP shorter than its header says),
+/// damaged (a PNG chunk failing its CRC) or cannot be decoded. A broken file is refused before any
+/// decoder sees it, so nothing but that one error reaches the console.
 at::Tensor read_image(const std::filesystem::path& path);
 
 /// Writes a [C, H, W] tensor in [0, 1] (C = 1 or 3, RGB) as an 8-bit image; the format follows the

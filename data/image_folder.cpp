@@ -9,13 +9,69 @@ namespace igb::data {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+InputError unreadable(const fs::filesystem_error& e) {
+  return InputError("data folder entry " + e.path1().string() +
+                    " cannot be read: " + e.code().message());
+}
+
+// What `p` is, following symlinks; a symlink loop or an unreadable entry is an InputError, a
+// dangling symlink is not_found.
+fs::file_status status_of(const fs::path& p) {
+  std::error_code ec;
+  auto s = fs::status(p, ec);
+  if (ec == std::errc::too_many_symbolic_link_levels)
+    throw InputError("data folder entry " + p.string() + " is a symlink loop");
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    throw InputError("data folder entry " + p.string() + " cannot be read: " + ec.message());
+  return s;
+}
+
+// Depth first; `open` holds the real paths of the folders being listed, so a symlink back to one
+// of them is a loop rather than an endless descent.
+void collect_images(const fs::path& dir, std::vector<fs::path>& open, std::vector<fs::path>& out) {
+  std::error_code ec;
+  const fs::path real = fs::canonical(dir, ec);
+  if (ec) throw InputError("data folder " + dir.string() + " cannot be read: " + ec.message());
+  if (std::find(open.begin(), open.end(), real) != open.end())
+    throw InputError("data folder entry " + dir.string() + " is a symlink loop: it leads back to " +
+                     real.string());
+  open.push_back(real);
+  try {
+    for (const auto& e : fs::directory_iterator(dir)) {
+      const auto s = status_of(e.path());
+      if (fs::is_directory(s))
+        collect_images(e.path(), open, out);
+      else if (fs::is_regular_file(s) && is_image_file(e.path()))
+        out.push_back(e.path());
+    }
+  } catch (const fs::filesystem_error& e) {
+    throw unreadable(e);
+  }
+  open.pop_back();
+}
+
+}  // namespace
+
 std::vector<fs::path> list_images(const fs::path& dir) {
-  if (!fs::exists(dir)) throw InputError("data folder " + dir.string() + " does not exist");
-  if (!fs::is_directory(dir)) throw InputError("data path " + dir.string() + " is not a folder");
-  std::vector<fs::path> out;
-  for (const auto& e :
-       fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink))
-    if (e.is_regular_file() && is_image_file(e.path())) out.push_back(e.path());
+  const auto s = status_of(dir);
+  if (!fs::exists(s)) throw InputError("data folder " + dir.string() + " does not exist");
+  if (!fs::is_directory(s)) throw InputError("data path " + dir.string() + " is not a folder");
+  std::vector<fs::path> out, open;
+  collect_images(dir, open, out);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> list_subfolders(const fs::path& dir) {
+  std::vector<std::string> out;
+  try {
+    for (const auto& e : fs::directory_iterator(dir))
+      if (fs::is_directory(status_of(e.path()))) out.push_back(e.path().filename().string());
+  } catch (const fs::filesystem_error& e) {
+    throw unreadable(e);
+  }
   std::sort(out.begin(), out.end());
   return out;
 }

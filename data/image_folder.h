@@ -6,9 +6,14 @@
 
 namespace igb::data {
 
-/// All image files (png, jpg, jpeg, bmp) under `dir`, recursively, sorted by path. Throws
-/// InputError when `dir` does not exist or is not a directory.
+/// All image files (png, jpg, jpeg, bmp) under `dir`, recursively (following symlinks), sorted by
+/// path. Throws InputError when `dir` does not exist or is not a directory, when an entry cannot be
+/// read, and naming the entry when a symlink leads back to a folder it is in (a loop).
 std::vector<std::filesystem::path> list_images(const std::filesystem::path& dir);
+
+/// The names of the folders directly in `dir` (following symlinks), sorted. Throws InputError
+/// naming the entry on a symlink loop or an entry that cannot be read.
+std::vector<std::string> list_subfolders(const std::filesystem::path& dir);
 
 /// Training and validation images of an image folder, and the layout that was recognised.
 struct ImageSplit {

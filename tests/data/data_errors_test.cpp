@@ -1,0 +1,167 @@
+// Bad data is refused with one line naming the file, folder or class: truncated, damaged or
+// foreign image files (and no decoder noise on the console), symlink loops, image folders whose
+// validation split adds a class or holds an empty class folder.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "data/classify_data.h"
+#include "data/image.h"
+#include "data/image_folder.h"
+#include "tests/support.h"
+
+namespace igb::data {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+class DataErrorsTest : public ::testing::Test {
+ protected:
+  // Writes a 40×40 noisy image (noise keeps the compressed data large), returns its path.
+  fs::path image(const fs::path& rel) {
+    torch::manual_seed(3);
+    fs::create_directories((root_ / rel).parent_path());
+    write_image(root_ / rel, torch::rand({3, 40, 40}));
+    return root_ / rel;
+  }
+  // The message of the InputError reading `path` throws; fails the test if the read printed
+  // anything (libpng, libjpeg and OpenCV write to stderr on their own).
+  static std::string read_error(const fs::path& path) {
+    std::string message = "(no InputError)";
+    testing::internal::CaptureStderr();
+    try {
+      read_image(path);
+    } catch (const InputError& e) {
+      message = e.what();
+    }
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), "") << path;
+    return message;
+  }
+  static std::string load_error(const fs::path& root) {
+    try {
+      load_classify_data(root.string(), ClassifyDataOptions());
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "(no InputError)";
+  }
+  test::TempDir tmp_;
+  fs::path root_ = tmp_.path();
+};
+
+}  // namespace
+
+TEST_F(DataErrorsTest, SoundImagesReadSilently) {
+  for (const char* name : {"a.png", "b.jpg", "c.bmp"}) {
+    const auto p = image(name);
+    testing::internal::CaptureStderr();
+    const auto t = read_image(p);
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+    EXPECT_EQ(t.sizes(), torch::IntArrayRef({3, 40, 40})) << name;
+  }
+  // Lossless formats give back what was written, to the 8-bit grid.
+  torch::manual_seed(3);
+  const auto written = quantize_8bit(torch::rand({3, 40, 40}));
+  EXPECT_TRUE(torch::allclose(read_image(root_ / "a.png"), written, 0, 1e-6));
+  EXPECT_TRUE(torch::allclose(read_image(root_ / "c.bmp"), written, 0, 1e-6));
+}
+
+TEST_F(DataErrorsTest, TruncatedImagesSayWhatIsWrongAndPrintNothingElse) {
+  const auto png = image("t.png"), jpg = image("t.jpg"), bmp = image("t.bmp");
+  const auto png_half = fs::file_size(png) / 2, jpg_half = fs::file_size(jpg) / 2;
+  fs::resize_file(png, png_half);
+  fs::resize_file(jpg, jpg_half);
+  fs::resize_file(bmp, 2000);
+  EXPECT_EQ(read_error(png), "image " + png.string() +
+                                 " is unreadable or corrupt: a truncated PNG (the data ends at "
+                                 "byte " +
+                                 std::to_string(png_half) + ", inside chunk IDAT)");
+  EXPECT_EQ(read_error(jpg), "image " + jpg.string() +
+                                 " is unreadable or corrupt: a truncated JPEG (the data ends at "
+                                 "byte " +
+                                 std::to_string(jpg_half) + ", before its end-of-image marker)");
+  // 40 rows of 120 bytes after a 54-byte header.
+  EXPECT_EQ(read_error(bmp), "image " + bmp.string() +
+                                 " is unreadable or corrupt: a truncated BMP (2000 bytes, its "
+                                 "header promises 4854)");
+}
+
+TEST_F(DataErrorsTest, DamagedEmptyAndForeignFilesAreNamed) {
+  const auto png = image("d.png");
+  {
+    std::fstream f(png, std::ios::in | std::ios::out | std::ios::binary);
+    const auto middle = static_cast<std::streamoff>(fs::file_size(png) / 2);
+    f.seekg(middle);
+    const char c = static_cast<char>(f.get());
+    f.seekp(middle);
+    f.put(static_cast<char>(~c));
+  }
+  const auto damaged = read_error(png);
+  EXPECT_EQ(damaged.rfind("image " + png.string() +
+                              " is unreadable or corrupt: a damaged PNG (chunk IDAT at byte ",
+                          0),
+            0u)
+      << damaged;
+  EXPECT_EQ(damaged.substr(damaged.size() - 15), " fails its CRC)") << damaged;
+
+  std::ofstream(root_ / "empty.png").close();
+  EXPECT_EQ(read_error(root_ / "empty.png"), "image " + (root_ / "empty.png").string() +
+                                                 " is unreadable or corrupt: the file is empty");
+  std::ofstream(root_ / "notes.jpg") << "not a picture";
+  EXPECT_EQ(read_error(root_ / "notes.jpg"),
+            "image " + (root_ / "notes.jpg").string() +
+                " is unreadable or corrupt: not an image (its data is not PNG, JPEG or BMP)");
+  EXPECT_EQ(read_error(root_ / "missing.png"),
+            "image " + (root_ / "missing.png").string() + " does not exist");
+}
+
+TEST_F(DataErrorsTest, SymlinkLoopsAreInputErrorsNamingThePath) {
+  image("train/a/1.png");
+  image("val/a/1.png");
+  fs::create_directory_symlink(root_ / "train", root_ / "train/a/back");
+  try {
+    split_image_folder(root_);
+    FAIL() << "no error for a symlink loop";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "data folder entry " + (root_ / "train/a/back").string() +
+                                         " is a symlink loop: it leads back to " +
+                                         fs::canonical(root_ / "train").string());
+  }
+  fs::remove(root_ / "train/a/back");
+  fs::create_symlink(root_ / "val/a/self.png", root_ / "val/a/self.png");
+  try {
+    list_images(root_ / "val");
+    FAIL() << "no error for a link to itself";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "data folder entry " + (root_ / "val/a/self.png").string() + " is a symlink loop");
+  }
+}
+
+TEST_F(DataErrorsTest, ValidationClassesMustBeTrainingClassesAndNoClassFolderIsEmpty) {
+  for (const char* p : {"train/cat/1.png", "train/dog/1.png", "val/cat/1.png", "val/emu/1.png"})
+    image(p);
+  EXPECT_EQ(load_error(root_), "image folder " + (root_ / "val").string() + ": class 'emu' (" +
+                                   (root_ / "val/emu").string() +
+                                   ") is not a training class; training classes: cat, dog");
+  fs::remove_all(root_ / "val/emu");
+  fs::create_directories(root_ / "val/dog");
+  EXPECT_EQ(load_error(root_), "image folder " + (root_ / "val").string() + ": class 'dog' (" +
+                                   (root_ / "val/dog").string() +
+                                   ") holds no images (png, jpg, jpeg, bmp)");
+  fs::remove_all(root_ / "val/dog");
+  fs::create_directories(root_ / "train/eel");
+  EXPECT_EQ(load_error(root_), "image folder " + (root_ / "train").string() + ": class 'eel' (" +
+                                   (root_ / "train/eel").string() +
+                                   ") holds no images (png, jpg, jpeg, bmp)");
+  fs::remove_all(root_ / "train/eel");
+  // A validation split may lack a class.
+  auto d = load_classify_data(root_.string(), ClassifyDataOptions());
+  EXPECT_EQ(d.classes, (std::vector<std::string>{"cat", "dog"}));
+  EXPECT_EQ(d.val->size(), 1);
+}
+
+}  // namespace igb::data
