@@ -38,8 +38,14 @@ struct CheckpointMeta {
   nlohmann::json extra = nlohmann::json::object();
 
   nlohmann::json to_json() const;
+  /// Reads the JSON back, checking every key's type and that values can be right (epoch between
+  /// -1 and kMaxCheckpointEpoch, best_epoch not after epoch, thinning recipes of the documented
+  /// shape); anything else is an InputError saying which key and what is wrong.
   static CheckpointMeta from_json(const nlohmann::json& j);
 };
+
+/// The largest epoch a checkpoint may record; a larger one is refused as corrupt.
+constexpr int64_t kMaxCheckpointEpoch = 1000000;
 
 /// What a checkpoint holds besides its meta; any pointer may be null.
 struct CheckpointParts {
@@ -49,21 +55,28 @@ struct CheckpointParts {
   std::function<void(torch::serialize::OutputArchive&)> scheduler;
 };
 
-/// Saves a checkpoint atomically (temporary file, then rename), including the CPU RNG state.
+/// Saves a checkpoint atomically (temporary file, fsync, rename), including the CPU RNG state.
+/// Every record of the archive gets a CRC-32C in the `igb_checksums` record (docs/file-formats.md).
 void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& meta,
                      const CheckpointParts& parts);
 
-/// A checkpoint read back from disk. Loading validates the archive; a missing, corrupt, truncated
-/// or foreign file is an InputError naming the file.
+/// A checkpoint read back from disk. Loading verifies the CRC-32C of every record before anything
+/// is parsed ("checkpoint F is corrupt: record R fails its checksum"), then validates the meta; a
+/// missing, corrupt, truncated or foreign file is always one InputError line naming the file.
+/// A checkpoint of an older igb (format 1, no checksums) still loads, with one warning line on
+/// stderr that it is unverified.
 class Checkpoint {
  public:
   static Checkpoint load(const std::filesystem::path& path);
 
   const CheckpointMeta& meta() const { return meta_; }
   const std::filesystem::path& path() const { return path_; }
+  /// False for an older checkpoint without checksums, which was loaded unverified.
+  bool verified() const { return verified_; }
 
   /// Copies the saved parameters and buffers into `model`. Every name must exist on both sides
-  /// with the same shape; a mismatch is an InputError naming the tensor and both shapes.
+  /// with the same shape; a mismatch is an InputError naming the tensor and both shapes. A
+  /// parameter holding NaN or infinity, or a buffer holding NaN, is refused, naming it.
   void load_model(torch::nn::Module& model) const;
   /// Restores optimizer state; returns false when the checkpoint has none.
   bool load_optimizer(torch::optim::Optimizer& optimizer) const;
@@ -75,6 +88,7 @@ class Checkpoint {
  private:
   std::filesystem::path path_;
   CheckpointMeta meta_;
+  bool verified_ = false;
   std::shared_ptr<torch::serialize::InputArchive> archive_;
 };
 

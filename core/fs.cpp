@@ -1,8 +1,12 @@
 #include "core/fs.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -13,18 +17,92 @@ namespace igb {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The temporary files being written, where a signal handler can reach them. This is the one
+// mutable global outside the registries: a handler has no other way to find them, and it may
+// only use atomics and fixed storage (no locks, no allocation). A slot is free (0), being filled
+// (1) or holds a path the handler may unlink (2).
+constexpr int kPendingSlots = 64;
+constexpr size_t kPendingPathMax = 4096;
+struct PendingSlot {
+  std::atomic<int> state{0};
+  char path[kPendingPathMax];
+};
+PendingSlot g_pending[kPendingSlots];
+static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs lock-free atomics");
+
+// Registers `path` for the lifetime of the object. A path too long or no free slot just goes
+// unregistered: the file is then still removed on an exception, only not on a signal.
+class PendingTemporary {
+ public:
+  explicit PendingTemporary(const fs::path& path) {
+    const std::string& s = path.native();
+    if (s.size() >= kPendingPathMax) return;
+    for (int i = 0; i < kPendingSlots; ++i) {
+      int expected = 0;
+      if (g_pending[i].state.compare_exchange_strong(expected, 1)) {
+        std::memcpy(g_pending[i].path, s.c_str(), s.size() + 1);
+        g_pending[i].state.store(2);
+        slot_ = i;
+        return;
+      }
+    }
+  }
+  ~PendingTemporary() {
+    if (slot_ >= 0) g_pending[slot_].state.store(0);
+  }
+  PendingTemporary(const PendingTemporary&) = delete;
+  PendingTemporary& operator=(const PendingTemporary&) = delete;
+
+ private:
+  int slot_ = -1;
+};
+
+// fsync of a file or directory by path. A file that cannot be synced is an error (its data may not
+// be on disk); a directory is synced on a best-effort basis, since some file systems refuse it and
+// the rename has already happened.
+void sync_path(const fs::path& path, bool directory) {
+  int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+  if (fd < 0) {
+    if (directory) return;
+    throw InputError("cannot write " + path.string() + ": " + std::strerror(errno));
+  }
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0 && !directory)
+    throw InputError("cannot write " + path.string() + ": " + std::strerror(err));
+}
+
+}  // namespace
+
+void remove_pending_temporaries() noexcept {
+  for (auto& slot : g_pending)
+    if (slot.state.load() == 2) ::unlink(slot.path);
+}
+
+int pending_temporary_count() noexcept {
+  int n = 0;
+  for (auto& slot : g_pending) n += slot.state.load() != 0;
+  return n;
+}
+
 void write_atomically(const fs::path& path, const std::function<void(const fs::path& tmp)>& write) {
   if (path.has_parent_path()) fs::create_directories(path.parent_path());
   fs::path tmp = path;
   tmp += ".tmp" + std::to_string(::getpid());
+  PendingTemporary pending(tmp);
   try {
     write(tmp);
+    sync_path(tmp, false);
     fs::rename(tmp, path);
   } catch (...) {
     std::error_code ec;
     fs::remove(tmp, ec);
     throw;
   }
+  sync_path(path.has_parent_path() ? path.parent_path() : fs::path("."), true);
 }
 
 void write_text_atomically(const fs::path& path, const std::string& text) {

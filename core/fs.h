@@ -6,14 +6,24 @@
 
 namespace igb {
 
-/// Writes `path` atomically: `write` fills a temporary file beside it, which then replaces `path`
-/// by rename. A failure (or exception in `write`) leaves any existing `path` untouched and removes
-/// the temporary file.
+/// Writes `path` atomically: `write` fills a temporary file beside it (`<path>.tmp<pid>`), which is
+/// flushed to disk (fsync) and then replaces `path` by rename; the directory is synced after the
+/// rename so the new name survives a crash. A failure (or exception in `write`) leaves any existing
+/// `path` untouched and removes the temporary file. While `write` runs the temporary file is
+/// registered as pending, so SIGINT/SIGTERM remove it too (see remove_pending_temporaries).
 void write_atomically(const std::filesystem::path& path,
                       const std::function<void(const std::filesystem::path& tmp)>& write);
 
 /// Atomically writes `text` to `path`.
 void write_text_atomically(const std::filesystem::path& path, const std::string& text);
+
+/// Unlinks every temporary file a write_atomically in this process is filling right now.
+/// Async-signal-safe (atomic loads and unlink only): the SIGINT/SIGTERM handler that
+/// install_interrupt_cleanup() (core/main_guard.h) sets calls it before the process dies.
+void remove_pending_temporaries() noexcept;
+
+/// How many temporary files are registered as pending right now (for tests).
+int pending_temporary_count() noexcept;
 
 /// Reads a whole file; throws InputError naming the file when it cannot be read.
 std::string read_text_file(const std::filesystem::path& path);

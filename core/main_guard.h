@@ -6,6 +6,12 @@ namespace igb {
 
 /// Runs a driver's body, catching every error once: InputError (and usage errors) print one line
 /// "<program>: error: <message>" and return 2; anything else prints one line and returns 1.
+/// Installs install_interrupt_cleanup() first.
 int guarded_main(const char* program, const std::function<int()>& body);
+
+/// Installs SIGINT and SIGTERM handlers that remove the temporary files of atomic writes in flight
+/// (core/fs.h) and then let the signal end the process as it would have (default action, same exit
+/// status). A signal the process was started with ignored (`nohup`, background jobs) stays ignored.
+void install_interrupt_cleanup();
 
 }  // namespace igb

@@ -6,10 +6,9 @@
 #include <string>
 #include <vector>
 
-namespace igb {
+#include "core/crc32c.h"
 
-/// CRC-32C (Castagnoli), as used by TFRecord framing. crc32c("123456789") == 0xE3069283.
-uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0);
+namespace igb {
 
 /// The masked form TFRecord stores: ((crc >> 15) | (crc << 17)) + 0xa282ead8.
 uint32_t masked_crc32c(const void* data, size_t size);
