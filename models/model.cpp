@@ -82,12 +82,28 @@ Model model_from_checkpoint(const Checkpoint& checkpoint) {
     throw InputError(
         "checkpoint " + checkpoint.path().string() + " names model '" + meta.model +
         "', which this build does not have; valid models: " + join(model_registry().names()));
-  Model model = create_model(meta.model, meta.model_options);
+  const std::string where = "checkpoint " + checkpoint.path().string();
+  Model model;
+  try {
+    model = create_model(meta.model, meta.model_options);
+  } catch (const InputError& e) {
+    throw InputError(where + ": " + e.what());
+  } catch (const std::exception&) {
+    throw InputError(where + ": model '" + meta.model + "' cannot be built from its options " +
+                     meta.model_options.dump());
+  }
   // A thinned model: replay its thinning recipes on the dense model, then load the weights.
-  for (size_t i = 0; i < meta.thinning_recipes.size(); ++i)
-    apply_thinning_recipe(
-        *model, meta.thinning_recipes[i],
-        checkpoint.path().string() + " (thinning recipe " + std::to_string(i + 1) + ")");
+  for (size_t i = 0; i < meta.thinning_recipes.size(); ++i) {
+    const std::string recipe =
+        checkpoint.path().string() + " (thinning recipe " + std::to_string(i + 1) + ")";
+    try {
+      apply_thinning_recipe(*model, meta.thinning_recipes[i], recipe);
+    } catch (const InputError&) {
+      throw;
+    } catch (const std::exception&) {
+      throw InputError(recipe + ": the recipe does not fit model '" + meta.model + "'");
+    }
+  }
   checkpoint.load_model(*model);
   return model;
 }
