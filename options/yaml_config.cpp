@@ -94,9 +94,12 @@ std::vector<CLI::ConfigItem> YamlConfig::from_config(std::istream& input) const 
     const auto& val = kv.second;
     const std::string where = file_ + ":" + std::to_string(kv.first.Mark().line + 1);
     if (key == "optform") {
-      if (!val.IsScalar() || val.as<std::string>() != optform_)
-        throw InputError(where + ": the file is for --optform=" +
-                         (val.IsScalar() ? val.as<std::string>() : "?") +
+      if (!val.IsScalar())
+        throw InputError(where +
+                         ": optform has the wrong type of value: expected a single value, got " +
+                         compress::yaml_describe(val));
+      if (val.Scalar() != optform_)
+        throw InputError(where + ": the file is for --optform=" + val.Scalar() +
                          ", but this run is --optform=" + optform_);
       continue;
     }

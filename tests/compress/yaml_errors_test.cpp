@@ -103,6 +103,10 @@ TEST(YamlErrors, ConfigFileValuesOfTheWrongShapeNameLineAndKey) {
             "values, got a mapping");
   EXPECT_EQ(config_error("epochs: 2\n[lr]: 0.1\n"),
             "c.yaml:2: an option name must be a single value, not a list");
+  EXPECT_EQ(config_error("optform: [sr]\n"),
+            "c.yaml:1: optform has the wrong type of value: expected a single value, got a list");
+  EXPECT_EQ(config_error("optform: classify\n"),
+            "c.yaml:1: the file is for --optform=classify, but this run is --optform=sr");
 }
 
 TEST(YamlErrors, AgpNeedsInitialBelowFinalSparsity) {
