@@ -160,7 +160,9 @@ void warn_unverified(const std::filesystem::path& path) {
   static std::mutex mutex;
   static std::set<std::string> warned;
   std::lock_guard<std::mutex> lock(mutex);
-  if (!warned.insert(std::filesystem::absolute(path).string()).second) return;
+  std::error_code ec;
+  const auto absolute = std::filesystem::absolute(path, ec);
+  if (!warned.insert(ec ? path.string() : absolute.string()).second) return;
   std::cerr << "warning: checkpoint " << path.string()
             << " has no checksums (written by an older igb); it is loaded unverified" << std::endl;
 }
