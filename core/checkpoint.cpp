@@ -339,6 +339,8 @@ Checkpoint Checkpoint::load(const std::filesystem::path& path) {
   if (!std::filesystem::exists(path)) throw InputError(where + " does not exist");
   if (std::filesystem::is_directory(path))
     throw InputError(where + " is a directory, not a .ckpt file");
+  // A device or pipe (/dev/zero) could be read forever.
+  if (!std::filesystem::is_regular_file(path)) throw InputError(where + " is not a regular file");
   auto bytes = read_file_bytes(path);
   Checkpoint c;
   c.path_ = path;

@@ -221,6 +221,15 @@ TEST_F(CheckpointIntegrityTest, TruncatedFilesAreOneInputErrorLine) {
   }
 }
 
+TEST_F(CheckpointIntegrityTest, DevicesAreRefusedBeforeReading) {
+  try {
+    Checkpoint::load("/dev/zero");
+    FAIL() << "/dev/zero was loaded";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "checkpoint /dev/zero is not a regular file");
+  }
+}
+
 TEST_F(CheckpointIntegrityTest, NonFiniteWeightsAreRefusedNamingTheParameter) {
   for (float bad_value :
        {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
