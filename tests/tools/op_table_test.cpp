@@ -24,7 +24,9 @@ TEST(OpTable, EveryKindHasOneRowWithAUniqueName) {
   for (size_t i = 0; i < op_table().size(); ++i) {
     const auto& info = op_table()[i];
     EXPECT_EQ(static_cast<size_t>(info.kind), i);
-    if (info.kind != OpKind::kOther) EXPECT_TRUE(names.insert(info.type).second) << info.type;
+    if (info.kind != OpKind::kOther) {
+      EXPECT_TRUE(names.insert(info.type).second) << info.type;
+    }
   }
   EXPECT_EQ(op_table().size(), static_cast<size_t>(OpKind::kOther) + 1);
 }
