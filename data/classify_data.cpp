@@ -188,7 +188,13 @@ LabeledImages read_mnist(const fs::path& images_path, const fs::path& labels_pat
     throw InputError("MNIST file " + labels_path.string() +
                      " is not an IDX label file (magic 2049)");
   const int64_t n = be32(im, 4), rows = be32(im, 8), cols = be32(im, 12), nl = be32(lb, 4);
-  if (static_cast<int64_t>(im.size()) < 16 + n * rows * cols)
+  // Sides first, so the size check below cannot overflow on a crafted header.
+  constexpr int64_t kMaxSide = 1 << 16;
+  if (rows < 1 || cols < 1 || rows > kMaxSide || cols > kMaxSide)
+    throw InputError("MNIST file " + images_path.string() + ": header says images of " +
+                     std::to_string(rows) + "x" + std::to_string(cols) + ", not 1.." +
+                     std::to_string(kMaxSide) + " pixels a side");
+  if ((static_cast<int64_t>(im.size()) - 16) / (rows * cols) < n)
     throw InputError("MNIST file " + images_path.string() + " is truncated: header says " +
                      std::to_string(n) + " images of " + std::to_string(rows) + "x" +
                      std::to_string(cols));

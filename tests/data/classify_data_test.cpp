@@ -126,6 +126,32 @@ TEST_F(ClassifyDataTest, MnistIdxRoundTripAndErrors) {
                InputError);
 }
 
+TEST_F(ClassifyDataTest, MnistHeadersThatWouldOverflowAreRefused) {
+  // Sizes from a fuzzer's reproducer: n · rows · cols overflowed int64 before the check.
+  const auto images = root_ / "train-images-idx3-ubyte", labels = root_ / "train-labels-idx1-ubyte";
+  auto write = [&](uint32_t n, uint32_t rows, uint32_t cols) {
+    std::ofstream(images, std::ios::binary)
+        << be32(2051) << be32(n) << be32(rows) << be32(cols) << std::string(64, '\1');
+    std::ofstream(labels, std::ios::binary) << be32(2049) << be32(n) << std::string(8, '\1');
+  };
+  auto message = [&] {
+    try {
+      read_mnist(images, labels);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  write(3370306790u, 2049u, 1011241050u);
+  EXPECT_EQ(message(), "MNIST file " + images.string() +
+                           ": header says images of 2049x1011241050, not 1..65536 pixels a side");
+  write(4000000000u, 65536u, 65536u);
+  EXPECT_EQ(message(), "MNIST file " + images.string() +
+                           " is truncated: header says 4000000000 images of 65536x65536");
+  write(2, 0, 28);
+  EXPECT_NE(message().find("images of 0x28"), std::string::npos);
+}
+
 TEST_F(ClassifyDataTest, ImageFolderClassesAreSortedSubfolders) {
   for (const char* split : {"train", "val"})
     for (int c = 0; c < 3; ++c)
