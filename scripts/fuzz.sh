@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of tests/fuzz/ with clang (ASan + UBSan) in build-fuzz/ and runs
 # each for SECONDS on a copy of its seed corpus. Exits 1 when a target reports a finding, naming
-# the target and its reproducer file. Not part of CI (yet).
+# the target and its reproducer file. CI (.ci/run) runs it for 30 s a target with the fixed seed 1
+# (IGB_FUZZ_SEED), so a CI run is repeatable.
 # Usage: scripts/fuzz.sh [seconds]   (default 30; IGB_FUZZ_TARGETS="schedule config" picks targets)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,6 +59,7 @@ for t in "${TARGETS[@]}"; do
   export ASAN_OPTIONS="$ASAN_DEFAULT"
   if [ "$t" = checkpoint ]; then ASAN_OPTIONS="$ASAN_DEFAULT:fast_unwind_on_malloc=0"; fi
   if "$BUILD_DIR/tests/fuzz/igb_fuzz_$t" -max_total_time="$SECONDS_PER_TARGET" -timeout=20 \
+      -seed="${IGB_FUZZ_SEED:-1}" \
       -rss_limit_mb=4096 -artifact_prefix="$artifacts/" "$corpus" >"$log" 2>&1; then
     grep -E '^(#[0-9]+\s+DONE|Done [0-9]+ runs)' "$log" | tail -2 | sed "s/^/fuzz: $t: /"
   else
