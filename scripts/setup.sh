@@ -33,7 +33,10 @@ export CCACHE_DIR="${CCACHE_DIR:-$PWD/.ccache}"
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
 
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIGB_BUILD_TESTS=ON
+  # IGB_CMAKE_ARGS adds configure options for a new build folder (scripts/sanitize.sh uses it).
+  # shellcheck disable=SC2086
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIGB_BUILD_TESTS=ON \
+    ${IGB_CMAKE_ARGS:-}
 fi
 # Two jobs: each LibTorch translation unit needs about 1 GB and the machine has two cores.
 cmake --build "$BUILD_DIR" -j "${IGB_JOBS:-2}" "${@:2}"

@@ -97,8 +97,15 @@ std::string render_dot(const std::string& dot, const std::string& format) {
   // Graphviz keeps global state; one render at a time.
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
-  std::unique_ptr<GVC_t, int (*)(GVC_t*)> gvc(gvContext(), gvFreeContext);
-  if (!gvc) throw std::runtime_error("Graphviz: cannot create a context");
+  // One context for the process, never freed: Graphviz's text layout (the pango plugin) keeps a
+  // font cache that outlives a freed context, and a second context then reads freed memory
+  // (AddressSanitizer: heap-use-after-free in textspan_size).
+  static GVC_t* const context = gvContext();
+  if (!context) throw std::runtime_error("Graphviz: cannot create a context");
+  struct NoFree {
+    void operator()(GVC_t*) const {}
+  };
+  std::unique_ptr<GVC_t, NoFree> gvc(context);
   std::unique_ptr<Agraph_t, int (*)(Agraph_t*)> g(agmemread(dot.c_str()), agclose);
   if (!g) throw InputError("Graphviz rejected the DOT text");
   if (gvLayout(gvc.get(), g.get(), "dot") != 0)

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Builds the test suite under AddressSanitizer and UndefinedBehaviorSanitizer in build-sanitize/
+# and runs it; any sanitizer report fails its test. Not part of every CI run: see
+# docs/reliability.md for what it costs.
+# Usage: scripts/sanitize.sh [ctest arguments]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR="${IGB_SANITIZE_BUILD_DIR:-build-sanitize}"
+IGB_CMAKE_ARGS="-DIGB_SANITIZE=address,undefined -DIGB_BUILD_BENCH=OFF" scripts/setup.sh "$BUILD_DIR"
+# Leaks inside system libraries (LibTorch, Fontconfig, Graphviz) are suppressed: tests/lsan.supp.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
+export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_suppressions=0}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
+cd "$BUILD_DIR"
+ctest --output-on-failure -j 2 "$@"
