@@ -109,7 +109,9 @@ class CheckpointIntegrityTest : public ::testing::Test {
     ck.load_model(*b);
     for (const auto& [name, t] : named_state(*net_))
       for (const auto& [n2, t2] : named_state(*b))
-        if (n2 == name) EXPECT_TRUE(torch::equal(t, t2)) << context << ": " << name;
+        if (n2 == name) {
+          EXPECT_TRUE(torch::equal(t, t2)) << context << ": " << name;
+        }
     ASSERT_TRUE(ck.load_optimizer(opt_b)) << context;
     torch::serialize::InputArchive sched;
     ASSERT_TRUE(ck.scheduler_archive(sched)) << context;
