@@ -11,17 +11,7 @@ BUILD_DIR="${IGB_FUZZ_BUILD_DIR:-build-fuzz}"
 TARGETS=(${IGB_FUZZ_TARGETS:-schedule config checkpoint cifar mnist image})
 
 PACKAGES=(clang libclang-rt-14-dev)
-missing=()
-for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "fuzz: installing ${missing[*]}"
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-  $SUDO apt-get update
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
-fi
+scripts/install_packages.sh fuzz "${PACKAGES[@]}"
 
 export CCACHE_DIR="${CCACHE_DIR:-$PWD/.ccache}"
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then

@@ -16,17 +16,7 @@ PACKAGES=(
   libopenblas0-openmp
 )
 
-missing=()
-for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${missing[*]}"
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-  $SUDO apt-get update
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
-fi
+scripts/install_packages.sh setup "${PACKAGES[@]}"
 
 # Keep the compiler cache inside the project so repeated builds (and CI re-runs) reuse it.
 export CCACHE_DIR="${CCACHE_DIR:-$PWD/.ccache}"
