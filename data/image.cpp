@@ -1,5 +1,8 @@
 #include "data/image.h"
 
+#include <jpeglib.h>
+// jpeglib.h needs <cstdio> first; clang-format keeps this block apart.
+#include <jerror.h>
 #include <opencv2/core/utils/logger.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -8,10 +11,13 @@
 #include <array>
 #include <cctype>
 #include <cerrno>
+#include <csetjmp>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <vector>
 
 #include "core/error.h"
 #include "core/fs.h"
@@ -161,6 +167,116 @@ std::string image_problem(const std::string& bytes, std::string& kind) {
   return "not an image (its data is not PNG, JPEG or BMP)";
 }
 
+// libjpeg reports through an error manager that prints to stderr and exits by default; this one
+// prints nothing, turns a fatal error into a longjmp back to decode_jpeg, and turns a warning that
+// means damaged image data into a refusal (JPEG has no checksum: such a file decodes to wrong
+// pixels, and libjpeg would otherwise only print a line).
+struct JpegErrors {
+  jpeg_error_mgr mgr;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void jpeg_fail(j_common_ptr info) {
+  auto* e = reinterpret_cast<JpegErrors*>(info->err);
+  e->mgr.format_message(info, e->message);
+  std::longjmp(e->jump, 1);
+}
+
+// What a libjpeg warning says about the file, or nullptr when the pixels are still right.
+const char* jpeg_warning_problem(int code) {
+  switch (code) {
+    case JWRN_HUFF_BAD_CODE:
+    case JWRN_ARITH_BAD_CODE:
+      return "a damaged JPEG (its compressed image data holds an invalid code)";
+    case JWRN_HIT_MARKER:
+    case JWRN_EXTRANEOUS_DATA:
+    case JWRN_MUST_RESYNC:
+      return "a damaged JPEG (a marker or stray bytes interrupt its compressed image data)";
+    case JWRN_JPEG_EOF:
+      return "a truncated JPEG (its image data ends early)";
+    case JWRN_BOGUS_PROGRESSION:
+    case JWRN_NOT_SEQUENTIAL:
+      return "a damaged JPEG (its scans are inconsistent)";
+    default:
+      return nullptr;
+  }
+}
+
+void jpeg_message(j_common_ptr info, int level) {
+  if (level >= 0) return;  // trace messages
+  auto* e = reinterpret_cast<JpegErrors*>(info->err);
+  if (const char* problem = jpeg_warning_problem(e->mgr.msg_code)) {
+    std::snprintf(e->message, sizeof e->message, "%s", problem);
+    std::longjmp(e->jump, 2);
+  }
+}
+
+// Pixels of a decoded JPEG, owned outside decode_jpeg's frame (see below).
+struct JpegPixels {
+  std::vector<unsigned char> data;
+  int rows = 0, cols = 0, channels = 0;
+  bool adobe = false;
+};
+
+// Decodes a JPEG into `out` (RGB, or CMYK with channels = 4); returns 0, or 1 for a fatal libjpeg
+// error and 2 for damaged data, with the reason in `message`. No object with a destructor lives in
+// this frame, and everything written after setjmp is in `out` or `info`, which a longjmp keeps.
+int decode_jpeg(const std::string& bytes, JpegPixels& out, JpegErrors& errors) {
+  jpeg_decompress_struct info;
+  info.err = jpeg_std_error(&errors.mgr);
+  errors.mgr.error_exit = jpeg_fail;
+  errors.mgr.emit_message = jpeg_message;
+  errors.message[0] = '\0';
+  if (const int failed = setjmp(errors.jump)) {
+    jpeg_destroy_decompress(&info);
+    return failed;
+  }
+  jpeg_create_decompress(&info);
+  jpeg_mem_src(&info, reinterpret_cast<const unsigned char*>(bytes.data()),
+               static_cast<unsigned long>(bytes.size()));
+  jpeg_read_header(&info, TRUE);
+  const bool cmyk = info.jpeg_color_space == JCS_CMYK || info.jpeg_color_space == JCS_YCCK;
+  info.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  jpeg_start_decompress(&info);
+  out.rows = static_cast<int>(info.output_height);
+  out.cols = static_cast<int>(info.output_width);
+  out.channels = cmyk ? 4 : 3;
+  out.data.resize(static_cast<size_t>(out.rows) * out.cols * out.channels);
+  while (info.output_scanline < info.output_height) {
+    JSAMPROW row =
+        out.data.data() + static_cast<size_t>(info.output_scanline) * out.cols * out.channels;
+    jpeg_read_scanlines(&info, &row, 1);
+  }
+  out.adobe = info.saw_Adobe_marker;
+  jpeg_finish_decompress(&info);
+  jpeg_destroy_decompress(&info);
+  return 0;
+}
+
+// A JPEG as an RGB image; InputError naming `path` when libjpeg cannot decode it.
+cv::Mat read_jpeg(const std::string& bytes, const fs::path& path) {
+  JpegPixels px;
+  JpegErrors errors;
+  if (const int failed = decode_jpeg(bytes, px, errors))
+    throw InputError(
+        "image " + path.string() + " is unreadable or corrupt: " +
+        (failed == 2 ? std::string(errors.message)
+                     : "a damaged JPEG (the decoder says: " + std::string(errors.message) + ")"));
+  if (px.channels == 3) return cv::Mat(px.rows, px.cols, CV_8UC3, px.data.data()).clone();
+  // Adobe's CMYK JPEGs store inverted inks, so each colour is ink × black / 255.
+  cv::Mat rgb(px.rows, px.cols, CV_8UC3);
+  for (int y = 0; y < px.rows; ++y)
+    for (int x = 0; x < px.cols; ++x) {
+      const unsigned char* p = px.data.data() + (static_cast<size_t>(y) * px.cols + x) * 4;
+      const int k = px.adobe ? p[3] : 255 - p[3];
+      auto& q = rgb.at<cv::Vec3b>(y, x);
+      for (int c = 0; c < 3; ++c)
+        q[c] = static_cast<uchar>((px.adobe ? p[c] : 255 - p[c]) * k / 255);
+    }
+  return rgb;
+}
+
 }  // namespace
 
 at::Tensor read_image(const fs::path& path) {
@@ -181,16 +297,21 @@ at::Tensor read_image(const fs::path& path) {
   std::call_once(quiet_opencv,
                  [] { cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_SILENT); });
   cv::Mat img;
-  try {
-    const cv::Mat raw(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
-    img = cv::imdecode(raw, cv::IMREAD_COLOR);
-  } catch (const cv::Exception&) {
-    img.release();
+  if (kind == "JPEG") {
+    img = read_jpeg(bytes, path);  // RGB already
+  } else {
+    try {
+      const cv::Mat raw(1, static_cast<int>(bytes.size()), CV_8UC1,
+                        const_cast<char*>(bytes.data()));
+      img = cv::imdecode(raw, cv::IMREAD_COLOR);
+    } catch (const cv::Exception&) {
+      img.release();
+    }
+    if (!img.empty()) cv::cvtColor(img, img, cv::COLOR_BGR2RGB);
   }
   if (img.empty() || img.rows < 1 || img.cols < 1)
     throw InputError("image " + path.string() + " is unreadable or corrupt: its " + kind +
                      " data cannot be decoded");
-  cv::cvtColor(img, img, cv::COLOR_BGR2RGB);
   auto t = torch::from_blob(img.data, {img.rows, img.cols, 3}, torch::kUInt8).clone();
   return t.permute({2, 0, 1}).to(torch::kFloat32).div_(255.0f).contiguous();
 }

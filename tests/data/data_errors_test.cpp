@@ -2,6 +2,8 @@
 // foreign image files (and no decoder noise on the console), symlink loops, image folders whose
 // validation split adds a class or holds an empty class folder.
 #include <gtest/gtest.h>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -116,6 +118,58 @@ TEST_F(DataErrorsTest, DamagedEmptyAndForeignFilesAreNamed) {
                 " is unreadable or corrupt: not an image (its data is not PNG, JPEG or BMP)");
   EXPECT_EQ(read_error(root_ / "missing.png"),
             "image " + (root_ / "missing.png").string() + " does not exist");
+}
+
+// JPEG has no checksum; damage inside its compressed data shows only as libjpeg warnings, which
+// would print a line and decode wrong pixels. They are refusals with the reason instead.
+TEST_F(DataErrorsTest, DamagedJpegScanDataIsRefusedSilently) {
+  const auto jpg = image("s.jpg");
+  // A sound JPEG decodes to exactly what OpenCV's own libjpeg decoder gives.
+  const cv::Mat cv_bgr = cv::imread(jpg.string(), cv::IMREAD_COLOR);
+  ASSERT_FALSE(cv_bgr.empty());
+  cv::Mat cv_rgb;
+  cv::cvtColor(cv_bgr, cv_rgb, cv::COLOR_BGR2RGB);
+  const auto expected = torch::from_blob(cv_rgb.data, {40, 40, 3}, torch::kUInt8)
+                            .permute({2, 0, 1})
+                            .to(torch::kFloat32)
+                            .div(255.0f);
+  EXPECT_TRUE(torch::equal(read_image(jpg), expected));
+
+  std::string bytes;
+  {
+    std::ifstream in(jpg, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const size_t sos = bytes.find("\xFF\xDA");
+  ASSERT_NE(sos, std::string::npos);
+  const size_t scan =
+      sos + 2 + (static_cast<uint8_t>(bytes[sos + 2]) << 8 | static_cast<uint8_t>(bytes[sos + 3]));
+  const size_t middle = scan + (bytes.size() - 2 - scan) / 2;
+  // A restart marker in the middle of a scan that declares no restart interval.
+  std::string marker = bytes;
+  marker[middle] = '\xFF';
+  marker[middle + 1] = '\xD5';
+  std::ofstream(root_ / "marker.jpg", std::ios::binary) << marker;
+  EXPECT_EQ(read_error(root_ / "marker.jpg"),
+            "image " + (root_ / "marker.jpg").string() +
+                " is unreadable or corrupt: a damaged JPEG (a marker or stray bytes interrupt its "
+                "compressed image data)");
+  // Any other damage to the scan either decodes (JPEG cannot tell) or is refused, never printed.
+  for (size_t at = scan; at + 2 < bytes.size(); at += 97) {
+    std::string damaged = bytes;
+    damaged[at] = static_cast<char>(~damaged[at]);
+    std::ofstream(root_ / "flip.jpg", std::ios::binary | std::ios::trunc) << damaged;
+    testing::internal::CaptureStderr();
+    try {
+      EXPECT_EQ(read_image(root_ / "flip.jpg").sizes(), torch::IntArrayRef({3, 40, 40}));
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(
+                    "image " + (root_ / "flip.jpg").string() + " is unreadable or corrupt: a ", 0),
+                0u)
+          << e.what();
+    }
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), "") << "byte " << at;
+  }
 }
 
 TEST_F(DataErrorsTest, SymlinkLoopsAreInputErrorsNamingThePath) {
