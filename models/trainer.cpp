@@ -1,6 +1,7 @@
 #include "models/trainer.h"
 
 #include <cmath>
+#include <limits>
 
 #include "compress/scheduler.h"
 #include "core/error.h"
@@ -48,6 +49,7 @@ Trainer::Trainer(const TrainConfig& config, RunContext& ctx, TrainingTask& task,
   model_ = task_.model();
   model_->to(ctx_.device);
   optimizer_ = make_optimizer(config_, model_->parameters());
+  hooks_.set_validation_metric(task_.primary_metric(), task_.higher_is_better());
 }
 
 void Trainer::resume_from(const Checkpoint& ckpt) {
@@ -64,7 +66,10 @@ void Trainer::resume_from(const Checkpoint& ckpt) {
   best_value_ = m.best_metric;
   if (m.extra.contains("best_metrics"))
     for (const auto& kv : m.extra["best_metrics"].items())
-      best_metrics_.emplace_back(kv.key(), kv.value().get<double>());
+      // A metric that was not finite is stored as null (JSON has no NaN).
+      best_metrics_.emplace_back(kv.key(), kv.value().is_number()
+                                               ? kv.value().get<double>()
+                                               : std::numeric_limits<double>::quiet_NaN());
   train_seconds_ = m.extra.value("train_seconds", 0.0);
   if (start_epoch_ >= config_.epochs)
     throw InputError("checkpoint " + ckpt.path().string() + " has already trained " +

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "core/checkpoint.h"
 #include "core/logger.h"
@@ -123,6 +124,35 @@ TEST(Trainer, CallsTheSixHooksInOrder) {
   for (const char* f :
        {"train.log", "metrics.csv", "config.yaml", "checkpoint.ckpt", "best.ckpt", "summary.json"})
     EXPECT_TRUE(fs::exists(ctx.out_dir / f)) << f;
+}
+
+// A run whose validation metric is not finite (a diverged model) stores it as null, and a resume
+// of that run reads it back instead of failing on the null.
+TEST(Trainer, ResumesARunWhoseBestMetricIsNotFinite) {
+  class NanTask : public TinySrTask {
+   public:
+    Metrics validate() override { return {{"psnr", std::numeric_limits<double>::quiet_NaN()}}; }
+  };
+  test::TempDir tmp;
+  NanTask task;
+  compress::TrainingHooks hooks;
+  Logger logger;
+  logger.set_quiet(true);
+  RunContext ctx;
+  ctx.logger = &logger;
+  ctx.out_dir = tmp / "nan";
+  TrainConfig cfg;
+  cfg.model = "espcn";
+  cfg.epochs = 1;
+  cfg.batch_size = 4;
+  cfg.workers = 0;
+  Trainer(cfg, ctx, task, hooks, RunInfo{"sr", "optform: sr\n", {}}).run();
+  auto first = Checkpoint::load(ctx.out_dir / "checkpoint.ckpt");
+  EXPECT_TRUE(first.meta().extra["best_metrics"]["psnr"].is_null());
+  cfg.epochs = 2;
+  cfg.resume = (ctx.out_dir / "checkpoint.ckpt").string();
+  Trainer(cfg, ctx, task, hooks, RunInfo{"sr", "optform: sr\n", {}}).run();
+  EXPECT_EQ(Checkpoint::load(ctx.out_dir / "checkpoint.ckpt").meta().epoch, 1);
 }
 
 TEST(Trainer, ResumeGivesTheSameWeightsAsAStraightRun) {
