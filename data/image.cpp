@@ -3,6 +3,7 @@
 #include <jpeglib.h>
 // jpeglib.h needs <cstdio> first; clang-format keeps this block apart.
 #include <jerror.h>
+#include <png.h>
 #include <opencv2/core/utils/logger.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -212,9 +213,10 @@ void jpeg_message(j_common_ptr info, int level) {
   }
 }
 
-// Pixels of a decoded JPEG, owned outside decode_jpeg's frame (see below).
-struct JpegPixels {
+// Pixels of a decoded JPEG or PNG, owned outside decode_jpeg's frame (see below).
+struct DecodedPixels {
   std::vector<unsigned char> data;
+  std::vector<unsigned char*> rows_ptrs;  // for libpng
   int rows = 0, cols = 0, channels = 0;
   bool adobe = false;
 };
@@ -222,7 +224,7 @@ struct JpegPixels {
 // Decodes a JPEG into `out` (RGB, or CMYK with channels = 4); returns 0, or 1 for a fatal libjpeg
 // error and 2 for damaged data, with the reason in `message`. No object with a destructor lives in
 // this frame, and everything written after setjmp is in `out` or `info`, which a longjmp keeps.
-int decode_jpeg(const std::string& bytes, JpegPixels& out, JpegErrors& errors) {
+int decode_jpeg(const std::string& bytes, DecodedPixels& out, JpegErrors& errors) {
   jpeg_decompress_struct info;
   info.err = jpeg_std_error(&errors.mgr);
   errors.mgr.error_exit = jpeg_fail;
@@ -256,7 +258,7 @@ int decode_jpeg(const std::string& bytes, JpegPixels& out, JpegErrors& errors) {
 
 // A JPEG as an RGB image; InputError naming `path` when libjpeg cannot decode it.
 cv::Mat read_jpeg(const std::string& bytes, const fs::path& path) {
-  JpegPixels px;
+  DecodedPixels px;
   JpegErrors errors;
   if (const int failed = decode_jpeg(bytes, px, errors))
     throw InputError(
@@ -275,6 +277,74 @@ cv::Mat read_jpeg(const std::string& bytes, const fs::path& path) {
         q[c] = static_cast<uchar>((px.adobe ? p[c] : 255 - p[c]) * k / 255);
     }
   return rgb;
+}
+
+// libpng prints "libpng error/warning" lines by default; these handlers keep the first error's
+// text and jump back to decode_png, and drop warnings (they describe metadata, such as an
+// unusual colour profile, and leave the pixels right).
+struct PngErrors {
+  std::jmp_buf jump;
+  char message[256];
+};
+
+void png_fail(png_structp png, png_const_charp message) {
+  auto* e = static_cast<PngErrors*>(png_get_error_ptr(png));
+  std::snprintf(e->message, sizeof e->message, "%s", message);
+  std::longjmp(e->jump, 1);
+}
+
+void png_quiet(png_structp, png_const_charp) {}
+
+struct PngSource {
+  const std::string* bytes;
+  size_t at;
+};
+
+void png_read_memory(png_structp png, png_bytep out, size_t n) {
+  auto* src = static_cast<PngSource*>(png_get_io_ptr(png));
+  if (n > src->bytes->size() - src->at) png_error(png, "the data ends early");
+  std::memcpy(out, src->bytes->data() + src->at, n);
+  src->at += n;
+}
+
+// Decodes a PNG into 8-bit RGB in `out` (as OpenCV would: 16-bit samples keep their high byte,
+// palettes and grey are expanded, alpha is dropped); returns false with the reason in `errors`.
+// As in decode_jpeg, nothing with a destructor lives in this frame.
+bool decode_png(const std::string& bytes, DecodedPixels& out, PngErrors& errors) {
+  PngSource src{&bytes, 0};
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &errors, png_fail, png_quiet);
+  png_infop info = png ? png_create_info_struct(png) : nullptr;
+  if (!info) {
+    png_destroy_read_struct(&png, nullptr, nullptr);
+    std::snprintf(errors.message, sizeof errors.message, "out of memory");
+    return false;
+  }
+  if (setjmp(errors.jump)) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    return false;
+  }
+  png_set_read_fn(png, &src, png_read_memory);
+  png_read_info(png, info);
+  png_set_strip_16(png);
+  png_set_palette_to_rgb(png);
+  png_set_expand_gray_1_2_4_to_8(png);
+  png_set_gray_to_rgb(png);
+  png_set_strip_alpha(png);
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  out.rows = static_cast<int>(png_get_image_height(png, info));
+  out.cols = static_cast<int>(png_get_image_width(png, info));
+  out.channels = 3;
+  if (png_get_rowbytes(png, info) != static_cast<size_t>(out.cols) * 3)
+    png_error(png, "an unsupported pixel layout");
+  out.data.resize(static_cast<size_t>(out.rows) * out.cols * 3);
+  out.rows_ptrs.resize(static_cast<size_t>(out.rows));
+  for (int y = 0; y < out.rows; ++y)
+    out.rows_ptrs[y] = out.data.data() + static_cast<size_t>(y) * out.cols * 3;
+  png_read_image(png, out.rows_ptrs.data());
+  png_read_end(png, nullptr);
+  png_destroy_read_struct(&png, &info, nullptr);
+  return true;
 }
 
 }  // namespace
@@ -299,6 +369,13 @@ at::Tensor read_image(const fs::path& path) {
   cv::Mat img;
   if (kind == "JPEG") {
     img = read_jpeg(bytes, path);  // RGB already
+  } else if (kind == "PNG") {
+    DecodedPixels px;
+    PngErrors errors;
+    if (!decode_png(bytes, px, errors))
+      throw InputError("image " + path.string() + " is unreadable or corrupt: a damaged PNG (" +
+                       errors.message + ")");
+    img = cv::Mat(px.rows, px.cols, CV_8UC3, px.data.data()).clone();
   } else {
     try {
       const cv::Mat raw(1, static_cast<int>(bytes.size()), CV_8UC1,

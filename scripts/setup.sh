@@ -7,7 +7,7 @@ BUILD_DIR="${1:-build}"
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config clang-format
-  libtorch-dev libyaml-cpp-dev libonnx-dev libopencv-dev libjpeg-dev libcli11-dev
+  libtorch-dev libyaml-cpp-dev libonnx-dev libopencv-dev libjpeg-dev libpng-dev libcli11-dev
   libgraphviz-dev graphviz libgtest-dev libgmock-dev libgloo-dev
   nlohmann-json3-dev libfmt-dev
   # LibTorch falls back to BLAS for linear layers and small-batch convolutions; without an

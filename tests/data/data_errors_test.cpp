@@ -2,6 +2,7 @@
 // foreign image files (and no decoder noise on the console), symlink loops, image folders whose
 // validation split adds a class or holds an empty class folder.
 #include <gtest/gtest.h>
+#include <zlib.h>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
@@ -170,6 +171,66 @@ TEST_F(DataErrorsTest, DamagedJpegScanDataIsRefusedSilently) {
     }
     EXPECT_EQ(testing::internal::GetCapturedStderr(), "") << "byte " << at;
   }
+}
+
+// PNG layouts other than 8-bit RGB (grey, 16-bit, alpha, palette-free grey with alpha) decode to
+// what OpenCV's imread gives for them.
+TEST_F(DataErrorsTest, PngLayoutsDecodeAsOpenCvDoes) {
+  cv::RNG rng(7);
+  struct Layout {
+    const char* name;
+    int type;
+  };
+  for (const Layout& l :
+       {Layout{"grey8", CV_8UC1}, Layout{"grey16", CV_16UC1}, Layout{"rgb16", CV_16UC3},
+        Layout{"rgba8", CV_8UC4}, Layout{"rgba16", CV_16UC4}}) {
+    cv::Mat m(9, 13, l.type);
+    rng.fill(m, cv::RNG::UNIFORM, 0, CV_MAT_DEPTH(l.type) == CV_16U ? 65536 : 256);
+    const auto path = root_ / (std::string(l.name) + ".png");
+    ASSERT_TRUE(cv::imwrite(path.string(), m));
+    cv::Mat bgr = cv::imread(path.string(), cv::IMREAD_COLOR), rgb;
+    cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+    const auto expected = torch::from_blob(rgb.data, {9, 13, 3}, torch::kUInt8)
+                              .permute({2, 0, 1})
+                              .to(torch::kFloat32)
+                              .div(255.0f);
+    EXPECT_TRUE(torch::equal(read_image(path), expected)) << l.name;
+  }
+}
+
+// A PNG whose chunks carry correct CRCs around damaged compressed data (a crafted file): libpng's
+// complaint becomes the reason, and nothing is printed.
+TEST_F(DataErrorsTest, DamagedPngDataUnderCorrectCrcsIsRefusedSilently) {
+  const auto png = image("z.png");
+  std::string bytes;
+  {
+    std::ifstream in(png, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const size_t idat = bytes.find("IDAT");
+  ASSERT_NE(idat, std::string::npos);
+  auto be32 = [&](size_t i) {
+    return static_cast<uint32_t>(static_cast<uint8_t>(bytes[i])) << 24 |
+           static_cast<uint32_t>(static_cast<uint8_t>(bytes[i + 1])) << 16 |
+           static_cast<uint32_t>(static_cast<uint8_t>(bytes[i + 2])) << 8 |
+           static_cast<uint8_t>(bytes[i + 3]);
+  };
+  const uint32_t length = be32(idat - 4);
+  ASSERT_GT(length, 100u);
+  // Overwrite the middle of the deflate stream, then give the chunk the CRC of its new content.
+  for (size_t i = idat + 4 + length / 2; i < idat + 4 + length / 2 + 16; ++i) bytes[i] = '\xFF';
+  const uint32_t crc = static_cast<uint32_t>(
+      crc32(0, reinterpret_cast<const Bytef*>(bytes.data() + idat), static_cast<uInt>(length + 4)));
+  for (int k = 0; k < 4; ++k)
+    bytes[idat + 4 + length + k] = static_cast<char>((crc >> (24 - 8 * k)) & 0xFF);
+  std::ofstream(root_ / "crafted.png", std::ios::binary) << bytes;
+  const auto message = read_error(root_ / "crafted.png");
+  EXPECT_EQ(message.rfind("image " + (root_ / "crafted.png").string() +
+                              " is unreadable or corrupt: a damaged PNG (",
+                          0),
+            0u)
+      << message;
+  EXPECT_EQ(message.back(), ')');
 }
 
 TEST_F(DataErrorsTest, SymlinkLoopsAreInputErrorsNamingThePath) {
