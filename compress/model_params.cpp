@@ -1,5 +1,7 @@
 #include "compress/model_params.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace igb::compress {
@@ -20,8 +22,18 @@ ModelParams::ModelParams(torch::nn::Module& model) {
 std::string ModelParams::resolve(const std::string& name, const std::string& where) const {
   std::string n = strip_module(name);
   if (params_.count(n)) return n;
+  // Distiller's CIFAR ResNets always have 1x1-conv shortcuts; ours only when asked for.
+  std::string hint;
+  const auto is_downsample = [](const std::string& p) {
+    return p.find("downsample") != std::string::npos;
+  };
+  if (is_downsample(n) && std::none_of(names_.begin(), names_.end(), is_downsample))
+    hint =
+        "; this model has no 'downsample' parameters: resnet*_cifar and preact_resnet*_cifar have "
+        "Distiller's 1x1-conv shortcuts only when built with the model option shortcut=conv "
+        "(--model-arg shortcut=conv)";
   throw InputError(where + ": '" + name + "' is not a parameter of the model; closest: " +
-                   join(closest_names(n, names_), ", "));
+                   join(closest_names(n, names_), ", ") + hint);
 }
 
 std::vector<std::string> ModelParams::weight_names() const {

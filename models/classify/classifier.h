@@ -26,11 +26,16 @@ void register_classify_models(Registry<ModelSpec>& registry);
 // Factories, one file per architecture family; the registry converts model args to the options.
 Model make_simplenet_cifar(const SimpleNetCifarOptions& options);
 Model make_lenet5(const LeNet5Options& options);
+Model make_simplenet_mnist(const SimpleNetMnistOptions& options);
 Model make_resnet_cifar(const ResNetCifarOptions& options);
+Model make_preact_resnet_cifar(const PreactResNetCifarOptions& options);
 Model make_vgg16_cifar(const Vgg16CifarOptions& options);
 Model make_resnet(const ResNetOptions& options);
-Model make_vgg16(const Vgg16Options& options);
+Model make_preact_resnet(const PreactResNetOptions& options);
+Model make_vgg(const VggOptions& options);
 Model make_alexnet(const AlexNetOptions& options);
+Model make_alexnet_bn(const AlexNetBnOptions& options);
+Model make_mobilenet(const MobileNetOptions& options);
 Model make_mobilenet_v2(const MobileNetV2Options& options);
 Model make_densenet_cifar(const DenseNetCifarOptions& options);
 

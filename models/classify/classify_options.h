@@ -51,15 +51,66 @@ struct LeNet5Options {
   }
 };
 
-/// resnet20_cifar … resnet110_cifar (He et al. 2016, zero-padded identity shortcuts).
+/// simplenet_mnist (Distiller's: PyTorch's MNIST example network, 2 conv + 2 fc).
+struct SimpleNetMnistOptions {
+  /// Output classes (log-probabilities), 1 … 100000. Default 10.
+  TORCH_ARG(int64_t, num_classes) = 10;
+  /// Side of the square input in pixels, 16 … 4096 (fc1's width follows it). Default 28.
+  TORCH_ARG(int64_t, input_size) = 28;
+
+ public:
+  /// Each option as (JSON key, field, bounds).
+  template <class F>
+  void visit(F&& f) {
+    f("num_classes", num_classes_, kNumClassesBounds);
+    f("input_size", input_size_, OptionBounds{16, kMaxInputSize});
+  }
+};
+
+/// resnet20_cifar … resnet110_cifar (He et al. 2016) and plain20_cifar (the same without
+/// shortcuts).
 struct ResNetCifarOptions {
   /// Layers, 6n + 2 (n basic blocks per stage). Fixed by the registry name (resnet56_cifar → 56),
   /// so it is neither a model arg nor a checkpoint key. Default 20.
+  TORCH_ARG(int64_t, depth) = 20;
+  /// Whether the blocks have shortcuts at all (false: plain20_cifar). Fixed by the registry name,
+  /// neither a model arg nor a checkpoint key. Default true.
+  TORCH_ARG(bool, residual) = true;
+  /// Output classes (logits), 1 … 100000. Default 10.
+  TORCH_ARG(int64_t, num_classes) = 10;
+  /// Side of the square input in pixels, 8 … 4096. Default 32.
+  TORCH_ARG(int64_t, input_size) = 32;
+  /// Shortcut of the blocks that change width: "pad" (subsample and zero-pad the new channels, a
+  /// `ChannelPad` named `layerN.0.shortcut`) or "conv" (Distiller's: 1×1 conv, stride 2, and
+  /// BatchNorm, named `layerN.0.downsample.0` and `.1`). Ignored by plain20_cifar. Default "pad".
+  TORCH_ARG(std::string, shortcut) = "pad";
+
+ public:
+  /// Each option as (JSON key, field, bounds); depth and residual are not ones (see above).
+  template <class F>
+  void visit(F&& f) {
+    f("num_classes", num_classes_, kNumClassesBounds);
+    f("input_size", input_size_, OptionBounds{8, kMaxInputSize});
+    if (residual_) f("shortcut", shortcut_);
+  }
+  void validate(const std::string& model) const;
+};
+
+/// preact_resnet20_cifar … preact_resnet110_cifar (He et al. 2016b, Distiller's pre-activation
+/// CIFAR ResNets).
+struct PreactResNetCifarOptions {
+  /// Layers, 6n + 2 (n blocks per stage). Fixed by the registry name, so it is neither a model
+  /// arg nor a checkpoint key. Default 20.
   TORCH_ARG(int64_t, depth) = 20;
   /// Output classes (logits), 1 … 100000. Default 10.
   TORCH_ARG(int64_t, num_classes) = 10;
   /// Side of the square input in pixels, 8 … 4096. Default 32.
   TORCH_ARG(int64_t, input_size) = 32;
+  /// Shortcut of the blocks that change width: "pad" (2×2 average pool of the block input, then
+  /// zero-padded channels: `layerN.0.downsample.0` and `.1`, no parameters) or "conv" (a 1×1 conv,
+  /// stride 2, of the pre-activated input, named `layerN.0.downsample`; Distiller's
+  /// preact_resnet*_cifar_conv_ds). Default "pad".
+  TORCH_ARG(std::string, shortcut) = "pad";
 
  public:
   /// Each option as (JSON key, field, bounds); depth is not one (see above).
@@ -67,6 +118,28 @@ struct ResNetCifarOptions {
   void visit(F&& f) {
     f("num_classes", num_classes_, kNumClassesBounds);
     f("input_size", input_size_, OptionBounds{8, kMaxInputSize});
+    f("shortcut", shortcut_);
+  }
+  void validate(const std::string& model) const;
+};
+
+/// preact_resnet18, preact_resnet34, preact_resnet50 (Distiller's pre-activation ImageNet
+/// ResNets).
+struct PreactResNetOptions {
+  /// Layers: 18 or 34 (basic blocks) or 50 (bottlenecks). Fixed by the registry name, so it is
+  /// neither a model arg nor a checkpoint key. Default 18.
+  TORCH_ARG(int64_t, depth) = 18;
+  /// Output classes (logits), 1 … 100000. Default 1000.
+  TORCH_ARG(int64_t, num_classes) = 1000;
+  /// Side of the square input in pixels, 32 … 4096. Default 224.
+  TORCH_ARG(int64_t, input_size) = 224;
+
+ public:
+  /// Each option as (JSON key, field, bounds); depth is not one (see above).
+  template <class F>
+  void visit(F&& f) {
+    f("num_classes", num_classes_, kNumClassesBounds);
+    f("input_size", input_size_, OptionBounds{32, kMaxInputSize});
   }
   void validate(const std::string& model) const;
 };
@@ -107,8 +180,13 @@ struct Vgg16CifarOptions {
   }
 };
 
-/// vgg16 (torchvision, no BN).
-struct Vgg16Options {
+/// vgg11, vgg13, vgg16, vgg19 and vgg11_bn … vgg19_bn (torchvision).
+struct VggOptions {
+  /// Layers: 11, 13, 16 or 19 (torchvision's configurations A, B, D, E). Fixed by the registry
+  /// name, so it is neither a model arg nor a checkpoint key. Default 16.
+  TORCH_ARG(int64_t, depth) = 16;
+  /// BatchNorm after every conv (the `_bn` models). Fixed by the registry name. Default false.
+  TORCH_ARG(bool, batch_norm) = false;
   /// Output classes (logits), 1 … 100000. Default 1000.
   TORCH_ARG(int64_t, num_classes) = 1000;
   /// Side of the square input in pixels, 32 … 4096. Default 224.
@@ -120,6 +198,24 @@ struct Vgg16Options {
   void visit(F&& f) {
     f("num_classes", num_classes_, kNumClassesBounds);
     f("input_size", input_size_, OptionBounds{32, kMaxInputSize});
+  }
+  void validate(const std::string& model) const;
+};
+
+/// alexnet_bn (Distiller's AlexNet with BatchNorm after every conv and fc layer).
+struct AlexNetBnOptions {
+  /// Output classes (logits), 1 … 100000. Default 1000.
+  TORCH_ARG(int64_t, num_classes) = 1000;
+  /// Side of the square input in pixels, 67 … 4096. At 227 the features end at 6×6, the size
+  /// fc 9216→4096 takes; other sides are averaged to 6×6. Default 227.
+  TORCH_ARG(int64_t, input_size) = 227;
+
+ public:
+  /// Each option as (JSON key, field, bounds).
+  template <class F>
+  void visit(F&& f) {
+    f("num_classes", num_classes_, kNumClassesBounds);
+    f("input_size", input_size_, OptionBounds{67, kMaxInputSize});
   }
 };
 
@@ -137,6 +233,27 @@ struct AlexNetOptions {
     f("num_classes", num_classes_, kNumClassesBounds);
     f("input_size", input_size_, OptionBounds{63, kMaxInputSize});
   }
+};
+
+/// mobilenet, mobilenet_025, mobilenet_050, mobilenet_075 (Distiller's MobileNet v1).
+struct MobileNetOptions {
+  /// Output classes (logits), 1 … 100000. Default 1000.
+  TORCH_ARG(int64_t, num_classes) = 1000;
+  /// Side of the square input in pixels, 32 … 4096. Default 224.
+  TORCH_ARG(int64_t, input_size) = 224;
+  /// Width multiplier: every layer has max(floor(c · multiplier), 8) channels for its base width c
+  /// (32, 64, … 1024), above 0 and at most 4. Default 1.0 (0.25, 0.5, 0.75 for mobilenet_025 …).
+  TORCH_ARG(double, channel_multiplier) = 1.0;
+
+ public:
+  /// Each option as (JSON key, field, bounds).
+  template <class F>
+  void visit(F&& f) {
+    f("num_classes", num_classes_, kNumClassesBounds);
+    f("input_size", input_size_, OptionBounds{32, kMaxInputSize});
+    f("channel_multiplier", channel_multiplier_);
+  }
+  void validate(const std::string& model) const;
 };
 
 /// mobilenet_v2 (torchvision, width 1.0).

@@ -1,4 +1,4 @@
-// simplenet_cifar (Distiller's) and LeNet-5.
+// simplenet_cifar and simplenet_mnist (Distiller's) and LeNet-5.
 #include "core/activation.h"
 #include "models/classify/classifier.h"
 
@@ -55,7 +55,44 @@ class TwoConvNetImpl : public ClassifierImpl {
   Activation relu1{nullptr}, relu2{nullptr}, relu3{nullptr}, relu4{nullptr};
 };
 
+/// Distiller's simplenet_mnist (PyTorch's MNIST example): conv1 1→20 k5, relu1, pool1 2, conv2
+/// 20→50 k5, relu2, pool2 2, fc1 800→500, relu3, fc2 500→classes, log-softmax.
+class SimpleNetMnistImpl : public ClassifierImpl {
+ public:
+  explicit SimpleNetMnistImpl(SimpleNetMnistOptions o)
+      : ClassifierImpl(o.num_classes(), 1, o.input_size()), options(o) {
+    conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(1, 20, 5)));
+    relu1 = register_module("relu1", Activation(ActivationKind::kReLU));
+    pool1 = register_module("pool1", nn::MaxPool2d(nn::MaxPool2dOptions(2).stride(2)));
+    conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(20, 50, 5)));
+    relu2 = register_module("relu2", Activation(ActivationKind::kReLU));
+    pool2 = register_module("pool2", nn::MaxPool2d(nn::MaxPool2dOptions(2).stride(2)));
+    const int64_t side = ((o.input_size() - 4) / 2 - 4) / 2;
+    fc1 = register_module("fc1", nn::Linear(50 * side * side, 500));
+    relu3 = register_module("relu3", Activation(ActivationKind::kReLU));
+    fc2 = register_module("fc2", nn::Linear(500, o.num_classes()));
+  }
+  torch::Tensor forward(torch::Tensor x) override {
+    x = pool1(relu1(conv1(x)));
+    x = pool2(relu2(conv2(x)));
+    // Log-probabilities, as Distiller's model returns; cross-entropy on them equals cross-entropy
+    // on the logits, since log_softmax leaves log-probabilities unchanged.
+    return torch::log_softmax(fc2(relu3(fc1(x.flatten(1)))), 1);
+  }
+  nlohmann::json options_json() const override { return options_to_json(options); }
+
+  SimpleNetMnistOptions options;
+  nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  nn::Linear fc1{nullptr}, fc2{nullptr};
+  nn::MaxPool2d pool1{nullptr}, pool2{nullptr};
+  Activation relu1{nullptr}, relu2{nullptr}, relu3{nullptr};
+};
+
 }  // namespace
+
+Model make_simplenet_mnist(const SimpleNetMnistOptions& options) {
+  return std::make_shared<SimpleNetMnistImpl>(options);
+}
 
 Model make_simplenet_cifar(const SimpleNetCifarOptions& options) {
   return std::make_shared<TwoConvNetImpl<SimpleNetCifarOptions>>(

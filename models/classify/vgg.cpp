@@ -1,4 +1,5 @@
-// VGG-16: torchvision's ImageNet network and the CIFAR variant of Li et al. (2016).
+// VGG: torchvision's ImageNet networks (11, 13, 16, 19 layers, with or without BN) and the CIFAR
+// VGG-16 of Li et al. (2016).
 #include "core/activation.h"
 #include "core/sequential.h"
 #include "models/classify/classifier.h"
@@ -9,14 +10,26 @@ namespace nn = torch::nn;
 
 namespace {
 
-const std::vector<int64_t> kVgg16 = {64, 64,  -1,  128, 128, -1,  256, 256, 256,
-                                     -1, 512, 512, 512, -1,  512, 512, 512, -1};
+/// torchvision's configurations A, B, D, E: conv widths, -1 for a 2x2 max-pool.
+std::vector<int64_t> vgg_config(int64_t depth) {
+  switch (depth) {
+    case 11:
+      return {64, -1, 128, -1, 256, 256, -1, 512, 512, -1, 512, 512, -1};
+    case 13:
+      return {64, 64, -1, 128, 128, -1, 256, 256, -1, 512, 512, -1, 512, 512, -1};
+    case 19:
+      return {64,  64,  -1,  128, 128, -1,  256, 256, 256, 256, -1,
+              512, 512, 512, 512, -1,  512, 512, 512, 512, -1};
+    default:
+      return {64, 64, -1, 128, 128, -1, 256, 256, 256, -1, 512, 512, 512, -1, 512, 512, 512, -1};
+  }
+}
 
 /// `features` holds conv (+ BN) + ReLU per layer and a max-pool at each -1 of the config.
-Sequential vgg_features(bool batch_norm) {
+Sequential vgg_features(const std::vector<int64_t>& config, bool batch_norm) {
   Sequential f;
   int64_t in = 3;
-  for (int64_t c : kVgg16) {
+  for (int64_t c : config) {
     if (c < 0) {
       f->push_back(nn::MaxPool2d(nn::MaxPool2dOptions(2).stride(2)));
       continue;
@@ -29,13 +42,13 @@ Sequential vgg_features(bool batch_norm) {
   return f;
 }
 
-/// torchvision vgg16: features (conv+ReLU, indices 0…30), avgpool to 7x7, classifier
-/// (fc 25088→4096, ReLU, dropout, fc 4096→4096, ReLU, dropout, fc 4096→classes).
-class Vgg16Impl : public ClassifierImpl {
+/// torchvision vgg: features (conv (+BN) + ReLU, max-pools; vgg16's convs at 0, 2, 5, …, 28),
+/// avgpool to 7x7, classifier (fc 25088→4096, ReLU, dropout, fc 4096→4096, ReLU, dropout,
+/// fc 4096→classes).
+class VggImpl : public ClassifierImpl {
  public:
-  explicit Vgg16Impl(Vgg16Options o)
-      : ClassifierImpl(o.num_classes(), 3, o.input_size()), options(o) {
-    features = register_module("features", vgg_features(false));
+  explicit VggImpl(VggOptions o) : ClassifierImpl(o.num_classes(), 3, o.input_size()), options(o) {
+    features = register_module("features", vgg_features(vgg_config(o.depth()), o.batch_norm()));
     avgpool = register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(7)));
     classifier = register_module(
         "classifier", Sequential(nn::Linear(512 * 7 * 7, 4096),
@@ -49,7 +62,7 @@ class Vgg16Impl : public ClassifierImpl {
   }
   nlohmann::json options_json() const override { return options_to_json(options); }
 
-  Vgg16Options options;
+  VggOptions options;
   Sequential features{nullptr}, classifier{nullptr};
   nn::AdaptiveAvgPool2d avgpool{nullptr};
 };
@@ -60,7 +73,7 @@ class Vgg16CifarImpl : public ClassifierImpl {
  public:
   explicit Vgg16CifarImpl(Vgg16CifarOptions o)
       : ClassifierImpl(o.num_classes(), 3, o.input_size()), options(o) {
-    features = register_module("features", vgg_features(true));
+    features = register_module("features", vgg_features(vgg_config(16), true));
     classifier = register_module(
         "classifier", Sequential(nn::Linear(512, 512), nn::BatchNorm1d(512),
                                  Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)),
@@ -86,7 +99,13 @@ class Vgg16CifarImpl : public ClassifierImpl {
 
 }  // namespace
 
-Model make_vgg16(const Vgg16Options& options) { return std::make_shared<Vgg16Impl>(options); }
+void VggOptions::validate(const std::string& model) const {
+  if (depth_ != 11 && depth_ != 13 && depth_ != 16 && depth_ != 19)
+    throw InputError("model " + model + ": depth must be 11, 13, 16 or 19, got " +
+                     std::to_string(depth_));
+}
+
+Model make_vgg(const VggOptions& options) { return std::make_shared<VggImpl>(options); }
 
 Model make_vgg16_cifar(const Vgg16CifarOptions& options) {
   return std::make_shared<Vgg16CifarImpl>(options);

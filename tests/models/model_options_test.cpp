@@ -87,18 +87,41 @@ TEST_F(ModelOptions, RegistryDefaultsAreTheCheckpointKeysOfBefore) {
       {"vdsr", with(sr, {{"depth", 20}})},
       {"simplenet_cifar", cifar},
       {"lenet5", {{"num_classes", 10}, {"input_size", 28}}},
-      {"resnet20_cifar", cifar},
-      {"resnet32_cifar", cifar},
-      {"resnet44_cifar", cifar},
-      {"resnet56_cifar", cifar},
-      {"resnet110_cifar", cifar},
+      {"simplenet_mnist", {{"num_classes", 10}, {"input_size", 28}}},
+      // shortcut is newer than the first checkpoints; those lack it and load as "pad".
+      {"resnet20_cifar", with(cifar, {{"shortcut", "pad"}})},
+      {"resnet32_cifar", with(cifar, {{"shortcut", "pad"}})},
+      {"resnet44_cifar", with(cifar, {{"shortcut", "pad"}})},
+      {"resnet56_cifar", with(cifar, {{"shortcut", "pad"}})},
+      {"resnet110_cifar", with(cifar, {{"shortcut", "pad"}})},
+      {"preact_resnet20_cifar", with(cifar, {{"shortcut", "pad"}})},
+      {"preact_resnet32_cifar", with(cifar, {{"shortcut", "pad"}})},
+      {"preact_resnet44_cifar", with(cifar, {{"shortcut", "pad"}})},
+      {"preact_resnet56_cifar", with(cifar, {{"shortcut", "pad"}})},
+      {"preact_resnet110_cifar", with(cifar, {{"shortcut", "pad"}})},
+      {"plain20_cifar", cifar},
       {"vgg16_cifar", cifar},
       {"densenet_cifar", with(cifar, {{"depth", 40}, {"growth", 12}})},
       {"resnet18", imagenet},
       {"resnet34", imagenet},
       {"resnet50", imagenet},
+      {"preact_resnet18", imagenet},
+      {"preact_resnet34", imagenet},
+      {"preact_resnet50", imagenet},
+      {"vgg11", imagenet},
+      {"vgg13", imagenet},
       {"vgg16", imagenet},
+      {"vgg19", imagenet},
+      {"vgg11_bn", imagenet},
+      {"vgg13_bn", imagenet},
+      {"vgg16_bn", imagenet},
+      {"vgg19_bn", imagenet},
       {"alexnet", imagenet},
+      {"alexnet_bn", {{"num_classes", 1000}, {"input_size", 227}}},
+      {"mobilenet", with(imagenet, {{"channel_multiplier", 1.0}})},
+      {"mobilenet_025", with(imagenet, {{"channel_multiplier", 0.25}})},
+      {"mobilenet_050", with(imagenet, {{"channel_multiplier", 0.5}})},
+      {"mobilenet_075", with(imagenet, {{"channel_multiplier", 0.75}})},
       {"mobilenet_v2", imagenet}};
   EXPECT_EQ(model_registry().names().size(), expected.size());
   for (const auto& name : model_registry().names()) {
@@ -113,6 +136,9 @@ TEST_F(ModelOptions, RegistryDefaultsAreTheCheckpointKeysOfBefore) {
     EXPECT_EQ(parameter_shapes(*create_model(name, expected.at(name))), parameter_shapes(*m))
         << name;
   }
+  // A resnet*_cifar checkpoint from before the shortcut option rebuilds the zero-padded model.
+  EXPECT_EQ(parameter_shapes(*create_model("resnet20_cifar", cifar)),
+            parameter_shapes(*create_model("resnet20_cifar", {})));
 }
 
 TEST_F(ModelOptions, RegistryNameFixesTheFieldsThatAreNotModelArgs) {
@@ -120,7 +146,8 @@ TEST_F(ModelOptions, RegistryNameFixesTheFieldsThatAreNotModelArgs) {
       "resnet56_cifar", {{"num_classes", "7"}}, classify::ResNetCifarOptions().depth(56));
   EXPECT_EQ(o.depth(), 56);
   EXPECT_EQ(o.num_classes(), 7);
-  EXPECT_EQ(options_to_json(o), nlohmann::json({{"num_classes", 7}, {"input_size", 32}}));
+  EXPECT_EQ(options_to_json(o),
+            nlohmann::json({{"num_classes", 7}, {"input_size", 32}, {"shortcut", "pad"}}));
   // 9 basic blocks per stage: layer1.8 exists, layer1.9 does not.
   auto params = create_model("resnet56_cifar", {})->named_parameters();
   EXPECT_TRUE(params.contains("layer1.8.conv2.weight"));
@@ -170,7 +197,8 @@ TEST_F(ModelOptions, UnknownArgsNameTheValidOnes) {
             "model densenet_cifar has no option 'width'; valid options: num_classes, input_size, "
             "depth, growth");
   EXPECT_EQ(error_of("resnet20_cifar", {{"depth", 32}}),
-            "model resnet20_cifar has no option 'depth'; valid options: num_classes, input_size");
+            "model resnet20_cifar has no option 'depth'; valid options: num_classes, input_size, "
+            "shortcut");
   EXPECT_EQ(error_of("lenet5", {{"classes", 3}}),
             "model lenet5 has no option 'classes'; valid options: num_classes, input_size");
 }
