@@ -27,15 +27,12 @@ std::string group_type_name(GroupType g) {
 }
 
 at::Tensor level_mask(const at::Tensor& weight, double sparsity) {
-  auto flat = weight.detach().abs().flatten();
-  const auto n = flat.numel();
-  const auto k = static_cast<int64_t>(std::floor(sparsity * static_cast<double>(n) + 1e-9));
-  auto mask = torch::ones({n}, weight.options().dtype(torch::kFloat32));
-  if (k > 0) {
-    auto order = std::get<1>(flat.sort(/*stable=*/true, 0, false));
-    mask.index_fill_(0, order.narrow(0, 0, std::min(k, n)), 0.0);
-  }
-  return mask.view(weight.sizes());
+  auto mag = weight.detach().abs();
+  const auto n = mag.numel();
+  const auto k = std::min(n, static_cast<int64_t>(std::floor(sparsity * static_cast<double>(n))));
+  if (k <= 0) return torch::ones(weight.sizes(), weight.options().dtype(torch::kFloat32));
+  const auto threshold = std::get<0>(mag.flatten().kthvalue(k));
+  return mag.gt(threshold).to(torch::kFloat32);
 }
 
 at::Tensor threshold_mask(const at::Tensor& weight, double threshold) {
@@ -58,22 +55,29 @@ at::Tensor group_magnitudes(const at::Tensor& weight, GroupType group, bool l2) 
     }
     case GroupType::kRows: {
       if (w.dim() != 2) throw std::invalid_argument("row ranking needs a 2-D weight");
-      auto m = mag.mean(1);
+      auto m = mag.mean(0);
       return l2 ? m.sqrt() : m;
     }
   }
   return {};
 }
 
-std::vector<int64_t> smallest_groups(const at::Tensor& magnitudes, double fraction) {
-  const int64_t n = magnitudes.numel();
-  auto k = static_cast<int64_t>(std::floor(fraction * static_cast<double>(n) + 1e-9));
-  if (fraction < 1.0) k = std::min(k, n - 1);
+int64_t structures_to_prune(int64_t n, double fraction) {
+  auto k = static_cast<int64_t>(std::floor(fraction * static_cast<double>(n)));
   k = std::max<int64_t>(0, std::min(k, n));
-  auto order = std::get<1>(magnitudes.sort(/*stable=*/true, 0, false));
+  if (k == n && fraction != 1.0) k = n - 1;
+  return k;
+}
+
+std::vector<int64_t> smallest_groups(const at::Tensor& magnitudes, double fraction) {
+  const auto flat = magnitudes.detach().flatten();
+  const int64_t k = structures_to_prune(flat.numel(), fraction);
   std::vector<int64_t> out;
-  for (int64_t i = 0; i < k; ++i) out.push_back(order[i].item<int64_t>());
-  std::sort(out.begin(), out.end());
+  if (k == 0) return out;
+  const auto threshold = std::get<0>(flat.kthvalue(k));
+  const auto pruned = flat.le(threshold).nonzero().flatten().to(torch::kInt64).contiguous();
+  const auto* p = pruned.data_ptr<int64_t>();
+  out.assign(p, p + pruned.numel());
   return out;
 }
 
@@ -81,7 +85,7 @@ at::Tensor group_mask(const at::Tensor& weight, GroupType group,
                       const std::vector<int64_t>& pruned) {
   auto mask = torch::ones(weight.sizes(), weight.options().dtype(torch::kFloat32));
   if (pruned.empty()) return mask;
-  mask.index_fill_(group == GroupType::kChannels ? 1 : 0, index_tensor(pruned, weight.device()),
+  mask.index_fill_(group == GroupType::kFilters ? 0 : 1, index_tensor(pruned, weight.device()),
                    0.0);
   return mask;
 }

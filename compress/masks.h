@@ -9,30 +9,40 @@
 namespace igb::compress {
 
 /// Structures a ranked pruner removes: whole filters (output channels, Distiller's "Filters" or
-/// "3D"), input channels ("Channels"), or rows of a 2-D weight ("Rows", a linear layer's outputs).
+/// "3D"), input channels ("Channels"), or Distiller's "Rows" of a 2-D weight, which are its input
+/// columns: Distiller's tables show linear weights transposed, and its ranked `Rows` pruner ranks
+/// and zeroes W[:, j] (as `Channels` does on a 2-D weight), never an output row or the bias.
 enum class GroupType { kFilters, kChannels, kRows };
 
 /// Parses "Filters", "3D", "Channels", "Rows"; throws std::invalid_argument otherwise.
 GroupType parse_group_type(const std::string& s);
 std::string group_type_name(GroupType g);
 
-/// Mask (1 keep, 0 prune) zeroing exactly floor(sparsity · numel) elements of `weight`: the ones
-/// with the smallest magnitude (ties broken by position). Ranking uses the weight as it is, so a
-/// weight that is already masked keeps its zeros and pruning only grows.
+/// Mask (1 keep, 0 prune) of Distiller's level pruning: with k = floor(sparsity · numel) (no
+/// rounding slack: 0.58 · 50 is 28.999… in double, so 28), the threshold is the k-th smallest |w|
+/// and every element with |w| at or below it is zeroed, so ties at the threshold all go and at
+/// least k elements are zeroed. k = 0 zeroes nothing. Ranking uses the weight as it is, so a
+/// weight that is already masked keeps its zeros.
 at::Tensor level_mask(const at::Tensor& weight, double sparsity);
 
-/// Mask keeping elements with |w| > threshold.
+/// Mask keeping elements with |w| > threshold (ties at the threshold are pruned).
 at::Tensor threshold_mask(const at::Tensor& weight, double threshold);
 
 /// Magnitude of each group of `weight`: mean |w| (L1 normalised by size; `l2` = root mean square)
-/// over each filter, input channel or row.
+/// over each filter, input channel or (kRows, 2-D only) input column.
 at::Tensor group_magnitudes(const at::Tensor& weight, GroupType group, bool l2 = false);
 
-/// Indices of the floor(fraction · N) groups of smallest magnitude (never all N unless fraction
-/// is 1), sorted ascending.
+/// Distiller's count of structures pruned out of `n` for `fraction`: floor(fraction · n) with no
+/// rounding slack, and n − 1 instead of all n unless fraction is 1.
+int64_t structures_to_prune(int64_t n, double fraction);
+
+/// Indices, sorted ascending, of the groups a ranked pruner removes: with k =
+/// structures_to_prune(N, fraction), every group whose magnitude is at or below the k-th
+/// smallest (so ties at that threshold all go, possibly more than k). Empty when k = 0.
 std::vector<int64_t> smallest_groups(const at::Tensor& magnitudes, double fraction);
 
-/// A mask of `weight`'s shape zeroing the given groups.
+/// A mask of `weight`'s shape zeroing the given groups (filters along dimension 0, channels and
+/// Distiller's 2-D "Rows" along dimension 1).
 at::Tensor group_mask(const at::Tensor& weight, GroupType group,
                       const std::vector<int64_t>& pruned);
 

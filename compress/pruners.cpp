@@ -26,8 +26,7 @@ void mask_groups(const ModelParams& params, MaskTable& masks, const std::string&
     masks[name] = it == masks.end() ? m : it->second * m;
   };
   const ChannelGroups* groups = params.channel_groups();
-  const bool filters =
-      group == GroupType::kFilters || group == GroupType::kRows;  // a linear's rows are its filters
+  const bool filters = group == GroupType::kFilters;
   if (filters && !groups)
     throw std::logic_error(
         "filter pruning of " + weight +
@@ -45,8 +44,8 @@ void mask_groups(const ModelParams& params, MaskTable& masks, const std::string&
     for (const auto& [name, m] : add) combine(name, m);
     return;
   }
-  // Channels, and filters of a weight that writes no channel group of its own (a grouped
-  // convolution): the weight alone.
+  // Channels, a 2-D weight's columns (Distiller's Rows), and filters of a weight that writes no
+  // channel group of its own (a grouped convolution): the weight alone.
   combine(weight, group_mask(w, group, pruned));
 }
 
@@ -83,8 +82,9 @@ void check_agp_range(YamlReader& r, double initial, double final_sparsity) {
                      " (AGP raises sparsity from the one to the other)");
 }
 
-/// A {param or '*': value} map resolved against the model: '*' covers every conv and linear
-/// weight that is not named explicitly.
+/// A {param or '*': value} map resolved against the model: '*' covers every parameter that is not
+/// named explicitly, biases and norm terms included, as Distiller applies it to each of
+/// named_parameters().
 ParamValues per_param(YamlReader& r, const std::string& key, const ModelParams& params,
                       bool is_fraction) {
   YAML::Node n = r.node(key);
@@ -102,7 +102,7 @@ ParamValues per_param(YamlReader& r, const std::string& key, const ModelParams& 
       out[params.resolve(name, yaml_where(r.file(), kv.first))] = v;
   }
   if (star >= 0)
-    for (const auto& w : params.weight_names())
+    for (const auto& w : params.names())
       if (!out.count(w)) out[w] = star;
   return out;
 }
@@ -300,7 +300,9 @@ LevelPruner::LevelPruner(std::string name, LevelPrunerOptions options)
 std::vector<std::string> LevelPruner::targets() const { return keys_of(options_.levels()); }
 
 void LevelPruner::set_masks(ModelParams& params, MaskTable& masks, int64_t, const PolicyTiming&) {
-  for (const auto& [p, s] : options_.levels()) masks[p] = level_mask(params.at(p), s);
+  // A level of 0 leaves the parameter's mask as it is.
+  for (const auto& [p, s] : options_.levels())
+    if (s > 0) masks[p] = level_mask(params.at(p), s);
 }
 
 nlohmann::json LevelPruner::hyperparams() const {
@@ -332,7 +334,12 @@ void SensitivityPruner::set_masks(ModelParams& params, MaskTable& masks, int64_t
                                   const PolicyTiming&) {
   for (const auto& [p, s] : options_.sensitivities()) {
     const auto& w = params.at(p);
-    masks[p] = threshold_mask(w, s * w.detach().std().item<double>());
+    // The standard deviation is taken once, at the first call, and kept: later calls see masked
+    // weights, whose zeros would shrink it. A single value has none; it is left alone.
+    if (w.numel() < 2) continue;
+    auto it = stddev_.find(p);
+    if (it == stddev_.end()) it = stddev_.emplace(p, w.detach().std().item<double>()).first;
+    masks[p] = threshold_mask(w, s * it->second);
   }
 }
 
@@ -398,6 +405,9 @@ at::Tensor RankedStructurePruner::magnitudes(ModelParams& params, const std::str
 void RankedStructurePruner::set_masks(ModelParams& params, MaskTable& masks, int64_t epoch,
                                       const PolicyTiming& timing) {
   const auto& targets = options_.targets();
+  // This call's masks, built from scratch: they replace the old ones rather than multiply them,
+  // so with dense weights (mask_on_forward_only, use_double_copies) the pruned set can move.
+  MaskTable fresh;
   std::vector<int64_t> leader_choice;
   for (size_t i = 0; i < targets.size(); ++i) {
     const auto& t = targets[i];
@@ -412,8 +422,11 @@ void RankedStructurePruner::set_masks(ModelParams& params, MaskTable& masks, int
       pruned = smallest_groups(magnitudes(params, t.weight, t.group), fraction);
       leader_choice = pruned;
     }
-    mask_groups(params, masks, t.weight, t.group, pruned, w);
+    // Nothing to prune (fraction 0, or too few structures for it): the mask stays as it was.
+    if (pruned.empty()) continue;
+    mask_groups(params, fresh, t.weight, t.group, pruned, w);
   }
+  for (auto& [name, mask] : fresh) masks[name] = std::move(mask);
 }
 
 nlohmann::json RankedStructurePruner::hyperparams() const {

@@ -67,9 +67,10 @@ struct LevelPrunerOptions {
   static LevelPrunerOptions from_yaml(YamlReader& yaml, const ModelParams& params);
   nlohmann::json to_json() const;
 
-  /// `levels`: sparsity per parameter, the fraction of its elements zeroed (in [0, 1]; exactly
-  /// floor(s·n) smallest-magnitude elements). In YAML '*' stands for every conv and linear weight
-  /// not named explicitly. Required (non-empty); default empty.
+  /// `levels`: sparsity per parameter, in [0, 1]: with k = floor(s·n), every element whose |w| is
+  /// at or below the k-th smallest is zeroed (level_mask); 0 leaves the parameter's mask alone.
+  /// In YAML '*' stands for every parameter not named explicitly, biases and norm terms included
+  /// (as in Distiller). Required (non-empty); default empty.
   TORCH_ARG(ParamValues, levels);
 };
 
@@ -94,8 +95,8 @@ struct SensitivityPrunerOptions {
   nlohmann::json to_json() const;
 
   /// `sensitivities`: per parameter, elements with |w| ≤ s·std(w) are zeroed (s in standard
-  /// deviations of the weight, taken at each call). '*' as for levels. Required (non-empty);
-  /// default empty.
+  /// deviations of the parameter, taken once at the pruner's first call and kept; parameters of
+  /// one element are left alone). '*' as for levels. Required (non-empty); default empty.
   TORCH_ARG(ParamValues, sensitivities);
 };
 
@@ -204,7 +205,8 @@ class MagnitudePruner : public Pruner {
   MagnitudePrunerOptions options_;
 };
 
-/// Zeroes |w| ≤ sensitivity · std(w).
+/// Zeroes |w| ≤ sensitivity · std(w), with std(w) taken at its first call and kept (Distiller's
+/// SensitivityPruner: as pruning pulls weights toward zero, the fixed threshold traps more).
 class SensitivityPruner : public Pruner {
  public:
   SensitivityPruner(std::string name, SensitivityPrunerOptions options);
@@ -216,6 +218,8 @@ class SensitivityPruner : public Pruner {
 
  private:
   SensitivityPrunerOptions options_;
+  /// std(w) by parameter, from the first call.
+  std::map<std::string, double> stddev_;
 };
 
 /// Level pruning of every weight to agp_target() of the epoch; needs range timing.
@@ -233,8 +237,10 @@ class AgpPruner : public Pruner {
   AgpPrunerOptions options_;
 };
 
-/// L1/L2-ranked structure pruning (filters, input channels or rows), fixed fraction or AGP
-/// schedule, optional Leader dependency. Its mask replaces the previous one on each call.
+/// L1/L2-ranked structure pruning (filters, input channels or a 2-D weight's input columns),
+/// fixed fraction or AGP schedule, optional Leader dependency. Each call ranks the weights as they
+/// are and its masks replace the previous ones (they do not multiply them); a call that prunes
+/// nothing (fraction 0, or floor(fraction · N) = 0) leaves the masks as they were.
 class RankedStructurePruner : public Pruner {
  public:
   RankedStructurePruner(std::string name, RankedStructurePrunerOptions options);
@@ -262,11 +268,11 @@ using PrunerFactory = std::function<std::unique_ptr<Pruner>(
 Registry<PrunerFactory>& pruner_registry();
 void register_builtin_pruners();
 
-/// Zeroes groups of `weight` in `masks`. Filters (and a linear weight's rows) go with their whole
-/// channel group from `params.channel_groups()`: every filter tied to them by adds and concats,
-/// biases and per-channel followers (norms, PReLU slopes). Without channel groups (a scheduler
-/// that was not given a tracer) filter pruning is a logic_error; a weight that writes no group
-/// of its own (a grouped convolution) and channel pruning mask the weight alone.
+/// Zeroes groups of `weight` in `masks` (multiplying any mask already there). Filters go with
+/// their whole channel group from `params.channel_groups()`: every filter tied to them by adds and
+/// concats, biases and per-channel followers (norms, PReLU slopes). Without channel groups (a
+/// scheduler that was not given a tracer) filter pruning is a logic_error; a weight that writes no
+/// group of its own (a grouped convolution) and channel pruning mask the weight alone.
 void mask_groups(const ModelParams& params, MaskTable& masks, const std::string& weight,
                  GroupType group, const std::vector<int64_t>& pruned,
                  const at::Tensor& weight_tensor);

@@ -37,12 +37,50 @@ TEST(LevelMask, ZeroesExactlyFloorOfSparsityTimesN) {
     auto m = level_mask(w, s);
     EXPECT_EQ(m.eq(0).sum().item<int64_t>(), static_cast<int64_t>(std::floor(s * 189))) << s;
   }
-  // Ties: all equal magnitudes still give exactly k zeros.
-  auto flat = torch::ones({10});
-  EXPECT_EQ(level_mask(flat, 0.35).eq(0).sum().item<int64_t>(), 3);
   // The smallest magnitudes go first, whatever their sign.
   auto v = torch::tensor({0.5f, -0.1f, 2.0f, 0.05f, -3.0f});
   EXPECT_TRUE(torch::equal(level_mask(v, 0.4), torch::tensor({1.f, 0.f, 1.f, 0.f, 1.f})));
+}
+
+// Distiller's SparsityLevelParameterPruner.create_mask (distiller/pruning/level_pruner.py):
+// k = int(s · n), threshold = the k-th smallest |w|, mask = |w| > threshold.
+TEST(LevelMask, CountsWithoutSlackAndPrunesEveryTieAtTheThreshold) {
+  // 0.58 · 50 is 28.999999999999996 in double: int() gives 28, so magnitudes 1..28 go.
+  auto w = torch::arange(1, 51, torch::kFloat32);
+  EXPECT_EQ(level_mask(w, 0.58).eq(0).sum().item<int64_t>(), 28);
+  EXPECT_TRUE(torch::equal(level_mask(w, 0.58), w.gt(28).to(torch::kFloat32)));
+  // All ten equal: k = floor(0.35 · 10) = 3, threshold 1, and all ten are at it.
+  EXPECT_EQ(level_mask(torch::ones({10}), 0.35).eq(0).sum().item<int64_t>(), 10);
+  // Five weights already zero and k = floor(0.2 · 10) = 2: threshold 0, all five stay pruned.
+  auto z = torch::tensor({0.f, 3.f, 0.f, -1.f, 0.f, 2.f, 0.f, 4.f, 0.f, -5.f});
+  EXPECT_TRUE(torch::equal(level_mask(z, 0.2), z.ne(0).to(torch::kFloat32)));
+  // {1, 2, 2, 2, 5}, k = floor(0.4 · 5) = 2: threshold 2, so 1 and the three 2s (4 of 5) go.
+  auto t = torch::tensor({2.f, 5.f, -2.f, 1.f, 2.f});
+  EXPECT_TRUE(torch::equal(level_mask(t, 0.4), torch::tensor({0.f, 1.f, 0.f, 0.f, 0.f})));
+  // k = floor(0.05 · 10) = 0: nothing.
+  EXPECT_EQ(level_mask(torch::ones({10}), 0.05).eq(0).sum().item<int64_t>(), 0);
+}
+
+// Distiller's num_structs_to_prune and k_smallest_elems (distiller/norms.py) and the ranked
+// pruners' `mags.gt(bottomk[-1])` (distiller/pruning/ranked_structures_pruner.py).
+TEST(RankedStructures, CountsWithoutSlackAndPrunesEveryTieAtTheThreshold) {
+  EXPECT_EQ(structures_to_prune(50, 0.58), 28);  // floor(28.999999999999996)
+  EXPECT_EQ(structures_to_prune(4, 0.99), 3);    // floor(3.96) = 3
+  EXPECT_EQ(structures_to_prune(4, 0.999999), 3);
+  EXPECT_EQ(structures_to_prune(1, 0.999), 0);  // floor(0.999) = 0
+  EXPECT_EQ(structures_to_prune(4, 1.0), 4);
+  EXPECT_EQ(structures_to_prune(4, 0.2), 0);  // floor(0.8) = 0
+  // 50 distinct magnitudes 50, 49, …, 1 at 0.58: the 28 smallest are at indices 22..49.
+  auto mags = torch::arange(50, 0, -1, torch::kFloat32);
+  std::vector<int64_t> expected;
+  for (int64_t i = 22; i < 50; ++i) expected.push_back(i);
+  EXPECT_EQ(smallest_groups(mags, 0.58), expected);
+  // {1, 2, 2, 2, 5} at 0.4: k = 2, threshold 2, so indices of 1 and of every 2.
+  EXPECT_EQ(smallest_groups(torch::tensor({2.f, 5.f, 2.f, 1.f, 2.f}), 0.4),
+            (std::vector<int64_t>{0, 2, 3, 4}));
+  // Four equal filters at 0.5: k = 2, and every filter ties at the threshold: all four go.
+  EXPECT_EQ(smallest_groups(torch::full({4}, 0.3f), 0.5), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_TRUE(smallest_groups(torch::tensor({1.f, 2.f, 3.f, 4.f}), 0.2).empty());
 }
 
 TEST(RankedStructures, FilterAndChannelMapsOnAFixedTensor) {
@@ -65,12 +103,21 @@ TEST(RankedStructures, FilterAndChannelMapsOnAFixedTensor) {
   auto mask = group_mask(w, GroupType::kChannels, {1});
   EXPECT_EQ(mask.select(1, 1).sum().item<float>(), 0.0f);
   EXPECT_EQ(mask.sum().item<float>(), 16.0f);
-  auto rows = torch::tensor({{1.f, 1.f}, {0.1f, -0.1f}, {2.f, 0.f}});
-  EXPECT_EQ(smallest_groups(group_magnitudes(rows, GroupType::kRows), 0.4),
-            (std::vector<int64_t>{1}));
-  // L2 ranking differs from L1 when magnitudes are uneven: row 2 has L1 mean 1, L2 rms 1.414.
-  auto l2 = group_magnitudes(rows, GroupType::kRows, true);
-  EXPECT_NEAR(l2[2].item<float>(), std::sqrt(2.0f), 1e-6);
+  // Distiller's "Rows" of a 2-D weight are its input columns (rank_and_prune_rows ranks cols_norm,
+  // distiller/pruning/ranked_structures_pruner.py): [2 outputs × 3 inputs], column means of |w|
+  // (1 + 2)/2 = 1.5, (0.1 + 0.1)/2 = 0.1, (1 + 0)/2 = 0.5.
+  auto fc = torch::tensor({{1.f, 0.1f, 1.f}, {-2.f, -0.1f, 0.f}});
+  auto rm = group_magnitudes(fc, GroupType::kRows);
+  ASSERT_EQ(rm.numel(), 3);
+  EXPECT_NEAR(rm[0].item<float>(), 1.5f, 1e-6);
+  EXPECT_NEAR(rm[2].item<float>(), 0.5f, 1e-6);
+  EXPECT_EQ(smallest_groups(rm, 0.4), (std::vector<int64_t>{1}));  // floor(1.2) = 1
+  EXPECT_TRUE(torch::equal(group_mask(fc, GroupType::kRows, {1}),
+                           torch::tensor({{1.f, 0.f, 1.f}, {1.f, 0.f, 1.f}})));
+  // L2 ranking differs from L1 when magnitudes are uneven: column 2 has L1 mean 0.5, L2 rms
+  // sqrt((1 + 0)/2) = 0.707.
+  auto l2 = group_magnitudes(fc, GroupType::kRows, true);
+  EXPECT_NEAR(l2[2].item<float>(), std::sqrt(0.5f), 1e-6);
 }
 
 }  // namespace igb::compress

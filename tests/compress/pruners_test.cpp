@@ -112,7 +112,12 @@ at::Tensor zeroing(const at::Tensor& w, int64_t dim, const std::vector<int64_t>&
 TEST_F(PrunersTest, LevelPrunerReadsLevelsAndExpandsTheStar) {
   auto r = reader("levels: {module.conv1.weight: 0.3, '*': 0.25}", "SparsityLevelParameterPruner");
   auto o = LevelPrunerOptions::from_yaml(r, *params_);
-  const ParamValues expected = {{"conv1.weight", 0.3}, {"conv2.weight", 0.25}, {"fc.weight", 0.25}};
+  // '*' covers every parameter, biases and BatchNorm terms included, as Distiller's
+  // SparsityLevelParameterPruner.set_param_mask is called for each of model.named_parameters()
+  // and takes levels.get(name, levels['*']) (distiller/pruning/level_pruner.py, policy.py).
+  const ParamValues expected = {{"conv1.weight", 0.3}, {"conv1.bias", 0.25},   {"bn1.weight", 0.25},
+                                {"bn1.bias", 0.25},    {"conv2.weight", 0.25}, {"conv2.bias", 0.25},
+                                {"fc.weight", 0.25},   {"fc.bias", 0.25}};
   EXPECT_EQ(o.levels(), expected);
   EXPECT_TRUE(LevelPrunerOptions().levels().empty());
 
@@ -155,10 +160,49 @@ TEST_F(PrunersTest, MagnitudePrunerZeroesAtOrBelowTheThreshold) {
   EXPECT_TRUE(
       torch::equal(masks_.at("conv1.weight"), w("conv1.weight").abs().gt(10).to(torch::kFloat32)));
   EXPECT_EQ(masks_.at("conv1.weight").eq(0).sum().item<int64_t>(), 10);  // |w| = 1..10, 10 included
+  // thresholds.get(name, thresholds['*']) for every parameter
+  // (distiller/pruning/magnitude_pruner.py).
   auto r = reader("thresholds: {'*': 2.5}", "MagnitudeParameterPruner");
-  const ParamValues all = {{"conv1.weight", 2.5}, {"conv2.weight", 2.5}, {"fc.weight", 2.5}};
+  ParamValues all;
+  for (const auto& n : params_->names()) all[n] = 2.5;
+  EXPECT_EQ(all.size(), 8u);
   EXPECT_EQ(MagnitudePrunerOptions::from_yaml(r, *params_).thresholds(), all);
   expect_round_trip(*p);
+}
+
+// Distiller's threshold_mask is |w| > t (distiller/thresholding.py): weights at exactly t go,
+// and weights already zero stay pruned even at t = 0.
+TEST_F(PrunersTest, MagnitudePrunerPrunesTiesAtTheThreshold) {
+  {
+    torch::NoGradGuard g;
+    w("fc.weight")
+        .copy_(torch::tensor(
+            {{0.f, 0.5f, -0.5f, 0.25f}, {-0.75f, 0.f, 0.5f, 1.f}, {0.5f, -0.25f, 2.f, 0.f}}));
+  }
+  make("MagnitudeParameterPruner", "thresholds: {fc.weight: 0.5}")
+      ->set_masks(*params_, masks_, 0, {});
+  EXPECT_TRUE(torch::equal(
+      masks_.at("fc.weight"),
+      torch::tensor({{0.f, 0.f, 0.f, 0.f}, {1.f, 0.f, 0.f, 1.f}, {0.f, 0.f, 1.f, 0.f}})));
+  make("MagnitudeParameterPruner", "thresholds: {fc.weight: 0}")
+      ->set_masks(*params_, masks_, 0, {});
+  EXPECT_EQ(masks_.at("fc.weight").eq(0).sum().item<int64_t>(), 3);  // the three zeros
+}
+
+// A '*' level reaches a bias and a BatchNorm weight (Distiller prunes every named parameter).
+TEST_F(PrunersTest, LevelPrunerStarPrunesBiasesAndNormTerms) {
+  {
+    torch::NoGradGuard g;
+    w("bn1.weight").copy_(torch::tensor({0.3f, -0.1f, 0.4f, 0.2f}));
+    w("fc.bias").copy_(torch::tensor({-1.f, 0.5f, 2.f}));
+  }
+  auto p = make("SparsityLevelParameterPruner", "levels: {'*': 0.5}");
+  p->set_masks(*params_, masks_, 0, {});
+  // bn1.weight: k = floor(0.5 · 4) = 2, threshold 0.2: -0.1 and 0.2 go.
+  EXPECT_TRUE(torch::equal(masks_.at("bn1.weight"), torch::tensor({1.f, 0.f, 1.f, 0.f})));
+  // fc.bias: k = floor(0.5 · 3) = 1, threshold 0.5.
+  EXPECT_TRUE(torch::equal(masks_.at("fc.bias"), torch::tensor({1.f, 0.f, 1.f})));
+  EXPECT_EQ(p->targets().size(), 8u);
 }
 
 TEST_F(PrunersTest, SensitivityPrunerThresholdIsSensitivityTimesStd) {
@@ -175,6 +219,33 @@ TEST_F(PrunersTest, SensitivityPrunerThresholdIsSensitivityTimesStd) {
   EXPECT_EQ(masks_.at("conv1.weight").eq(0).sum().item<int64_t>(),
             static_cast<int64_t>(std::floor(threshold)));
   expect_round_trip(*p);
+}
+
+// Distiller's SensitivityPruner takes torch.std(param) once, at its first call, and keeps it
+// (distiller/pruning/sensitivity_pruner.py: `if not hasattr(param, 'stddev')`).
+TEST_F(PrunersTest, SensitivityPrunerKeepsTheStdOfItsFirstCall) {
+  // conv2.weight holds ±1, ±2, …, ±8: mean 0, Σw² = 2·(1 + 4 + … + 64) = 408, unbiased
+  // std = sqrt(408 / 15) = 5.2154; sensitivity 1 → threshold 5.2154 prunes ±1..±5 (10 of 16).
+  {
+    torch::NoGradGuard g;
+    auto v = torch::arange(1, 9, torch::kFloat32);
+    w("conv2.weight").copy_(torch::cat({v, -v}).reshape({4, 4, 1, 1}));
+  }
+  auto p = make("SensitivityPruner", "sensitivities: {conv2.weight: 1.0}");
+  p->set_masks(*params_, masks_, 0, {});
+  EXPECT_TRUE(
+      torch::equal(masks_.at("conv2.weight"), w("conv2.weight").abs().gt(5.5).to(torch::kFloat32)));
+  // Masked, and training moves the 8 to 5: the values are 10 zeros, ±6, ±7, 5, −8. Their std
+  // would be sqrt((259 − 16·0.1875²)/15) = 4.151, which keeps the 5; the kept threshold 5.2154
+  // prunes it.
+  {
+    torch::NoGradGuard g;
+    w("conv2.weight").mul_(masks_.at("conv2.weight"));
+    w("conv2.weight").view(-1)[7] = 5.0f;  // was 8
+  }
+  p->set_masks(*params_, masks_, 1, {});
+  EXPECT_EQ(masks_.at("conv2.weight").eq(0).sum().item<int64_t>(), 11);
+  EXPECT_EQ(masks_.at("conv2.weight").view(-1)[7].item<float>(), 0.0f);
 }
 
 TEST_F(PrunersTest, AgpPrunerReadsItsKeysAndNeedsARange) {
@@ -331,6 +402,50 @@ TEST_F(PrunersTest, L1RankedChannelPrunerZeroesTheChannelsOfSmallestL1Norm) {
   expect_round_trip(*p);
 }
 
+// Distiller's ranked `Rows` on a 2-D weight ranks and zeroes input columns
+// (rank_and_prune_rows → cols_norm, expand_binary_map 'Cols'; distiller/pruning/
+// ranked_structures_pruner.py): the output rows and the bias stay.
+TEST_F(PrunersTest, RankedRowsOnALinearWeightZeroesInputColumns) {
+  {
+    torch::NoGradGuard g;
+    // Column means of |w|: 0.4, 0.1, 0.3, 0.2 (row means all 0.25).
+    w("fc.weight")
+        .copy_(torch::tensor(
+            {{0.4f, 0.1f, 0.3f, 0.2f}, {-0.4f, 0.1f, 0.3f, -0.2f}, {0.4f, -0.1f, -0.3f, 0.2f}}));
+  }
+  auto p = make("L1RankedStructureParameterPruner",
+                "group_type: Rows\ndesired_sparsity: 0.5\nweights: [fc.weight]");
+  p->set_masks(*params_, masks_, 0, {});
+  // floor(0.5 · 4) = 2 columns: 1 (0.1) and 3 (0.2).
+  EXPECT_TRUE(torch::equal(masks_.at("fc.weight"), zeroing(w("fc.weight"), 1, {1, 3})));
+  EXPECT_EQ(masks_.count("fc.bias"), 0u);
+  EXPECT_TRUE(p->filter_targets().empty());
+  expect_round_trip(*p);
+}
+
+// Distiller's ranked pruners assign `zeros_mask_dict[param_name].mask = mask` on each call
+// (distiller/pruning/ranked_structures_pruner.py): the new mask replaces the old one, so on dense
+// weights the pruned set moves; the filters' channel group (bias, BatchNorm) moves with it.
+TEST_F(PrunersTest, RankedPrunerReplacesItsMaskOnEachCall) {
+  auto set_filters = [&](const std::vector<float>& mean_abs) {
+    torch::NoGradGuard g;
+    for (int64_t f = 0; f < 4; ++f) w("conv1.weight")[f].fill_(mean_abs[f]);
+  };
+  auto p = make("L1RankedStructureParameterPruner",
+                "group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight]");
+  set_filters({0.4f, 0.1f, 0.3f, 0.2f});
+  p->set_masks(*params_, masks_, 0, {});
+  EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), zeroing(w("conv1.weight"), 0, {1, 3})));
+  EXPECT_TRUE(torch::equal(masks_.at("bn1.weight"), zeroing(w("bn1.weight"), 0, {1, 3})));
+  // Dense weights (as under use_double_copies) now rank filters 0 and 2 lowest.
+  set_filters({0.05f, 0.9f, 0.3f, 0.8f});
+  p->set_masks(*params_, masks_, 1, {});
+  EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), zeroing(w("conv1.weight"), 0, {0, 2})));
+  EXPECT_TRUE(torch::equal(masks_.at("conv1.bias"), zeroing(w("conv1.bias"), 0, {0, 2})));
+  EXPECT_TRUE(torch::equal(masks_.at("bn1.weight"), zeroing(w("bn1.weight"), 0, {0, 2})));
+  EXPECT_TRUE(torch::equal(masks_.at("bn1.bias"), zeroing(w("bn1.bias"), 0, {0, 2})));
+}
+
 TEST_F(PrunersTest, LeaderAppliesTheFirstWeightsChoiceToAll) {
   {
     torch::NoGradGuard g;
@@ -370,9 +485,9 @@ TEST_F(PrunersTest, RankedAgpPrunerPrunesTheAgpFractionOfFilters) {
   EXPECT_TRUE(p.needs_range_timing());
   const PolicyTiming t{0, 10, 2, {}};  // span 8
   // floor(4 · target): epoch 2 → 0.289 → 1 filter; epoch 0 → 0; epoch 8 → 2.
+  // At epoch 0 nothing is pruned and, as in Distiller (prune_group returns early), no mask is set.
   p.set_masks(*params_, masks_, 0, t);
-  EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), zeroing(w("conv1.weight"), 0, {})));
-  masks_.clear();  // the scheduler keeps no old ranked mask either: each call replaces it
+  EXPECT_EQ(masks_.count("conv1.weight"), 0u);
   p.set_masks(*params_, masks_, 2, t);
   EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), zeroing(w("conv1.weight"), 0, {1})));
   masks_.clear();
