@@ -12,9 +12,10 @@ namespace igb::compress {
 /// "3D"), input channels ("Channels"), or Distiller's "Rows" of a 2-D weight, which are its input
 /// columns: Distiller's tables show linear weights transposed, and its ranked `Rows` pruner ranks
 /// and zeroes W[:, j] (as `Channels` does on a 2-D weight), never an output row or the bias.
-enum class GroupType { kFilters, kChannels, kRows };
+/// "Blocks" are Distiller's blocks of a 4-D weight, shaped by a block_shape (block_magnitudes()).
+enum class GroupType { kFilters, kChannels, kRows, kBlocks };
 
-/// Parses "Filters", "3D", "Channels", "Rows"; throws std::invalid_argument otherwise.
+/// Parses "Filters", "3D", "Channels", "Rows", "Blocks"; throws std::invalid_argument otherwise.
 GroupType parse_group_type(const std::string& s);
 std::string group_type_name(GroupType g);
 
@@ -31,6 +32,23 @@ at::Tensor threshold_mask(const at::Tensor& weight, double threshold);
 /// Magnitude of each group of `weight`: mean |w| (L1 normalised by size; `l2` = root mean square)
 /// over each filter, input channel or (kRows, 2-D only) input column.
 at::Tensor group_magnitudes(const at::Tensor& weight, GroupType group, bool l2 = false);
+
+/// Why `block_shape` [repetitions, depth, height, width] cannot cut `weight` into Distiller's
+/// blocks (height and width must be 1, the weight 4-D, and the blocks must tile it), or "" when it
+/// can.
+std::string block_shape_problem(const at::Tensor& weight, const std::vector<int64_t>& block_shape);
+
+/// Magnitude of each of Distiller's blocks of a 4-D weight [F, C, kH, kW] for block_shape [R, D, 1,
+/// 1] (mean |w|, or root mean square with `l2`). With D > 1 a block is R·D consecutive (filter,
+/// input channel) kernels at one kernel position: the weight viewed as [F·C/(R·D), R·D, kH·kW],
+/// blocks along the first and last dimensions. With D = 1 a block is R consecutive filters at one
+/// (channel, position): the weight viewed as [F/R, R, C·kH·kW]. Block_shape_problem() must be "".
+at::Tensor block_magnitudes(const at::Tensor& weight, const std::vector<int64_t>& block_shape,
+                            bool l2 = false);
+
+/// A mask of `weight`'s shape zeroing the given blocks (indices into block_magnitudes()).
+at::Tensor block_mask(const at::Tensor& weight, const std::vector<int64_t>& block_shape,
+                      const std::vector<int64_t>& pruned);
 
 /// Distiller's count of structures pruned out of `n` for `fraction`: floor(fraction · n) with no
 /// rounding slack, and n − 1 instead of all n unless fraction is 1.

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -137,13 +138,19 @@ nlohmann::json with_class(const std::string& cls, nlohmann::json options) {
   return out;
 }
 
+std::string shape_text(const at::Tensor& t) {
+  std::string out = "[";
+  for (int64_t d = 0; d < t.dim(); ++d) out += (d ? ", " : "") + std::to_string(t.size(d));
+  return out + "]";
+}
+
 GroupType read_group(YamlReader& r, const std::string& key, const YAML::Node& n) {
   std::string s = r.as<std::string>(n, key);
   try {
     return parse_group_type(s);
   } catch (const std::invalid_argument&) {
     throw InputError(r.where(key) + ": " + r.path() + "." + key + " '" + s +
-                     "' is not a group type; valid: Filters, 3D, Channels, Rows");
+                     "' is not a group type; valid: Filters, 3D, Channels, Rows, Blocks");
   }
 }
 
@@ -199,10 +206,40 @@ RankedStructurePrunerOptions read_ranked(YamlReader& r, const ModelParams& param
     for (const auto& w : read_weights(r, params)) targets.push_back({w, s, g});
   }
   for (const auto& t : targets) check_group_fits(r, params, t.weight, t.group);
+  // Distiller's `kwargs: {block_shape: [repetitions, depth, 1, 1]}`, which Blocks needs.
+  const bool blocks = std::any_of(targets.begin(), targets.end(), [](const RankedTarget& t) {
+    return t.group == GroupType::kBlocks;
+  });
+  const YAML::Node kwargs = r.node("kwargs");
+  if (kwargs && !kwargs.IsNull()) {
+    if (!kwargs.IsMap())
+      throw r.wrong_type(kwargs, "kwargs", "a mapping {block_shape: [R, D, 1, 1]}");
+    YamlReader k(kwargs, r.file(), r.path() + ".kwargs");
+    o.block_shape(k.get<std::vector<int64_t>>("block_shape"));
+    k.finish();
+    if (!blocks)
+      throw InputError(r.where("kwargs") + ": " + r.path() +
+                       ": kwargs.block_shape is for group_type Blocks, which no weight here uses");
+  }
+  if (blocks && o.block_shape().empty())
+    throw InputError(r.where() + ": " + r.path() +
+                     ": group_type Blocks needs kwargs: {block_shape: [repetitions, depth, 1, 1]}");
+  for (const auto& t : targets) {
+    if (t.group != GroupType::kBlocks) continue;
+    const auto problem = block_shape_problem(params.at(t.weight), o.block_shape());
+    if (!problem.empty())
+      throw InputError(r.where("kwargs") + ": " + r.path() + ": " + t.weight + " " +
+                       shape_text(params.at(t.weight)) + ": " + problem);
+  }
+  auto count_groups = [&](const RankedTarget& t) {
+    const auto& w = params.at(t.weight);
+    return t.group == GroupType::kBlocks ? block_magnitudes(w, o.block_shape()).numel()
+                                         : group_magnitudes(w, t.group).numel();
+  };
   if (o.leader()) {
-    const auto n0 = group_magnitudes(params.at(targets[0].weight), targets[0].group).numel();
+    const auto n0 = count_groups(targets[0]);
     for (const auto& t : targets)
-      if (group_magnitudes(params.at(t.weight), t.group).numel() != n0)
+      if (count_groups(t) != n0)
         throw InputError(r.where() + ": " + r.path() +
                          ": Leader needs the same number of groups in every weight, but " +
                          t.weight + " differs from " + targets[0].weight);
@@ -289,6 +326,7 @@ nlohmann::json RankedStructurePrunerOptions::to_json() const {
     for (const auto& t : targets_) regims[t.weight] = {t.fraction, group_type_name(t.group)};
     out["reg_regims"] = regims;
   }
+  if (!block_shape_.empty()) out["kwargs"] = {{"block_shape", block_shape_}};
   return out;
 }
 
@@ -384,6 +422,7 @@ at::Tensor RankedStructurePruner::magnitudes(ModelParams& params, const std::str
   const bool l2 = options_.norm() == RankNorm::kL2;
   const auto& w = params.at(weight);
   const ChannelGroups* groups = params.channel_groups();
+  if (group == GroupType::kBlocks) return block_magnitudes(w, options_.block_shape(), l2);
   if (group != GroupType::kFilters || !groups || !groups->has(weight))
     return group_magnitudes(w, group, l2);
   auto out = torch::zeros({w.size(0)}, torch::kFloat32);
@@ -424,6 +463,12 @@ void RankedStructurePruner::set_masks(ModelParams& params, MaskTable& masks, int
     }
     // Nothing to prune (fraction 0, or too few structures for it): the mask stays as it was.
     if (pruned.empty()) continue;
+    if (t.group == GroupType::kBlocks) {
+      auto m = block_mask(w, options_.block_shape(), pruned);
+      auto it = fresh.find(t.weight);
+      fresh[t.weight] = it == fresh.end() ? m : it->second * m;
+      continue;
+    }
     mask_groups(params, fresh, t.weight, t.group, pruned, w);
   }
   for (auto& [name, mask] : fresh) masks[name] = std::move(mask);
@@ -476,8 +521,8 @@ void register_builtin_pruners() {
           return std::make_unique<RankedStructurePruner>(
               n, RankedStructurePrunerOptions::from_yaml(y, p));
         },
-        "group_type, desired_sparsity, weights [, group_dependency: Leader]: L1-ranked "
-        "filters/channels/rows");
+        "group_type, desired_sparsity, weights [, group_dependency: Leader] [, kwargs: "
+        "{block_shape}]: L1-ranked filters/channels/rows/blocks");
     r.add(
         "L2RankedStructureParameterPruner",
         [](const std::string& n, YamlReader& y, const ModelParams& p) {

@@ -147,10 +147,10 @@ struct RankedStructurePrunerOptions {
   explicit RankedStructurePrunerOptions(std::vector<RankedTarget> targets)
       : targets_(std::move(targets)) {}
   /// The keys of L1/L2RankedStructureParameterPruner: `desired_sparsity`, `group_type`, `weights`
-  /// or `reg_regims`, optional `group_dependency`.
+  /// or `reg_regims`, optional `group_dependency` and `kwargs` (`block_shape`, for Blocks).
   static RankedStructurePrunerOptions from_yaml(YamlReader& yaml, const ModelParams& params);
   /// The keys of L1RankedStructureParameterPruner_AGP: `initial_sparsity`, `final_sparsity`,
-  /// `group_type`, `weights`, optional `group_dependency`; sets agp.
+  /// `group_type`, `weights`, optional `group_dependency` and `kwargs`; sets agp.
   static RankedStructurePrunerOptions from_yaml_agp(YamlReader& yaml, const ModelParams& params);
   nlohmann::json to_json() const;
 
@@ -172,6 +172,10 @@ struct RankedStructurePrunerOptions {
   /// `final_sparsity` (AGP only): fraction pruned from the last scheduled epoch on, in [0, 1].
   /// Default 0.
   TORCH_ARG(double, final_sparsity) = 0;
+  /// `kwargs: {block_shape: [repetitions, depth, 1, 1]}`: the blocks of group_type `Blocks`
+  /// (block_magnitudes() in compress/masks.h); required with Blocks and refused without. Default
+  /// empty.
+  TORCH_ARG(std::vector<int64_t>, block_shape);
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -237,7 +241,8 @@ class AgpPruner : public Pruner {
   AgpPrunerOptions options_;
 };
 
-/// L1/L2-ranked structure pruning (filters, input channels or a 2-D weight's input columns),
+/// L1/L2-ranked structure pruning (filters, input channels, a 2-D weight's input columns, or
+/// blocks of a conv weight),
 /// fixed fraction or AGP schedule, optional Leader dependency. Each call ranks the weights as they
 /// are and its masks replace the previous ones (they do not multiply them); a call that prunes
 /// nothing (fraction 0, or floor(fraction · N) = 0) leaves the masks as they were.

@@ -323,7 +323,7 @@ TEST_F(PrunersTest, RankedPrunerReadsBothFormsAndChecksThem) {
   expect_input_error(
       [&] { make(cls, "group_type: Kernels\ndesired_sparsity: 0.5\nweights: [conv1.weight]"); },
       {"p.yaml:1:",
-       "group_type 'Kernels' is not a group type; valid: Filters, 3D, Channels, Rows"});
+       "group_type 'Kernels' is not a group type; valid: Filters, 3D, Channels, Rows, Blocks"});
   expect_input_error(
       [&] { make(cls, "group_type: Rows\ndesired_sparsity: 0.5\nweights: [conv1.weight]"); },
       {"Rows pruning needs a 2-D (linear) weight, but conv1.weight has 4 dimensions"});
@@ -444,6 +444,90 @@ TEST_F(PrunersTest, RankedPrunerReplacesItsMaskOnEachCall) {
   EXPECT_TRUE(torch::equal(masks_.at("conv1.bias"), zeroing(w("conv1.bias"), 0, {0, 2})));
   EXPECT_TRUE(torch::equal(masks_.at("bn1.weight"), zeroing(w("bn1.weight"), 0, {0, 2})));
   EXPECT_TRUE(torch::equal(masks_.at("bn1.bias"), zeroing(w("bn1.bias"), 0, {0, 2})));
+}
+
+// Distiller's rank_and_prune_blocks (distiller/pruning/ranked_structures_pruner.py): block_shape
+// [R, D, 1, 1]; with D > 1 the weight is viewed as [F·C/(R·D), R·D, kH·kW] and a block is R·D
+// consecutive kernels at one position; with D = 1 as [F/R, R, C·kH·kW], R filters at one place.
+TEST_F(PrunersTest, RankedBlocksFollowDistillersBlockShape) {
+  const std::string cls = "L1RankedStructureParameterPruner";
+  {
+    torch::NoGradGuard g;
+    // conv2 [4, 4, 1, 1] as 16 kernels; blocks of 2: means 1, 0.1, 2, 0.2, 3, 0.3, 4, 0.05.
+    w("conv2.weight")
+        .view(-1)
+        .copy_(torch::tensor({1.f, 1.f, 0.1f, 0.1f, 2.f, 2.f, 0.2f, -0.2f, 3.f, 3.f, 0.3f, 0.3f,
+                              4.f, 4.f, 0.05f, 0.05f}));
+  }
+  auto p = make(cls,
+                "group_type: Blocks\ndesired_sparsity: 0.375\nweights: [conv2.weight]\n"
+                "kwargs: {block_shape: [1, 2, 1, 1]}");
+  p->set_masks(*params_, masks_, 0, {});
+  // k = floor(0.375 · 8) = 3, threshold 0.2: blocks 7, 1, 3, i.e. kernels 14, 15, 2, 3, 6, 7.
+  auto expected = torch::ones({16});
+  for (int64_t i : {2, 3, 6, 7, 14, 15}) expected[i] = 0.f;
+  EXPECT_TRUE(torch::equal(masks_.at("conv2.weight"), expected.view({4, 4, 1, 1})));
+  EXPECT_EQ(p->hyperparams().at("kwargs"),
+            nlohmann::json::parse(R"({"block_shape": [1, 2, 1, 1]})"));
+  expect_round_trip(*p);
+
+  {
+    torch::NoGradGuard g;
+    // Blocks of 2 filters at each channel: filters {0, 1} at channel 1 (mean 0.1) and filters
+    // {2, 3} at channel 3 (mean 0.2) are the smallest of 8 blocks.
+    auto cw = w("conv2.weight");
+    cw.fill_(1.f);
+    cw[0][1].fill_(0.1f);
+    cw[1][1].fill_(0.1f);
+    cw[2][3].fill_(0.2f);
+    cw[3][3].fill_(-0.2f);
+  }
+  masks_.clear();
+  make(cls,
+       "group_type: Blocks\ndesired_sparsity: 0.25\nweights: [conv2.weight]\n"
+       "kwargs: {block_shape: [2, 1, 1, 1]}")
+      ->set_masks(*params_, masks_, 0, {});
+  auto m2 = torch::ones({4, 4, 1, 1});
+  m2[0][1] = 0.f;
+  m2[1][1] = 0.f;
+  m2[2][3] = 0.f;
+  m2[3][3] = 0.f;
+  EXPECT_TRUE(torch::equal(masks_.at("conv2.weight"), m2));  // k = floor(0.25 · 8) = 2
+
+  // The _AGP class takes kwargs too (Distiller's docstring example, on a weight of 16 kernels).
+  auto agp = make("L1RankedStructureParameterPruner_AGP",
+                  "initial_sparsity: 0.05\nfinal_sparsity: 0.70\ngroup_type: Blocks\n"
+                  "weights: [conv2.weight]\nkwargs:\n  block_shape: [1, 4, 1, 1]");
+  expect_round_trip(*agp);
+
+  const std::string keys = "group_type: Blocks\ndesired_sparsity: 0.5\nweights: [conv1.weight]";
+  expect_input_error([&] { make(cls, keys); },
+                     {"group_type Blocks needs kwargs: {block_shape: [repetitions, depth, 1, 1]}"});
+  expect_input_error(
+      [&] {
+        make(cls,
+             "group_type: Filters\ndesired_sparsity: 0.5\nweights: [conv1.weight]\nkwargs: "
+             "{block_shape: [1, 2, 1, 1]}");
+      },
+      {"p.yaml:4:", "kwargs.block_shape is for group_type Blocks"});
+  expect_input_error([&] { make(cls, keys + "\nkwargs: {block_shape: [1, 2, 3, 1]}"); },
+                     {"p.yaml:4:", "must be [repetitions, depth, 1, 1]"});
+  expect_input_error(
+      [&] { make(cls, keys + "\nkwargs: {block_shape: [1, 5, 1, 1]}"); },
+      {"conv1.weight [4, 3, 3, 3]: blocks of 5 kernels do not tile the 4×3 kernels"});
+  expect_input_error([&] { make(cls, keys + "\nkwargs: {block_shape: [3, 1, 1, 1]}"); },
+                     {"blocks of 3 filters do not tile the weight's 4 filters"});
+  expect_input_error([&] { make(cls, keys + "\nkwargs: {block_shape: [1, 2]}"); },
+                     {"block_shape has 2 values"});
+  expect_input_error([&] { make(cls, keys + "\nkwargs: {block_shape: [1, 2, 1, 1], size: 3}"); },
+                     {"unknown key 'size'"});
+  expect_input_error(
+      [&] {
+        make(cls,
+             "group_type: Blocks\ndesired_sparsity: 0.5\nweights: [fc.weight]\nkwargs: "
+             "{block_shape: [1, 2, 1, 1]}");
+      },
+      {"Blocks pruning needs a 4-D (conv) weight"});
 }
 
 TEST_F(PrunersTest, LeaderAppliesTheFirstWeightsChoiceToAll) {
