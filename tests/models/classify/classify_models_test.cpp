@@ -371,6 +371,34 @@ TEST_F(ClassifyModels, DistillerParameterNames) {
       {"conv1.weight", "conv2.bias", "fc1.weight", "fc2.weight"});
 }
 
+// The weights Distiller's example schedules name resolve on the zoo's models: examples/agp-pruning/
+// mobilenet.imagenet.schedule_agp.yaml and examples/drop_filter/plain20_cifar_dropfilter_training
+// .yaml (whose log reports plain20_cifar's 268,336 conv and fc weights, biases and BN excluded).
+TEST_F(ClassifyModels, DistillerExampleScheduleWeightsResolve) {
+  auto mobilenet = create_model("mobilenet", {{"input_size", 32}});
+  compress::ModelParams mp(*mobilenet);
+  for (int block = 4; block <= 13; ++block) {
+    const std::string name = "model." + std::to_string(block) + ".3.weight";
+    EXPECT_EQ(mp.resolve("module." + name, "mobilenet.schedule_agp.yaml"), name);
+  }
+  EXPECT_EQ(mp.resolve("module.fc.weight", "mobilenet.schedule_agp.yaml"), "fc.weight");
+  EXPECT_EQ(mobilenet->named_parameters()["model.12.3.weight"].sizes(),
+            torch::IntArrayRef({1024, 512, 1, 1}));
+  auto plain = create_model("plain20_cifar", {});
+  compress::ModelParams pp(*plain);
+  int64_t weights = 0;
+  for (const auto& name : pp.weight_names()) weights += pp.at(name).numel();
+  EXPECT_EQ(weights, 268'336);
+  EXPECT_EQ(pp.resolve("module.conv1.weight", "dropfilter.yaml"), "conv1.weight");
+  for (int stage = 1; stage <= 3; ++stage)
+    for (int block = 0; block < 3; ++block)
+      for (const char* conv : {"conv1", "conv2"}) {
+        const std::string name =
+            "layer" + std::to_string(stage) + "." + std::to_string(block) + "." + conv + ".weight";
+        EXPECT_EQ(pp.resolve("module." + name, "dropfilter.yaml"), name);
+      }
+}
+
 // distiller/models/cifar10/preresnet_cifar.py: without conv_downsample the shortcut of a block
 // that halves the size is AvgPool2d(2) of the raw (not pre-activated) input, zero-padded by
 // in/2 channels on each side, and the block adds it with no ReLU after.
