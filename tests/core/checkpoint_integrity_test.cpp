@@ -24,8 +24,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct NetImpl : torch::nn::Module {
-  NetImpl() {
+struct SmallNetImpl : torch::nn::Module {
+  SmallNetImpl() {
     fc1 = register_module("fc1", torch::nn::Linear(3, 4));
     bn = register_module("bn", torch::nn::BatchNorm1d(4));
     fc2 = register_module("fc2", torch::nn::Linear(4, 2));
@@ -34,7 +34,7 @@ struct NetImpl : torch::nn::Module {
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
   torch::nn::BatchNorm1d bn{nullptr};
 };
-TORCH_MODULE(Net);
+TORCH_MODULE(SmallNet);
 
 std::string read_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -48,7 +48,7 @@ void write_bytes(const fs::path& p, const std::string& bytes) {
 }
 
 // One step of Adam from the state in `opt`, on a fixed batch; returns fc1's weight after it.
-torch::Tensor adam_step(Net& net, torch::optim::Adam& opt) {
+torch::Tensor adam_step(SmallNet& net, torch::optim::Adam& opt) {
   torch::manual_seed(11);
   auto x = torch::randn({4, 3});
   opt.zero_grad();
@@ -89,7 +89,7 @@ class CheckpointIntegrityTest : public ::testing::Test {
     save(dir_ / "ref.ckpt", small_meta(), net_);
   }
 
-  void save(const fs::path& path, const CheckpointMeta& meta, Net& net) {
+  void save(const fs::path& path, const CheckpointMeta& meta, SmallNet& net) {
     CheckpointParts parts;
     parts.model = net.get();
     parts.optimizer = &opt_;
@@ -104,7 +104,7 @@ class CheckpointIntegrityTest : public ::testing::Test {
     EXPECT_TRUE(ck.verified()) << context;
     EXPECT_EQ(ck.meta().to_json(), small_meta().to_json()) << context;
     torch::manual_seed(99);
-    Net b;
+    SmallNet b;
     torch::optim::Adam opt_b(b->parameters(), torch::optim::AdamOptions(0.01));
     ck.load_model(*b);
     for (const auto& [name, t] : named_state(*net_))
@@ -121,7 +121,7 @@ class CheckpointIntegrityTest : public ::testing::Test {
     ck.restore_rng();
     // The optimizer state is the same when the next step is: compare with a clean load.
     auto clean = Checkpoint::load(dir_ / "ref.ckpt");
-    Net c;
+    SmallNet c;
     torch::optim::Adam opt_c(c->parameters(), torch::optim::AdamOptions(0.01));
     clean.load_model(*c);
     clean.load_optimizer(opt_c);
@@ -130,7 +130,7 @@ class CheckpointIntegrityTest : public ::testing::Test {
 
   test::TempDir tmp_;
   fs::path dir_ = tmp_.path();
-  Net net_;
+  SmallNet net_;
   torch::optim::Adam opt_{net_->parameters(), torch::optim::AdamOptions(0.01)};
   torch::Tensor mask_;
 };
@@ -177,7 +177,7 @@ TEST_F(CheckpointIntegrityTest, EveryFlippedByteIsHarmlessOrOneInputErrorLine) {
 
 TEST_F(CheckpointIntegrityTest, AFlippedWeightNamesTheRecordThatFailsItsChecksum) {
   // fc1.weight holds a pattern that is easy to find in the file.
-  Net n;
+  SmallNet n;
   {
     torch::NoGradGuard no_grad;
     n->fc1->weight.copy_(torch::full({4, 3}, 1.0f / 3.0f) + torch::arange(12).reshape({4, 3}));
@@ -235,14 +235,14 @@ TEST_F(CheckpointIntegrityTest, DevicesAreRefusedBeforeReading) {
 TEST_F(CheckpointIntegrityTest, NonFiniteWeightsAreRefusedNamingTheParameter) {
   for (float bad_value :
        {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
-    Net n;
+    SmallNet n;
     {
       torch::NoGradGuard no_grad;
       n->fc2->weight[1][2] = bad_value;
     }
     save(dir_ / "nan.ckpt", small_meta(), n);
     auto ck = Checkpoint::load(dir_ / "nan.ckpt");  // the archive itself is intact
-    Net target;
+    SmallNet target;
     try {
       ck.load_model(*target);
       FAIL() << "a non-finite weight was loaded";
@@ -253,13 +253,13 @@ TEST_F(CheckpointIntegrityTest, NonFiniteWeightsAreRefusedNamingTheParameter) {
     }
   }
   // A NaN buffer too.
-  Net n;
+  SmallNet n;
   {
     torch::NoGradGuard no_grad;
     n->bn->running_var[0] = std::nanf("");
   }
   save(dir_ / "nanbuf.ckpt", small_meta(), n);
-  Net target;
+  SmallNet target;
   try {
     Checkpoint::load(dir_ / "nanbuf.ckpt").load_model(*target);
     FAIL() << "a NaN buffer was loaded";
@@ -359,7 +359,7 @@ TEST_F(CheckpointIntegrityTest, OlderCheckpointsLoadUnverifiedAndMalformedOnesAr
                      " has no checksums (written by an older igb); it is loaded unverified\n");
   EXPECT_FALSE(ck.verified());
   EXPECT_EQ(ck.meta().epoch, 3);
-  Net b;
+  SmallNet b;
   ck.load_model(*b);
   EXPECT_TRUE(torch::equal(b->fc1->weight, net_->fc1->weight));
 

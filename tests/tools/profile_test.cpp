@@ -6,16 +6,11 @@
 #include <stdexcept>
 
 #include "models/model.h"
+#include "tests/tools/tools_support.h"
 
 namespace igb::tools {
 
 namespace {
-
-models::Model make(const std::string& name) {
-  models::register_builtin_models();
-  torch::manual_seed(0);
-  return models::create_model(name, nlohmann::json::object());
-}
 
 ProfileOptions quick() {
   ProfileOptions o;

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "models/model.h"
 #include "tests/support.h"
+#include "tests/tools/tools_support.h"
 #include "tools/draw.h"
 #include "tools/macs.h"
 #include "tools/profile.h"
@@ -19,18 +20,6 @@ namespace igb::tools {
 namespace fs = std::filesystem;
 
 namespace {
-
-models::Model make(const std::string& name, nlohmann::json opts = nlohmann::json::object()) {
-  models::register_builtin_models();
-  torch::manual_seed(0);
-  return models::create_model(name, opts);
-}
-
-SummaryGraph graph_of(const models::Model& m, const std::string& name, Shape input = {}) {
-  if (input.empty()) input = m->input_shape();
-  return SummaryGraph::build(
-      *m, input, [&](const torch::Tensor& x) { return m->forward(x); }, name);
-}
 
 MacsSummary macs_of(const std::string& name, nlohmann::json opts = nlohmann::json::object(),
                     Shape input = {}) {

@@ -4,22 +4,12 @@
 
 #include "core/error.h"
 #include "models/model.h"
+#include "tests/tools/tools_support.h"
 #include "tools/graph/summary_graph.h"
 
 namespace igb::tools {
 
 namespace {
-
-models::Model make(const std::string& name, nlohmann::json opts = nlohmann::json::object()) {
-  models::register_builtin_models();
-  torch::manual_seed(0);
-  return models::create_model(name, opts);
-}
-
-SummaryGraph graph_of(const models::Model& m, const std::string& name) {
-  return SummaryGraph::build(
-      *m, m->input_shape(), [&](const torch::Tensor& x) { return m->forward(x); }, name);
-}
 
 /// "name@offset" for each reach, sorted, for compact comparisons.
 std::vector<std::string> describe(const SummaryGraph& g, const std::vector<Reach>& reaches) {
