@@ -25,6 +25,9 @@ at::Tensor grouped(const at::Tensor& w, LassoGroup g) {
       return w.flatten(1);  // each row
     case LassoGroup::kCols:
       return w.transpose(0, 1).flatten(1);  // each column
+    case LassoGroup::kRowsCols:
+    case LassoGroup::kChannels4D:
+      throw std::logic_error("a combined lasso group has no single grouping");
   }
   return w;
 }
@@ -43,12 +46,17 @@ LassoGroup parse_lasso_group(const std::string& s, const std::string& where, int
     g = LassoGroup::kRows;
   else if (s == "Cols")
     g = LassoGroup::kCols;
+  else if (s == "Rows+Cols" || s == "Cols+Rows")
+    g = LassoGroup::kRowsCols;
+  else if (s == "Channels+4D" || s == "4D+Channels")
+    g = LassoGroup::kChannels4D;
   else
     throw InputError(where + ": group '" + s +
-                     "' is unknown; valid: 2D, 3D, Filters, 4D, Channels, Rows, Cols");
-  if ((g == LassoGroup::kRows || g == LassoGroup::kCols) && dim != 2)
+                     "' is unknown; valid: 2D, 3D, Filters, 4D, Channels, Rows, Cols, Rows+Cols, "
+                     "Channels+4D");
+  if ((g == LassoGroup::kRows || g == LassoGroup::kCols || g == LassoGroup::kRowsCols) && dim != 2)
     throw InputError(where + ": group " + s + " needs a 2-D weight");
-  if ((g == LassoGroup::k2D || g == LassoGroup::k3D) && dim != 4)
+  if ((g == LassoGroup::k2D || g == LassoGroup::k3D || g == LassoGroup::kChannels4D) && dim != 4)
     throw InputError(where + ": group " + s + " needs a 4-D convolution weight");
   return g;
 }
@@ -146,6 +154,9 @@ void lasso_threshold(ModelParams& params, MaskTable& masks, const std::vector<Te
           m = keep.reshape(sizes).transpose(0, 1).contiguous();
           break;
         }
+        case LassoGroup::kRowsCols:
+        case LassoGroup::kChannels4D:
+          throw std::logic_error("combined lasso groups are refused with threshold_criteria");
       }
     }
     auto it = masks.find(t.param);
@@ -176,11 +187,19 @@ std::string lasso_group_name(LassoGroup group) {
       return "Rows";
     case LassoGroup::kCols:
       return "Cols";
+    case LassoGroup::kRowsCols:
+      return "Rows+Cols";
+    case LassoGroup::kChannels4D:
+      return "Channels+4D";
   }
   return "?";
 }
 
 at::Tensor group_lasso(const at::Tensor& w, LassoGroup group) {
+  if (group == LassoGroup::kRowsCols)
+    return group_lasso(w, LassoGroup::kRows) + group_lasso(w, LassoGroup::kCols);
+  if (group == LassoGroup::kChannels4D)
+    return group_lasso(w, LassoGroup::kChannels) + group_lasso(w, LassoGroup::k4D);
   return grouped(w, group).norm(2, {1}).sum();
 }
 
@@ -223,6 +242,12 @@ GroupLassoRegularizerOptions GroupLassoRegularizerOptions::from_yaml(YamlReader&
                                                p.at(name).dim())});
   }
   o.threshold_criteria(read_criterion(y));
+  if (o.threshold_criteria() != ThresholdCriterion::kNone)
+    for (const auto& t : o.reg_regims_)
+      if (t.group == LassoGroup::kRowsCols || t.group == LassoGroup::kChannels4D)
+        throw InputError(y.where("threshold_criteria") + ": " + y.path() + ": group " +
+                         lasso_group_name(t.group) + " of " + t.param +
+                         " cannot be thresholded (its groups overlap; Distiller refuses it too)");
   y.finish();
   return o;
 }

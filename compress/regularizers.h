@@ -19,10 +19,14 @@ namespace igb::compress {
 class YamlReader;
 
 /// Group structures of GroupLassoRegularizer: 2-D kernels, filters (3D), whole tensor (4D),
-/// input channels, rows or columns of a 2-D weight.
-enum class LassoGroup { k2D, k3D, k4D, kChannels, kRows, kCols };
+/// input channels, rows or columns of a 2-D weight, and Distiller's two overlapping combinations,
+/// whose term is the sum of their parts' terms: rows and columns of a 2-D weight ("Rows+Cols"),
+/// input channels and the whole tensor of a conv weight ("Channels+4D"). The combinations have no
+/// thresholding (Distiller's group_threshold_mask refuses them too).
+enum class LassoGroup { k2D, k3D, k4D, kChannels, kRows, kCols, kRowsCols, kChannels4D };
 
-/// "2D", "3D", "4D", "Channels", "Rows", "Cols" (a "Filters" in a schedule reads as 3D).
+/// "2D", "3D", "4D", "Channels", "Rows", "Cols", "Rows+Cols", "Channels+4D" (a "Filters" in a
+/// schedule reads as 3D, "Cols+Rows" as Rows+Cols, "4D+Channels" as Channels+4D).
 std::string lasso_group_name(LassoGroup group);
 
 /// Distiller's threshold_criteria: which magnitude of a group is compared with the strength.

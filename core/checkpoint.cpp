@@ -281,6 +281,9 @@ CheckpointMeta CheckpointMeta::from_json(const nlohmann::json& j) {
       if (!kv.value().is_number() && !kv.value().is_null())
         wrong_type("extra.best_metrics." + kv.key(), "a number", kv.value());
   }
+  if (const json* nz = find_key(m.extra, "best_nonzero_weights"))
+    if (!nz->is_number_integer() || nz->get<int64_t>() < -1)
+      wrong_type("extra.best_nonzero_weights", "an integer of at least -1", *nz);
   if (const json* ts = find_key(m.extra, "train_seconds"))
     if (!ts->is_number()) wrong_type("extra.train_seconds", "a number", *ts);
   return m;

@@ -71,6 +71,7 @@ void Trainer::resume_from(const Checkpoint& ckpt) {
                                                ? kv.value().get<double>()
                                                : std::numeric_limits<double>::quiet_NaN());
   train_seconds_ = m.extra.value("train_seconds", 0.0);
+  best_nonzero_ = m.extra.value("best_nonzero_weights", int64_t{-1});
   if (start_epoch_ >= config_.epochs)
     throw InputError("checkpoint " + ckpt.path().string() + " has already trained " +
                      std::to_string(start_epoch_) +
@@ -202,7 +203,10 @@ void Trainer::save(const fs::path& path, int64_t epoch, const Metrics& last) {
   nlohmann::json last_j = nlohmann::json::object(), best_j = nlohmann::json::object();
   for (const auto& kv : last) last_j[kv.first] = kv.second;
   for (const auto& kv : best_metrics_) best_j[kv.first] = kv.second;
-  meta.extra = {{"metrics", last_j}, {"best_metrics", best_j}, {"train_seconds", train_seconds_}};
+  meta.extra = {{"metrics", last_j},
+                {"best_metrics", best_j},
+                {"best_nonzero_weights", best_nonzero_},
+                {"train_seconds", train_seconds_}};
   CheckpointParts parts;
   parts.model = model_.get();
   parts.optimizer = optimizer_.get();
@@ -265,14 +269,48 @@ void Trainer::end_epoch(EpochRecord& r) {
   previous_metrics_ = r.metrics;
 }
 
+namespace {
+
+// Non-zero entries of the model's conv and linear weights (the 2-D and 4-D parameters), what
+// Distiller's SparsityAccuracyTracker ranks epochs by.
+int64_t nonzero_weights(const torch::nn::Module& model) {
+  int64_t n = 0;
+  for (const auto& p : model.named_parameters(true))
+    if (p.value().dim() == 2 || p.value().dim() == 4)
+      n += p.value().count_nonzero().item<int64_t>();
+  return n;
+}
+
+// -1, 0 or 1 as `a` is worse than, as good as or better than `b`; a non-finite value is worse
+// than any finite one.
+int compare_metric(double a, double b, bool higher_is_better) {
+  if (!std::isfinite(a) || !std::isfinite(b)) return std::isfinite(a) - std::isfinite(b);
+  if (a == b) return 0;
+  return (a > b) == higher_is_better ? 1 : -1;
+}
+
+}  // namespace
+
 bool Trainer::update_best(const EpochRecord& r) {
-  double value = metric(r.metrics, task_.primary_metric());
-  bool improved =
-      best_epoch_ < 0 || (task_.higher_is_better() ? value > best_value_ : value < best_value_);
+  // Distiller's ranking: fewest non-zero weights first, then the primary metric, then the
+  // secondary one, then the later epoch (so ties go to the newest).
+  const int64_t nonzero = nonzero_weights(*model_);
+  const double value = metric(r.metrics, task_.primary_metric());
+  bool improved = best_epoch_ < 0;
+  if (!improved) {
+    int order = best_nonzero_ < 0 ? 0 : (nonzero < best_nonzero_) - (nonzero > best_nonzero_);
+    if (order == 0) order = compare_metric(value, best_value_, task_.higher_is_better());
+    const std::string second = task_.secondary_metric();
+    if (order == 0 && !second.empty())
+      order = compare_metric(metric(r.metrics, second), metric(best_metrics_, second),
+                             task_.higher_is_better());
+    improved = order >= 0;
+  }
   if (improved) {
     best_epoch_ = r.epoch;
     best_value_ = value;
     best_metrics_ = r.metrics;
+    best_nonzero_ = nonzero;
   }
   return improved;
 }

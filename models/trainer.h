@@ -40,6 +40,8 @@ class TrainingTask {
   /// Name of the metric that picks best.ckpt ("psnr", "top1").
   virtual std::string primary_metric() const = 0;
   virtual bool higher_is_better() const { return true; }
+  /// The metric that breaks ties of the primary one ("ssim", "top5"); "" for none.
+  virtual std::string secondary_metric() const { return ""; }
   /// One log line for an epoch's metrics.
   virtual std::string describe(const Metrics& metrics) const = 0;
   /// Family-specific keys of summary.json, given the last and the best metrics.
@@ -122,6 +124,8 @@ class Trainer {
   int64_t start_epoch_ = 0;
   int64_t best_epoch_ = -1;
   double best_value_ = 0;
+  /// Non-zero conv and linear weights of the best epoch; -1 when unknown (older checkpoints).
+  int64_t best_nonzero_ = -1;
   Metrics best_metrics_;
   double train_seconds_ = 0;
   std::string resumed_from_;

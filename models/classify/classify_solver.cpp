@@ -72,6 +72,7 @@ class ClassifyTask : public TrainingTask {
     return {{"top1", ev.top1}, {"top5", ev.top5}, {"loss", ev.loss}};
   }
   std::string primary_metric() const override { return "top1"; }
+  std::string secondary_metric() const override { return "top5"; }
   std::string describe(const Metrics& m) const override {
     return "Top1: " + fixed(metric(m, "top1"), 3) + "  Top5: " + fixed(metric(m, "top5"), 3) +
            "  Loss: " + fixed(metric(m, "loss"), 3);

@@ -78,6 +78,7 @@ class SrTask : public TrainingTask {
             {"bicubic_ssim", ev.bicubic_ssim}};
   }
   std::string primary_metric() const override { return "psnr"; }
+  std::string secondary_metric() const override { return "ssim"; }
   std::string describe(const Metrics& m) const override {
     return "PSNR " + fixed(metric(m, "psnr"), 2) + " dB  SSIM " + fixed(metric(m, "ssim"), 4) +
            "  (bicubic " + fixed(metric(m, "bicubic_psnr"), 2) + " dB / " +

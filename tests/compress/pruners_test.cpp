@@ -650,7 +650,8 @@ TEST_F(PrunersTest, RegularizerOptionsReadKeysInFileOrderAndRoundTrip) {
         GroupLassoRegularizerOptions::from_yaml(r, *params_);
       },
       {"p.yaml:1:",
-       "group 'Kernels' is unknown; valid: 2D, 3D, Filters, 4D, Channels, Rows, Cols"});
+       "group 'Kernels' is unknown; valid: 2D, 3D, Filters, 4D, Channels, Rows, Cols, Rows+Cols, "
+       "Channels+4D"});
   expect_input_error(
       [&] {
         auto r = reader("reg_regims: {conv1.weight: [0.5, Rows]}", "GroupLassoRegularizer");
@@ -670,6 +671,60 @@ TEST_F(PrunersTest, RegularizerOptionsReadKeysInFileOrderAndRoundTrip) {
         L1RegularizerOptions::from_yaml(r, *params_);
       },
       {"p.yaml:2:", "unknown key 'threshold'"});
+}
+
+// Distiller's GroupLassoRegularizer.loss (distiller/regularization/group_regularizer.py): the
+// overlapping groups 'Rows+Cols' (or 'Cols+Rows') add the row-wise and column-wise terms,
+// 'Channels+4D' (or '4D+Channels') the channel-wise and whole-layer terms; group_threshold_mask
+// accepts neither, so neither takes threshold_criteria.
+TEST_F(PrunersTest, GroupLassoCombinedGroupsAddTheirPartsTerms) {
+  {
+    torch::NoGradGuard g;
+    w("fc.weight")
+        .copy_(torch::tensor({{3.f, 4.f, 0.f, 0.f}, {0.f, 0.f, 6.f, 8.f}, {0.f, 0.f, 0.f, 0.f}}));
+    // conv2 [4, 4, 1, 1]: input channels (columns of W[f][c]) with L2 norms 5, 10, 1, 2.
+    w("conv2.weight")
+        .view({4, 4})
+        .copy_(torch::tensor({{3.f, 0.f, 1.f, 0.f},
+                              {4.f, 0.f, 0.f, 2.f},
+                              {0.f, 6.f, 0.f, 0.f},
+                              {0.f, 8.f, 0.f, 0.f}}));
+  }
+  auto r = reader("reg_regims: {fc.weight: [0.01, Cols+Rows], conv2.weight: [0.1, 4D+Channels]}",
+                  "GroupLassoRegularizer", "regularizers");
+  auto o = GroupLassoRegularizerOptions::from_yaml(r, *params_);
+  ASSERT_EQ(o.reg_regims().size(), 2u);
+  EXPECT_EQ(o.reg_regims()[0].group, LassoGroup::kRowsCols);
+  EXPECT_EQ(o.reg_regims()[1].group, LassoGroup::kChannels4D);
+  GroupLassoRegularizer gl("gl", o);
+  // fc rows: 5 + 10 + 0 = 15, columns: 3 + 4 + 6 + 8 = 21, so 0.01 · 36 = 0.36.
+  // conv2 channels: 5 + 10 + 1 + 2 = 18, whole tensor sqrt(9 + 16 + 36 + 64 + 1 + 4) = sqrt(130),
+  // so 0.1 · (18 + 11.401754) = 2.9401754.
+  EXPECT_NEAR(gl.loss(*params_).item<double>(), 0.36 + 0.1 * (18 + std::sqrt(130.0)), 1e-5);
+  EXPECT_EQ(gl.hyperparams(), nlohmann::json::parse(R"({"class": "GroupLassoRegularizer",
+      "reg_regims": {"fc.weight": [0.01, "Rows+Cols"], "conv2.weight": [0.1, "Channels+4D"]}})"));
+
+  expect_input_error(
+      [&] {
+        auto r = reader("reg_regims: {fc.weight: [0.01, Rows+Cols]}\nthreshold_criteria: Max",
+                        "GroupLassoRegularizer", "regularizers");
+        GroupLassoRegularizerOptions::from_yaml(r, *params_);
+      },
+      {"p.yaml:2:", "group Rows+Cols of fc.weight cannot be thresholded"});
+  expect_input_error(
+      [&] {
+        auto r = reader("reg_regims: {conv1.weight: [0.01, Rows+Cols]}", "GroupLassoRegularizer",
+                        "regularizers");
+        GroupLassoRegularizerOptions::from_yaml(r, *params_);
+      },
+      {"group Rows+Cols needs a 2-D weight"});
+  expect_input_error(
+      [&] {
+        auto r = reader("reg_regims: {fc.weight: [0.01, Channels+4D]}", "GroupLassoRegularizer",
+                        "regularizers");
+        GroupLassoRegularizerOptions::from_yaml(r, *params_);
+      },
+      {"group Channels+4D needs a 4-D convolution weight"});
 }
 
 TEST_F(PrunersTest, GroupLassoThresholdMasksChannelsBelowTheStrength) {

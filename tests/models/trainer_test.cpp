@@ -126,6 +126,72 @@ TEST(Trainer, CallsTheSixHooksInOrder) {
     EXPECT_TRUE(fs::exists(ctx.out_dir / f)) << f;
 }
 
+// best.ckpt follows Distiller's SparsityAccuracyTracker: fewest non-zero weights first, then the
+// primary metric, then the later epoch. From epoch 1 on, half of a conv weight is held at zero;
+// the PSNR per epoch is 30, 20, 25, 25 — the dense epoch 0 has the best PSNR but is not the best.
+TEST(Trainer, BestEpochIsTheSparsestThenTheBestMetricThenTheLatest) {
+  class ScriptedTask : public TinySrTask {
+   public:
+    Metrics validate() override {
+      const double psnr[] = {30, 20, 25, 25};
+      return {{"psnr", psnr[calls_++]}, {"ssim", 0.5}};
+    }
+    int calls_ = 0;
+  };
+  class HalfZero : public compress::TrainingHooks {
+   public:
+    explicit HalfZero(Model m) : model_(std::move(m)) {}
+    void on_epoch_begin(int64_t e, torch::optim::Optimizer&) override {
+      epoch_ = e;
+      apply();
+    }
+    void on_minibatch_end(const compress::MinibatchInfo&, torch::optim::Optimizer&) override {
+      apply();
+    }
+
+   private:
+    void apply() {
+      if (epoch_ < 1) return;
+      torch::NoGradGuard no_grad;
+      for (auto& p : model_->parameters())
+        if (p.dim() == 4) {
+          p.flatten().narrow(0, 0, p.numel() / 2).zero_();
+          return;
+        }
+    }
+    Model model_;
+    int64_t epoch_ = 0;
+  };
+  test::TempDir tmp;
+  ScriptedTask task;
+  HalfZero hooks(task.model());
+  Logger logger;
+  logger.set_quiet(true);
+  RunContext ctx;
+  ctx.logger = &logger;
+  ctx.out_dir = tmp / "best";
+  TrainConfig cfg;
+  cfg.model = "espcn";
+  cfg.epochs = 4;
+  cfg.batch_size = 4;
+  cfg.workers = 0;
+  const auto summary = Trainer(cfg, ctx, task, hooks, RunInfo{"sr", "optform: sr\n", {}}).run();
+  EXPECT_EQ(summary["best_epoch"], 3);
+  const auto best = Checkpoint::load(ctx.out_dir / "best.ckpt");
+  EXPECT_EQ(best.meta().epoch, 3);
+  EXPECT_EQ(best.meta().best_metric, 25);
+  // The dense weights of epoch 0 less the zeroed half.
+  int64_t all = 0, zeroed = 0;
+  for (auto& p : task.model()->parameters())
+    if (p.dim() == 2 || p.dim() == 4) all += p.numel();
+  for (auto& p : task.model()->parameters())
+    if (p.dim() == 4) {
+      zeroed = p.numel() / 2;
+      break;
+    }
+  EXPECT_LE(best.meta().extra["best_nonzero_weights"].get<int64_t>(), all - zeroed);
+}
+
 // A run whose validation metric is not finite (a diverged model) stores it as null, and a resume
 // of that run reads it back instead of failing on the null.
 TEST(Trainer, ResumesARunWhoseBestMetricIsNotFinite) {
