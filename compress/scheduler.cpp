@@ -3,7 +3,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
+#include <sstream>
 
 #include "compress/yaml_reader.h"
 #include "core/fs.h"
@@ -354,6 +356,7 @@ void CompressionScheduler::parse_lr_schedulers(const YAML::Node& root,
         if (!lr_scheduler_registry().contains(cls))
           throw unknown_class(w, cls, lr_scheduler_registry().names(), "LR scheduler");
         lr_schedulers_[name] = lr_scheduler_registry().get(cls)(r);
+        lr_defined_.push_back(name);
       });
 }
 
@@ -473,6 +476,67 @@ bool CompressionScheduler::controls_lr() const {
                      [](const Policy& p) { return p.kind == Policy::Kind::kLrScheduler; });
 }
 
+void CompressionScheduler::set_validation_metric(const std::string& primary,
+                                                 bool higher_is_better) {
+  primary_metric_ = primary;
+  higher_is_better_ = higher_is_better;
+  for (const auto& p : policies_)
+    if (p.kind == Policy::Kind::kLrScheduler) {
+      const auto& s = *lr_schedulers_.at(p.instance);
+      if (s.watches_metric() && s.metric_mode() == "max" && !higher_is_better)
+        throw InputError(p.where + ": LR scheduler " + p.instance +
+                         " has mode max, which watches the primary metric, but " + primary +
+                         " is better when lower; use mode: min");
+    }
+}
+
+double CompressionScheduler::watched_metric(const Policy& p, const LrScheduler& s,
+                                            const std::map<std::string, double>& metrics) const {
+  if (primary_metric_.empty())
+    throw std::logic_error("ReduceLROnPlateau needs set_validation_metric() on the scheduler");
+  std::string name;
+  if (s.metric_mode() == "max") {
+    name = primary_metric_;
+  } else if (metrics.count("loss")) {
+    name = "loss";
+  } else if (!higher_is_better_) {
+    name = primary_metric_;
+  } else {
+    std::vector<std::string> reported;
+    for (const auto& kv : metrics)
+      if (kv.first != "train_loss") reported.push_back(kv.first);
+    throw InputError(p.where + ": LR scheduler " + p.instance +
+                     " has mode min, which watches the validation loss 'loss', but this run "
+                     "reports none (its metrics: " +
+                     join(reported) + "); use mode: max to watch " + primary_metric_);
+  }
+  auto it = metrics.find(name);
+  if (it == metrics.end())
+    throw std::logic_error("the epoch's metrics hold no '" + name + "' for ReduceLROnPlateau");
+  return it->second;
+}
+
+void CompressionScheduler::step_lr_schedulers(int64_t epoch,
+                                              const std::map<std::string, double>& metrics,
+                                              torch::optim::Optimizer& optimizer) {
+  for (const auto& p : policies_) {
+    if (p.kind != Policy::Kind::kLrScheduler || !p.timing.active(epoch)) continue;
+    auto& scheduler = *lr_schedulers_.at(p.instance);
+    LrStep step{epoch, base_lr_, igb::get_lr(optimizer), std::nan("")};
+    if (scheduler.watches_metric()) step.metric = watched_metric(p, scheduler, metrics);
+    const double lr = scheduler.step(step);
+    auto* plateau = dynamic_cast<const ReduceLROnPlateau*>(&scheduler);
+    if (plateau && plateau->options().verbose() && lr != step.current_lr && logger_) {
+      std::ostringstream line;
+      line << file_ << ": " << p.instance << " (ReduceLROnPlateau): after epoch " << epoch
+           << " the learning rate is reduced from " << step.current_lr << " to " << lr;
+      logger_->info(line.str());
+    }
+    igb::set_lr(optimizer, lr);
+    lr_set_ = lr;
+  }
+}
+
 bool CompressionScheduler::forward_only(const std::string& param) const {
   auto it = open_policy_.find(param);
   return it != open_policy_.end() &&
@@ -487,9 +551,15 @@ void CompressionScheduler::apply_masks() {
 void CompressionScheduler::on_epoch_begin(int64_t epoch, torch::optim::Optimizer& optimizer) {
   epoch_ = epoch;
   open_policy_.clear();
-  // The rate of LR schedulers that have stepped, re-applied so a resumed run continues with it.
-  for (const auto& [name, steps] : lr_steps_)
-    if (steps > 0) igb::set_lr(optimizer, lr_schedulers_.at(name)->lr(base_lr_, steps));
+  if (epoch == 0 && !reapply_lr_) {
+    // PyTorch's schedulers set their rate at epoch 0 when Distiller builds them, in the order the
+    // file defines them (only a milestone at 0 makes it differ from --lr).
+    for (const auto& name : lr_defined_)
+      if (auto* closed = dynamic_cast<ClosedFormLrScheduler*>(lr_schedulers_.at(name).get()))
+        igb::set_lr(optimizer, *(lr_set_ = closed->lr(base_lr_, 0)));
+  }
+  if (reapply_lr_ && lr_set_) igb::set_lr(optimizer, *lr_set_);
+  reapply_lr_ = false;
   refresh_channel_groups();
   for (const auto& p : policies_) {
     if (p.kind == Policy::Kind::kPruner) {
@@ -566,13 +636,10 @@ void CompressionScheduler::on_minibatch_end(const MinibatchInfo& info, torch::op
     if (!forward_only(name)) params_.at(name).mul_(mask);
 }
 
-void CompressionScheduler::on_epoch_end(int64_t epoch, const std::map<std::string, double>&,
+void CompressionScheduler::on_epoch_end(int64_t epoch, const std::map<std::string, double>& metrics,
                                         torch::optim::Optimizer& optimizer) {
+  step_lr_schedulers(epoch, metrics, optimizer);
   for (const auto& p : policies_) {
-    if (p.kind == Policy::Kind::kLrScheduler && p.timing.active(epoch)) {
-      const int64_t steps = ++lr_steps_[p.instance];
-      igb::set_lr(optimizer, lr_schedulers_.at(p.instance)->lr(base_lr_, steps));
-    }
     if (p.kind == Policy::Kind::kPruner && epoch == p.timing.last() && p.keep_mask) {
       // The policy ends: its masks become permanent, whatever its masking modes were.
       for (const auto& t : pruners_.at(p.instance)->targets()) open_policy_.erase(t);
@@ -607,14 +674,17 @@ void CompressionScheduler::save_state(torch::serialize::OutputArchive& archive) 
     names.push_back(name);
     archive.write("mask" + std::to_string(i++), mask);
   }
-  nlohmann::json steps = lr_steps_;
+  nlohmann::json lr = {{"lr", lr_set_ ? nlohmann::json(*lr_set_) : nlohmann::json(nullptr)},
+                       {"schedulers", nlohmann::json::object()}};
+  for (const auto& [name, scheduler] : lr_schedulers_)
+    if (auto state = scheduler->state(); !state.is_null()) lr["schedulers"][name] = state;
   archive.write("mask_names", c10::IValue(nlohmann::json(names).dump()));
-  archive.write("lr_steps", c10::IValue(steps.dump()));
+  archive.write("lr_state", c10::IValue(lr.dump()));
   archive.write("schedule_text", c10::IValue(text_));
 }
 
 void CompressionScheduler::load_state(torch::serialize::InputArchive& archive) {
-  c10::IValue names_v, steps_v;
+  c10::IValue names_v, lr_v;
   if (!archive.try_read("mask_names", names_v)) return;
   auto names = nlohmann::json::parse(names_v.toStringRef()).get<std::vector<std::string>>();
   masks_.clear();
@@ -629,12 +699,18 @@ void CompressionScheduler::load_state(torch::serialize::InputArchive& archive) {
                        "' does not match the parameter's shape");
     masks_[names[i]] = m;
   }
-  if (archive.try_read("lr_steps", steps_v))
-    lr_steps_ = nlohmann::json::parse(steps_v.toStringRef()).get<std::map<std::string, int64_t>>();
-  for (const auto& [name, steps] : lr_steps_)
-    if (!lr_schedulers_.count(name))
-      throw InputError("checkpoint holds the state of LR scheduler '" + name +
-                       "', which the schedule does not define");
+  // (Checkpoints written before "lr_state" hold the rate in their optimizer state only.)
+  if (archive.try_read("lr_state", lr_v)) {
+    const auto lr = nlohmann::json::parse(lr_v.toStringRef());
+    for (const auto& [name, state] : lr.at("schedulers").items()) {
+      if (!lr_schedulers_.count(name))
+        throw InputError("checkpoint holds the state of LR scheduler '" + name +
+                         "', which the schedule does not define");
+      lr_schedulers_.at(name)->load_state(state);
+    }
+    if (!lr.at("lr").is_null()) lr_set_ = lr.at("lr").get<double>();
+    reapply_lr_ = true;
+  }
 }
 
 }  // namespace igb::compress

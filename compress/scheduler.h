@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -79,6 +80,7 @@ class CompressionScheduler : public TrainingHooks {
   bool has_state() const override { return true; }
   std::vector<EpochScalar> epoch_scalars() const override;
   bool controls_lr() const override;
+  void set_validation_metric(const std::string& primary, bool higher_is_better) override;
   std::string schedule_text() const override { return text_; }
   nlohmann::json take_thinning_recipes() override;
 
@@ -130,6 +132,13 @@ class CompressionScheduler : public TrainingHooks {
   void run_extension(Extension& extension, int64_t epoch, torch::optim::Optimizer& optimizer);
   /// Traces the model (when a tracer is set) and hands its channel groups to the pruners.
   void refresh_channel_groups();
+  /// Steps the LR policies active at `epoch`, in file order (the last one stepped sets the rate).
+  void step_lr_schedulers(int64_t epoch, const std::map<std::string, double>& metrics,
+                          torch::optim::Optimizer& optimizer);
+  /// The metric a ReduceLROnPlateau policy watches: mode max the primary metric, mode min the
+  /// validation loss (Distiller hands it {'min': loss, 'max': top-1}).
+  double watched_metric(const Policy& policy, const LrScheduler& scheduler,
+                        const std::map<std::string, double>& metrics) const;
 
   torch::nn::Module& model_;
   ModelParams params_;
@@ -148,8 +157,15 @@ class CompressionScheduler : public TrainingHooks {
   std::vector<Policy> policies_;
   std::vector<std::string> named_params_;
   MaskTable masks_;
-  /// LR scheduler steps taken, by instance.
-  std::map<std::string, int64_t> lr_steps_;
+  /// The rate the LR policies last set; re-applied at the first epoch after load_state, so a run
+  /// resumed without optimizer state continues with it.
+  std::optional<double> lr_set_;
+  bool reapply_lr_ = false;
+  /// LR scheduler instances in the order the file defines them.
+  std::vector<std::string> lr_defined_;
+  /// The optform's primary validation metric and its direction (set_validation_metric).
+  std::string primary_metric_;
+  bool higher_is_better_ = true;
   int64_t epoch_ = 0;
   /// Per-parameter masking modes of the pruning policies open this epoch.
   std::map<std::string, const Policy*> open_policy_;

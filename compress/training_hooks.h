@@ -63,6 +63,9 @@ class TrainingHooks {
   virtual std::vector<EpochScalar> epoch_scalars() const { return {}; }
   /// Whether the schedule sets the learning rate (its lr_schedulers replace --lr-decay).
   virtual bool controls_lr() const { return false; }
+  /// Names the optform's primary validation metric (a key of on_epoch_end's metrics) and its
+  /// direction, for schedulers that watch it (ReduceLROnPlateau). Called before the first epoch.
+  virtual void set_validation_metric(const std::string& primary, bool higher_is_better) {}
   /// The schedule's text, copied into the run directory and the checkpoint.
   virtual std::string schedule_text() const { return {}; }
   /// Thinning recipes applied to the model since the last call (core/thinning_recipe.h), in
