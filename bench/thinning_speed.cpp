@@ -39,7 +39,7 @@ Side build(const std::string& name, const std::string& schedule) {
     sched->set_tracer(m->input_shape(), forward);
     torch::optim::SGD opt(m->parameters(), torch::optim::SGDOptions(0.1));
     sched->on_epoch_begin(0, opt);
-    sched->on_epoch_end(0, {}, opt);
+    sched->on_minibatch_begin({0, 0, 1}, opt);  // thinning acts at the epoch's first minibatch
   }
   m->eval();
   s.macs = igb::tools::SummaryGraph::build(*m, m->input_shape(), forward).total_macs();

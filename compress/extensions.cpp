@@ -1,6 +1,8 @@
 #include "compress/extensions.h"
 
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "compress/yaml_reader.h"
 #include "core/logger.h"
@@ -15,14 +17,19 @@ std::string thinning_func(ThinningKind kind) {
   return kind == ThinningKind::kFilters ? "remove_filters" : "remove_channels";
 }
 
-ThinningExtensionOptions ThinningExtensionOptions::from_yaml(YamlReader& yaml, ThinningKind kind) {
-  const std::string func = thinning_func(kind);
-  const auto given = yaml.get<std::string>("thinning_func_str", func);
-  if (given != func)
-    throw InputError(yaml.where("thinning_func_str") + ": " + thinning_class(kind) +
-                     " takes thinning_func_str: " + func + ", not " + given);
+ThinningExtensionOptions ThinningExtensionOptions::from_yaml(YamlReader& yaml,
+                                                             const std::string& cls) {
+  const std::string func =
+      cls == "StructureRemover"
+          ? yaml.get<std::string>("thinning_func_str")
+          : yaml.get<std::string>("thinning_func_str",
+                                  thinning_func(cls == "ChannelRemover" ? ThinningKind::kChannels
+                                                                        : ThinningKind::kFilters));
   yaml.ignore({"arch", "dataset"});  // the model knows its input shape
-  return ThinningExtensionOptions(kind);
+  for (const auto kind : {ThinningKind::kFilters, ThinningKind::kChannels})
+    if (func == thinning_func(kind)) return ThinningExtensionOptions(kind);
+  throw InputError(yaml.where("thinning_func_str") + ": " + yaml.path() + ".thinning_func_str '" +
+                   func + "' is unknown; valid: remove_filters, " + "remove_channels");
 }
 
 nlohmann::json ThinningExtensionOptions::to_json() const {
@@ -32,13 +39,17 @@ nlohmann::json ThinningExtensionOptions::to_json() const {
 ThinningExtension::ThinningExtension(std::string name, ThinningExtensionOptions options)
     : Extension(std::move(name), thinning_class(options.kind())), options_(options) {}
 
+ThinningExtension::ThinningExtension(std::string name, std::string class_name,
+                                     ThinningExtensionOptions options)
+    : Extension(std::move(name), std::move(class_name)), options_(options) {}
+
 nlohmann::json ThinningExtension::hyperparams() const {
   nlohmann::json j = options_.to_json();
   j["class"] = class_name();
   return j;
 }
 
-ExtensionOutcome ThinningExtension::on_epoch_end(const ExtensionContext& ctx, int64_t epoch) {
+ExtensionOutcome ThinningExtension::apply(const ExtensionContext& ctx, int64_t epoch) {
   if (!ctx.forward) throw std::logic_error("thinning needs set_tracer() on the scheduler");
   const auto kind = options_.kind();
   const auto graph = tools::SummaryGraph::build(ctx.model, ctx.input_shape, ctx.forward);
@@ -87,17 +98,21 @@ void register_builtin_extensions() {
   static std::once_flag once;
   std::call_once(once, [] {
     auto& r = extension_registry();
-    for (const auto kind : {ThinningKind::kFilters, ThinningKind::kChannels}) {
+    // Distiller's FilterRemover and ChannelRemover are aliases of StructureRemover.
+    const std::vector<std::pair<std::string, std::string>> classes = {
+        {"StructureRemover", "thinning_func_str: remove_filters | remove_channels"},
+        {"FilterRemover", "thinning_func_str: remove_filters (default) | remove_channels"},
+        {"ChannelRemover", "thinning_func_str: remove_channels (default) | remove_filters"}};
+    for (const auto& [cls, keys] : classes)
       r.add(
-          thinning_class(kind),
-          [kind](const std::string& name, YamlReader& yaml) -> std::unique_ptr<Extension> {
+          cls,
+          [cls = cls](const std::string& name, YamlReader& yaml) -> std::unique_ptr<Extension> {
             return std::make_unique<ThinningExtension>(
-                name, ThinningExtensionOptions::from_yaml(yaml, kind));
+                name, cls, ThinningExtensionOptions::from_yaml(yaml, cls));
           },
-          "thinning_func_str: " + thinning_func(kind) + "; physically removes zeroed " +
-              (kind == ThinningKind::kFilters ? "filters" : "channels") +
-              " at the policy's epochs");
-    }
+          keys +
+              "; physically removes zeroed filters or channels at the start of the policy's "
+              "epochs");
     r.freeze();
   });
 }

@@ -50,8 +50,10 @@ struct ExtensionOutcome {
   nlohmann::json recipe;
 };
 
-/// An entry of a schedule's `extensions` section: acts at the end of the epochs its policy names,
-/// after every other policy of the epoch (Distiller's extensions act at epoch end).
+/// An entry of a schedule's `extensions` section: acts once in each epoch its policy names, at the
+/// start of the epoch's first minibatch, after the pruning policies have set and applied their
+/// masks (Distiller's StructureRemover acts at on_minibatch_begin), so that epoch trains the
+/// changed model.
 class Extension {
  public:
   Extension(std::string name, std::string class_name)
@@ -61,7 +63,8 @@ class Extension {
   const std::string& name() const { return name_; }
   /// The Distiller class ("FilterRemover").
   const std::string& class_name() const { return class_name_; }
-  virtual ExtensionOutcome on_epoch_end(const ExtensionContext& ctx, int64_t epoch) = 0;
+  /// Acts on the model at the start of `epoch`.
+  virtual ExtensionOutcome apply(const ExtensionContext& ctx, int64_t epoch) = 0;
   /// The resolved configuration as a schedule mapping ({"class": …, key: value, …}).
   virtual nlohmann::json hyperparams() const = 0;
 
@@ -69,17 +72,19 @@ class Extension {
   std::string name_, class_name_;
 };
 
-/// Options of Distiller's thinning extensions, FilterRemover and ChannelRemover.
+/// Options of Distiller's thinning extension, StructureRemover, and its aliases FilterRemover and
+/// ChannelRemover.
 ///
 ///   auto o = ThinningExtensionOptions(ThinningKind::kChannels);
 struct ThinningExtensionOptions {
   ThinningExtensionOptions() = default;
   explicit ThinningExtensionOptions(ThinningKind kind) : kind_(kind) {}
-  /// Reads a FilterRemover (kind kFilters) or ChannelRemover (kChannels) mapping:
-  /// `thinning_func_str` may be given but must be the class's own function (remove_filters,
-  /// remove_channels); `arch` and `dataset` are accepted and ignored, since the model knows its
-  /// input shape.
-  static ThinningExtensionOptions from_yaml(YamlReader& yaml, ThinningKind kind);
+  /// Reads a mapping of class `cls`. As in Distiller the three classes are one, and
+  /// `thinning_func_str` (remove_filters or remove_channels) says what is removed: a
+  /// ChannelRemover with remove_filters removes filters. Without it a FilterRemover removes
+  /// filters and a ChannelRemover channels; a StructureRemover needs it. `arch` and `dataset` are
+  /// accepted and ignored, since the model knows its input shape.
+  static ThinningExtensionOptions from_yaml(YamlReader& yaml, const std::string& cls);
   nlohmann::json to_json() const;
 
   /// What it removes: zeroed filters (remove_filters) or zeroed channels (remove_channels).
@@ -87,19 +92,21 @@ struct ThinningExtensionOptions {
   TORCH_ARG(ThinningKind, kind) = ThinningKind::kFilters;
 };
 
-/// Distiller's class name of a thinning kind: "FilterRemover" or "ChannelRemover".
+/// The class named for a thinning kind: "FilterRemover" or "ChannelRemover".
 std::string thinning_class(ThinningKind kind);
 /// Distiller's thinning_func_str of a thinning kind: "remove_filters" or "remove_channels".
 std::string thinning_func(ThinningKind kind);
 
 /// Physically removes the zeroed filters or channels the summary graph shows can go
 /// (plan_thinning), together with their optimizer state and masks, and logs MACs and parameters
-/// before and after. It needs the scheduler's tracer.
+/// before and after. It needs the scheduler's tracer. `class_name` is the class the schedule
+/// named (FilterRemover, ChannelRemover or StructureRemover).
 class ThinningExtension : public Extension {
  public:
   ThinningExtension(std::string name, ThinningExtensionOptions options);
+  ThinningExtension(std::string name, std::string class_name, ThinningExtensionOptions options);
   const ThinningExtensionOptions& options() const { return options_; }
-  ExtensionOutcome on_epoch_end(const ExtensionContext& ctx, int64_t epoch) override;
+  ExtensionOutcome apply(const ExtensionContext& ctx, int64_t epoch) override;
   nlohmann::json hyperparams() const override;
 
  private:
@@ -113,7 +120,7 @@ using ExtensionFactory =
 
 /// Extension classes by Distiller name.
 Registry<ExtensionFactory>& extension_registry();
-/// Registers FilterRemover and ChannelRemover; idempotent.
+/// Registers StructureRemover, FilterRemover and ChannelRemover; idempotent.
 void register_builtin_extensions();
 
 }  // namespace igb::compress

@@ -7,8 +7,18 @@
 namespace igb::compress {
 
 namespace {
+// Drops every "module" path segment (DataParallel wrappers, at the top or inside a model).
 std::string strip_module(const std::string& name) {
-  return name.rfind("module.", 0) == 0 ? name.substr(7) : name;
+  std::string out;
+  size_t begin = 0;
+  while (begin <= name.size()) {
+    size_t end = name.find('.', begin);
+    if (end == std::string::npos) end = name.size();
+    const std::string segment = name.substr(begin, end - begin);
+    if (segment != "module") out += (out.empty() ? "" : ".") + segment;
+    begin = end + 1;
+  }
+  return out;
 }
 }  // namespace
 
@@ -20,8 +30,13 @@ ModelParams::ModelParams(torch::nn::Module& model) {
 }
 
 std::string ModelParams::resolve(const std::string& name, const std::string& where) const {
+  if (params_.count(name)) return name;
   std::string n = strip_module(name);
-  if (params_.count(n)) return n;
+  if (params_.count(n)) {
+    if (std::find(stripped_.begin(), stripped_.end(), std::make_pair(name, n)) == stripped_.end())
+      stripped_.emplace_back(name, n);
+    return n;
+  }
   // Distiller's CIFAR ResNets always have 1x1-conv shortcuts; ours only when asked for.
   std::string hint;
   const auto is_downsample = [](const std::string& p) {

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compress/channel_groups.h"
@@ -17,9 +18,13 @@ class ModelParams {
  public:
   explicit ModelParams(torch::nn::Module& model);
 
-  /// Resolves a schedule's parameter name (strips "module."); InputError at `where` naming the
-  /// closest valid names when there is no such parameter.
+  /// Resolves a schedule's parameter name: a name the model does not have is read without its
+  /// "module" path segments (DataParallel wrappers, `module.conv1.weight` or
+  /// `features.module.3.weight`), and the renaming is recorded (stripped()). InputError at `where`
+  /// naming the closest valid names when there is no such parameter.
   std::string resolve(const std::string& name, const std::string& where) const;
+  /// The names resolve() read without "module" segments, as (given, resolved), in first-read order.
+  const std::vector<std::pair<std::string, std::string>>& stripped() const { return stripped_; }
   bool contains(const std::string& name) const { return params_.count(name) != 0; }
   at::Tensor& at(const std::string& name) { return params_.at(name); }
   const at::Tensor& at(const std::string& name) const { return params_.at(name); }
@@ -38,6 +43,7 @@ class ModelParams {
  private:
   std::map<std::string, at::Tensor> params_;
   std::vector<std::string> names_;
+  mutable std::vector<std::pair<std::string, std::string>> stripped_;
   std::shared_ptr<const ChannelGroups> groups_;
 };
 

@@ -9,6 +9,16 @@ bool PolicyTiming::active(int64_t epoch) const {
   return epoch >= start && epoch < end && (epoch - start) % frequency == 0;
 }
 
+int64_t PolicyTiming::first() const {
+  if (!epochs.empty()) return *std::min_element(epochs.begin(), epochs.end());
+  return start;
+}
+
+int64_t PolicyTiming::final_epoch() const {
+  if (!epochs.empty()) return last();
+  return end - 1;
+}
+
 int64_t PolicyTiming::last() const {
   if (!epochs.empty()) return *std::max_element(epochs.begin(), epochs.end());
   return start + ((end - start - 1) / frequency) * frequency;

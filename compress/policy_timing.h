@@ -16,8 +16,14 @@ struct PolicyTiming {
 
   bool active(int64_t epoch) const;
   bool is_range() const { return epochs.empty(); }
+  /// First epoch at which the policy acts.
+  int64_t first() const;
   /// Last epoch at which the policy acts.
   int64_t last() const;
+  /// The policy's final epoch, whose end closes it (a pruning policy's keep_mask acts then):
+  /// ending_epoch − 1 for a range, scheduled or not (Distiller's is_last_epoch), the last listed
+  /// epoch for a list.
+  int64_t final_epoch() const;
   std::string describe() const;
 };
 

@@ -110,6 +110,9 @@ ParamValues per_param(YamlReader& r, const std::string& key, const ModelParams& 
 
 std::vector<std::string> read_weights(YamlReader& r, const ModelParams& params) {
   YAML::Node n = r.node("weights");
+  // One name given as a plain string, as Distiller accepts it.
+  if (n && n.IsScalar() && !n.Scalar().empty())
+    return {params.resolve(n.Scalar(), yaml_where(r.file(), n))};
   if (!n || !n.IsSequence() || n.size() == 0)
     throw InputError(r.where() + ": " + r.path() + " needs a non-empty list 'weights'");
   std::vector<std::string> out;

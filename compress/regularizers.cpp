@@ -260,6 +260,36 @@ nlohmann::json GroupLassoRegularizerOptions::to_json() const {
   return out;
 }
 
+GroupVarianceRegularizerOptions GroupVarianceRegularizerOptions::from_yaml(YamlReader& y,
+                                                                           const ModelParams& p) {
+  GroupVarianceRegularizerOptions o;
+  for (const auto& kv : read_regims(y)) {
+    auto where = yaml_where(y.file(), kv.first);
+    if (!kv.second.IsSequence() || kv.second.size() != 2)
+      throw InputError(where +
+                       ": GroupVarianceRegularizer reg_regims entries are [strength, Channels]");
+    auto name = p.resolve(
+        yaml_scalar(y.file(), kv.first, "a parameter name in " + y.path() + ".reg_regims"), where);
+    const auto group = y.as<std::string>(kv.second[1], "reg_regims");
+    if (group != "Channels")
+      throw InputError(where + ": GroupVarianceRegularizer groups only Channels, not '" + group +
+                       "'");
+    if (p.at(name).dim() != 4)
+      throw InputError(where + ": GroupVarianceRegularizer needs a 4-D convolution weight; " +
+                       name + " has " + std::to_string(p.at(name).dim()) + " dimensions");
+    o.reg_regims_.push_back(
+        {name, y.as<double>(kv.second[0], "reg_regims"), LassoGroup::kChannels});
+  }
+  y.finish();
+  return o;
+}
+
+nlohmann::json GroupVarianceRegularizerOptions::to_json() const {
+  auto regims = nlohmann::json::object();
+  for (const auto& t : reg_regims_) regims[t.param] = {t.strength, lasso_group_name(t.group)};
+  return {{"reg_regims", regims}};
+}
+
 // --- regularizers --------------------------------------------------------------------------------
 
 L1Regularizer::L1Regularizer(std::string name, L1RegularizerOptions options)
@@ -302,6 +332,32 @@ nlohmann::json GroupLassoRegularizer::hyperparams() const {
   return out;
 }
 
+GroupVarianceRegularizer::GroupVarianceRegularizer(std::string name,
+                                                   GroupVarianceRegularizerOptions options)
+    : Regularizer(std::move(name)), options_(std::move(options)) {}
+
+std::vector<std::string> GroupVarianceRegularizer::targets() const {
+  return params_of(options_.reg_regims());
+}
+
+at::Tensor GroupVarianceRegularizer::loss(ModelParams& params) const {
+  at::Tensor total;
+  for (const auto& t : options_.reg_regims()) {
+    const auto& w = params.at(t.param);
+    // Each input channel's L2 norm over all filters; 1e-8 keeps sqrt differentiable at 0.
+    const auto channels = w.pow(2).sum({0, 2, 3}).add(1e-8).sqrt();
+    const auto term = t.strength / channels.var();
+    total = total.defined() ? total + term : term;
+  }
+  return total;
+}
+
+nlohmann::json GroupVarianceRegularizer::hyperparams() const {
+  nlohmann::json out = {{"class", "GroupVarianceRegularizer"}};
+  out.update(options_.to_json());
+  return out;
+}
+
 // --- registry ------------------------------------------------------------------------------------
 
 Registry<RegularizerFactory>& regularizer_registry() {
@@ -328,6 +384,15 @@ void register_builtin_regularizers() {
               n, GroupLassoRegularizerOptions::from_yaml(y, p));
         },
         "reg_regims: {param: [strength, 2D|3D|4D|Channels|Rows|Cols]} [, threshold_criteria]");
+    r.add(
+        "GroupVarianceRegularizer",
+        [](const std::string& n, YamlReader& y,
+           const ModelParams& p) -> std::unique_ptr<Regularizer> {
+          return std::make_unique<GroupVarianceRegularizer>(
+              n, GroupVarianceRegularizerOptions::from_yaml(y, p));
+        },
+        "reg_regims: {param: [strength, Channels]} (4-D weights); loss strength / var(channel "
+        "norms)");
     r.freeze();
   });
 }

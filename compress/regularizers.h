@@ -147,11 +147,47 @@ class GroupLassoRegularizer : public Regularizer {
   GroupLassoRegularizerOptions options_;
 };
 
+/// Options of GroupVarianceRegularizer.
+///
+///   GroupVarianceRegularizer r("gv", GroupVarianceRegularizerOptions({{"conv1.weight", 1e-3,
+///   LassoGroup::kChannels}}));
+struct GroupVarianceRegularizerOptions {
+  GroupVarianceRegularizerOptions() = default;
+  explicit GroupVarianceRegularizerOptions(std::vector<GroupLassoTerm> reg_regims)
+      : reg_regims_(std::move(reg_regims)) {}
+  static GroupVarianceRegularizerOptions from_yaml(YamlReader& yaml, const ModelParams& params);
+  nlohmann::json to_json() const;
+
+  /// `reg_regims: {param: [strength, Channels]}`: 4-D convolution weights, group Channels only
+  /// (as in Distiller), in file order. Required (non-empty); default empty.
+  TORCH_ARG(std::vector<GroupLassoTerm>, reg_regims);
+};
+
+/// Distiller's GroupVarianceRegularizer (Torfi et al., "Attention-Based Guided Structured
+/// Sparsity"): λ / var(c) per parameter, where c holds the L2 norm of each input channel
+/// (sqrt(Σ w² + 1e-8) over every filter's kernel for that channel) and var is the unbiased
+/// variance. Pushing the channel norms apart makes the weak channels easier to prune. It has no
+/// thresholding.
+class GroupVarianceRegularizer : public Regularizer {
+ public:
+  GroupVarianceRegularizer(std::string name, GroupVarianceRegularizerOptions options);
+  std::vector<std::string> targets() const override;
+  at::Tensor loss(ModelParams& params) const override;
+  void threshold(ModelParams&, MaskTable&) const override {}
+  bool has_threshold() const override { return false; }
+  nlohmann::json hyperparams() const override;
+  const GroupVarianceRegularizerOptions& options() const { return options_; }
+
+ private:
+  GroupVarianceRegularizerOptions options_;
+};
+
 using RegularizerFactory = std::function<std::unique_ptr<Regularizer>(
     const std::string& name, YamlReader& yaml, const ModelParams& params)>;
 
 /// L1Regularizer (reg_regims {param: strength}), GroupLassoRegularizer (reg_regims
 /// {param: [strength, group]}); both accept threshold_criteria: Mean_Abs | Max.
+/// GroupVarianceRegularizer (reg_regims {param: [strength, Channels]}).
 Registry<RegularizerFactory>& regularizer_registry();
 void register_builtin_regularizers();
 

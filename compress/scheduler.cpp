@@ -81,10 +81,11 @@ void CompressionScheduler::refresh_channel_groups() {
 void CompressionScheduler::run_extension(Extension& extension, int64_t epoch,
                                          torch::optim::Optimizer& optimizer) {
   const ExtensionContext ctx{model_, input_shape_, forward_, optimizer, masks_, logger_, file_};
-  auto outcome = extension.on_epoch_end(ctx, epoch);
+  auto outcome = extension.apply(ctx, epoch);
   if (outcome.reshaped) {
     dense_copies_.clear();
     groups_stale_ = true;
+    refresh_channel_groups();  // pruners acting later in the epoch see the thin model
   }
   if (!outcome.recipe.is_null()) pending_recipes_.push_back(std::move(outcome.recipe));
 }
@@ -110,8 +111,9 @@ std::unique_ptr<CompressionScheduler> CompressionScheduler::from_text(const std:
 
 namespace {
 
-// Parses the YAML and checks the top-level keys and the version.
-YAML::Node load_schedule_root(const std::string& text, const std::string& file) {
+// Parses the YAML and checks the top-level keys and the version (absent: version 1, with a
+// warning, as Distiller never reads it).
+YAML::Node load_schedule_root(const std::string& text, const std::string& file, Logger* logger) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -128,7 +130,10 @@ YAML::Node load_schedule_root(const std::string& text, const std::string& file) 
                        "'; did you mean " + join(closest_names(key, kTopLevel, 2), " or ") +
                        "? (valid: " + join(kTopLevel) + ")");
   }
-  if (!root["version"]) throw InputError(file + ": the schedule has no 'version' (it must be 1)");
+  if (!root["version"]) {
+    if (logger) logger->warn(file + ": the schedule has no 'version'; it is read as version 1");
+    return root;
+  }
   const YAML::Node version = root["version"];
   if (!version.IsScalar())
     throw InputError(yaml_where(file, version) +
@@ -217,9 +222,16 @@ void read_policy_args(const YAML::Node& args, const std::string& file, Policy& p
     policy.mask_on_forward_only = a.get<bool>("mask_on_forward_only", false);
     policy.mask_gradients = a.get<bool>("mask_gradients", false);
     policy.use_double_copies = a.get<bool>("use_double_copies", false);
+    policy.discard_masks_at_minibatch_end = a.get<bool>("discard_masks_at_minibatch_end", false);
+    policy.skip_first_minibatch = a.get<bool>("skip_first_minibatch", false);
     if (policy.mini_batch_pruning_frequency < 0)
       throw InputError(a.where("mini_batch_pruning_frequency") +
                        ": mini_batch_pruning_frequency must be >= 0");
+    // Distiller refuses it too: the weights a gradient mask protects would be re-masked anyway.
+    if (policy.mask_gradients && !policy.mask_on_forward_only)
+      throw InputError(a.where("mask_gradients") +
+                       ": mask_gradients needs mask_on_forward_only: true (without it the masks "
+                       "are applied after every step)");
   } else if (policy.kind == Policy::Kind::kRegularizer) {
     policy.keep_mask = a.get<bool>("keep_mask", false);
   }
@@ -277,7 +289,7 @@ void CompressionScheduler::parse(const std::string& text, const std::string& fil
   file_ = file;
   std::set<std::string> instances, used;
   try {
-    const YAML::Node root = load_schedule_root(text, file);
+    const YAML::Node root = load_schedule_root(text, file, logger_);
     parse_pruners(root, instances);
     parse_regularizers(root, instances);
     parse_lr_schedulers(root, instances);
@@ -287,6 +299,17 @@ void CompressionScheduler::parse(const std::string& text, const std::string& fil
   } catch (const YAML::Exception& e) {
     // Every read above names its key; this is the net under one that does not.
     throw InputError(file + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  if (logger_ && !params_.stripped().empty()) {
+    std::vector<std::string> renamed;
+    for (const auto& [given, resolved] : params_.stripped())
+      renamed.push_back(given + " -> " + resolved);
+    const size_t more = renamed.size() > kWarningsShown + 1 ? renamed.size() - kWarningsShown : 0;
+    renamed.resize(renamed.size() - more);
+    logger_->info(file +
+                  ": parameter names read without their 'module' path segments "
+                  "(DataParallel wrappers): " +
+                  join(renamed) + (more ? " and " + std::to_string(more) + " more" : ""));
   }
   std::vector<std::string> unused;
   for (const auto& n : instances)
@@ -537,10 +560,10 @@ void CompressionScheduler::step_lr_schedulers(int64_t epoch,
   }
 }
 
-bool CompressionScheduler::forward_only(const std::string& param) const {
-  auto it = open_policy_.find(param);
-  return it != open_policy_.end() &&
-         (it->second->mask_on_forward_only || it->second->use_double_copies);
+bool CompressionScheduler::pruning_at(int64_t epoch) const {
+  return std::any_of(policies_.begin(), policies_.end(), [epoch](const Policy& p) {
+    return p.kind == Policy::Kind::kPruner && p.timing.active(epoch);
+  });
 }
 
 void CompressionScheduler::apply_masks() {
@@ -550,7 +573,7 @@ void CompressionScheduler::apply_masks() {
 
 void CompressionScheduler::on_epoch_begin(int64_t epoch, torch::optim::Optimizer& optimizer) {
   epoch_ = epoch;
-  open_policy_.clear();
+  extensions_done_.clear();
   if (epoch == 0 && !reapply_lr_) {
     // PyTorch's schedulers set their rate at epoch 0 when Distiller builds them, in the order the
     // file defines them (only a milestone at 0 makes it differ from --lr).
@@ -561,33 +584,52 @@ void CompressionScheduler::on_epoch_begin(int64_t epoch, torch::optim::Optimizer
   if (reapply_lr_ && lr_set_) igb::set_lr(optimizer, *lr_set_);
   reapply_lr_ = false;
   refresh_channel_groups();
-  for (const auto& p : policies_) {
-    if (p.kind == Policy::Kind::kPruner) {
-      auto& pruner = *pruners_.at(p.instance);
-      // A policy's masking modes hold from its first to its last epoch.
-      const int64_t first = p.timing.is_range()
-                                ? p.timing.start
-                                : *std::min_element(p.timing.epochs.begin(), p.timing.epochs.end());
-      if (epoch >= first && epoch <= p.timing.last())
-        for (const auto& t : pruner.targets()) open_policy_[t] = &p;
-      if (p.timing.active(epoch)) pruner.set_masks(params_, masks_, epoch, p.timing);
+  for (size_t i = 0; i < policies_.size(); ++i) {
+    const auto& p = policies_[i];
+    if (p.kind != Policy::Kind::kPruner || !p.timing.active(epoch)) continue;
+    skip_pending_.erase(i);
+    if (started_.insert(i).second) {
+      modes_ = {p.mask_on_forward_only, p.use_double_copies, p.mask_gradients};
+      if (p.skip_first_minibatch) {
+        skip_pending_.insert(i);
+        continue;
+      }
     }
+    pruners_.at(p.instance)->set_masks(params_, masks_, epoch, p.timing);
   }
-  apply_masks();
+  // What the first minibatch would mask anyway, now, so the epoch starts from masked weights;
+  // dense copies keep their dense weights until the forward pass.
+  if (!modes_.double_copies && (!modes_.forward_only || pruning_at(epoch))) apply_masks();
 }
 
-void CompressionScheduler::on_minibatch_begin(const MinibatchInfo& info, torch::optim::Optimizer&) {
-  for (const auto& p : policies_)
-    if (p.kind == Policy::Kind::kPruner && p.mini_batch_pruning_frequency > 0 &&
-        p.timing.active(info.epoch) && info.batch > 0 &&
-        info.batch % p.mini_batch_pruning_frequency == 0)
-      pruners_.at(p.instance)->set_masks(params_, masks_, info.epoch, p.timing);
-  torch::NoGradGuard no_grad;
-  for (const auto& [name, mask] : masks_) {
-    auto it = open_policy_.find(name);
-    if (it != open_policy_.end() && it->second->use_double_copies)
-      dense_copies_[name] = params_.at(name).clone();
-    params_.at(name).mul_(mask);
+void CompressionScheduler::on_minibatch_begin(const MinibatchInfo& info,
+                                              torch::optim::Optimizer& optimizer) {
+  const int64_t global = info.epoch * info.batches_per_epoch + info.batch;
+  bool pruning = false;
+  for (size_t i = 0; i < policies_.size(); ++i) {
+    const auto& p = policies_[i];
+    if (p.kind != Policy::Kind::kPruner || !p.timing.active(info.epoch)) continue;
+    pruning = true;
+    bool set = info.batch > 0 && p.mini_batch_pruning_frequency > 0 &&
+               global % p.mini_batch_pruning_frequency == 0;
+    if (info.batch > 0 && skip_pending_.erase(i)) set = true;
+    if (set) pruners_.at(p.instance)->set_masks(params_, masks_, info.epoch, p.timing);
+  }
+  // Only an epoch with a pruning policy masks before the forward pass.
+  if (pruning) {
+    torch::NoGradGuard no_grad;
+    for (const auto& [name, mask] : masks_) {
+      if (modes_.double_copies) dense_copies_[name] = params_.at(name).clone();
+      params_.at(name).mul_(mask);
+    }
+  }
+  // Thinning at the epoch's first minibatch, on the masked weights, so the epoch trains the thin
+  // model.
+  for (size_t i = 0; i < policies_.size(); ++i) {
+    const auto& p = policies_[i];
+    if (p.kind == Policy::Kind::kExtension && p.timing.active(info.epoch) &&
+        extensions_done_.insert(i).second)
+      run_extension(*extensions_.at(p.instance), info.epoch, optimizer);
   }
 }
 
@@ -604,52 +646,50 @@ at::Tensor CompressionScheduler::before_backward_pass(const MinibatchInfo& info,
 void CompressionScheduler::before_parameter_optimization(const MinibatchInfo&,
                                                          torch::optim::Optimizer&) {
   torch::NoGradGuard no_grad;
-  for (const auto& [name, mask] : masks_) {
-    auto it = open_policy_.find(name);
-    if (it == open_policy_.end()) continue;
-    auto& param = params_.at(name);
-    if (it->second->mask_gradients && param.grad().defined()) param.mutable_grad().mul_(mask);
-    // Double copies: the optimizer updates the dense weights with the gradient of the masked ones.
-    auto dense = dense_copies_.find(name);
-    if (dense != dense_copies_.end()) {
-      param.copy_(dense->second);
-      dense_copies_.erase(dense);
+  if (modes_.mask_gradients)
+    for (const auto& [name, mask] : masks_) {
+      auto& param = params_.at(name);
+      if (param.grad().defined()) param.mutable_grad().mul_(mask);
     }
-  }
+  // Double copies: the optimizer updates the dense weights with the gradient of the masked ones.
+  for (const auto& [name, dense] : dense_copies_) params_.at(name).copy_(dense);
+  dense_copies_.clear();
 }
 
 void CompressionScheduler::on_minibatch_end(const MinibatchInfo& info, torch::optim::Optimizer&) {
-  for (const auto& p : policies_)
-    if (p.kind == Policy::Kind::kRegularizer && p.timing.active(info.epoch) &&
-        info.batch + 1 == info.batches_per_epoch && regularizers_.at(p.instance)->has_threshold()) {
-      MaskTable fresh;
-      regularizers_.at(p.instance)->threshold(params_, fresh);
-      if (p.keep_mask) {
-        for (auto& [n, m] : fresh) masks_[n] = masks_.count(n) ? masks_[n] * m : m;
-      } else {
-        torch::NoGradGuard no_grad;
-        for (auto& [n, m] : fresh) params_.at(n).mul_(m);  // zero once, let training decide
-      }
-    }
   torch::NoGradGuard no_grad;
-  for (const auto& [name, mask] : masks_)
-    if (!forward_only(name)) params_.at(name).mul_(mask);
+  if (!modes_.forward_only) apply_masks();
+  for (const auto& p : policies_) {
+    if (!p.timing.active(info.epoch)) continue;
+    if (p.kind == Policy::Kind::kPruner && p.discard_masks_at_minibatch_end) masks_.clear();
+    if (p.kind != Policy::Kind::kRegularizer || !regularizers_.at(p.instance)->has_threshold())
+      continue;
+    MaskTable fresh;
+    regularizers_.at(p.instance)->threshold(params_, fresh);
+    // The mask stays only from the last minibatch of the policy's last epoch; before that it
+    // zeroes once and training decides.
+    if (p.keep_mask && info.batch + 1 == info.batches_per_epoch && info.epoch == p.timing.last()) {
+      for (auto& [n, m] : fresh) masks_[n] = masks_.count(n) ? masks_[n] * m : m;
+      if (logger_)
+        logger_->info(file_ + ": regularizer " + p.instance + " keeps its threshold masks");
+    }
+    for (auto& [n, m] : fresh) params_.at(n).mul_(m);
+  }
 }
 
 void CompressionScheduler::on_epoch_end(int64_t epoch, const std::map<std::string, double>& metrics,
                                         torch::optim::Optimizer& optimizer) {
   step_lr_schedulers(epoch, metrics, optimizer);
   for (const auto& p : policies_) {
-    if (p.kind == Policy::Kind::kPruner && epoch == p.timing.last() && p.keep_mask) {
-      // The policy ends: its masks become permanent, whatever its masking modes were.
-      for (const auto& t : pruners_.at(p.instance)->targets()) open_policy_.erase(t);
+    if (p.kind != Policy::Kind::kPruner || epoch != p.timing.final_epoch()) continue;
+    // The policy ends: gradients are no longer masked, and with keep_mask the masks become
+    // permanent, whatever the masking modes were.
+    modes_.mask_gradients = false;
+    if (p.keep_mask) {
+      modes_.forward_only = modes_.double_copies = false;
       apply_masks();
     }
   }
-  // Thinning comes last, on the epoch's final weights (Distiller's extensions act at epoch end).
-  for (const auto& p : policies_)
-    if (p.kind == Policy::Kind::kExtension && p.timing.active(epoch))
-      run_extension(*extensions_.at(p.instance), epoch, optimizer);
 }
 
 std::vector<EpochScalar> CompressionScheduler::epoch_scalars() const {
@@ -679,6 +719,11 @@ void CompressionScheduler::save_state(torch::serialize::OutputArchive& archive) 
   for (const auto& [name, scheduler] : lr_schedulers_)
     if (auto state = scheduler->state(); !state.is_null()) lr["schedulers"][name] = state;
   archive.write("mask_names", c10::IValue(nlohmann::json(names).dump()));
+  const nlohmann::json modes = {
+      {"modes", {modes_.forward_only, modes_.double_copies, modes_.mask_gradients}},
+      {"started", started_},
+      {"skip_pending", skip_pending_}};
+  archive.write("policy_state", c10::IValue(modes.dump()));
   archive.write("lr_state", c10::IValue(lr.dump()));
   archive.write("schedule_text", c10::IValue(text_));
 }
@@ -698,6 +743,14 @@ void CompressionScheduler::load_state(torch::serialize::InputArchive& archive) {
       throw InputError("checkpoint mask for '" + names[i] +
                        "' does not match the parameter's shape");
     masks_[names[i]] = m;
+  }
+  c10::IValue modes_v;
+  if (archive.try_read("policy_state", modes_v)) {
+    const auto j = nlohmann::json::parse(modes_v.toStringRef());
+    const auto modes = j.at("modes").get<std::vector<bool>>();
+    modes_ = {modes.at(0), modes.at(1), modes.at(2)};
+    started_ = j.at("started").get<std::set<size_t>>();
+    skip_pending_ = j.at("skip_pending").get<std::set<size_t>>();
   }
   // (Checkpoints written before "lr_state" hold the rate in their optimizer state only.)
   if (archive.try_read("lr_state", lr_v)) {

@@ -35,12 +35,19 @@ struct Policy {
   Kind kind = Kind::kPruner;
   std::string instance;
   PolicyTiming timing;
-  /// Pruner policy args (Distiller's names and meanings).
+  /// Pruner policy args (Distiller's names and meanings; docs/schedules.md, "When things
+  /// happen"). keep_mask is also a regularizer policy arg.
   bool keep_mask = false;
   bool mask_on_forward_only = false;
   bool mask_gradients = false;
   bool use_double_copies = false;
+  /// Masks recomputed at every global minibatch index (epoch · batches + batch) divisible by it,
+  /// besides the first minibatch of each scheduled epoch; 0: never.
   int64_t mini_batch_pruning_frequency = 0;
+  /// Every mask is dropped after the minibatch's optimizer step and masking.
+  bool discard_masks_at_minibatch_end = false;
+  /// The policy's first masks are computed at the second minibatch of its first epoch.
+  bool skip_first_minibatch = false;
   /// file:line of the policy.
   std::string where;
 };
@@ -128,8 +135,9 @@ class CompressionScheduler : public TrainingHooks {
   /// Logs `lines` as warnings, the first kWarningsShown of them and then "… and N more `rest`".
   void warn_summarised(const std::vector<std::string>& lines, const std::string& rest) const;
 
-  bool forward_only(const std::string& param) const;
   void run_extension(Extension& extension, int64_t epoch, torch::optim::Optimizer& optimizer);
+  /// Whether some pruning policy is scheduled at `epoch`.
+  bool pruning_at(int64_t epoch) const;
   /// Traces the model (when a tracer is set) and hands its channel groups to the pruners.
   void refresh_channel_groups();
   /// Steps the LR policies active at `epoch`, in file order (the last one stepped sets the rate).
@@ -167,8 +175,20 @@ class CompressionScheduler : public TrainingHooks {
   std::string primary_metric_;
   bool higher_is_better_ = true;
   int64_t epoch_ = 0;
-  /// Per-parameter masking modes of the pruning policies open this epoch.
-  std::map<std::string, const Policy*> open_policy_;
+  /// Masking modes, shared by every mask as in Distiller (whose pruning policies set them on every
+  /// parameter's masker): set by a pruning policy when it first acts, forward_only and
+  /// double_copies cleared by its keep_mask at its final epoch, gradient masking ended then.
+  struct MaskModes {
+    bool forward_only = false;
+    bool double_copies = false;
+    bool mask_gradients = false;
+  };
+  MaskModes modes_;
+  /// Pruning policies (by index in policies_) that have acted, and those whose first masks wait
+  /// for the second minibatch (skip_first_minibatch).
+  std::set<size_t> started_, skip_pending_;
+  /// Extension policies (by index) that have acted in the current epoch.
+  std::set<size_t> extensions_done_;
   std::map<std::string, at::Tensor> dense_copies_;
 };
 

@@ -90,10 +90,48 @@ void YamlReader::ignore(const std::vector<std::string>& keys) {
 void YamlReader::finish() const {
   for (const auto& kv : node_) {
     const auto key = yaml_scalar(file_, kv.first, "a key of " + path_);
-    if (std::find(known_.begin(), known_.end(), key) == known_.end())
+    if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
+    if (known_.empty())
       throw InputError(yaml_where(file_, kv.first) + ": unknown key '" + key + "' in " + path_ +
-                       "; valid keys: " + join(known_));
+                       "; it takes no keys");
+    throw InputError(yaml_where(file_, kv.first) + ": unknown key '" + key + "' in " + path_ +
+                     "; valid keys: " + join(known_) + "; did you mean " +
+                     closest_names(key, known_, 1).front() + "?");
   }
+}
+
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+InputError YamlReader::missing(const std::string& key) const {
+  // A key nobody has read yet within one edit per five characters of the missing key (at least
+  // one) is taken for a misspelling of it; initial_sparsity and final_sparsity are 4 apart.
+  const size_t tolerance = std::max<size_t>(1, key.size() / 5);
+  for (const auto& kv : node_) {
+    if (!kv.first.IsScalar()) continue;
+    const std::string& given = kv.first.Scalar();
+    if (std::find(known_.begin(), known_.end(), given) == known_.end() &&
+        edit_distance(given, key) <= tolerance)
+      return InputError(yaml_where(file_, kv.first) + ": unknown key '" + given + "' in " + path_ +
+                        "; did you mean " + key + "?");
+  }
+  return InputError(where() + ": " + path_ + " is missing the key '" + key + "'");
 }
 
 std::string YamlReader::where() const { return yaml_where(file_, node_); }

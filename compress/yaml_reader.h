@@ -30,11 +30,12 @@ class YamlReader {
   YamlReader(YAML::Node node, std::string file, std::string path);
 
   bool has(const std::string& key) const;
-  /// A required key.
+  /// A required key. When it is missing and a key not read yet looks like a misspelling of it,
+  /// that key is the error ("unknown key 'finale_sparsity' …; did you mean final_sparsity?").
   template <class T>
   T get(const std::string& key) {
     known_.push_back(key);
-    if (!has(key)) throw InputError(where() + ": " + path_ + " is missing the key '" + key + "'");
+    if (!has(key)) throw missing(key);
     return as<T>(node_[key], key);
   }
   /// An optional key.
@@ -76,6 +77,9 @@ class YamlReader {
       throw wrong_type(n, key, yaml_expected<T>());
     }
   }
+
+  /// The error for a missing required key (see get).
+  InputError missing(const std::string& key) const;
 
   /// "F:L: PATH.KEY has the wrong type of value: expected EXPECTED, got …" at the node's line.
   InputError wrong_type(const YAML::Node& n, const std::string& key,

@@ -1,5 +1,5 @@
-// The extension registry: building FilterRemover and ChannelRemover from YAML, and a thinning
-// extension acting on a model.
+// The extension registry: building StructureRemover and its aliases FilterRemover and
+// ChannelRemover from YAML, a thinning extension acting on a model, and when the scheduler runs it.
 #include "compress/extensions.h"
 
 #include <gtest/gtest.h>
@@ -44,7 +44,7 @@ std::string error_of(const std::function<void()>& f) {
 TEST(Extensions, RegistryNamesTheThinningClasses) {
   register_builtin_extensions();
   EXPECT_EQ(extension_registry().names(),
-            (std::vector<std::string>{"ChannelRemover", "FilterRemover"}));
+            (std::vector<std::string>{"ChannelRemover", "FilterRemover", "StructureRemover"}));
   EXPECT_NE(extension_registry().entry("FilterRemover").help.find("remove_filters"),
             std::string::npos);
 }
@@ -61,12 +61,32 @@ TEST(Extensions, FilterRemoverChecksItsThinningFunction) {
   EXPECT_EQ(ext->hyperparams(),
             nlohmann::json({{"class", "FilterRemover"}, {"thinning_func_str", "remove_filters"}}));
 
-  EXPECT_EQ(error_of([] { build("class: FilterRemover\nthinning_func_str: remove_channels\n"); }),
-            "e.yaml:2: FilterRemover takes thinning_func_str: remove_filters, not remove_channels");
-  EXPECT_NE(error_of([] {
-              build("class: FilterRemover\nthining_func_str: remove_filters\n");
-            }).find("thining_func_str"),
-            std::string::npos);
+  EXPECT_EQ(error_of([] { build("class: FilterRemover\nthinning_func_str: remove_layers\n"); }),
+            "e.yaml:2: extensions.t (FilterRemover).thinning_func_str 'remove_layers' is unknown; "
+            "valid: remove_filters, remove_channels");
+  EXPECT_EQ(error_of([] { build("class: FilterRemover\nthining_func_str: remove_filters\n"); }),
+            "e.yaml:2: unknown key 'thining_func_str' in extensions.t (FilterRemover); valid keys: "
+            "class, thinning_func_str, arch, dataset; did you mean thinning_func_str?");
+}
+
+// distiller/thinning.py: FilterRemover and ChannelRemover are aliases of StructureRemover, whose
+// thinning_func_str says what is removed.
+TEST(Extensions, TheThreeClassesAreAliasesChosenByThinningFunction) {
+  auto channels_by_filters = build("class: ChannelRemover\nthinning_func_str: remove_filters\n");
+  EXPECT_EQ(dynamic_cast<ThinningExtension&>(*channels_by_filters).options().kind(),
+            ThinningKind::kFilters);
+  EXPECT_EQ(channels_by_filters->hyperparams(),
+            nlohmann::json({{"class", "ChannelRemover"}, {"thinning_func_str", "remove_filters"}}));
+  auto structure = build(
+      "class: StructureRemover\nthinning_func_str: remove_channels\narch: resnet20_cifar\n"
+      "dataset: cifar10\n");
+  EXPECT_EQ(structure->class_name(), "StructureRemover");
+  EXPECT_EQ(dynamic_cast<ThinningExtension&>(*structure).options().kind(), ThinningKind::kChannels);
+  EXPECT_EQ(error_of([] { build("class: StructureRemover\narch: resnet20_cifar\n"); }),
+            "e.yaml:1: extensions.t (StructureRemover) is missing the key 'thinning_func_str'");
+  EXPECT_EQ(error_of([] { build("class: StructureRemover\nthining_func_str: remove_filters\n"); }),
+            "e.yaml:2: unknown key 'thining_func_str' in extensions.t (StructureRemover); did you "
+            "mean thinning_func_str?");
 }
 
 TEST(Extensions, ChannelRemoverDefaultsItsThinningFunction) {
@@ -85,7 +105,8 @@ TEST(Extensions, TheSchedulerRejectsAnUnknownClassListingTheRegistry) {
   } catch (const InputError& e) {
     EXPECT_EQ(
         std::string(e.what()),
-        "s.yaml:4: unknown extension class 'FilterRemoval'; valid: ChannelRemover, FilterRemover");
+        "s.yaml:4: unknown extension class 'FilterRemoval'; valid: ChannelRemover, FilterRemover, "
+        "StructureRemover");
   }
 }
 
@@ -111,7 +132,7 @@ TEST(Extensions, FilterRemoverThinsTheModelAndReportsTheRecipe) {
   const ExtensionContext ctx{*m, shape, forward, opt, masks, nullptr, file};
 
   auto ext = build("class: FilterRemover\n");
-  const auto outcome = ext->on_epoch_end(ctx, 3);
+  const auto outcome = ext->apply(ctx, 3);
   EXPECT_TRUE(outcome.reshaped);
   params = m->named_parameters();
   EXPECT_EQ(params["conv1.weight"].sizes(), torch::IntArrayRef({4, 3, 5, 5}));
@@ -126,9 +147,51 @@ TEST(Extensions, FilterRemoverThinsTheModelAndReportsTheRecipe) {
             outcome.recipe["macs_before"].get<int64_t>());
 
   // Nothing zeroed is left: the next epoch changes nothing.
-  const auto again = ext->on_epoch_end(ctx, 4);
+  const auto again = ext->apply(ctx, 4);
   EXPECT_FALSE(again.reshaped);
   EXPECT_TRUE(again.recipe.is_null());
+}
+
+}  // namespace igb::compress
+
+namespace igb::compress {
+
+// distiller/thinning.py StructureRemover.on_minibatch_begin: thinning acts once, at the first
+// minibatch of its scheduled epoch, so that epoch trains the thin model.
+TEST(Extensions, ThinningActsAtTheFirstMinibatchOfItsEpoch) {
+  models::register_builtin_models();
+  torch::manual_seed(0);
+  auto m = models::create_model("simplenet_cifar", {});
+  {
+    torch::NoGradGuard no_grad;
+    auto params = m->named_parameters();
+    params["conv1.weight"].narrow(0, 0, 2).zero_();
+    params["conv1.bias"].narrow(0, 0, 2).zero_();
+  }
+  auto s = CompressionScheduler::from_text(
+      "version: 1\nextensions:\n  t: {class: FilterRemover}\npolicies:\n"
+      "  - extension: {instance_name: t}\n    epochs: [1]\n",
+      "s.yaml", *m, 0.1, nullptr);
+  s->set_tracer(m->input_shape(), [m](const torch::Tensor& x) { return m->forward(x); });
+  torch::optim::SGD opt(m->parameters(), 0.1);
+  auto filters = [&] { return m->named_parameters()["conv1.weight"].size(0); };
+  s->on_epoch_begin(0, opt);
+  s->on_minibatch_begin({0, 0, 2}, opt);
+  s->on_epoch_end(0, {}, opt);
+  s->on_epoch_begin(1, opt);
+  EXPECT_EQ(filters(), 6);
+  EXPECT_TRUE(s->take_thinning_recipes().empty());
+  s->on_minibatch_begin({1, 0, 2}, opt);
+  EXPECT_EQ(filters(), 4);
+  auto shape = m->input_shape();
+  shape[0] = 2;
+  EXPECT_EQ(m->forward(torch::rand(shape)).size(0), 2);  // the epoch trains the thin model
+  const auto recipes = s->take_thinning_recipes();
+  ASSERT_EQ(recipes.size(), 1u);
+  EXPECT_EQ(recipes[0]["epoch"], 1);
+  s->on_minibatch_begin({1, 1, 2}, opt);
+  s->on_epoch_end(1, {}, opt);
+  EXPECT_TRUE(s->take_thinning_recipes().empty());
 }
 
 }  // namespace igb::compress

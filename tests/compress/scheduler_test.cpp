@@ -294,9 +294,11 @@ TEST_F(SchedulerTest, PolicyArgsDoubleCopiesForwardOnlyAndGradientMasks) {
     s.on_minibatch_end(info, opt);
   };
   {
-    // use_double_copies: forward sees the masked weight, the optimizer updates the dense copy.
-    auto s = CompressionScheduler::from_text(yaml("{use_double_copies: true}"), "s.yaml", *fsrcnn_,
-                                             0.1, nullptr);
+    // use_double_copies with mask_on_forward_only: forward sees the masked weight, the optimizer
+    // updates the dense copy.
+    auto s = CompressionScheduler::from_text(
+        yaml("{use_double_copies: true, mask_on_forward_only: true}"), "s.yaml", *fsrcnn_, 0.1,
+        nullptr);
     torch::optim::SGD opt(fsrcnn_->parameters(), 0.5);
     s->on_epoch_begin(0, opt);
     step(*s, opt, true);
@@ -304,9 +306,11 @@ TEST_F(SchedulerTest, PolicyArgsDoubleCopiesForwardOnlyAndGradientMasks) {
               0.0f);
   }
   {
-    // mask_gradients: pruned positions get no gradient.
-    auto s = CompressionScheduler::from_text(yaml("{mask_gradients: true}"), "s.yaml", *fsrcnn_,
-                                             0.1, nullptr);
+    // mask_gradients (with mask_on_forward_only, which Distiller requires): pruned positions get
+    // no gradient.
+    auto s =
+        CompressionScheduler::from_text(yaml("{mask_gradients: true, mask_on_forward_only: true}"),
+                                        "s.yaml", *fsrcnn_, 0.1, nullptr);
     torch::optim::SGD opt(fsrcnn_->parameters(), 0.5);
     s->on_epoch_begin(0, opt);
     MinibatchInfo info{0, 0, 1};
@@ -321,7 +325,232 @@ TEST_F(SchedulerTest, PolicyArgsDoubleCopiesForwardOnlyAndGradientMasks) {
   }
   // Unknown policy args are errors.
   expect_error(yaml("{keep_masks: true}"), *fsrcnn_,
-               {"s.yaml:9:", "unknown key 'keep_masks'", "keep_mask"});
+               {"s.yaml:9:", "unknown key 'keep_masks'", "did you mean keep_mask?"});
+  // distiller/policy.py PruningPolicy.__init__: mask_gradients without mask_on_forward_only is
+  // refused.
+  expect_error(yaml("{mask_gradients: true}"), *fsrcnn_,
+               {"s.yaml:9:", "mask_gradients needs mask_on_forward_only: true"});
+}
+
+namespace {
+
+// A 4 → 1 linear layer with weight [1, 2, 30, 40] and zero bias, pruned by `pruner` (a mapping
+// naming `weight`) under a policy with `args` and `timing`. Each train step feeds ones, so the
+// gradient of out.sum() is 1 for every weight and SGD(lr 1) lowers each weight by 1.
+struct LinearRun {
+  LinearRun(const std::string& pruner, const std::string& args, const std::string& timing)
+      : model(4, 1), opt(model->parameters(), 1.0) {
+    {
+      torch::NoGradGuard g;
+      model->weight.copy_(torch::tensor({{1.0f, 2.0f, 30.0f, 40.0f}}));
+      model->bias.zero_();
+    }
+    sched = CompressionScheduler::from_text(
+        "version: 1\npruners:\n  p: " + pruner +
+            "\npolicies:\n  - pruner: {instance_name: p, args: " + args + "}\n" + timing,
+        "s.yaml", *model, 1.0, nullptr);
+  }
+  void step(int64_t epoch, int64_t batch, int64_t batches) {
+    const MinibatchInfo info{epoch, batch, batches};
+    sched->on_minibatch_begin(info, opt);
+    auto loss = model->forward(torch::ones({1, 4})).sum();
+    loss = sched->before_backward_pass(info, loss, opt);
+    opt.zero_grad();
+    loss.backward();
+    sched->before_parameter_optimization(info, opt);
+    opt.step();
+    sched->on_minibatch_end(info, opt);
+  }
+  std::vector<float> weight() const {
+    auto w = model->weight.detach().flatten().contiguous();
+    return {w.data_ptr<float>(), w.data_ptr<float>() + w.numel()};
+  }
+  void set(int64_t i, float v) {
+    torch::NoGradGuard g;
+    model->weight[0][i].fill_(v);
+  }
+  torch::nn::Linear model;
+  torch::optim::SGD opt;
+  std::unique_ptr<CompressionScheduler> sched;
+};
+
+const char* kHalf = "{class: SparsityLevelParameterPruner, levels: {weight: 0.5}}";
+const char* kEpoch0 = "    starting_epoch: 0\n    ending_epoch: 1\n";
+
+using W = std::vector<float>;
+
+}  // namespace
+
+// distiller/policy.py PruningPolicy and scheduler.py mask_all_weights: use_double_copies alone
+// still masks after every step; with mask_on_forward_only the dense weights train on.
+TEST(SchedulerPolicyArgs, DoubleCopiesMaskAfterTheStepUnlessForwardOnly) {
+  {
+    LinearRun r(kHalf, "{use_double_copies: true}", kEpoch0);
+    r.sched->on_epoch_begin(0, r.opt);
+    EXPECT_EQ(r.weight(), (W{1, 2, 30, 40}));  // the dense weights wait for the forward pass
+    r.step(0, 0, 2);
+    // Forward on [0, 0, 30, 40]; the dense [1, 2, 30, 40] steps to [0, 1, 29, 39]; masked again.
+    EXPECT_EQ(r.weight(), (W{0, 0, 29, 39}));
+  }
+  {
+    LinearRun r(kHalf, "{use_double_copies: true, mask_on_forward_only: true}", kEpoch0);
+    r.sched->on_epoch_begin(0, r.opt);
+    r.step(0, 0, 2);
+    EXPECT_EQ(r.weight(), (W{0, 1, 29, 39}));
+    r.step(0, 1, 2);  // dense [0, 1, 29, 39] − 1
+    EXPECT_EQ(r.weight(), (W{-1, 0, 28, 38}));
+  }
+}
+
+// distiller/policy.py PruningPolicy.on_epoch_end: mask_on_forward_only without keep_mask stops
+// masking after the policy's last epoch; keep_mask makes the masks permanent then.
+TEST(SchedulerPolicyArgs, ForwardOnlyMasksEndWithThePolicyUnlessKept) {
+  {
+    LinearRun r(kHalf, "{mask_on_forward_only: true}", kEpoch0);
+    r.sched->on_epoch_begin(0, r.opt);
+    EXPECT_EQ(r.weight(), (W{0, 0, 30, 40}));
+    r.step(0, 0, 1);  // not masked after the step
+    EXPECT_EQ(r.weight(), (W{-1, -1, 29, 39}));
+    r.sched->on_epoch_end(0, {}, r.opt);
+    r.sched->on_epoch_begin(1, r.opt);
+    r.step(1, 0, 1);  // the policy is over: nothing is masked
+    EXPECT_EQ(r.weight(), (W{-2, -2, 28, 38}));
+  }
+  {
+    LinearRun r(kHalf, "{mask_on_forward_only: true, keep_mask: true}", kEpoch0);
+    r.sched->on_epoch_begin(0, r.opt);
+    r.step(0, 0, 1);
+    r.sched->on_epoch_end(0, {}, r.opt);
+    EXPECT_EQ(r.weight(), (W{0, 0, 29, 39}));
+    r.sched->on_epoch_begin(1, r.opt);
+    r.step(1, 0, 1);  // masked after every step from now on
+    EXPECT_EQ(r.weight(), (W{0, 0, 28, 38}));
+  }
+}
+
+// distiller/policy.py PruningPolicy.on_epoch_begin: keep_mask acts at the end of epoch
+// ending_epoch − 1, here 3 with epochs 0 and 2 scheduled (Distiller never reaches it; see
+// docs/schedules.md, Differences from Distiller).
+TEST(SchedulerPolicyArgs, KeepMaskActsAtEndingEpochMinusOne) {
+  LinearRun r(kHalf, "{mask_on_forward_only: true, keep_mask: true}",
+              "    starting_epoch: 0\n    ending_epoch: 4\n    frequency: 2\n");
+  // e0: masked forward, −1 → [-1, -1, 29, 39]; e1 unscheduled: no masking → [-2, -2, 28, 38];
+  // e2: the masks are recomputed (|w| 2, 2 are the smallest half) → [0, 0, 28, 38], −1.
+  for (int64_t e = 0; e < 3; ++e) {
+    r.sched->on_epoch_begin(e, r.opt);
+    r.step(e, 0, 1);
+    r.sched->on_epoch_end(e, {}, r.opt);
+  }
+  EXPECT_EQ(r.weight(), (W{-1, -1, 27, 37}));  // epoch 2 is the last scheduled, not the last
+  r.sched->on_epoch_begin(3, r.opt);
+  r.step(3, 0, 1);
+  EXPECT_EQ(r.weight(), (W{-2, -2, 26, 36}));
+  r.sched->on_epoch_end(3, {}, r.opt);
+  EXPECT_EQ(r.weight(), (W{0, 0, 26, 36}));
+  r.sched->on_epoch_begin(4, r.opt);
+  r.step(4, 0, 1);
+  EXPECT_EQ(r.weight(), (W{0, 0, 25, 35}));
+}
+
+// distiller/policy.py PruningPolicy.on_minibatch_begin: masks are recomputed when the global
+// minibatch index epoch · batches + batch (not the index within the epoch) is a multiple of
+// mini_batch_pruning_frequency, never at an epoch's first minibatch.
+TEST(SchedulerPolicyArgs, MiniBatchPruningFrequencyCountsGlobalMinibatches) {
+  LinearRun r("{class: MagnitudeParameterPruner, thresholds: {weight: 2.5}}",
+              "{mini_batch_pruning_frequency: 2}", "    starting_epoch: 0\n    ending_epoch: 2\n");
+  r.sched->on_epoch_begin(1, r.opt);
+  EXPECT_EQ(r.weight(), (W{0, 0, 30, 40}));
+  r.set(2, 1.0f);  // now under the threshold, but masked only when the masks are recomputed
+  r.sched->on_minibatch_begin({1, 0, 3}, r.opt);  // global 3
+  EXPECT_EQ(r.weight(), (W{0, 0, 1, 40}));
+  r.sched->on_minibatch_begin({1, 1, 3}, r.opt);  // global 4 = 2 · 2
+  EXPECT_EQ(r.weight(), (W{0, 0, 0, 40}));
+}
+
+// distiller/policy.py PruningPolicy: skip_first_minibatch computes the first masks at global
+// minibatch 1; discard_masks_at_minibatch_end drops the masks after the step's masking.
+TEST(SchedulerPolicyArgs, SkipFirstMinibatchAndDiscardMasks) {
+  {
+    LinearRun r(kHalf, "{skip_first_minibatch: true}",
+                "    starting_epoch: 0\n    ending_epoch: 2\n");
+    r.sched->on_epoch_begin(0, r.opt);
+    r.sched->on_minibatch_begin({0, 0, 3}, r.opt);
+    EXPECT_TRUE(r.sched->masks().empty());
+    EXPECT_EQ(r.weight(), (W{1, 2, 30, 40}));
+    r.sched->on_minibatch_begin({0, 1, 3}, r.opt);
+    EXPECT_EQ(r.weight(), (W{0, 0, 30, 40}));
+  }
+  {
+    LinearRun r(kHalf, "{discard_masks_at_minibatch_end: true}", kEpoch0);
+    r.sched->on_epoch_begin(0, r.opt);
+    r.step(0, 0, 2);  // [0, 0, 30, 40] − 1, masked after the step, then the masks go
+    EXPECT_EQ(r.weight(), (W{0, 0, 29, 39}));
+    EXPECT_TRUE(r.sched->masks().empty());
+    r.step(0, 1, 2);
+    EXPECT_EQ(r.weight(), (W{-1, -1, 28, 38}));
+  }
+}
+
+// distiller/policy.py RegularizationPolicy.on_minibatch_end: thresholding at every minibatch of
+// a regularized epoch zeroes once; keep_mask keeps the mask only from the last minibatch of the
+// policy's last epoch.
+TEST(SchedulerPolicyArgs, RegularizerThresholdsEveryMinibatchAndKeepsTheMaskAtTheEnd) {
+  torch::nn::Linear model(4, 1);
+  torch::optim::SGD opt(model->parameters(), 1.0);
+  auto set = [&](std::vector<float> v) {
+    torch::NoGradGuard g;
+    model->weight.copy_(torch::tensor(v).reshape({1, 4}));
+  };
+  auto weight = [&] {
+    auto w = model->weight.detach().flatten().contiguous();
+    return W(w.data_ptr<float>(), w.data_ptr<float>() + 4);
+  };
+  set({1, 2, 30, 40});
+  auto s = CompressionScheduler::from_text(
+      "version: 1\nregularizers:\n  r: {class: L1Regularizer, threshold_criteria: Mean_Abs, "
+      "reg_regims: {weight: 1.5}}\npolicies:\n  - regularizer: {instance_name: r, args: "
+      "{keep_mask: true}}\n    starting_epoch: 0\n    ending_epoch: 2\n",
+      "s.yaml", *model, 1.0, nullptr);
+  s->on_minibatch_end({0, 0, 2}, opt);  // |w| ≤ 1.5 zeroed at the first minibatch already
+  EXPECT_EQ(weight(), (W{0, 2, 30, 40}));
+  EXPECT_TRUE(s->masks().empty());
+  set({5, 1, 30, 40});
+  s->on_minibatch_end({0, 1, 2}, opt);  // the last minibatch of epoch 0: zeroed, not kept
+  EXPECT_EQ(weight(), (W{5, 0, 30, 40}));
+  EXPECT_TRUE(s->masks().empty());
+  set({1, 2, 30, 40});
+  s->on_minibatch_end({1, 1, 2}, opt);  // the last minibatch of the last epoch: kept
+  ASSERT_EQ(s->masks().count("weight"), 1u);
+  set({7, 2, 30, 40});
+  s->on_minibatch_end({2, 0, 2}, opt);
+  EXPECT_EQ(weight(), (W{0, 2, 30, 40}));
+}
+
+// distiller/regularization/group_regularizer.py GroupVarianceRegularizer.loss: strength over the
+// unbiased variance of the input channels' L2 norms.
+TEST(SchedulerRegularizers, GroupVarianceRegularizerDividesByTheChannelNormVariance) {
+  torch::nn::Conv2d conv(torch::nn::Conv2dOptions(3, 2, 1));
+  {
+    torch::NoGradGuard g;
+    // Filters [1, 2, 0] and [0, 0, 3]: channel norms 1, 2, 3 (mean 2, variance (1 + 0 + 1) / 2).
+    conv->weight.copy_(torch::tensor({1.0f, 2.0f, 0.0f, 0.0f, 0.0f, 3.0f}).reshape({2, 3, 1, 1}));
+  }
+  const std::string head =
+      "version: 1\nregularizers:\n  gv:\n    class: GroupVarianceRegularizer\n    reg_regims: "
+      "{weight: ";
+  const std::string policy =
+      "}\npolicies:\n  - regularizer: {instance_name: gv}\n    epochs: [0]\n";
+  auto s = CompressionScheduler::from_text(head + "[0.5, Channels]" + policy, "s.yaml", *conv, 0.1,
+                                           nullptr);
+  torch::optim::SGD opt(conv->parameters(), 0.1);
+  EXPECT_NEAR(s->before_backward_pass({0, 0, 1}, torch::zeros({}), opt).item<double>(), 0.5, 1e-6);
+  try {
+    CompressionScheduler::from_text(head + "[0.5, 3D]" + policy, "s.yaml", *conv, 0.1, nullptr);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "s.yaml:5: GroupVarianceRegularizer groups only Channels, not '3D'");
+  }
 }
 
 TEST_F(SchedulerTest, EveryLrSchedulerFollowsItsClosedForm) {

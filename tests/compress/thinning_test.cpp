@@ -402,7 +402,7 @@ TEST(Thinning, APrunerNamingOneConvOfAResidualGroupPrunesTheWholeGroup) {
   torch::NoGradGuard no_grad;
   const auto x = torch::randn({2, 3, 32, 32}, torch::kDouble);
   const auto masked = m->forward(x);
-  sched->on_epoch_end(0, {}, opt);
+  sched->on_minibatch_begin({0, 0, 1}, opt);  // thinning acts at the epoch's first minibatch
   EXPECT_LE((m->forward(x) - masked).abs().max().item<double>(), 1e-9);
   EXPECT_EQ(size_of(m, "layer1.0.conv2.weight", 0), 12);
   EXPECT_EQ(size_of(m, "conv1.weight", 0), 12);
@@ -429,7 +429,7 @@ TEST(Thinning, LiEtAlSchedulesGiveThePublishedMacsAndParameters) {
     sched->set_tracer(m->input_shape(), [m](const torch::Tensor& x) { return m->forward(x); });
     torch::optim::SGD opt(m->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
     sched->on_epoch_begin(0, opt);
-    sched->on_epoch_end(0, {}, opt);
+    sched->on_minibatch_begin({0, 0, 1}, opt);
     EXPECT_EQ(graph_of(m).total_macs(), c.macs) << c.model;
     EXPECT_EQ(models::count_parameters(*m), c.params) << c.model;
     auto recipes = sched->take_thinning_recipes();

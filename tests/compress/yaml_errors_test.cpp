@@ -1,6 +1,7 @@
 // Schedule and config files: values of the wrong shape (nested lists), duplicate keys, AGP's
 // sparsity range and policies outside the run's epochs are refused or warned about with file:line.
 #include <gtest/gtest.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 
 #include <sstream>
@@ -166,6 +167,69 @@ TEST(YamlErrors, RepeatedWarningsAreSummarised) {
             "warning: s.yaml: 'lr14' is defined but no policy uses it\n"
             "warning: s.yaml: 'lr15' is defined but no policy uses it\n"
             "warning: s.yaml: … and 6 more instances are defined but no policy uses them\n");
+}
+
+// distiller/config.py never reads `version`: a schedule without it loads, with a warning.
+TEST(YamlLeniency, AScheduleWithoutVersionLoadsAsVersionOne) {
+  torch::nn::Linear model(4, 2);
+  Logger logger;
+  const std::string text = agp("0.1", "0.5").substr(std::string("version: 1\n").size());
+  testing::internal::CaptureStderr();
+  auto s = CompressionScheduler::from_text(text, "s.yaml", *model, 0.1, &logger);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "warning: s.yaml: the schedule has no 'version'; it is read as version 1\n");
+  EXPECT_EQ(s->named_params(), std::vector<std::string>{"weight"});
+}
+
+// distiller/pruning/automated_gradual_pruner.py takes `weights` as it comes: one name as a
+// plain string names one parameter.
+TEST(YamlLeniency, WeightsMayBeOneString) {
+  torch::nn::Linear model(4, 2);
+  auto s =
+      CompressionScheduler::from_text(agp("0.1", "0.5", "weight"), "s.yaml", *model, 0.1, nullptr);
+  EXPECT_EQ(s->named_params(), std::vector<std::string>{"weight"});
+}
+
+// Distiller's AlexNet and VGG wrap `features` in DataParallel, so its schedules name
+// `features.module.3.weight`: every `module` segment is dropped, and the log says so.
+TEST(YamlLeniency, ModuleSegmentsAnywhereAreStrippedAndLogged) {
+  struct Net : torch::nn::Module {
+    Net() {
+      register_module("features",
+                      torch::nn::Sequential(torch::nn::Linear(4, 4), torch::nn::ReLU(),
+                                            torch::nn::Linear(4, 4), torch::nn::Linear(4, 2)));
+    }
+  } net;
+  Logger logger;
+  testing::internal::CaptureStderr();
+  auto s = CompressionScheduler::from_text(
+      "version: 1\npruners:\n  p:\n    class: SparsityLevelParameterPruner\n"
+      "    levels: {features.module.3.weight: 0.5, module.features.0.weight: 0.5}\n"
+      "policies:\n  - pruner: {instance_name: p}\n    epochs: [0]\n",
+      "s.yaml", net, 0.1, &logger);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "s.yaml: parameter names read without their 'module' path segments (DataParallel "
+            "wrappers): features.module.3.weight -> features.3.weight, module.features.0.weight -> "
+            "features.0.weight\n");
+  EXPECT_EQ(s->named_params(),
+            (std::vector<std::string>{"features.0.weight", "features.3.weight"}));
+}
+
+TEST(YamlLeniency, AMisspeltKeyIsNamedEvenWhenARequiredKeyIsMissing) {
+  EXPECT_EQ(schedule_error("version: 1\npruners:\n  p:\n    class: AutomatedGradualPruner\n"
+                           "    initial_sparsity: 0.1\n    finale_sparsity: 0.5\n"
+                           "    weights: [weight]\n"),
+            "s.yaml:6: unknown key 'finale_sparsity' in pruners.p (AutomatedGradualPruner); did "
+            "you mean final_sparsity?");
+  // Nothing like the missing key: it is reported missing.
+  EXPECT_EQ(schedule_error("version: 1\npruners:\n  p:\n    class: AutomatedGradualPruner\n"
+                           "    initial_sparsity: 0.1\n    weights: [weight]\n"),
+            "s.yaml:4: pruners.p (AutomatedGradualPruner) is missing the key 'final_sparsity'");
+  // Policies too.
+  EXPECT_EQ(schedule_error("version: 1\nlr_schedulers:\n  lr: {class: StepLR, step_size: 2}\n"
+                           "policies:\n  - lr_scheduler: {instance_name: lr}\n"
+                           "    startng_epoch: 0\n    ending_epoch: 3\n"),
+            "s.yaml:6: unknown key 'startng_epoch' in policy; did you mean starting_epoch?");
 }
 
 }  // namespace igb::compress
