@@ -22,7 +22,7 @@ void register_classify_models(Registry<ModelSpec>& r) {
             "Distiller's plain20: resnet20_cifar without shortcuts, 32x32",
             ResNetCifarOptions().depth(20).residual(false));
   add_model(r, "vgg16_cifar", "classify", make_vgg16_cifar,
-            "VGG-16 with BN for CIFAR as in Li et al. 2016, 32x32");
+            "VGG-16 with BN for CIFAR as in Li et al. 2016 (layout=distiller: Distiller's), 32x32");
   for (int64_t depth : {18, 34, 50}) {
     const std::string d = std::to_string(depth);
     add_model(r, "resnet" + d, "classify", make_resnet, "torchvision ResNet, 224x224",
@@ -38,6 +38,14 @@ void register_classify_models(Registry<ModelSpec>& r) {
     add_model(r, "vgg" + d + "_bn", "classify", make_vgg,
               "torchvision VGG-" + d + " with BN, 224x224",
               VggOptions().depth(depth).batch_norm(true));
+    for (bool bn : {false, true}) {
+      const std::string name = "vgg" + d + (bn ? "_bn" : "") + "_cifar";
+      if (name == "vgg16_cifar") continue;  // Li et al.'s; layout=distiller gives Distiller's
+      add_model(
+          r, name, "classify", make_vgg,
+          "Distiller's CIFAR VGG-" + d + (bn ? " with BN" : "") + ", one fc, 32x32",
+          VggOptions().depth(depth).batch_norm(bn).cifar(true).num_classes(10).input_size(32));
+    }
   }
   add_model(r, "alexnet", "classify", make_alexnet, "torchvision AlexNet, 224x224");
   add_model(r, "alexnet_bn", "classify", make_alexnet_bn,

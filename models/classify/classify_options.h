@@ -164,12 +164,16 @@ struct ResNetOptions {
   void validate(const std::string& model) const;
 };
 
-/// vgg16_cifar (Li et al. 2016: conv + BN, a 512→512→classes classifier).
+/// vgg16_cifar (Li et al. 2016: conv + BN, a 512→512→classes classifier; or Distiller's).
 struct Vgg16CifarOptions {
   /// Output classes (logits), 1 … 100000. Default 10.
   TORCH_ARG(int64_t, num_classes) = 10;
   /// Side of the square input in pixels, 32 … 4096. Default 32.
   TORCH_ARG(int64_t, input_size) = 32;
+  /// "li": Li et al.'s (conv + BN, classifier fc 512→512, BN1d, ReLU, fc); "distiller":
+  /// Distiller's vgg16_cifar (VGG-16 convs without BN, `classifier` one fc 512→classes).
+  /// Default "li".
+  TORCH_ARG(std::string, layout) = "li";
 
  public:
   /// Each option as (JSON key, field, bounds).
@@ -177,16 +181,23 @@ struct Vgg16CifarOptions {
   void visit(F&& f) {
     f("num_classes", num_classes_, kNumClassesBounds);
     f("input_size", input_size_, OptionBounds{32, kMaxInputSize});
+    f("layout", layout_);
   }
+  void validate(const std::string& model) const;
 };
 
-/// vgg11, vgg13, vgg16, vgg19 and vgg11_bn … vgg19_bn (torchvision).
+/// vgg11, vgg13, vgg16, vgg19 and vgg11_bn … vgg19_bn (torchvision); vgg11_cifar …
+/// vgg19_bn_cifar (Distiller's CIFAR VGGs: torchvision's features, one fc 512→classes).
 struct VggOptions {
   /// Layers: 11, 13, 16 or 19 (torchvision's configurations A, B, D, E). Fixed by the registry
   /// name, so it is neither a model arg nor a checkpoint key. Default 16.
   TORCH_ARG(int64_t, depth) = 16;
   /// BatchNorm after every conv (the `_bn` models). Fixed by the registry name. Default false.
   TORCH_ARG(bool, batch_norm) = false;
+  /// Distiller's CIFAR classifier (the `_cifar` models): features at 1x1 (32x32 inputs; others
+  /// are averaged to it), then one fc 512→classes named `classifier`. Fixed by the registry name.
+  /// Default false.
+  TORCH_ARG(bool, cifar) = false;
   /// Output classes (logits), 1 … 100000. Default 1000.
   TORCH_ARG(int64_t, num_classes) = 1000;
   /// Side of the square input in pixels, 32 … 4096. Default 224.

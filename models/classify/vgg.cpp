@@ -1,5 +1,5 @@
-// VGG: torchvision's ImageNet networks (11, 13, 16, 19 layers, with or without BN) and the CIFAR
-// VGG-16 of Li et al. (2016).
+// VGG: torchvision's ImageNet networks (11, 13, 16, 19 layers, with or without BN), Distiller's
+// CIFAR VGGs (the same features, one fc) and the CIFAR VGG-16 of Li et al. (2016).
 #include "core/activation.h"
 #include "core/sequential.h"
 #include "models/classify/classifier.h"
@@ -42,59 +42,69 @@ Sequential vgg_features(const std::vector<int64_t>& config, bool batch_norm) {
   return f;
 }
 
-/// torchvision vgg: features (conv (+BN) + ReLU, max-pools; vgg16's convs at 0, 2, 5, …, 28),
-/// avgpool to 7x7, classifier (fc 25088→4096, ReLU, dropout, fc 4096→4096, ReLU, dropout,
-/// fc 4096→classes).
-class VggImpl : public ClassifierImpl {
- public:
-  explicit VggImpl(VggOptions o) : ClassifierImpl(o.num_classes(), 3, o.input_size()), options(o) {
-    features = register_module("features", vgg_features(vgg_config(o.depth()), o.batch_norm()));
-    avgpool = register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(7)));
-    classifier = register_module(
-        "classifier", Sequential(nn::Linear(512 * 7 * 7, 4096),
-                                 Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)),
-                                 nn::Dropout(0.5), nn::Linear(4096, 4096),
-                                 Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)),
-                                 nn::Dropout(0.5), nn::Linear(4096, o.num_classes())));
-  }
-  torch::Tensor forward(torch::Tensor x) override {
-    return classifier->forward(avgpool(features->forward(x)).flatten(1));
-  }
-  nlohmann::json options_json() const override { return options_to_json(options); }
+/// The classifier after `features`: torchvision's three fc layers (after a 7x7 average pool), Li
+/// et al.'s fc 512→512, BN1d, ReLU, fc (Sequential children 0…3), or Distiller's CIFAR VGGs' one
+/// fc 512→classes named `classifier`. The CIFAR heads take the features at 1x1.
+enum class VggHead { kImageNet, kLi, kCifarLinear };
 
-  VggOptions options;
-  Sequential features{nullptr}, classifier{nullptr};
-  nn::AdaptiveAvgPool2d avgpool{nullptr};
+struct VggLayout {
+  int64_t depth;
+  bool batch_norm;
+  VggHead head;
 };
 
-/// Li et al.'s VGG-16 for CIFAR: features (conv with bias, BN, ReLU per layer; max-pools after
-/// convs 2, 4, 7, 10, 13), then classifier (fc 512→512, BN1d, ReLU, fc 512→classes).
-class Vgg16CifarImpl : public ClassifierImpl {
+template <class Options>
+class VggImpl : public ClassifierImpl {
  public:
-  explicit Vgg16CifarImpl(Vgg16CifarOptions o)
-      : ClassifierImpl(o.num_classes(), 3, o.input_size()), options(o) {
-    features = register_module("features", vgg_features(vgg_config(16), true));
-    classifier = register_module(
-        "classifier", Sequential(nn::Linear(512, 512), nn::BatchNorm1d(512),
-                                 Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)),
-                                 nn::Linear(512, o.num_classes())));
-    torch::NoGradGuard no_grad;
-    for (auto& m : modules(false))
-      if (auto* c = m->as<nn::Conv2d>()) {
-        nn::init::kaiming_normal_(c->weight, 0, torch::kFanOut, torch::kReLU);
-        nn::init::zeros_(c->bias);
-      }
+  VggImpl(Options o, VggLayout layout)
+      : ClassifierImpl(o.num_classes(), 3, o.input_size()), options(o), head_(layout.head) {
+    auto relu = [] { return Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)); };
+    features =
+        register_module("features", vgg_features(vgg_config(layout.depth), layout.batch_norm));
+    switch (head_) {
+      case VggHead::kImageNet:
+        avgpool =
+            register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(7)));
+        classifier = register_module(
+            "classifier", Sequential(nn::Linear(512 * 7 * 7, 4096), relu(), nn::Dropout(0.5),
+                                     nn::Linear(4096, 4096), relu(), nn::Dropout(0.5),
+                                     nn::Linear(4096, o.num_classes())));
+        break;
+      case VggHead::kLi:
+        classifier =
+            register_module("classifier", Sequential(nn::Linear(512, 512), nn::BatchNorm1d(512),
+                                                     relu(), nn::Linear(512, o.num_classes())));
+        break;
+      case VggHead::kCifarLinear:
+        fc = register_module("classifier", nn::Linear(512, o.num_classes()));
+        break;
+    }
+    if (head_ == VggHead::kLi) {
+      torch::NoGradGuard no_grad;
+      for (auto& m : modules(false))
+        if (auto* c = m->as<nn::Conv2d>()) {
+          nn::init::kaiming_normal_(c->weight, 0, torch::kFanOut, torch::kReLU);
+          nn::init::zeros_(c->bias);
+        }
+    }
   }
   torch::Tensor forward(torch::Tensor x) override {
-    // Five 2x2 pools take 32x32 to 1x1; other sizes are averaged down to it.
     x = features->forward(x);
+    if (head_ == VggHead::kImageNet) return classifier->forward(avgpool(x).flatten(1));
+    // Five 2x2 pools take 32x32 to 1x1; other sizes are averaged down to it.
     if (x.size(2) != 1 || x.size(3) != 1) x = torch::adaptive_avg_pool2d(x, {1, 1});
-    return classifier->forward(x.flatten(1));
+    return fc ? fc(x.flatten(1)) : classifier->forward(x.flatten(1));
   }
   nlohmann::json options_json() const override { return options_to_json(options); }
 
-  Vgg16CifarOptions options;
+  Options options;
   Sequential features{nullptr}, classifier{nullptr};
+  nn::AdaptiveAvgPool2d avgpool{nullptr};
+  /// Distiller's CIFAR classifier (registered as `classifier`).
+  nn::Linear fc{nullptr};
+
+ private:
+  VggHead head_;
 };
 
 }  // namespace
@@ -105,10 +115,22 @@ void VggOptions::validate(const std::string& model) const {
                      std::to_string(depth_));
 }
 
-Model make_vgg(const VggOptions& options) { return std::make_shared<VggImpl>(options); }
+Model make_vgg(const VggOptions& options) {
+  return std::make_shared<VggImpl<VggOptions>>(
+      options, VggLayout{options.depth(), options.batch_norm(),
+                         options.cifar() ? VggHead::kCifarLinear : VggHead::kImageNet});
+}
+
+void Vgg16CifarOptions::validate(const std::string& model) const {
+  if (layout_ != "li" && layout_ != "distiller")
+    throw InputError("model " + model + ": option 'layout' must be li or distiller, got '" +
+                     layout_ + "'");
+}
 
 Model make_vgg16_cifar(const Vgg16CifarOptions& options) {
-  return std::make_shared<Vgg16CifarImpl>(options);
+  const bool li = options.layout() == "li";
+  return std::make_shared<VggImpl<Vgg16CifarOptions>>(
+      options, VggLayout{16, li, li ? VggHead::kLi : VggHead::kCifarLinear});
 }
 
 }  // namespace igb::models::classify

@@ -100,7 +100,14 @@ TEST_F(ModelOptions, RegistryDefaultsAreTheCheckpointKeysOfBefore) {
       {"preact_resnet56_cifar", with(cifar, {{"shortcut", "pad"}})},
       {"preact_resnet110_cifar", with(cifar, {{"shortcut", "pad"}})},
       {"plain20_cifar", cifar},
-      {"vgg16_cifar", cifar},
+      {"vgg16_cifar", with(cifar, {{"layout", "li"}})},
+      {"vgg11_cifar", cifar},
+      {"vgg11_bn_cifar", cifar},
+      {"vgg13_cifar", cifar},
+      {"vgg13_bn_cifar", cifar},
+      {"vgg16_bn_cifar", cifar},
+      {"vgg19_cifar", cifar},
+      {"vgg19_bn_cifar", cifar},
       {"densenet_cifar", with(cifar, {{"depth", 40}, {"growth", 12}})},
       {"resnet18", imagenet},
       {"resnet34", imagenet},
@@ -136,9 +143,11 @@ TEST_F(ModelOptions, RegistryDefaultsAreTheCheckpointKeysOfBefore) {
     EXPECT_EQ(parameter_shapes(*create_model(name, expected.at(name))), parameter_shapes(*m))
         << name;
   }
-  // A resnet*_cifar checkpoint from before the shortcut option rebuilds the zero-padded model.
+  // Checkpoints from before the shortcut and layout options rebuild the models of then.
   EXPECT_EQ(parameter_shapes(*create_model("resnet20_cifar", cifar)),
             parameter_shapes(*create_model("resnet20_cifar", {})));
+  EXPECT_EQ(parameter_shapes(*create_model("vgg16_cifar", cifar)),
+            parameter_shapes(*create_model("vgg16_cifar", {})));
 }
 
 TEST_F(ModelOptions, RegistryNameFixesTheFieldsThatAreNotModelArgs) {

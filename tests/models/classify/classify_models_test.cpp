@@ -135,6 +135,7 @@ TEST_F(ClassifyModels, BadOptionsAreInputErrors) {
   EXPECT_THROW(create_model("mobilenet", {{"channel_multiplier", 0}}), InputError);
   EXPECT_THROW(create_model("mobilenet", {{"channel_multiplier", "wide"}}), InputError);
   EXPECT_THROW(create_model("alexnet_bn", {{"input_size", 66}}), InputError);
+  EXPECT_THROW(create_model("vgg16_cifar", {{"layout", "torchvision"}}), InputError);
   EXPECT_THROW(create_model("densenet_cifar", {{"depth", 41}}), InputError);
   EXPECT_THROW(create_model("vgg16", {{"width", 2}}), InputError);
   EXPECT_THROW(check_model_family("fsrcnn", "classify"), InputError);
@@ -187,14 +188,20 @@ int64_t preact_resnet_count(int64_t depth) {
   return total + 2 * in + in * 1000 + 1000;  // final_bn, fc
 }
 
-// torchvision VGG: 3x3 convs with bias (+ BN), classifier 25088→4096→4096→1000.
-int64_t vgg_count(const std::vector<int64_t>& widths, bool bn) {
+// VGG features: 3x3 convs with bias (+ BN).
+int64_t vgg_features_count(const std::vector<int64_t>& widths, bool bn) {
   int64_t total = 0, in = 3;
   for (int64_t w : widths) {
     total += in * w * 9 + w + (bn ? 2 * w : 0);
     in = w;
   }
-  return total + 25088 * 4096 + 4096 + 4096 * 4096 + 4096 + 4096 * 1000 + 1000;
+  return total;
+}
+
+// torchvision VGG: the features, classifier 25088→4096→4096→1000.
+int64_t vgg_count(const std::vector<int64_t>& widths, bool bn) {
+  return vgg_features_count(widths, bn) + 25088 * 4096 + 4096 + 4096 * 4096 + 4096 + 4096 * 1000 +
+         1000;
 }
 
 // Distiller's MobileNet v1: widths max(floor(c · m), 8) for c = 32 … 1024; conv 3x3/2 + BN, then
@@ -248,6 +255,20 @@ TEST_F(ClassifyModels, DistillerVariantCountsFollowTheirLayerArithmetic) {
   EXPECT_EQ(count_parameters(*create_model("vgg11", {})), vgg_count(vgg11, false));
   EXPECT_EQ(count_parameters(*create_model("vgg11_bn", {})), vgg_count(vgg11, true));
   EXPECT_EQ(count_parameters(*create_model("vgg19_bn", {})), vgg_count(vgg19, true));
+  // Distiller's CIFAR VGGs: the same features, one fc 512→10.
+  const std::vector<int64_t> vgg16 = {64,  64,  128, 128, 256, 256, 256,
+                                      512, 512, 512, 512, 512, 512};
+  EXPECT_EQ(count_parameters(*create_model("vgg11_cifar", {})),
+            vgg_features_count(vgg11, false) + 512 * 10 + 10);
+  EXPECT_EQ(count_parameters(*create_model("vgg19_bn_cifar", {})),
+            vgg_features_count(vgg19, true) + 512 * 10 + 10);
+  EXPECT_EQ(count_parameters(*create_model("vgg16_bn_cifar", {})),
+            vgg_features_count(vgg16, true) + 512 * 10 + 10);
+  EXPECT_EQ(count_parameters(*create_model("vgg16_cifar", {{"layout", "distiller"}})),
+            vgg_features_count(vgg16, false) + 512 * 10 + 10);
+  // Li et al.'s: BN after each conv, fc 512→512, BN1d, fc 512→10.
+  EXPECT_EQ(count_parameters(*create_model("vgg16_cifar", {})),
+            vgg_features_count(vgg16, true) + 512 * 512 + 512 + 2 * 512 + 512 * 10 + 10);
   // torchvision's published figures for vgg11, vgg19_bn.
   EXPECT_EQ(vgg_count(vgg11, false), 132'863'336);
   EXPECT_EQ(vgg_count(vgg19, true), 143'678'248);
@@ -282,6 +303,8 @@ TEST_F(ClassifyModels, DistillerVariantsRunAndRebuildFromTheirOptions) {
       {"preact_resnet50", {{"input_size", 64}, {"num_classes", 3}}, 3},
       {"vgg13", {{"input_size", 32}, {"num_classes", 4}}, 4},
       {"vgg16_bn", {{"input_size", 32}, {"num_classes", 4}}, 4},
+      {"vgg16_cifar", {{"layout", "distiller"}}, 10},
+      {"vgg13_bn_cifar", {{"input_size", 64}, {"num_classes", 3}}, 3},
       {"mobilenet_050", {{"input_size", 64}, {"num_classes", 6}}, 6},
       {"alexnet_bn", {{"num_classes", 5}}, 5},
       {"alexnet_bn", {{"input_size", 67}, {"num_classes", 5}}, 5},
@@ -352,6 +375,15 @@ TEST_F(ClassifyModels, DistillerParameterNames) {
             "classifier.0.weight", "classifier.3.weight", "classifier.6.weight"});
   has(create_model("vgg19", {{"input_size", 32}}), {"features.34.weight", "classifier.6.bias"});
   has(create_model("vgg11", {{"input_size", 32}}), {"features.3.weight", "features.18.weight"});
+  // distiller/models/cifar10/vgg_cifar.py: no BN in vgg16_cifar, and `classifier` is one fc.
+  auto dv16 = create_model("vgg16_cifar", {{"layout", "distiller"}});
+  has(dv16, {"features.0.weight", "features.2.weight", "features.28.weight", "classifier.weight",
+             "classifier.bias"});
+  lacks(dv16, {"features.1.weight", "classifier.0.weight"});
+  has(create_model("vgg16_bn_cifar", {}),
+      {"features.1.weight", "features.40.weight", "classifier.weight"});
+  lacks(create_model("vgg16_cifar", {}),
+        {"features.2.weight", "classifier.weight"});  // Li et al.'s
 
   auto mb = create_model("mobilenet", {{"input_size", 32}});
   has(mb, {"model.0.0.weight", "model.0.1.weight", "model.1.0.weight", "model.1.1.weight",
@@ -559,7 +591,8 @@ TEST_F(ClassifyModels, DistillerVariantsThinToTheMaskedOutput) {
       {"preact_resnet18", {{"input_size", 64}}, {{"layer2.0.downsample.0", 9}, {"conv1", 1}}},
       {"plain20_cifar", {}, {{"layer1.0.conv2", 3}, {"layer3.2.conv1", 9}}},
       {"mobilenet_025", {{"input_size", 32}}, {{"model.3.3", 5}}},
-      {"simplenet_mnist", {}, {{"conv2", 7}, {"fc1", 11}}}};
+      {"simplenet_mnist", {}, {{"conv2", 7}, {"fc1", 11}}},
+      {"vgg11_bn_cifar", {}, {{"features.8", 5}, {"features.22", 100}}}};
   for (const auto& c : cases) {
     auto m = thinnable(c.name, c.opts);
     auto g = graph_of(m);
