@@ -16,6 +16,7 @@
 
 #include "compress/channel_groups.h"
 #include "compress/regularizers.h"
+#include "compress/scheduler.h"
 #include "compress/yaml_reader.h"
 #include "core/error.h"
 
@@ -528,6 +529,43 @@ TEST_F(PrunersTest, RankedBlocksFollowDistillersBlockShape) {
              "{block_shape: [1, 2, 1, 1]}");
       },
       {"Blocks pruning needs a 4-D (conv) weight"});
+}
+
+// Under mask_on_forward_only with use_double_copies the weights stay dense between forward passes
+// (Distiller's ParameterMasker keeps an unmasked copy and the policy restores it before the step),
+// so the ranked pruner's next call ranks dense weights and its new mask replaces the old one.
+TEST_F(PrunersTest, RankedPrunerReRanksDenseWeightsUnderDoubleCopies) {
+  const std::string text =
+      "version: 1\npruners:\n  p:\n    class: L1RankedStructureParameterPruner\n"
+      "    group_type: Filters\n    desired_sparsity: 0.5\n    weights: [conv1.weight]\n"
+      "policies:\n  - pruner:\n      instance_name: p\n      args: {mask_on_forward_only: true, "
+      "use_double_copies: true}\n    epochs: [0, 1]\n";
+  auto sched = CompressionScheduler::from_text(text, "s.yaml", *net_, 0.1, nullptr);
+  auto net = net_;
+  sched->set_tracer({1, 3, 3, 3},
+                    [net](const torch::Tensor& x) mutable { return net->forward(x); });
+  torch::optim::SGD opt(net_->parameters(), torch::optim::SGDOptions(0.1));
+  auto set_filters = [&](const std::vector<float>& mean_abs) {
+    torch::NoGradGuard g;
+    for (int64_t f = 0; f < 4; ++f) w("conv1.weight")[f].fill_(mean_abs[f]);
+  };
+  set_filters({0.4f, 0.1f, 0.3f, 0.2f});
+  sched->on_epoch_begin(0, opt);
+  EXPECT_TRUE(
+      torch::equal(sched->masks().at("conv1.weight"), zeroing(w("conv1.weight"), 0, {1, 3})));
+  const MinibatchInfo info{0, 0, 1};
+  sched->on_minibatch_begin(info, opt);
+  EXPECT_EQ(w("conv1.weight")[1].abs().sum().item<float>(), 0.0f);  // masked for the forward pass
+  sched->before_parameter_optimization(info, opt);
+  EXPECT_FLOAT_EQ(w("conv1.weight")[1][0][0][0].item<float>(), 0.1f);  // dense again for the step
+  set_filters({0.05f, 0.9f, 0.3f, 0.8f});  // what the step made of the dense weights
+  sched->on_minibatch_end(info, opt);
+  sched->on_epoch_end(0, {}, opt);
+  sched->on_epoch_begin(1, opt);
+  // floor(0.5 · 4) = 2 of the dense filters: 0 (0.05) and 2 (0.3); filters 1 and 3 come back.
+  EXPECT_TRUE(
+      torch::equal(sched->masks().at("conv1.weight"), zeroing(w("conv1.weight"), 0, {0, 2})));
+  EXPECT_FLOAT_EQ(w("conv1.weight")[1][0][0][0].item<float>(), 0.9f);
 }
 
 TEST_F(PrunersTest, LeaderAppliesTheFirstWeightsChoiceToAll) {
