@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "core/error.h"
 #include "models/model.h"
@@ -426,6 +427,31 @@ TEST(SchedulerPolicyArgs, ForwardOnlyMasksEndWithThePolicyUnlessKept) {
     r.step(1, 0, 1);  // masked after every step from now on
     EXPECT_EQ(r.weight(), (W{0, 0, 28, 38}));
   }
+}
+
+// The masking modes are part of the checkpoint: a run resumed after a forward-only policy ended
+// goes on unmasked, as distiller/policy.py PruningPolicy leaves it.
+TEST(SchedulerPolicyArgs, MaskingModesSurviveACheckpoint) {
+  LinearRun r(kHalf, "{mask_on_forward_only: true}", kEpoch0);
+  r.sched->on_epoch_begin(0, r.opt);
+  r.step(0, 0, 1);
+  r.sched->on_epoch_end(0, {}, r.opt);
+  torch::serialize::OutputArchive out;
+  r.sched->save_state(out);
+  std::stringstream buf;
+  out.save_to(buf);
+  torch::serialize::InputArchive in;
+  in.load_from(buf);
+  auto resumed = CompressionScheduler::from_text(
+      "version: 1\npruners:\n  p: " + std::string(kHalf) +
+          "\npolicies:\n  - pruner: {instance_name: p, args: {mask_on_forward_only: true}}\n" +
+          kEpoch0,
+      "s.yaml", *r.model, 1.0, nullptr);
+  resumed->load_state(in);
+  r.sched = std::move(resumed);
+  r.sched->on_epoch_begin(1, r.opt);
+  r.step(1, 0, 1);  // [-1, -1, 29, 39] − 1, not masked
+  EXPECT_EQ(r.weight(), (W{-2, -2, 28, 38}));
 }
 
 // distiller/policy.py PruningPolicy.on_epoch_begin: keep_mask acts at the end of epoch
