@@ -99,7 +99,8 @@ TEST_F(SrModels, BadNamesAndOptionsAreInputErrors) {
     create_model("fsrcnnn", {});
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("valid models: alexnet, densenet_cifar, espcn, fsrcnn"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "valid models: alexnet, alexnet_bn, densenet_cifar, espcn, fsrcnn"),
               std::string::npos)
         << e.what();
   }
