@@ -592,7 +592,8 @@ TEST_F(ClassifyModels, DistillerVariantsThinToTheMaskedOutput) {
       {"plain20_cifar", {}, {{"layer1.0.conv2", 3}, {"layer3.2.conv1", 9}}},
       {"mobilenet_025", {{"input_size", 32}}, {{"model.3.3", 5}}},
       {"simplenet_mnist", {}, {{"conv2", 7}, {"fc1", 11}}},
-      {"vgg11_bn_cifar", {}, {{"features.8", 5}, {"features.22", 100}}}};
+      {"vgg11_bn_cifar", {}, {{"features.8", 5}, {"features.22", 100}}},
+      {"alexnet_bn", {{"input_size", 67}}, {{"features.4", 10}, {"classifier.0", 7}}}};
   for (const auto& c : cases) {
     auto m = thinnable(c.name, c.opts);
     auto g = graph_of(m);
