@@ -47,6 +47,9 @@ class RecordingHooks : public compress::TrainingHooks {
                     torch::optim::Optimizer&) override {
     add(metrics.count("psnr") ? "epoch_end(psnr)" : "epoch_end", e, -1);
   }
+  void set_validation_metric(const std::string& primary, bool higher_is_better) override {
+    calls.push_back("validation_metric:" + primary + (higher_is_better ? ":higher" : ":lower"));
+  }
 
  private:
   void add(const std::string& n, int64_t e, int64_t b) {
@@ -110,7 +113,8 @@ TEST(Trainer, CallsTheSixHooksInOrder) {
   cfg.workers = 0;
   Trainer trainer(cfg, ctx, task, hooks, RunInfo{"sr", "optform: sr\n", {}});
   trainer.run();
-  std::vector<std::string> expected;
+  // The primary metric is named once, before the first epoch (ReduceLROnPlateau watches it).
+  std::vector<std::string> expected = {"validation_metric:psnr:higher"};
   for (int e = 0; e < 2; ++e) {
     expected.push_back("epoch_begin:" + std::to_string(e));
     for (int b = 0; b < 2; ++b) {
