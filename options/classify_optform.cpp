@@ -39,6 +39,14 @@ class ClassifyOptForm : public OptForm {
               0, 4096);
     app.add_option("--model-arg", model_args_,
                    "Model option KEY=VALUE, repeatable (densenet_cifar: depth, growth)");
+    int_range(app.add_option("--synthetic-train", config_.synthetic_train,
+                             "Training images of --data synthetic")
+                  ->capture_default_str(),
+              1, 1000000);
+    int_range(app.add_option("--synthetic-val", config_.synthetic_val,
+                             "Validation images of --data synthetic")
+                  ->capture_default_str(),
+              1, 1000000);
   }
 
   nlohmann::json run_train(RunContext& ctx, const std::string& config_yaml,

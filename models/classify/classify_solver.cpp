@@ -91,12 +91,13 @@ class ClassifyTask : public TrainingTask {
   c10::Device device_;
 };
 
-data::ClassifyDataOptions data_options(const std::string& dataset, const Model& model,
-                                       uint64_t seed) {
+data::ClassifyDataOptions data_options(const ClassifyConfig& config, const Model& model) {
   data::ClassifyDataOptions o;
-  o.dataset = dataset;
+  o.dataset = config.dataset;
   o.input_shape = model->input_shape();
-  o.seed = seed;
+  o.seed = config.train.seed;
+  o.synthetic_train = config.synthetic_train;
+  o.synthetic_val = config.synthetic_val;
   return o;
 }
 
@@ -117,8 +118,7 @@ nlohmann::json train_classify(const ClassifyConfig& config, RunContext& ctx, con
     if (config.num_classes > 0) opts["num_classes"] = config.num_classes;
     model = create_model(config.train.model, opts);
   }
-  auto data = data::load_classify_data(config.train.data,
-                                       data_options(config.dataset, model, config.train.seed));
+  auto data = data::load_classify_data(config.train.data, data_options(config, model));
   auto* clf = dynamic_cast<ClassifierImpl*>(model.get());
   const auto classes = static_cast<int64_t>(data.classes.size());
   if (!ckpt && config.num_classes == 0 && clf->num_classes() != classes) {
@@ -151,7 +151,10 @@ nlohmann::json test_classify(const std::string& checkpoint, const std::string& d
   Checkpoint ckpt = load_checkpoint_for(checkpoint, "classify");
   Model model = model_from_checkpoint(ckpt);
   model->to(ctx.device);
-  auto d = data::load_classify_data(data, data_options(dataset, model, 0));
+  ClassifyConfig test_config;  // the default synthetic validation split
+  test_config.dataset = dataset;
+  test_config.train.seed = 0;
+  auto d = data::load_classify_data(data, data_options(test_config, model));
   auto t0 = std::chrono::steady_clock::now();
   auto ev = evaluate_classifier(*model, *d.val, 128, 2, ctx.device);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -21,6 +21,9 @@ struct ClassifyConfig {
   int64_t input_size = 0;
   /// Extra model options from --model-arg KEY=VALUE.
   nlohmann::json model_args = nlohmann::json::object();
+  /// Images of the synthetic shapes' training and validation splits (--data synthetic only).
+  int64_t synthetic_train = 20000;
+  int64_t synthetic_val = 2000;
 };
 
 /// Top-1 and top-5 accuracy (in %) and mean cross-entropy of `model` over a dataset.
