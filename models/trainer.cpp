@@ -261,7 +261,9 @@ void Trainer::end_epoch(EpochRecord& r) {
   metric_map["train_loss"] = r.train_loss;
   hooks_.on_epoch_end(r.epoch, metric_map, *optimizer_);
   for (auto& recipe : hooks_.take_thinning_recipes()) {
-    // The validation of this epoch saw the pruned model, which the thinned one computes exactly.
+    // A thinning acts at the first minibatch of its epoch: `metrics` are of the thin model after
+    // that epoch's training, `previous_metrics` of the pruned model just before it was thinned
+    // (which the thin model computes exactly).
     for (const auto& kv : r.metrics) recipe["metrics"][kv.first] = kv.second;
     for (const auto& kv : previous_metrics_) recipe["previous_metrics"][kv.first] = kv.second;
     recipes_.push_back(std::move(recipe));
