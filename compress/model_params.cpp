@@ -22,7 +22,7 @@ std::string strip_module(const std::string& name) {
 }
 }  // namespace
 
-ModelParams::ModelParams(torch::nn::Module& model) {
+ModelParams::ModelParams(torch::nn::Module& model) : model_(&model) {
   for (auto& p : model.named_parameters(true)) {
     params_[p.key()] = p.value();
     names_.push_back(p.key());

@@ -40,7 +40,11 @@ class ModelParams {
   }
   const ChannelGroups* channel_groups() const { return groups_.get(); }
 
+  /// The model the parameters belong to (pruners that observe its activations reach its modules).
+  torch::nn::Module& model() const { return *model_; }
+
  private:
+  torch::nn::Module* model_;
   std::map<std::string, at::Tensor> params_;
   std::vector<std::string> names_;
   mutable std::vector<std::pair<std::string, std::string>> stripped_;

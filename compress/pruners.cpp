@@ -8,6 +8,9 @@
 #include <mutex>
 #include <sstream>
 
+#include "compress/activation_pruners.h"
+#include "compress/random_pruners.h"
+#include "compress/splicing_pruner.h"
 #include "compress/yaml_reader.h"
 
 namespace igb::compress {
@@ -168,7 +171,8 @@ void check_group_fits(YamlReader& r, const ModelParams& params, const std::strin
 }
 
 /// The keys the ranked structure pruners share; `agp` selects the _AGP class's keys.
-RankedStructurePrunerOptions read_ranked(YamlReader& r, const ModelParams& params, bool agp) {
+RankedStructurePrunerOptions read_ranked(YamlReader& r, const ModelParams& params, bool agp,
+                                         bool fixed_fraction = true) {
   RankedStructurePrunerOptions o;
   o.agp(agp);
   std::vector<RankedTarget> targets;
@@ -187,7 +191,7 @@ RankedStructurePrunerOptions read_ranked(YamlReader& r, const ModelParams& param
     check_agp_range(r, o.initial_sparsity(), o.final_sparsity());
     GroupType g = read_group(r, "group_type", r.node("group_type"));
     for (const auto& w : read_weights(r, params)) targets.push_back({w, o.final_sparsity(), g});
-  } else if (r.has("reg_regims")) {
+  } else if (fixed_fraction && r.has("reg_regims")) {
     // The form Distiller's regularizers use: {param: [fraction, group]}.
     for (const auto& kv : r.node("reg_regims")) {
       const auto where = yaml_where(r.file(), kv.first);
@@ -204,7 +208,7 @@ RankedStructurePrunerOptions read_ranked(YamlReader& r, const ModelParams& param
       throw InputError(r.where() + ": " + r.path() +
                        " gives both reg_regims and weights/desired_sparsity");
   } else {
-    double s = fraction(r, "desired_sparsity");
+    double s = fixed_fraction ? fraction(r, "desired_sparsity") : 0.0;
     GroupType g = read_group(r, "group_type", r.node("group_type"));
     for (const auto& w : read_weights(r, params)) targets.push_back({w, s, g});
   }
@@ -310,6 +314,11 @@ RankedStructurePrunerOptions RankedStructurePrunerOptions::from_yaml(YamlReader&
 RankedStructurePrunerOptions RankedStructurePrunerOptions::from_yaml_agp(
     YamlReader& yaml, const ModelParams& params) {
   return read_ranked(yaml, params, true);
+}
+
+RankedStructurePrunerOptions RankedStructurePrunerOptions::from_yaml_structures(
+    YamlReader& yaml, const ModelParams& params) {
+  return read_ranked(yaml, params, false, false);
 }
 
 nlohmann::json RankedStructurePrunerOptions::to_json() const {
@@ -541,6 +550,16 @@ void register_builtin_pruners() {
         },
         "initial_sparsity, final_sparsity, group_type, weights: L1-ranked structures on the AGP "
         "schedule");
+    r.add(
+        "L2RankedStructureParameterPruner_AGP",
+        [](const std::string& n, YamlReader& y, const ModelParams& p) {
+          return std::make_unique<RankedStructurePruner>(
+              n, RankedStructurePrunerOptions::from_yaml_agp(y, p).norm(RankNorm::kL2));
+        },
+        "as L1RankedStructureParameterPruner_AGP, ranked by L2");
+    register_splicing_pruner(r);
+    register_random_pruners(r);
+    register_activation_pruners(r);
     r.freeze();
   });
 }

@@ -138,7 +138,7 @@ struct RankedTarget {
 };
 
 /// L1RankedStructureParameterPruner, L2RankedStructureParameterPruner (norm kL2) and
-/// L1RankedStructureParameterPruner_AGP (agp true).
+/// L1/L2RankedStructureParameterPruner_AGP (agp true).
 ///
 ///   RankedStructurePruner p("p", RankedStructurePrunerOptions({{"conv1.weight", 0.5,
 ///   GroupType::kFilters}}));
@@ -152,6 +152,12 @@ struct RankedStructurePrunerOptions {
   /// The keys of L1RankedStructureParameterPruner_AGP: `initial_sparsity`, `final_sparsity`,
   /// `group_type`, `weights`, optional `group_dependency` and `kwargs`; sets agp.
   static RankedStructurePrunerOptions from_yaml_agp(YamlReader& yaml, const ModelParams& params);
+  /// The keys they share without a fraction: `group_type`, `weights`, optional
+  /// `group_dependency` and `kwargs`; every target's fraction is 0 (for classes that choose it
+  /// otherwise, RandomLevelStructureParameterPruner). Read the class's own keys first: it finishes
+  /// the reader.
+  static RankedStructurePrunerOptions from_yaml_structures(YamlReader& yaml,
+                                                           const ModelParams& params);
   nlohmann::json to_json() const;
 
   /// The weights, each with its fraction and structure: YAML `weights` with `desired_sparsity`
