@@ -8,42 +8,16 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/apps/run_support.h"
 #include "tests/support.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code;
-  std::string output;
-  std::vector<std::string> lines() const {
-    std::vector<std::string> out;
-    std::string cur;
-    for (char c : output) {
-      if (c == '\n') {
-        out.push_back(cur);
-        cur.clear();
-      } else {
-        cur += c;
-      }
-    }
-    if (!cur.empty()) out.push_back(cur);
-    return out;
-  }
-};
+using Result = igb::test::RunResult;
 
-Result run(const std::string& args) {
-  std::string cmd = std::string(IGB_BIN_DIR) + "/" + args + " 2>&1";
-  Result r{0, {}};
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+Result run(const std::string& args) { return igb::test::run_app(args); }
 
 class Drivers : public ::testing::Test {
  protected:

@@ -1,0 +1,113 @@
+// The Distiller-format schedules shipped in schedules/distiller/ run unchanged on the zoo's
+// Distiller-named models for a few epochs on small synthetic data, and do what their comments
+// say: `module.` names resolve, thinning happens in the epoch the schedule names, with the MACs
+// Distiller publishes or that the layer arithmetic gives.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/apps/run_support.h"
+#include "tests/support.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ScheduleCase {
+  const char* schedule;  // file name in schedules/distiller/, without .yaml
+  const char* args;      // model and run length
+  int thinning_epoch;    // -1: the schedule does not thin
+  int64_t macs_before;   // when thinning: the dense model's MACs (0: not checked)
+  int64_t macs_after;    // when thinning: the thin model's MACs (0: only "fewer")
+  bool sparse;           // the last epoch has zeroed weights
+};
+
+// Layer arithmetic of the expected MACs (3x3 convs: k·c_in·9·HW per conv, BN not counted).
+//
+// resnet20_cifar, shortcut=conv: Distiller's own result for its resnet20 filter-AGP schedule
+// (examples/agp-pruning/resnet20_filters.schedule_agp.yaml, "Total MACs: 30,655,104" from
+// 40,813,184), which prunes layer2's filters to 50% as this schedule does.
+//
+// resnet56_cifar channel ranking removes conv1 filters (= conv2 input channels) per block:
+//   layer1 blocks 0-6: floor(0.6·16) = 9 of 16, HW 32·32: 2·9·16·9·1024 = 2,654,208 each, ×7
+//   layer2 blocks 1-6: floor(0.3·32) = 9 of 32, HW 16·16: 2·9·32·9·256  = 1,327,104 each, ×6
+//   layer3 blocks 1-4: floor(0.1·64) = 6 of 64, HW 8·8:   2·6·64·9·64   =   442,368 each, ×4
+//   125,485,696 − (18,579,456 + 7,962,624 + 1,769,472) = 97,174,144
+//
+// resnet18 at 32×32 (stem to 16×16, max-pool to 8×8; stages at 8, 4, 2, 1 pixels a side):
+// removing k conv1 filters of a block saves k·c_in·9·HW + c_out·k·9·HW:
+//   layer1.0/1: k 12 (20% of 64), c_in 64, c 64, HW 64:  2 · (12·64·9·64 + 64·12·9·64)
+//                                                          = 1,769,472
+//   layer2.0:   k 25, c_in 64,  c 128, HW 16: 25·64·9·16 + 128·25·9·16   =   691,200
+//   layer2.1:   k 25, c_in 128, c 128, HW 16: 2 · 128·25·9·16             =   921,600
+//   layer3.0:   k 102 (40% of 256), c_in 128, c 256, HW 4: 470,016 + 940,032 = 1,410,048
+//   layer3.1:   k 102, c_in 256, c 256, HW 4: 2 · 256·102·9·4             = 1,880,064
+//   layer4.0:   k 204 (40% of 512), c_in 256, c 512, HW 1: 470,016 + 940,032 = 1,410,048
+//   layer4.1:   k 204, c_in 512, c 512, HW 1: 2 · 512·204·9               = 1,880,064
+//   together 9,962,496 fewer MACs. Dense, with 10 classes: igb-tools macs gives 37,523,456 with
+//   ImageNet's 1000 classes, less 512·990 in the fc: 37,016,576.
+constexpr int64_t kResnet18At32 = 37'016'576;
+
+const ScheduleCase kCases[] = {
+    {"resnet20_cifar_filters_agp", "--model resnet20_cifar --model-arg shortcut=conv --epochs 5", 4,
+     40'813'184, 30'655'104, true},
+    {"resnet20_cifar_network_surgery",
+     "--model resnet20_cifar --model-arg shortcut=conv --epochs 8", -1, 0, 0, true},
+    {"resnet56_cifar_channel_rank", "--model resnet56_cifar --epochs 2", 1, 125'485'696, 97'174'144,
+     false},
+    {"resnet56_cifar_apoz", "--model resnet56_cifar --epochs 6", 5, 125'485'696, 0, false},
+    {"vgg16_cifar_group_lasso", "--model vgg16_cifar --model-arg layout=distiller --epochs 5", 4,
+     313'201'664, 0, false},
+    {"alexnet_agp", "--model alexnet --input-size 64 --epochs 1", -1, 0, 0, true},
+    {"resnet18_filter_rank", "--model resnet18 --input-size 32 --epochs 2", 1, kResnet18At32,
+     kResnet18At32 - 9'962'496, false},
+    {"resnet50_filters_agp", "--model resnet50 --input-size 32 --epochs 5", 4, 0, 0, true},
+};
+
+class DistillerSchedules : public ::testing::TestWithParam<ScheduleCase> {};
+
+TEST_P(DistillerSchedules, RunUnchanged) {
+  const ScheduleCase& c = GetParam();
+  igb::test::TempDir tmp;
+  const fs::path out = tmp / "run";
+  const std::string schedule =
+      std::string(IGB_SOURCE_DIR) + "/schedules/distiller/" + c.schedule + ".yaml";
+  const auto r = igb::test::run_app(
+      "igb-train --optform=classify " + std::string(c.args) +
+      " --synthetic-train 32 --synthetic-val 16 --batch-size 8 --max-batches 2 --lr 0.01"
+      " --threads 1 --compress " +
+      schedule + " --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("error"), std::string::npos) << r.output;
+  // Every schedule names its weights as Distiller does, with a `module` path segment.
+  EXPECT_NE(r.output.find("module"), std::string::npos) << r.output;
+
+  std::ifstream in(out / "summary.json");
+  const auto summary = nlohmann::json::parse(in);
+  if (c.thinning_epoch < 0) {
+    EXPECT_FALSE(summary.contains("thinning")) << summary.dump(2);
+  } else {
+    ASSERT_TRUE(summary.contains("thinning")) << summary.dump(2);
+    const auto& t = summary["thinning"][0];
+    EXPECT_EQ(t["epoch"], c.thinning_epoch);
+    if (c.macs_before > 0) {
+      EXPECT_EQ(t["macs_before"], c.macs_before);
+    }
+    if (c.macs_after > 0) {
+      EXPECT_EQ(t["macs_after"], c.macs_after);
+    } else if (std::string(c.schedule) != "vgg16_cifar_group_lasso") {
+      EXPECT_LT(t["macs_after"].get<int64_t>(), t["macs_before"].get<int64_t>());
+    }
+  }
+  if (c.sparse) {
+    EXPECT_GT(summary["sparsity"].get<double>(), 0.0) << summary.dump(2);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shipped, DistillerSchedules, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return std::string(info.param.schedule); });
+
+}  // namespace
