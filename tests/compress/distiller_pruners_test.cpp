@@ -312,6 +312,42 @@ TEST_F(DistillerPrunersTest, BernoulliAgpFollowsTheAgpFractionAndLeaderSharesThe
   expect_round_trip(*p);
 }
 
+// Distiller's DropFilter example (docs/algo_pruning.md, PruningPolicy in distiller/policy.py): with
+// use_double_copies, mask_on_forward_only and discard_masks_at_minibatch_end the scaled mask acts
+// on the forward pass only and the step updates the dense weights.
+TEST_F(DistillerPrunersTest, BernoulliMasksScaleTheForwardPassOnlyUnderDoubleCopies) {
+  const std::string text =
+      "version: 1\npruners:\n  drop:\n    class: BernoulliFilterPruner\n"
+      "    group_type: Filters\n    desired_sparsity: 0.5\n    weights: [conv1.weight]\n"
+      "policies:\n  - pruner:\n      instance_name: drop\n      args: "
+      "{mini_batch_pruning_frequency: "
+      "1, discard_masks_at_minibatch_end: true, use_double_copies: true, mask_on_forward_only: "
+      "true}\n    epochs: [0]\n";
+  auto sched = CompressionScheduler::from_text(text, "s.yaml", *net_, 0.1, nullptr);
+  torch::optim::SGD opt(net_->parameters(), torch::optim::SGDOptions(0.0));
+  const auto dense = torch::tensor({1.0f, 2.0f, 3.0f, 4.0f}).reshape({4, 1, 1, 1});
+  {
+    torch::NoGradGuard g;
+    w("conv1.weight").copy_(dense);
+  }
+  torch::manual_seed(5);
+  const auto keep = torch::bernoulli(torch::full({4}, 0.5f));
+  const float kept = keep.sum().item<float>();
+  torch::manual_seed(5);
+  sched->on_epoch_begin(0, opt);  // the first draw
+  const MinibatchInfo info{0, 0, 2};
+  sched->on_minibatch_begin(info, opt);
+  // Forward pass: each kept filter scaled by 4 / kept, the dropped ones zero.
+  EXPECT_TRUE(
+      torch::allclose(w("conv1.weight"), dense * keep.reshape({4, 1, 1, 1}) * (4.0f / kept)))
+      << w("conv1.weight").flatten() << keep;
+  sched->before_parameter_optimization(info, opt);
+  EXPECT_TRUE(torch::equal(w("conv1.weight"), dense));  // the step sees the dense weights
+  sched->on_minibatch_end(info, opt);
+  EXPECT_TRUE(sched->masks().empty());  // discarded
+  EXPECT_TRUE(torch::equal(w("conv1.weight"), dense));
+}
+
 // distiller/utils.py activation_channels_apoz and activation_channels_means, summarised per batch
 // and averaged over batches (SummaryActivationStatsCollector's AverageValueMeter).
 TEST_F(DistillerPrunersTest, ActivationStatisticsAverageEachBatchsApozAndMean) {
