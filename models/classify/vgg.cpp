@@ -82,7 +82,7 @@ class VggImpl : public ClassifierImpl {
     if (head_ == VggHead::kLi) {
       torch::NoGradGuard no_grad;
       for (auto& m : modules(false))
-        if (auto* c = m->as<nn::Conv2d>()) {
+        if (auto* c = m->template as<nn::Conv2d>()) {
           nn::init::kaiming_normal_(c->weight, 0, torch::kFanOut, torch::kReLU);
           nn::init::zeros_(c->bias);
         }
