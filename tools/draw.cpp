@@ -60,6 +60,8 @@ std::string graph_to_dot(const SummaryGraph& graph, bool with_params) {
         << shape_to_string(graph.shape(v)) << "\", shape=ellipse, fillcolor=\"#ffffff\"];\n";
   for (const auto& op : graph.ops()) {
     std::string label = op.name + "\\n" + op.type;
+    // A layer whose weights a quantizer holds at k bits: "Conv w3".
+    if (op.weight_bits > 0) label += " w" + std::to_string(op.weight_bits);
     const std::string attrs = op.attrs();
     if (!attrs.empty()) label += " " + escape(attrs);
     if (!op.outputs.empty()) label += "\\n" + shape_to_string(graph.shape(op.outputs[0]));

@@ -46,6 +46,10 @@ TEST(OpTable, TracedOperatorsMapToKinds) {
   EXPECT_STREQ(op_info(OpKind::kLinear).onnx, "Gemm");
   EXPECT_TRUE(op_info(OpKind::kConv).quantize_weight);
   EXPECT_FALSE(op_info(OpKind::kReLU).quantize_weight);
+  EXPECT_EQ(op_kind_of("aten::fake_quantize_per_tensor_affine", false), OpKind::kFakeQuantize);
+  EXPECT_EQ(op_kind_of("aten::fake_quantize_per_channel_affine", false), OpKind::kFakeQuantize);
+  EXPECT_STREQ(op_info(OpKind::kFakeQuantize).onnx, "QuantizeLinear");
+  EXPECT_EQ(op_info(OpKind::kFakeQuantize).flow, ChannelFlow::kPreserves);
 }
 
 TEST(OpTable, ModulesImplementTheirOps) {
@@ -132,6 +136,16 @@ TEST(OpTable, ZeroPreservation) {
   EXPECT_TRUE(maps_zero_to_zero(add));
   add.inputs = {0};  // x + constant
   EXPECT_FALSE(maps_zero_to_zero(add));
+  // fq(0) = (clamp(zp, qmin, qmax) - zp)·S: zero when the zero point lies in the range.
+  auto fq = node(OpKind::kFakeQuantize);
+  fq.quant_min = 0;
+  fq.quant_max = 15;
+  EXPECT_TRUE(maps_zero_to_zero(fq));
+  fq.zero_point = -3;  // (0 - (-3))·S = 3S
+  EXPECT_FALSE(maps_zero_to_zero(fq));
+  fq.quant_min = -8;
+  fq.quant_max = 7;
+  EXPECT_TRUE(maps_zero_to_zero(fq));
 }
 
 TEST(OpTable, AttributesAreDecodedByArgumentName) {
@@ -155,6 +169,38 @@ TEST(OpTable, AttributesAreDecodedByArgumentName) {
   EXPECT_EQ(flat.end_dim, -1);
   EXPECT_EQ(g.link(2, 0).kind, ChannelLink::Kind::kBlock);
   EXPECT_EQ(g.link(2, 0).block, 4);
+}
+
+// q_utils.py:linear_quantize/linear_dequantize as LibTorch's fake quantization computes them:
+// scale, zero point and integer range come from the operator's arguments, per tensor or per
+// channel (range_linear.py's per_channel_wts quantizes along dimension 0, here along axis 1).
+TEST(OpTable, FakeQuantizeAttributesAreDecodedByArgumentName) {
+  torch::nn::Module empty;
+  const auto scales = torch::tensor({0.5f, 0.25f, 0.125f, 1.0f});
+  const auto zero_points = torch::zeros({4}, torch::kInt);
+  auto g = SummaryGraph::build(empty, {1, 4, 2, 2}, [&](const torch::Tensor& x) {
+    auto y = at::fake_quantize_per_tensor_affine(x, 0.25, 2, 0, 15);
+    return at::fake_quantize_per_channel_affine(y, scales, zero_points, 1, -8, 7);
+  });
+  ASSERT_EQ(g.ops().size(), 2u);
+  const auto& per_tensor = g.op(0);
+  EXPECT_EQ(per_tensor.op_kind, OpKind::kFakeQuantize);
+  EXPECT_EQ(per_tensor.type, "FakeQuantize");
+  EXPECT_EQ(per_tensor.scale, 0.25);
+  EXPECT_EQ(per_tensor.zero_point, 2);
+  EXPECT_EQ(per_tensor.quant_min, 0);
+  EXPECT_EQ(per_tensor.quant_max, 15);
+  EXPECT_EQ(per_tensor.attrs(), "s=0.25 zp=2 q=[0,15]");
+  const auto& per_channel = g.op(1);
+  EXPECT_EQ(per_channel.op_kind, OpKind::kFakeQuantize);
+  EXPECT_EQ(per_channel.scale, 0);  // one scale per channel: none to show
+  EXPECT_EQ(per_channel.zero_point, 0);
+  EXPECT_EQ(per_channel.dim, 1);
+  EXPECT_EQ(per_channel.quant_min, -8);
+  EXPECT_EQ(per_channel.quant_max, 7);
+  EXPECT_EQ(per_channel.attrs(), "q=[-8,7]");
+  EXPECT_TRUE(per_channel.params.empty());
+  EXPECT_EQ(g.link(1, 0).kind, ChannelLink::Kind::kSame);
 }
 
 }  // namespace igb::tools

@@ -2,9 +2,11 @@
 
 #include <set>
 
+#include "core/activation.h"
 #include "core/error.h"
 #include "models/model.h"
 #include "tests/tools/tools_support.h"
+#include "tools/draw.h"
 #include "tools/graph/summary_graph.h"
 
 namespace igb::tools {
@@ -189,6 +191,93 @@ TEST(SummaryGraph, AnUntraceableModelIsAnInputErrorNamingWhereItStopped) {
     EXPECT_NE(what.find("requires grad"), std::string::npos) << what;
     EXPECT_NE(what.find("after aten::_convolution (conv)"), std::string::npos) << what;
   }
+}
+
+namespace {
+
+/// A DoReFa activation slot made by hand (clipped_linear.py:ClippedLinearQuantization.forward:
+/// clamp to [0, 1], then linear quantization on the grid k/n), so these tests need nothing of the
+/// quantizers.
+class SgDorefaActQuantImpl : public torch::nn::Module {
+ public:
+  explicit SgDorefaActQuantImpl(int64_t bits) : n_((int64_t{1} << bits) - 1) {}
+  torch::Tensor forward(const torch::Tensor& x) {
+    return at::fake_quantize_per_tensor_affine(at::clamp(x, 0, 1), 1.0 / static_cast<double>(n_), 0,
+                                               0, n_);
+  }
+  int64_t n_;
+};
+TORCH_MODULE(SgDorefaActQuant);
+
+/// Prepares `m` as a quantizer does (quantizer.py:Quantizer.prepare_model with
+/// train_with_fp_copy): every conv and linear layer gets float_weight, weight_scale and
+/// weight_bits buffers, every ReLU slot a fake-quantizing replacement.
+void sg_quantize_by_hand(torch::nn::Module& m, int64_t weight_bits, int64_t act_bits) {
+  torch::NoGradGuard no_grad;
+  for (const auto& item : m.named_modules("", /*include_self=*/false)) {
+    auto& mod = *item.value();
+    if (auto* act = mod.as<ActivationImpl>()) {
+      if (act->options().kind() == ActivationKind::kReLU)
+        act->replace(torch::nn::AnyModule(SgDorefaActQuant(act_bits)));
+      continue;
+    }
+    if (!mod.as<torch::nn::Conv2dImpl>() && !mod.as<torch::nn::LinearImpl>()) continue;
+    auto params = mod.named_parameters(/*recurse=*/false);
+    const auto w = params["weight"];
+    mod.register_buffer("float_weight", w.detach().clone());
+    mod.register_buffer("weight_scale", torch::ones({1}));
+    mod.register_buffer("weight_bits", torch::full({}, weight_bits, torch::kLong));
+  }
+}
+
+}  // namespace
+
+TEST(SummaryGraph, AQuantizedResNetTracesWithKnownOpsAndTheSameMacs) {
+  auto m = make("resnet20_cifar");
+  const int64_t float_macs = graph_of(m, "resnet20_cifar").total_macs();
+  EXPECT_EQ(float_macs, 40'551'040);
+  sg_quantize_by_hand(*m, 3, 4);
+  auto g = graph_of(m, "resnet20_cifar");
+  int fake_quantize = 0, clamps = 0;
+  for (const auto& op : g.ops()) {
+    EXPECT_NE(op.op_kind, OpKind::kOther) << op.name << " " << op.kind;
+    if (op.op_kind == OpKind::kFakeQuantize) {
+      ++fake_quantize;
+      EXPECT_FALSE(op.parametric()) << op.name;
+    }
+    if (op.op_kind == OpKind::kClamp) ++clamps;
+    if (op.op_kind == OpKind::kConv || op.op_kind == OpKind::kLinear)
+      EXPECT_EQ(op.weight_bits, 3) << op.name;
+    else
+      EXPECT_EQ(op.weight_bits, 0) << op.name;
+  }
+  // One ReLU after the stem and two in each of the 9 basic blocks.
+  EXPECT_EQ(fake_quantize, 19);
+  EXPECT_EQ(clamps, 19);
+  EXPECT_EQ(g.total_macs(), float_macs);
+  // The slot's ops are named after the activation they replace; 4 bits: n = 15, S = 1/15.
+  const auto& clamp = g.op("layer1.0.relu1.clamp");
+  EXPECT_EQ(clamp.op_kind, OpKind::kClamp);
+  EXPECT_EQ(clamp.clamp_min, 0);
+  EXPECT_EQ(clamp.clamp_max, 1);
+  const auto& fq = g.op("layer1.0.relu1.fakequantize");
+  EXPECT_EQ(fq.op_kind, OpKind::kFakeQuantize);
+  EXPECT_DOUBLE_EQ(fq.scale, 1.0 / 15);
+  EXPECT_EQ(fq.zero_point, 0);
+  EXPECT_EQ(fq.quant_min, 0);
+  EXPECT_EQ(fq.quant_max, 15);
+  EXPECT_EQ(fq.attrs(), "s=0.0666667 q=[0,15]");
+  EXPECT_TRUE(maps_zero_to_zero(fq));
+  // Channel walks cross the slot as they crossed the ReLU.
+  const auto reach = g.parametric_successors(g.index("layer1.0.bn1"));
+  ASSERT_EQ(reach.size(), 1u);
+  EXPECT_EQ(g.op(reach[0].op).name, "layer1.0.conv2");
+  EXPECT_FALSE(reach[0].barrier);
+  // The drawing labels quantized layers with their weight bits.
+  const std::string dot = graph_to_dot(g, false);
+  EXPECT_NE(dot.find("layer1.0.conv1\\nConv w3 k=3x3"), std::string::npos);
+  EXPECT_NE(dot.find("fc\\nLinear w3"), std::string::npos);
+  EXPECT_NE(dot.find("FakeQuantize s=0.0666667 q=[0,15]"), std::string::npos);
 }
 
 }  // namespace igb::tools

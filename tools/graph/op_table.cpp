@@ -186,6 +186,17 @@ std::vector<OpInfo> build_table() {
           .onnx("Identity"),
       Row(K::kClone, "Clone", {"aten::clone"}, F::kPreserves, true, Fam::kShape).onnx("Identity"),
       Row(K::kCast, "Cast", {"aten::to"}, F::kPreserves, true, Fam::kShape).onnx("Cast"),
+      // The exporter writes a QuantizeLinear + DequantizeLinear pair (REFERENCE.md §4).
+      Row(K::kFakeQuantize, "FakeQuantize",
+          {"aten::fake_quantize_per_tensor_affine", "aten::fake_quantize_per_channel_affine"},
+          F::kPreserves, true, Fam::kActivation)
+          .attrs({{"scale", A::kScale},
+                  {"zero_point", A::kZeroPoint},
+                  {"quant_min", A::kQuantMin},
+                  {"quant_max", A::kQuantMax},
+                  {"axis", A::kAxis}})
+          .modules({})
+          .onnx("QuantizeLinear"),
       Row(K::kOther, "", {}, F::kBarrier, false, Fam::kOther).modules({}),
   };
   std::vector<OpInfo> table;
@@ -348,6 +359,9 @@ bool maps_zero_to_zero(const OpNode& op) {
   const auto& info = op_info(op.op_kind);
   if (!info.zero_preserving) return false;
   if (op.op_kind == OpKind::kClamp) return op.clamp_min <= 0 && op.clamp_max >= 0;
+  // fq(0) = (clamp(zp, qmin, qmax) - zp) * scale.
+  if (op.op_kind == OpKind::kFakeQuantize)
+    return op.zero_point >= op.quant_min && op.zero_point <= op.quant_max;
   // x + c or x - c for a constant or parameter c that the graph does not see as data.
   if ((op.op_kind == OpKind::kAdd || op.op_kind == OpKind::kSub) && op.inputs.size() < 2)
     return false;
@@ -388,6 +402,11 @@ std::string format_attrs(const OpNode& op) {
     case OpKind::kPad:
       s << "pad=";
       for (size_t i = 0; i < op.pads.size(); ++i) s << (i ? "," : "") << op.pads[i];
+      break;
+    case OpKind::kFakeQuantize:
+      if (op.scale > 0) s << "s=" << op.scale << " ";
+      if (op.zero_point != 0) s << "zp=" << op.zero_point << " ";
+      s << "q=[" << op.quant_min << "," << op.quant_max << "]";
       break;
     default:
       break;

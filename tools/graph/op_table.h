@@ -56,6 +56,8 @@ enum class OpKind : uint8_t {
   kContiguous,
   kClone,
   kCast,
+  /// Fake quantization (quantize then dequantize in float): a quantizer's activation slot.
+  kFakeQuantize,
   kOther,
 };
 
@@ -120,7 +122,13 @@ enum class OpAttr : uint8_t {
   kFactor,
   kPads,
   kMin,
-  kMax
+  kMax,
+  /// Fake quantization: scale, zero point, integer range and (per channel) the channel axis.
+  kScale,
+  kZeroPoint,
+  kQuantMin,
+  kQuantMax,
+  kAxis
 };
 
 /// One schema argument name and the OpNode attribute it fills.
@@ -228,11 +236,12 @@ ChannelLink channel_link(const OpNode& op, int slot, const std::vector<Shape>& i
 
 /// Whether the op maps an all-zero channel to an all-zero channel, from the table and the op's
 /// own attributes (a clamp whose range excludes 0 does not; an add or subtract of a constant or
-/// a parameter does not). Per-channel parameters of norms and depthwise convs are checked by the
-/// caller.
+/// a parameter does not; a fake quantization does when its zero point lies in its range).
+/// Per-channel parameters of norms and depthwise convs are checked by the caller.
 bool maps_zero_to_zero(const OpNode& op);
 
-/// "k=3x3 s=2 p=1 g=32" style summary of the attributes that matter for the op.
+/// "k=3x3 s=2 p=1 g=32" style summary of the attributes that matter for the op; "s=0.0666667
+/// q=[0,15]" for a fake quantization.
 std::string format_attrs(const OpNode& op);
 
 }  // namespace igb::tools

@@ -93,6 +93,12 @@ const jit::Value* argument(const jit::Node* n, const char* name) {
   return n->input(static_cast<size_t>(*i));
 }
 
+bool is_tensor_constant(const jit::Value* v) {
+  if (v->node()->kind() != c10::prim::Constant) return false;
+  auto iv = jit::toIValue(v);
+  return iv && iv->isTensor() && iv->toTensor().defined();
+}
+
 /// A constant number argument (int or float), when present.
 std::optional<double> const_number(const jit::Value* v) {
   if (!v) return std::nullopt;
@@ -101,6 +107,19 @@ std::optional<double> const_number(const jit::Value* v) {
   if (iv->isInt()) return static_cast<double>(iv->toInt());
   if (iv->isDouble()) return iv->toDouble();
   return std::nullopt;
+}
+
+/// A constant number, or a constant tensor whose elements all hold one value (a per-tensor
+/// scale passed as a tensor, the zero points of a per-channel fake quantization).
+std::optional<double> const_uniform(const jit::Value* v) {
+  if (auto n = const_number(v)) return n;
+  if (!v || !is_tensor_constant(v)) return std::nullopt;
+  const auto t = jit::toIValue(v)->toTensor();
+  if (t.numel() == 0) return std::nullopt;
+  const auto flat = t.detach().to(torch::kCPU, torch::kDouble).reshape({-1});
+  const double first = flat[0].item<double>();
+  if (!flat.eq(first).all().item<bool>()) return std::nullopt;
+  return first;
 }
 
 bool const_bool(const jit::Value* v) {
@@ -305,6 +324,21 @@ class GraphBuilder {
     for (const auto& op : g_.ops_) g_.by_name_[op.name] = op.id;
   }
 
+  /// Weight bits of quantized layers, from the `<module>.weight_bits` buffer a quantizer
+  /// registers (compress/quant_modules.h); read by name, so the graph needs nothing of compress/.
+  void read_weight_bits() {
+    std::map<std::string, at::Tensor> bits;
+    for (const auto& b : model_.named_buffers())
+      if (b.key().size() > 12 && b.key().compare(b.key().size() - 12, 12, ".weight_bits") == 0)
+        bits[b.key()] = b.value();
+    if (bits.empty()) return;
+    for (auto& op : g_.ops_) {
+      if (op.module.empty() || op.param("weight").empty()) continue;
+      auto it = bits.find(op.module + ".weight_bits");
+      if (it != bits.end() && it->second.numel() == 1) op.weight_bits = it->second.item<int64_t>();
+    }
+  }
+
   SummaryGraph take() { return std::move(g_); }
 
  private:
@@ -379,6 +413,12 @@ class GraphBuilder {
         take_input(op, in);
       }
     }
+    // The scale and zero-point tensors of a fake quantization are not weights: the op stays
+    // parameter-free, so channel walks cross it as they cross the activation it replaces.
+    if (op.op_kind == OpKind::kFakeQuantize) {
+      op.params.clear();
+      op.param_shapes.clear();
+    }
     for (const auto* out : node->outputs())
       if (is_tensor(out)) op.outputs.push_back(new_value(out, op.id));
     // addmm reads (bias, input, weight): list the weight first, as every other op does.
@@ -439,6 +479,21 @@ class GraphBuilder {
           break;
         case OpAttr::kMax:
           op.clamp_max = const_number(v).value_or(op.clamp_max);
+          break;
+        case OpAttr::kScale:
+          op.scale = const_uniform(v).value_or(0);
+          break;
+        case OpAttr::kZeroPoint:
+          op.zero_point = static_cast<int64_t>(const_uniform(v).value_or(0));
+          break;
+        case OpAttr::kQuantMin:
+          op.quant_min = static_cast<int64_t>(const_number(v).value_or(0));
+          break;
+        case OpAttr::kQuantMax:
+          op.quant_max = static_cast<int64_t>(const_number(v).value_or(0));
+          break;
+        case OpAttr::kAxis:
+          op.dim = static_cast<int64_t>(const_number(v).value_or(0));
           break;
       }
     }
@@ -522,6 +577,7 @@ SummaryGraph SummaryGraph::build(torch::nn::Module& model, const Shape& input_sh
   builder.trace(forward);
   builder.read_ops();
   builder.name_ops();
+  builder.read_weight_bits();
   return builder.take();
 }
 

@@ -63,6 +63,15 @@ struct OpNode {
   /// Clamp's bounds (±infinity when absent).
   double clamp_min = -std::numeric_limits<double>::infinity();
   double clamp_max = std::numeric_limits<double>::infinity();
+  /// Fake quantization: the scale (0 when it varies per channel or is not a constant), zero
+  /// point and integer range; `dim` holds the channel axis of a per-channel one.
+  double scale = 0;
+  int64_t zero_point = 0;
+  int64_t quant_min = 0;
+  int64_t quant_max = 0;
+  /// Bits of the weight a quantizer gave the op's module (its `<module>.weight_bits` buffer); 0
+  /// when the weight is floating point.
+  int64_t weight_bits = 0;
 
   bool parametric() const { return !params.empty(); }
   /// The named parameter ending in `suffix` ("weight"), or "" when the op has none.
