@@ -239,6 +239,41 @@ void check_recipe(const json& r, size_t i) {
   }
 }
 
+// null, or {"class": string, "hyperparams": object, "bits": {module: {activations, weights,
+// bias: integers 0..64}}}; every key is required.
+void check_quantization(const json& q) {
+  if (q.is_null()) return;
+  if (!q.is_object()) wrong_type("quantization", "an object or null", q);
+  for (const auto& kv : q.items())
+    if (kv.key() != "class" && kv.key() != "hyperparams" && kv.key() != "bits")
+      throw InputError("'quantization' has an unknown key '" + kv.key() +
+                       "' (valid: class, hyperparams, bits)");
+  const json* cls = find_key(q, "class");
+  if (!cls) throw InputError("key 'quantization.class' is missing");
+  if (!cls->is_string()) wrong_type("quantization.class", "a string", *cls);
+  const json* hp = find_key(q, "hyperparams");
+  if (!hp) throw InputError("key 'quantization.hyperparams' is missing");
+  if (!hp->is_object()) wrong_type("quantization.hyperparams", "an object", *hp);
+  const json* bits = find_key(q, "bits");
+  if (!bits) throw InputError("key 'quantization.bits' is missing");
+  if (!bits->is_object()) wrong_type("quantization.bits", "an object", *bits);
+  for (const auto& layer : bits->items()) {
+    const std::string at = "quantization.bits." + layer.key();
+    if (!layer.value().is_object()) wrong_type(at, "an object", layer.value());
+    for (const char* k : {"activations", "weights", "bias"}) {
+      const json* v = find_key(layer.value(), k);
+      if (!v) throw InputError("key '" + at + "." + k + "' is missing");
+      if (!v->is_number_integer()) wrong_type(at + "." + k, "an integer", *v);
+      if (v->is_number_unsigned() ? v->get<uint64_t>() > 64
+                                  : v->get<int64_t>() < 0 || v->get<int64_t>() > 64)
+        throw InputError("'" + at + "." + k + "' is " + v->dump() +
+                         ", which cannot be right (bits are between 0 and 64)");
+    }
+    if (layer.value().size() != 3)
+      throw InputError("'" + at + "' has keys other than activations, weights and bias");
+  }
+}
+
 }  // namespace
 
 nlohmann::json CheckpointMeta::to_json() const {
@@ -254,7 +289,8 @@ nlohmann::json CheckpointMeta::to_json() const {
           {"best_metric", best},
           {"best_epoch", best_epoch},
           {"schedule_text", schedule_text},
-          {"extra", extra}};
+          {"extra", extra},
+          {"quantization", quantization}};
 }
 
 CheckpointMeta CheckpointMeta::from_json(const nlohmann::json& j) {
@@ -275,6 +311,10 @@ CheckpointMeta CheckpointMeta::from_json(const nlohmann::json& j) {
   m.best_epoch = get_epoch(j, "best_epoch", false, std::max<int64_t>(m.epoch, -1));
   m.schedule_text = get_string(j, "schedule_text", false);
   if (const json* v = get_container(j, "extra", false, false)) m.extra = *v;
+  if (const json* q = find_key(j, "quantization")) {
+    check_quantization(*q);
+    m.quantization = *q;
+  }
   if (const json* bm = find_key(m.extra, "best_metrics")) {
     if (!bm->is_object()) wrong_type("extra.best_metrics", "an object", *bm);
     for (const auto& kv : bm->items())

@@ -36,11 +36,16 @@ struct CheckpointMeta {
   std::string schedule_text;
   /// Free-form data of the solver (metrics of the last epoch, ...).
   nlohmann::json extra = nlohmann::json::object();
+  /// The quantizer that prepared the model, null when none (and in checkpoints written before
+  /// quantization existed): {"class": "PACTQuantizer", "hyperparams": {...}, "bits": {"conv1":
+  /// {"activations": 4, "weights": 3, "bias": 0}, ...}} (0 bits = floating point). A rebuilt model
+  /// is prepared from it before its tensors are loaded.
+  nlohmann::json quantization = nullptr;
 
   nlohmann::json to_json() const;
   /// Reads the JSON back, checking every key's type and that values can be right (epoch between
-  /// -1 and kMaxCheckpointEpoch, best_epoch not after epoch, thinning recipes of the documented
-  /// shape); anything else is an InputError saying which key and what is wrong.
+  /// -1 and kMaxCheckpointEpoch, best_epoch not after epoch, thinning recipes and quantization of
+  /// the documented shape); anything else is an InputError saying which key and what is wrong.
   static CheckpointMeta from_json(const nlohmann::json& j);
 };
 

@@ -143,4 +143,81 @@ TEST_F(CheckpointTest, FailedWriteLeavesThePreviousFileIntact) {
   EXPECT_EQ(files, 1);
 }
 
+namespace {
+nlohmann::json ck_quant_meta() {
+  return {{"class", "PACTQuantizer"},
+          {"hyperparams", {{"act_clip_init_val", 8.0}}},
+          {"bits",
+           {{"conv1", {{"activations", 4}, {"weights", 3}, {"bias", 0}}},
+            {"fc", {{"activations", 0}, {"weights", 8}, {"bias", 8}}}}}};
+}
+
+/// The InputError message of CheckpointMeta::from_json on `j`, or "" when it is accepted.
+std::string ck_meta_error(const nlohmann::json& j) {
+  try {
+    CheckpointMeta::from_json(j);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+// config.py:dict_config builds the quantizer from the schedule, and quantizer.py stores its
+// bits per module (Quantizer.module_qbits_map): the checkpoint keeps both so a model can be
+// prepared again before its tensors are loaded.
+TEST_F(CheckpointTest, QuantizationMetaRoundTripsAndIsValidated) {
+  Net a;
+  CheckpointMeta meta;
+  meta.optform = "classify";
+  meta.model = "net";
+  meta.quantization = ck_quant_meta();
+  save_checkpoint(dir_ / "q.ckpt", meta, {a.get(), nullptr, nullptr});
+  auto ck = Checkpoint::load(dir_ / "q.ckpt");
+  EXPECT_EQ(ck.meta().quantization, ck_quant_meta());
+  EXPECT_EQ(ck.meta().quantization["bits"]["conv1"]["weights"], 3);
+
+  // A checkpoint written before quantization existed has no key: it loads, unquantized.
+  auto old = meta.to_json();
+  old.erase("quantization");
+  EXPECT_TRUE(CheckpointMeta::from_json(old).quantization.is_null());
+  auto none = meta.to_json();
+  none["quantization"] = nullptr;
+  EXPECT_TRUE(CheckpointMeta::from_json(none).quantization.is_null());
+  EXPECT_TRUE(CheckpointMeta{}.to_json()["quantization"].is_null());
+
+  auto with = [&](const nlohmann::json& q) {
+    auto j = meta.to_json();
+    j["quantization"] = q;
+    return ck_meta_error(j);
+  };
+  EXPECT_EQ(with("PACT"), "'quantization' must be an object or null, not string");
+  auto q = ck_quant_meta();
+  q["class"] = 3;
+  EXPECT_EQ(with(q), "'quantization.class' must be a string, not number");
+  q = ck_quant_meta();
+  q["hyperparams"] = nlohmann::json::array();
+  EXPECT_EQ(with(q), "'quantization.hyperparams' must be an object, not array");
+  q = ck_quant_meta();
+  q["bits"]["conv1"]["weights"] = "3";
+  EXPECT_EQ(with(q), "'quantization.bits.conv1.weights' must be an integer, not string");
+  q = ck_quant_meta();
+  q["bits"]["fc"] = 8;
+  EXPECT_EQ(with(q), "'quantization.bits.fc' must be an object, not number");
+  q = ck_quant_meta();
+  q["bits"]["conv1"].erase("bias");
+  EXPECT_EQ(with(q), "key 'quantization.bits.conv1.bias' is missing");
+  q = ck_quant_meta();
+  q["bits"]["conv1"]["activations"] = -1;
+  EXPECT_EQ(with(q),
+            "'quantization.bits.conv1.activations' is -1, which cannot be right (bits are between "
+            "0 and 64)");
+  q = ck_quant_meta();
+  q.erase("bits");
+  EXPECT_EQ(with(q), "key 'quantization.bits' is missing");
+  q = ck_quant_meta();
+  q["mode"] = "SYMMETRIC";
+  EXPECT_EQ(with(q), "'quantization' has an unknown key 'mode' (valid: class, hyperparams, bits)");
+}
+
 }  // namespace igb
