@@ -3,10 +3,13 @@
 #include <torch/nn/module.h>
 #include <torch/serialize/archive.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,26 +21,109 @@ namespace igb::compress {
 
 class YamlReader;
 
-/// Bit widths of one layer (Distiller's bits_activations, bits_weights, bits_bias); 0 keeps that
-/// tensor in floating point (Distiller's None).
+/// Bit widths of one layer (Distiller's QBits: bits_activations, bits_weights, bits_bias); kFloat
+/// keeps that tensor in floating point (Distiller's None, `null` in a schedule).
 struct QuantBits {
-  /// Bits of the layer's output activations. Default 0 (floating point).
-  int64_t activations = 0;
-  /// Bits of the layer's weights. Default 0 (floating point).
-  int64_t weights = 0;
-  /// Bits of the layer's bias. Default 0 (floating point).
-  int64_t bias = 0;
+  static constexpr int64_t kFloat = 0;
+  /// Bits of the layer's output activations. Default kFloat.
+  int64_t activations = kFloat;
+  /// Bits of the layer's weights. Default kFloat.
+  int64_t weights = kFloat;
+  /// Bits of the layer's bias. Default kFloat.
+  int64_t bias = kFloat;
+  bool operator==(const QuantBits& o) const {
+    return activations == o.activations && weights == o.weights && bias == o.bias;
+  }
+  bool operator!=(const QuantBits& o) const { return !(*this == o); }
+};
+
+/// One entry of a quantizer's `overrides`: a regular expression matched against whole module
+/// names and the bits of the modules it matches.
+struct QuantOverride {
+  std::string pattern;
+  QuantBits bits;
+  /// file:line of the entry (empty when built in code).
+  std::string where;
 };
 
 /// The arguments every Distiller quantizer takes: default bit widths and per-layer overrides.
+///
+/// Read from a schedule as Distiller's YAML writes them: `bits_activations`, `bits_weights`,
+/// `bits_bias` (a number of bits, or `null` for floating point; an absent key takes the class's
+/// default, 32 for most) and `overrides`, an ordered mapping from module-name patterns to
+/// {bits_activations, bits_weights, bits_bias} (a key missing there takes the quantizer's value).
+/// Distiller's older keys are read with a warning: `quantize_bias: True` (bits_bias = bits_weights,
+/// per override entry too; `False`: the bias stays float) and `bits_overrides` with `acts`, `wts`,
+/// `bias`.
 struct QuantizerOptions {
-  /// Bits of every layer no override matches.
+  /// Bits of every module no override matches.
   QuantBits bits;
-  /// Per-layer bit widths: a regular expression matched against whole module names
-  /// ("layer1\\..*\\.conv1") and the bits of the layers it matches; the first match wins, as in
-  /// Distiller's ordered `overrides`. Default none.
-  std::vector<std::pair<std::string, QuantBits>> overrides;
+  /// Per-module bit widths in file order (Distiller's ordered `overrides`): a key equal to the
+  /// module name wins, else the first pattern matching the whole name, else `bits`.
+  std::vector<QuantOverride> overrides;
+  /// Warnings about the keys read (legacy keys), each "file:line: …", for the scheduler's log.
+  std::vector<std::string> warnings;
+
+  /// Reads the keys above from `yaml` with `defaults` for absent top-level keys (does not finish
+  /// the reader). InputError with file:line on a bad value or an unknown key in an override.
+  static QuantizerOptions from_yaml(YamlReader& yaml, const QuantBits& defaults);
+  /// bits_activations, bits_weights, bits_bias (null for float) and overrides as a list of
+  /// {pattern: {bits…}} in order.
+  nlohmann::json hyperparams() const;
+  /// The bits of `module` (a name as named_modules() writes it): the override whose key equals the
+  /// name, else the first whose pattern matches the whole name, else `bits`. Weight and bias bits
+  /// are not yet restricted to weight layers (see resolve_quant_bits). InputError (at the entry's
+  /// file:line) when a pattern is not a valid regular expression.
+  QuantBits bits_for(const std::string& module) const;
 };
+
+/// DorefaQuantizer's keys: the common ones, defaults 32/32/null (clipped_linear.py).
+struct DorefaOptions : QuantizerOptions {
+  static DorefaOptions from_yaml(YamlReader& yaml);
+  nlohmann::json hyperparams() const;
+};
+
+/// PACTQuantizer's keys: the common ones (defaults 32/32/null) plus `act_clip_init_val`, the
+/// initial clipping value α of every replaced ReLU (> 0, default 8.0), and `act_clip_decay`, the
+/// weight decay of the α parameter group (>= 0; absent or null: the optimizer's).
+struct PactOptions : QuantizerOptions {
+  double act_clip_init_val = 8.0;
+  std::optional<double> act_clip_decay;
+  static PactOptions from_yaml(YamlReader& yaml);
+  nlohmann::json hyperparams() const;
+};
+
+/// QuantAwareTrainRangeLinearQuantizer's keys: the common ones (defaults 32/32/32) plus `mode`
+/// (SYMMETRIC, or its synonym SYMMETRIC_RESTRICTED, alone or as {activations:, weights:}; the
+/// asymmetric modes are refused: TensorRT's Q/DQ is symmetric), `ema_decay` of the activation
+/// ranges (in [0, 1), default 0.999), `per_channel_wts` (default false), `quantize_inputs` (default
+/// true) and `num_bits_inputs` (absent or null: bits_activations).
+struct QatRangeOptions : QuantizerOptions {
+  double ema_decay = 0.999;
+  bool per_channel_wts = false;
+  bool quantize_inputs = true;
+  int64_t num_bits_inputs = 32;
+  static QatRangeOptions from_yaml(YamlReader& yaml);
+  nlohmann::json hyperparams() const;
+};
+
+/// The bits of every module of `model` (named_modules(), the root as ""), as Distiller's
+/// Quantizer.__init__/_add_qbits_entry resolve them: options.bits_for(name), with weight and bias
+/// bits kept only on Conv2d, Conv3d, Linear and Embedding modules. InputError at the entry's
+/// file:line for an override matching no module (naming the closest module names); a warning
+/// appended to `warnings` for one matching only modules it cannot change (neither a weight layer
+/// nor a ReLU activation slot).
+std::map<std::string, QuantBits> resolve_quant_bits(const QuantizerOptions& options,
+                                                    const torch::nn::Module& model,
+                                                    std::vector<std::string>* warnings);
+
+/// Reads and checks the keys of a quantizer of class `cls` (Dorefa, PACT or
+/// QuantAwareTrainRangeLinear) against `model` and returns its hyperparams() with the class name
+/// and the resolved bits; warnings are appended to `warnings`. InputError for any problem; the
+/// reader is not finished. Used to report a schedule's errors even for a class this build refuses.
+nlohmann::json read_quantizer_options(const std::string& cls, YamlReader& yaml,
+                                      const torch::nn::Module& model,
+                                      std::vector<std::string>* warnings);
 
 /// A quantization-aware-training quantizer (Distiller's Quantizer): it decides per layer what to
 /// quantize and to how many bits, replaces the layers of the model with quantizing wrappers
@@ -55,9 +141,8 @@ class Quantizer {
   /// The instance name in the schedule.
   const std::string& name() const { return name_; }
   const QuantizerOptions& options() const { return options_; }
-  /// The bits of `module`: those of the first override whose pattern matches the whole name, else
-  /// the defaults. InputError when a pattern is not a valid regular expression.
-  QuantBits bits_for(const std::string& module) const;
+  /// The bits of `module` (QuantizerOptions::bits_for).
+  QuantBits bits_for(const std::string& module) const { return options_.bits_for(module); }
 
   /// The layers it quantizes (module names) with their resolved bits.
   virtual std::map<std::string, QuantBits> targets() const = 0;

@@ -412,9 +412,20 @@ void CompressionScheduler::parse_quantizers(const YAML::Node& root) {
     if (!quantizer_registry().contains(cls))
       throw InputError(where + ": unknown quantizer class '" + cls +
                        "'; valid: " + join(quantizer_registry().names()));
-    if (!quantizer_registry().get(cls).make)
+    if (!quantizer_registry().get(cls).make) {
+      // Its keys are still read and checked, so an author sees a schedule's own errors first.
+      if (cls != "WRPNQuantizer") {
+        YamlReader r(kv.second, file_, "quantizers." + name + " (" + cls + ")");
+        r.ignore({"class"});
+        std::vector<std::string> warnings;
+        read_quantizer_options(cls, r, model_, &warnings);
+        r.finish();
+        if (logger_)
+          for (const auto& w : warnings) logger_->warn(w);
+      }
       throw InputError(where + ": quantizer " + name + " (" + cls +
                        "): quantization-aware training is not available in this build");
+    }
     // The hooks do not drive a quantizer yet; one must not be accepted and then silently ignored.
     throw std::logic_error("quantizer class " + cls +
                            " is registered, but the compression scheduler cannot run it");
