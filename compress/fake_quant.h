@@ -76,9 +76,11 @@ at::Tensor fake_quant_unsigned(const at::Tensor& x, double range, int64_t bits);
 /// given scale S (> 0). Same op and gradient as fake_quant_unsigned.
 at::Tensor fake_quant_symmetric(const at::Tensor& x, double scale, int64_t bits);
 
-/// Distiller's update_ema, in place on float32 one-element buffers: biased = biased·d + (1 − d)·v,
-/// unbiased = biased / (1 − d^step), step ≥ 1 the update count including this one.
-void update_ema(at::Tensor& biased, at::Tensor& unbiased, double value, double decay, int64_t step);
+/// Distiller's update_ema, in place on float32 buffers of one element, all arithmetic in float32
+/// tensors as in Distiller (no host synchronisation): biased = biased·d + (1 − d)·value,
+/// unbiased = biased / (1 − d^step); `step` (≥ 1) counts the updates including this one.
+void update_ema(at::Tensor& biased, at::Tensor& unbiased, const at::Tensor& value,
+                const at::Tensor& decay, const at::Tensor& step);
 
 /// Back-propagates `grad` (the gradient at Q(master)) through the quantization function q to the
 /// master copy: J_Qᵀ·grad, with q applied to a detached copy of `master` that requires grad. Used

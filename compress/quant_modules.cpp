@@ -1,0 +1,162 @@
+#include "compress/quant_modules.h"
+
+#include <torch/autograd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "compress/fake_quant.h"
+#include "core/error.h"
+
+namespace igb::compress {
+
+DorefaActQuantImpl::DorefaActQuantImpl(DorefaActQuantOptions options) : options_(options) {
+  unsigned_levels(options_.bits());
+}
+
+at::Tensor DorefaActQuantImpl::forward(const at::Tensor& x) {
+  return fake_quant_unsigned(at::clamp(x, 0.0, 1.0), 1.0, options_.bits());
+}
+
+PactActQuantImpl::PactActQuantImpl(PactActQuantOptions options) : options_(options) {
+  unsigned_levels(options_.bits());
+  clip_val = register_parameter("clip_val", torch::full({1}, options_.init_alpha()));
+}
+
+at::Tensor PactActQuantImpl::forward(const at::Tensor& x) {
+  const double alpha = pact_alpha_value(clip_val);
+  const bool learn = at::GradMode::is_enabled() && clip_val.requires_grad();
+  const at::Tensor y = learn ? pact_clip(x, clip_val) : at::clamp(x, 0.0, alpha);
+  return fake_quant_unsigned(y, alpha, options_.bits());
+}
+
+FakeQuantReluImpl::FakeQuantReluImpl(FakeQuantReluOptions options) : options_(options) {
+  symmetric_levels(options_.bits());
+  ema_decay = register_buffer("ema_decay", torch::scalar_tensor(options_.ema_decay(), at::kFloat));
+  tracked_min_biased = register_buffer("tracked_min_biased", torch::zeros({1}));
+  tracked_min = register_buffer("tracked_min", torch::zeros({1}));
+  tracked_max_biased = register_buffer("tracked_max_biased", torch::zeros({1}));
+  tracked_max = register_buffer("tracked_max", torch::zeros({1}));
+  iter_count = register_buffer("iter_count", torch::zeros({1}));
+  scale = register_buffer("scale", torch::ones({1}));
+  zero_point = register_buffer("zero_point", torch::zeros({1}));
+}
+
+double FakeQuantReluImpl::range() const {
+  return std::max(std::abs(tracked_min.item<double>()), std::abs(tracked_max.item<double>()));
+}
+
+double FakeQuantReluImpl::quant_scale() const {
+  const double m = range();
+  return m == 0.0 ? 1.0 : m / static_cast<double>(symmetric_levels(options_.bits()));
+}
+
+at::Tensor FakeQuantReluImpl::forward(const at::Tensor& x) {
+  const at::Tensor y = at::relu(x);
+  if (is_training()) {
+    at::NoGradGuard no_grad;
+    const at::Tensor d = y.detach();
+    iter_count.add_(1);
+    update_ema(tracked_min_biased, tracked_min, d.min(), ema_decay, iter_count);
+    update_ema(tracked_max_biased, tracked_max, d.max(), ema_decay, iter_count);
+    // Distiller's symmetric_linear_quantization_params: scale = n / sat, sat 0 counts as n.
+    const at::Tensor sat = at::maximum(tracked_min.abs(), tracked_max.abs());
+    const double n = static_cast<double>(symmetric_levels(options_.bits()));
+    scale.copy_(n / at::where(sat == 0, at::full_like(sat, n), sat));
+    zero_point.zero_();
+  }
+  const double m = range();
+  return fake_quant_symmetric(at::clamp(y, -m, m), quant_scale(), options_.bits());
+}
+
+namespace {
+
+at::Tensor find_tensor(const torch::OrderedDict<std::string, at::Tensor>& dict,
+                       const std::string& key) {
+  const at::Tensor* t = dict.find(key);
+  return t == nullptr ? at::Tensor() : *t;
+}
+
+}  // namespace
+
+QuantizedParam QuantizedParam::prepare(torch::nn::Module& module, const std::string& param,
+                                       int64_t bits, ParamQuantMethod method, bool per_channel) {
+  QuantizedParam qp;
+  qp.name_ = param;
+  qp.bits_ = bits;
+  qp.method_ = method;
+  qp.per_channel_ = method == ParamQuantMethod::kSymmetric && per_channel;
+  if (method == ParamQuantMethod::kSymmetric)
+    symmetric_levels(bits);
+  else
+    unsigned_levels(bits);
+  qp.param = find_tensor(module.named_parameters(/*recurse=*/false), param);
+  if (!qp.param.defined())
+    throw InputError(module.name() + " has no parameter '" + param + "' to quantize");
+  const std::string master_name = "float_" + param;
+  const std::string scale_name = param + "_scale";
+  const std::string bits_name = param + "_bits";
+  const auto buffers = module.named_buffers(/*recurse=*/false);
+  qp.master = find_tensor(buffers, master_name);
+  if (qp.master.defined()) {
+    qp.scale = find_tensor(buffers, scale_name);
+    qp.bits_buffer = find_tensor(buffers, bits_name);
+    if (!qp.scale.defined() || !qp.bits_buffer.defined())
+      throw InputError(module.name() + " has '" + master_name + "' but no '" + scale_name +
+                       "' or '" + bits_name + "'");
+    const int64_t had = qp.bits_buffer.item<int64_t>();
+    if (had != bits) {
+      std::ostringstream msg;
+      msg << module.name() << "." << param << " was quantized to " << had
+          << " bits; the schedule asks for " << bits;
+      throw InputError(msg.str());
+    }
+    return qp;
+  }
+  at::NoGradGuard no_grad;
+  qp.master = module.register_buffer(master_name, qp.param.detach().clone());
+  qp.scale =
+      module.register_buffer(scale_name, method == ParamQuantMethod::kDorefa
+                                             ? dorefa_scale(qp.master, bits)
+                                             : symmetric_scale(qp.master, bits, qp.per_channel_));
+  qp.bits_buffer = module.register_buffer(
+      bits_name, torch::scalar_tensor(bits, qp.param.options().dtype(at::kLong)));
+  qp.quantize();
+  return qp;
+}
+
+at::Tensor QuantizedParam::quantize_value(const at::Tensor& master) const {
+  if (method_ == ParamQuantMethod::kDorefa) return dorefa_quantize(master, bits_);
+  return symmetric_fake_quant(master, symmetric_scale(master, bits_, per_channel_), bits_);
+}
+
+void QuantizedParam::quantize() {
+  at::NoGradGuard no_grad;
+  param.copy_(quantize_value(master));
+  scale.copy_(method_ == ParamQuantMethod::kDorefa ? dorefa_scale(master, bits_)
+                                                   : symmetric_scale(master, bits_, per_channel_));
+}
+
+void QuantizedParam::before_step() {
+  at::Tensor& grad = param.mutable_grad();
+  const bool identity = method_ == ParamQuantMethod::kSymmetric || bits_ == 1;
+  if (grad.defined() && !identity) {
+    const at::Tensor g = weight_grad_through(
+        [this](const at::Tensor& m) { return quantize_value(m); }, master, grad);
+    at::NoGradGuard no_grad;
+    grad.copy_(g);
+  }
+  at::NoGradGuard no_grad;
+  param.copy_(master);
+}
+
+void QuantizedParam::after_step() {
+  {
+    at::NoGradGuard no_grad;
+    master.copy_(param);
+  }
+  quantize();
+}
+
+}  // namespace igb::compress

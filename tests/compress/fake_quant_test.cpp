@@ -1,0 +1,301 @@
+// The fake-quantization arithmetic of quantization-aware training (DoReFa, PACT, range-linear)
+// against hand-worked values and against plain LibTorch autograd of the same formulas.
+#include "compress/fake_quant.h"
+
+#include <gtest/gtest.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include <cmath>
+#include <vector>
+
+#include "compress/quant_modules.h"
+#include "core/activation.h"
+#include "core/error.h"
+
+namespace igb::compress {
+
+namespace {
+
+at::Tensor fq_vec(std::vector<float> v) { return torch::tensor(v); }
+
+void fq_expect_values(const at::Tensor& actual, std::vector<double> expected) {
+  const at::Tensor a = actual.detach().to(at::kDouble).flatten();
+  ASSERT_EQ(a.numel(), static_cast<int64_t>(expected.size()));
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_NEAR(a[static_cast<int64_t>(i)].item<double>(), expected[i], 1e-6) << "element " << i;
+}
+
+// Straight-through rounding written with plain autograd ops (an independent reference).
+at::Tensor fq_ref_round(const at::Tensor& x) { return x + (at::round(x) - x).detach(); }
+
+// Distiller's dorefa_quantize_param written out: 2·round(n·u)/n − 1, u = tanh W/(2 max|tanh W|)+½.
+at::Tensor fq_ref_dorefa(const at::Tensor& w, int64_t bits) {
+  const double n = std::pow(2.0, static_cast<double>(bits)) - 1;
+  const at::Tensor t = at::tanh(w);
+  const at::Tensor u = t / (2 * t.abs().max()) + 0.5;
+  return 2 * fq_ref_round(u * n) / n - 1;
+}
+
+bool fq_close(const at::Tensor& a, const at::Tensor& b, double tol) {
+  return at::allclose(a, b, tol, tol);
+}
+
+}  // namespace
+
+// clipped_linear.py:DorefaQuantizer (dorefa_quantize_param), k = 2: n = 3, Wq = 2·round(3u)/3 − 1.
+TEST(FakeQuant, DorefaWeightTwoBitsHandWorked) {
+  // max|t| = 0.8, u = t/1.6 + 0.5 = [0, 0.375, 0.625, 1], 3u = [0, 1.125, 1.875, 3] → [0,1,2,3].
+  fq_expect_values(dorefa_weight(at::atanh(fq_vec({-0.8f, -0.2f, 0.2f, 0.8f})), 2),
+                   {-1.0, -1.0 / 3, 1.0 / 3, 1.0});
+  // u = [0, 0.375, 0.5625, 0.75], 3u = [0, 1.125, 1.6875, 2.25] → [0, 1, 2, 2].
+  fq_expect_values(dorefa_weight(at::atanh(fq_vec({-0.8f, -0.2f, 0.1f, 0.4f})), 2),
+                   {-1.0, -1.0 / 3, 1.0 / 3, 1.0 / 3});
+  // W = 0: u = 0.5, 3u = 1.5 rounds half-to-even to 2 → 2·2/3 − 1 = 1/3 (0 is never on the grid).
+  fq_expect_values(dorefa_weight(at::atanh(fq_vec({-0.8f, 0.0f, 0.8f})), 2), {-1.0, 1.0 / 3, 1.0});
+  // 2^k distinct values on a random tensor; none is 0.
+  torch::manual_seed(3);
+  const at::Tensor wq = dorefa_weight(torch::randn({64, 9}), 2);
+  EXPECT_EQ(std::get<0>(at::_unique(wq)).numel(), 4);
+  EXPECT_EQ((wq == 0).sum().item<int64_t>(), 0);
+  // The Q/DQ scale is 1/n, and every value is an odd multiple of it (|q| ≤ n).
+  const at::Tensor s = dorefa_scale(wq, 2);
+  EXPECT_FLOAT_EQ(s.item<float>(), 1.0f / 3);
+  const at::Tensor q = wq / s;
+  EXPECT_TRUE(at::equal(q, at::round(q)));
+  // An all-zero tensor: zeros (Distiller divides by zero).
+  EXPECT_TRUE(at::equal(dorefa_weight(torch::zeros({3}), 4), torch::zeros({3})));
+}
+
+// clipped_linear.py:DorefaParamsBinarizationSTE: Wq = mean|W|·sign(W) (0 → +1), identity gradient.
+TEST(FakeQuant, DorefaWeightOneBit) {
+  // E = (0.5 + 1.5 + 0 + 2)/4 = 1.
+  const at::Tensor w = fq_vec({0.5f, -1.5f, 0.0f, 2.0f}).requires_grad_(true);
+  const at::Tensor wq = dorefa_quantize(w, 1);
+  fq_expect_values(wq, {1, -1, 1, 1});
+  wq.backward(fq_vec({1, 2, 3, 4}));
+  fq_expect_values(w.grad(), {1, 2, 3, 4});
+  EXPECT_FLOAT_EQ(dorefa_scale(w, 1).item<float>(), 1.0f);
+  // k = 3 on a smooth ramp: exactly 2^3 values.
+  EXPECT_EQ(std::get<0>(at::_unique(dorefa_weight(torch::linspace(-3, 3, 1000), 3))).numel(), 8);
+}
+
+// clipped_linear.py:dorefa_quantize_param: the gradient flows through tanh and max|tanh W|, only
+// the rounding is straight-through.
+TEST(FakeQuant, DorefaWeightGradientMatchesAutograd) {
+  torch::manual_seed(11);
+  for (int64_t bits : {2, 3, 5}) {
+    const at::Tensor w0 = torch::randn({8, 3, 3, 3});
+    const at::Tensor g = torch::randn({8, 3, 3, 3});
+    const at::Tensor w = w0.clone().requires_grad_(true);
+    const at::Tensor r = w0.clone().requires_grad_(true);
+    const at::Tensor wq = dorefa_weight(w, bits);
+    const at::Tensor rq = fq_ref_dorefa(r, bits);
+    EXPECT_TRUE(fq_close(wq, rq, 1e-6)) << bits << " bits";
+    wq.backward(g);
+    rq.backward(g);
+    EXPECT_TRUE(fq_close(w.grad(), r.grad(), 1e-6)) << bits << " bits";
+    // The same through the float master (weight_grad_through).
+    const at::Tensor through =
+        weight_grad_through([bits](const at::Tensor& m) { return dorefa_weight(m, bits); }, w0, g);
+    EXPECT_TRUE(fq_close(through, r.grad(), 1e-6)) << bits << " bits";
+  }
+}
+
+// clipped_linear.py:ClippedLinearQuantization(bits, clip_val=1): round(clamp(x, 0, 1)·n)/n.
+TEST(FakeQuant, DorefaActivation) {
+  DorefaActQuant act(2);
+  const at::Tensor x = fq_vec({-0.5f, 0.2f, 0.5f, 0.9f, 1.7f}).requires_grad_(true);
+  // 3·clamp(x) = [0, 0.6, 1.5, 2.7, 3] → [0, 1, 2 (tie to even), 3, 3].
+  const at::Tensor y = act(x);
+  fq_expect_values(y, {0, 1.0 / 3, 2.0 / 3, 1, 1});
+  y.sum().backward();
+  fq_expect_values(x.grad(), {0, 1, 1, 1, 0});
+  // k = 1, n = 1: 0.5 ties to even 0; 1.5 clamps to 1.
+  fq_expect_values(DorefaActQuant(1)(fq_vec({0.5f, 1.5f})), {0, 1});
+  // Clamp's gradient includes both ends.
+  const at::Tensor ends = fq_vec({0.0f, 1.0f}).requires_grad_(true);
+  act(ends).sum().backward();
+  fq_expect_values(ends.grad(), {1, 1});
+  // Distiller's default of 32 bits: the clamp only.
+  fq_expect_values(DorefaActQuant(32)(fq_vec({-1.0f, 0.123f, 2.0f})), {0, 0.123, 1});
+}
+
+// clipped_linear.py:LearnedClippedLinearQuantization: relu, min(·, α), round(y·n/α)·α/n with
+// scale under no_grad; ∂α = Σ g where relu(x) ≥ α.
+TEST(FakeQuant, PactActivationHandWorked) {
+  PactActQuant act(PactActQuantOptions(2).init_alpha(3.0));
+  act->train();
+  const at::Tensor x = fq_vec({-1, 0.5f, 1.5f, 2.5f, 3, 4}).requires_grad_(true);
+  // S = α/n = 1: [0, 0.5, 1.5, 2.5, 3, 3] → [0, 0 (tie), 2 (tie), 2 (tie), 3, 3].
+  const at::Tensor y = act(x);
+  fq_expect_values(y, {0, 0, 2, 2, 3, 3});
+  y.backward(fq_vec({1, 2, 3, 4, 5, 6}));
+  // dx = g where 0 < x < 3; dα = g at x = 3 and x = 4: 5 + 6.
+  fq_expect_values(x.grad(), {0, 2, 3, 4, 0, 0});
+  fq_expect_values(act->clip_val.grad(), {11});
+  // No grad (trace, evaluation): the same values through a plain clamp.
+  at::NoGradGuard no_grad;
+  EXPECT_TRUE(at::equal(act(x.detach()), y.detach()));
+}
+
+TEST(FakeQuant, PactGradientMatchesAutograd) {
+  torch::manual_seed(5);
+  const at::Tensor x0 = torch::randn({4, 8, 6, 6}) * 3;
+  const at::Tensor g = torch::randn({4, 8, 6, 6});
+  PactActQuant act(PactActQuantOptions(3).init_alpha(2.5));
+  act->train();
+  const at::Tensor x = x0.clone().requires_grad_(true);
+  const at::Tensor y = act(x);
+  y.backward(g);
+  // Reference: relu → where(y < α, y, α) → straight-through rounding with the scale a constant.
+  const at::Tensor rx = x0.clone().requires_grad_(true);
+  const at::Tensor alpha = torch::full({1}, 2.5).requires_grad_(true);
+  at::Tensor r = at::relu(rx);
+  r = at::where(r < alpha, r, alpha);
+  const at::Tensor s = 7 / alpha.detach();
+  r = fq_ref_round(r * s) / s;
+  r.backward(g);
+  EXPECT_TRUE(fq_close(y, r, 1e-6));
+  EXPECT_TRUE(fq_close(x.grad(), rx.grad(), 1e-6));
+  EXPECT_NEAR(act->clip_val.grad().item<double>(), alpha.grad().item<double>(),
+              1e-6 * std::abs(alpha.grad().item<double>()));
+}
+
+// quantizer.py (PACTQuantizer._get_new_optimizer_params_groups): α is selected by its
+// `clip_val` suffix, here `relu.replacement.clip_val`, and gets its own weight decay.
+TEST(FakeQuant, PactAlphaNameAndOwnDecay) {
+  torch::nn::Sequential net;
+  net->push_back("conv", torch::nn::Linear(2, 2));
+  Activation relu(ActivationKind::kReLU);
+  relu->replace(torch::nn::AnyModule(PactActQuant(PactActQuantOptions(4).init_alpha(3.0))));
+  net->push_back("relu", relu);
+  std::vector<at::Tensor> base, alphas;
+  for (const auto& p : net->named_parameters()) {
+    const std::string& name = p.key();
+    if (name.size() >= 8 && name.compare(name.size() - 8, 8, "clip_val") == 0) {
+      EXPECT_EQ(name, "relu.replacement.clip_val");
+      alphas.push_back(p.value());
+    } else {
+      base.push_back(p.value());
+    }
+  }
+  ASSERT_EQ(alphas.size(), 1u);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(base, std::make_unique<torch::optim::SGDOptions>(
+                                torch::optim::SGDOptions(0.1).weight_decay(5e-4)));
+  groups.emplace_back(alphas, std::make_unique<torch::optim::SGDOptions>(
+                                  torch::optim::SGDOptions(0.1).weight_decay(1e-4)));
+  torch::optim::SGD sgd(groups, torch::optim::SGDOptions(0.1));
+  alphas[0].mutable_grad() = torch::zeros({1});
+  sgd.step();
+  // α − lr·wd·α = 3 − 0.1·1e-4·3.
+  EXPECT_NEAR(alphas[0].item<double>(), 2.99997, 1e-6);
+}
+
+// range_linear.py:QuantAwareTrainRangeLinearQuantizer (linear_quantize_param with
+// symmetric_linear_quantization_params): S = max|W| per output channel / 127, pure STE.
+TEST(FakeQuant, SymmetricWeightsPerChannel) {
+  torch::nn::Linear fc(torch::nn::LinearOptions(4, 2).bias(false));
+  {
+    at::NoGradGuard no_grad;
+    fc->weight.copy_(
+        torch::tensor({{127.0f / 64, 0.5f, -0.3f, 1.0f / 128}, {0.0f, 0.0f, 0.0f, 0.0f}}));
+  }
+  const at::Tensor original = fc->weight.detach().clone();
+  QuantizedParam qp = QuantizedParam::prepare(*fc, "weight", 8, ParamQuantMethod::kSymmetric, true);
+  // Row 0: S = (127/64)/127 = 1/64; W/S = [127, 32, −19.2, 0.5] → [127, 32, −19, 0 (tie to even)].
+  // Row 1: all zero → S = 1, zeros.
+  fq_expect_values(fc->weight, {127.0 / 64, 0.5, -19.0 / 64, 0, 0, 0, 0, 0});
+  const auto buffers = fc->named_buffers();
+  fq_expect_values(buffers["weight_scale"], {1.0 / 64, 1});
+  EXPECT_EQ(buffers["weight_bits"].item<int64_t>(), 8);
+  EXPECT_EQ(buffers["weight_bits"].dim(), 0);
+  EXPECT_TRUE(at::equal(buffers["float_weight"], original));
+  // Per tensor: S = (127/64)/127 for both rows.
+  EXPECT_FLOAT_EQ(symmetric_scale(original, 8, false).item<float>(), 1.0f / 64);
+  // Identity gradient through the master; the optimizer steps the master.
+  fc->weight.mutable_grad() = torch::ones({2, 4});
+  qp.before_step();
+  EXPECT_TRUE(at::equal(fc->weight.grad(), torch::ones({2, 4})));
+  EXPECT_TRUE(at::equal(fc->weight.detach(), original));
+  {
+    at::NoGradGuard no_grad;
+    fc->weight.sub_(1.0f / 64);  // the "step"
+  }
+  qp.after_step();
+  EXPECT_TRUE(at::equal(qp.master, original - 1.0f / 64));
+  // Row 1 = −1/64 everywhere: S = (1/64)/127, q = −127.
+  fq_expect_values(fc->weight[1], {-1.0 / 64, -1.0 / 64, -1.0 / 64, -1.0 / 64});
+  // Preparing again adopts the buffers; other bits are refused.
+  QuantizedParam again =
+      QuantizedParam::prepare(*fc, "weight", 8, ParamQuantMethod::kSymmetric, true);
+  EXPECT_TRUE(again.master.is_same(qp.master));
+  EXPECT_THROW(QuantizedParam::prepare(*fc, "weight", 4, ParamQuantMethod::kSymmetric, true),
+               InputError);
+}
+
+// quantizer.py (train_with_fp_copy + quantize_params): forward uses Wq, the gradient reaches the
+// float copy through the DoReFa transform.
+TEST(FakeQuant, DorefaWeightsThroughFloatCopy) {
+  torch::manual_seed(7);
+  torch::nn::Linear fc(6, 3);
+  const at::Tensor w0 = fc->weight.detach().clone();
+  QuantizedParam qp = QuantizedParam::prepare(*fc, "weight", 3, ParamQuantMethod::kDorefa, false);
+  EXPECT_TRUE(fq_close(fc->weight.detach(), fq_ref_dorefa(w0, 3), 1e-6));
+  fq_expect_values(fc->named_buffers()["weight_scale"], {1.0 / 7});
+  const at::Tensor x = torch::randn({5, 6});
+  fc(x).pow(2).sum().backward();
+  const at::Tensor r = w0.clone().requires_grad_(true);
+  at::linear(x, fq_ref_dorefa(r, 3), fc->bias.detach()).pow(2).sum().backward();
+  qp.before_step();
+  EXPECT_TRUE(fq_close(fc->weight.grad(), r.grad(), 1e-5));
+  EXPECT_TRUE(at::equal(fc->weight.detach(), w0));
+}
+
+// range_linear.py:FakeLinearQuantization with update_ema: bias-corrected EMAs of the batch
+// min/max, updated in training mode only.
+TEST(FakeQuant, QatActivationEma) {
+  FakeQuantRelu act(FakeQuantReluOptions(8).ema_decay(0.9));
+  act->train();
+  act(fq_vec({-1, 0, 1, 2}));
+  // biased = 0.1·2 = 0.2, unbiased = 0.2/(1 − 0.9) = 2.
+  EXPECT_NEAR(act->tracked_max.item<double>(), 2.0, 1e-6);
+  EXPECT_NEAR(act->tracked_min.item<double>(), 0.0, 1e-12);
+  act(fq_vec({0, 4}));
+  // biased = 0.2·0.9 + 0.1·4 = 0.58, unbiased = 0.58/(1 − 0.81) = 3.0526316.
+  EXPECT_NEAR(act->tracked_max_biased.item<double>(), 0.58, 1e-6);
+  EXPECT_NEAR(act->tracked_max.item<double>(), 3.0526316, 1e-6);
+  EXPECT_NEAR(act->quant_scale(), 3.0526316 / 127, 1e-8);
+  EXPECT_NEAR(act->scale.item<double>(), 127 / 3.0526316, 1e-4);
+  EXPECT_EQ(act->iter_count.item<double>(), 2.0);
+  // Evaluation: the stored range; no buffer changes.
+  act->eval();
+  std::vector<at::Tensor> before;
+  for (const auto& b : act->buffers()) before.push_back(b.clone());
+  const double s = 3.0526316 / 127;
+  // relu, clamp to 3.0526316, round(x/S)·S: 1 → round(41.6033) = 42; 10 → 127.
+  fq_expect_values(act(fq_vec({-2, 1, 10})), {0, 42 * s, 127 * s});
+  const auto after = act->buffers();
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(at::equal(after[i], before[i])) << i;
+}
+
+TEST(FakeQuant, QatActivationGradientIsStraightThroughInRange) {
+  FakeQuantRelu act(FakeQuantReluOptions(4).ema_decay(0.5));
+  act->train();
+  act(fq_vec({0, 2}));
+  act->eval();
+  // m = 2, S = 2/7: the gradient is relu's mask inside the range, 0 beyond m.
+  const at::Tensor x = fq_vec({-1, 0.3f, 1.9f, 3}).requires_grad_(true);
+  act(x).sum().backward();
+  fq_expect_values(x.grad(), {0, 1, 1, 0});
+}
+
+TEST(FakeQuant, BitsOutOfRangeAreInputErrors) {
+  EXPECT_THROW(DorefaActQuant(0), InputError);
+  EXPECT_THROW(FakeQuantRelu(1), InputError);
+  EXPECT_THROW(dorefa_weight(torch::ones({2}), 64), InputError);
+}
+
+}  // namespace igb::compress
