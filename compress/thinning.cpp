@@ -10,6 +10,7 @@
 #include <numeric>
 #include <set>
 
+#include "core/activation.h"
 #include "core/error.h"
 #include "core/tensor_util.h"
 #include "core/thinning_recipe.h"
@@ -373,16 +374,54 @@ void slice_optimizer_state(torch::optim::Optimizer& optimizer, const at::Tensor&
   }
 }
 
+const char* kQuantizedSuffix = " is quantized; thin before quantizing";
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Thinning would slice Wq but not its floating-point copy and scales, and a quantized activation
+// slot is not a channel rule the planner knows: refuse, naming the first quantized layer. A
+// quantizer marks a layer with a `<module>.weight_bits` buffer and fills an activation slot with a
+// module of its own (its class name holds "Quant": DorefaActQuant, PactActQuant, FakeQuantRelu).
+void refuse_quantized(const torch::nn::Module& model) {
+  for (const auto& b : model.named_buffers())
+    if (ends_with(b.key(), ".weight_bits") && b.value().numel() == 1 &&
+        b.value().item<int64_t>() > 0)
+      throw InputError(b.key().substr(0, b.key().size() - 12) + kQuantizedSuffix);
+  for (const auto& m : model.named_modules("", /*include_self=*/false)) {
+    if (!dynamic_cast<const ActivationImpl*>(m.value().get())) continue;
+    for (const auto& child : m.value()->named_children())
+      if (child.key() == "replacement" && child.value()->name().find("Quant") != std::string::npos)
+        throw InputError(m.key() + kQuantizedSuffix);
+  }
+}
+
+void refuse_quantized(const SummaryGraph& graph) {
+  for (const auto& op : graph.ops()) {
+    if (op.weight_bits <= 0 && op.op_kind != tools::OpKind::kFakeQuantize) continue;
+    std::string layer = op.module.empty() ? op.name : op.module;
+    if (ends_with(layer, ".replacement")) layer.resize(layer.size() - 12);
+    // An op named after the activation it runs in ("layer1.0.relu1.fakequantize"): the activation.
+    if (op.module.empty() && layer.find('.') != std::string::npos) layer.resize(layer.rfind('.'));
+    throw InputError(layer + kQuantizedSuffix);
+  }
+}
+
 }  // namespace
 
 ThinningPlan plan_thinning(const torch::nn::Module& model, const SummaryGraph& graph,
                            ThinningKind kind) {
   torch::NoGradGuard no_grad;
+  refuse_quantized(model);
+  refuse_quantized(graph);
   return Planner(model, graph, kind).plan();
 }
 
 void thin_for_training(torch::nn::Module& model, const nlohmann::json& recipe,
                        torch::optim::Optimizer* optimizer, MaskTable* masks) {
+  refuse_quantized(model);
   auto params = model.named_parameters();
   // Entry by entry, so a weight thinned in two dimensions has its state cut twice in step.
   apply_thinning_recipe(

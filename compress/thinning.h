@@ -45,13 +45,15 @@ struct ThinningPlan {
 /// affine terms, ReLU, add, …); for kChannels, every consumer reads it with zero weights. Groups
 /// touching the model's input or output, or an op the walk does not understand (a channel slice,
 /// a grouped non-depthwise conv), are never removed. A tensor always keeps at least one channel.
+/// A quantized model (a layer with weight bits, a fake-quantizing activation) is refused with
+/// InputError "<layer> is quantized; thin before quantizing".
 ThinningPlan plan_thinning(const torch::nn::Module& model, const tools::SummaryGraph& graph,
                            ThinningKind kind);
 
 /// Applies a recipe to a model being trained: weights, gradients and module options
 /// (apply_thinning_recipe), and alike the optimizer's per-parameter state (SGD momentum, Adam
 /// and AdamW moments, RMSprop and Adagrad sums) and the scheduler's masks, so training goes on
-/// in the same run.
+/// in the same run. A quantized model is refused as by plan_thinning.
 void thin_for_training(torch::nn::Module& model, const nlohmann::json& recipe,
                        torch::optim::Optimizer* optimizer, MaskTable* masks);
 

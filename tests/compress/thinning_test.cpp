@@ -6,6 +6,7 @@
 
 #include "compress/scheduler.h"
 #include "compress/thinning.h"
+#include "core/activation.h"
 #include "core/error.h"
 #include "core/thinning_recipe.h"
 #include "models/model.h"
@@ -443,6 +444,70 @@ TEST(Thinning, LiEtAlSchedulesGiveThePublishedMacsAndParameters) {
     m->forward(torch::randn({2, 3, 32, 32})).sum().backward();
     EXPECT_NO_THROW(opt.step());
   }
+}
+
+namespace {
+
+/// Fake-quantizing activation slots made by hand (clipped_linear.py:ClippedLinearQuantization:
+/// clamp to [0, 1], 2-bit grid). The first has a quantizer's class name (…ActQuant), the second
+/// not, so only the traced FakeQuantize op shows what it does.
+class ThinDorefaActQuantImpl : public torch::nn::Module {
+ public:
+  torch::Tensor forward(const torch::Tensor& x) {
+    return at::fake_quantize_per_tensor_affine(at::clamp(x, 0, 1), 1.0 / 3, 0, 0, 3);
+  }
+};
+TORCH_MODULE(ThinDorefaActQuant);
+class ThinClippedGridImpl : public torch::nn::Module {
+ public:
+  torch::Tensor forward(const torch::Tensor& x) {
+    return at::fake_quantize_per_tensor_affine(at::clamp(x, 0, 1), 1.0 / 3, 0, 0, 3);
+  }
+};
+TORCH_MODULE(ThinClippedGrid);
+
+/// What plan_thinning (and, with `train`, thin_for_training) says about `m`.
+std::string thin_quantized_error(const models::Model& m, bool train) {
+  try {
+    if (train) {
+      thin_for_training(*m, nlohmann::json::object(), nullptr, nullptr);
+    } else {
+      plan_thinning(*m, graph_of(m), ThinningKind::kFilters);
+    }
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+// quantizer.py:Quantizer.prepare_model keeps the float copy beside Wq (float_weight) and
+// replaces the ReLUs; thinning.py slices only the layers' own weights, so a quantized model is
+// refused: thinning comes first, quantization after.
+TEST(Thinning, AQuantizedModelIsRefusedNamingItsFirstQuantizedLayer) {
+  auto m = make("resnet20_cifar");
+  zero_filter(m, graph_of(m), "layer1.0.conv1", 3);
+  ASSERT_FALSE(plan_thinning(*m, graph_of(m), ThinningKind::kFilters).empty());
+  // Weights: a layer with weight bits (its `weight_bits` buffer).
+  auto conv = m->named_modules()["layer2.0.conv1"];
+  conv->register_buffer("weight_bits", torch::full({}, 3, torch::kLong));
+  EXPECT_EQ(thin_quantized_error(m, false), "layer2.0.conv1 is quantized; thin before quantizing");
+  EXPECT_EQ(thin_quantized_error(m, true), "layer2.0.conv1 is quantized; thin before quantizing");
+  // 0 bits is a floating-point layer.
+  conv->buffers(false)[0].fill_(0);
+  EXPECT_EQ(thin_quantized_error(m, false), "");
+  // Activations: a quantizer's slot module ...
+  auto act = m->named_modules()["layer1.1.relu2"]->as<ActivationImpl>();
+  ASSERT_NE(act, nullptr);
+  act->replace(torch::nn::AnyModule(ThinDorefaActQuant()));
+  EXPECT_EQ(thin_quantized_error(m, false), "layer1.1.relu2 is quantized; thin before quantizing");
+  EXPECT_EQ(thin_quantized_error(m, true), "layer1.1.relu2 is quantized; thin before quantizing");
+  // ... or any module whose trace holds a fake quantization.
+  act->replace(torch::nn::AnyModule(ThinClippedGrid()));
+  EXPECT_EQ(thin_quantized_error(m, false), "layer1.1.relu2 is quantized; thin before quantizing");
+  act->restore();
+  EXPECT_EQ(thin_quantized_error(m, false), "");
 }
 
 }  // namespace igb::compress
