@@ -239,38 +239,36 @@ void check_recipe(const json& r, size_t i) {
   }
 }
 
-// null, or {"class": string, "hyperparams": object, "bits": {module: {activations, weights,
-// bias: integers 0..64}}}; every key is required.
+// null, or {"class": string, "bits": {module: {bits_activations, bits_weights, bits_bias: an
+// integer 1..64 or null}}, the quantizer's hyperparams beside them}.
 void check_quantization(const json& q) {
   if (q.is_null()) return;
   if (!q.is_object()) wrong_type("quantization", "an object or null", q);
-  for (const auto& kv : q.items())
-    if (kv.key() != "class" && kv.key() != "hyperparams" && kv.key() != "bits")
-      throw InputError("'quantization' has an unknown key '" + kv.key() +
-                       "' (valid: class, hyperparams, bits)");
   const json* cls = find_key(q, "class");
   if (!cls) throw InputError("key 'quantization.class' is missing");
   if (!cls->is_string()) wrong_type("quantization.class", "a string", *cls);
-  const json* hp = find_key(q, "hyperparams");
-  if (!hp) throw InputError("key 'quantization.hyperparams' is missing");
-  if (!hp->is_object()) wrong_type("quantization.hyperparams", "an object", *hp);
   const json* bits = find_key(q, "bits");
   if (!bits) throw InputError("key 'quantization.bits' is missing");
   if (!bits->is_object()) wrong_type("quantization.bits", "an object", *bits);
   for (const auto& layer : bits->items()) {
     const std::string at = "quantization.bits." + layer.key();
     if (!layer.value().is_object()) wrong_type(at, "an object", layer.value());
-    for (const char* k : {"activations", "weights", "bias"}) {
+    for (const auto& kv : layer.value().items())
+      if (kv.key() != "bits_activations" && kv.key() != "bits_weights" && kv.key() != "bits_bias")
+        throw InputError("'" + at + "' has an unknown key '" + kv.key() +
+                         "' (valid: bits_activations, bits_weights, bits_bias)");
+    for (const char* k : {"bits_activations", "bits_weights", "bits_bias"}) {
       const json* v = find_key(layer.value(), k);
       if (!v) throw InputError("key '" + at + "." + k + "' is missing");
-      if (!v->is_number_integer()) wrong_type(at + "." + k, "an integer", *v);
-      if (v->is_number_unsigned() ? v->get<uint64_t>() > 64
-                                  : v->get<int64_t>() < 0 || v->get<int64_t>() > 64)
+      if (v->is_null()) continue;
+      if (!v->is_number_integer()) wrong_type(at + "." + k, "an integer or null", *v);
+      const bool in_range = v->is_number_unsigned()
+                                ? v->get<uint64_t>() >= 1 && v->get<uint64_t>() <= 64
+                                : v->get<int64_t>() >= 1 && v->get<int64_t>() <= 64;
+      if (!in_range)
         throw InputError("'" + at + "." + k + "' is " + v->dump() +
-                         ", which cannot be right (bits are between 0 and 64)");
+                         ", which cannot be right (bits are between 1 and 64, null for float)");
     }
-    if (layer.value().size() != 3)
-      throw InputError("'" + at + "' has keys other than activations, weights and bias");
   }
 }
 

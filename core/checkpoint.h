@@ -37,9 +37,10 @@ struct CheckpointMeta {
   /// Free-form data of the solver (metrics of the last epoch, ...).
   nlohmann::json extra = nlohmann::json::object();
   /// The quantizer that prepared the model, null when none (and in checkpoints written before
-  /// quantization existed): {"class": "PACTQuantizer", "hyperparams": {...}, "bits": {"conv1":
-  /// {"activations": 4, "weights": 3, "bias": 0}, ...}} (0 bits = floating point). A rebuilt model
-  /// is prepared from it before its tensors are loaded.
+  /// quantization existed): {"class": "PACTQuantizer", "bits": {"layer1.0.conv1":
+  /// {"bits_activations": null, "bits_weights": 3, "bits_bias": null}, ...}, and the quantizer's
+  /// hyperparams beside them ("act_clip_init_val": 8.0, ...)} (null bits = floating point). A
+  /// rebuilt model is prepared from it before its tensors are loaded.
   nlohmann::json quantization = nullptr;
 
   nlohmann::json to_json() const;

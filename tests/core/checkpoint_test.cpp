@@ -146,10 +146,11 @@ TEST_F(CheckpointTest, FailedWriteLeavesThePreviousFileIntact) {
 namespace {
 nlohmann::json ck_quant_meta() {
   return {{"class", "PACTQuantizer"},
-          {"hyperparams", {{"act_clip_init_val", 8.0}}},
+          {"act_clip_init_val", 8.0},
           {"bits",
-           {{"conv1", {{"activations", 4}, {"weights", 3}, {"bias", 0}}},
-            {"fc", {{"activations", 0}, {"weights", 8}, {"bias", 8}}}}}};
+           {{"conv1", {{"bits_activations", nullptr}, {"bits_weights", 3}, {"bits_bias", nullptr}}},
+            {"relu", {{"bits_activations", 4}, {"bits_weights", nullptr}, {"bits_bias", nullptr}}},
+            {"fc", {{"bits_activations", nullptr}, {"bits_weights", 8}, {"bits_bias", 8}}}}}};
 }
 
 /// The InputError message of CheckpointMeta::from_json on `j`, or "" when it is accepted.
@@ -175,7 +176,7 @@ TEST_F(CheckpointTest, QuantizationMetaRoundTripsAndIsValidated) {
   save_checkpoint(dir_ / "q.ckpt", meta, {a.get(), nullptr, nullptr});
   auto ck = Checkpoint::load(dir_ / "q.ckpt");
   EXPECT_EQ(ck.meta().quantization, ck_quant_meta());
-  EXPECT_EQ(ck.meta().quantization["bits"]["conv1"]["weights"], 3);
+  EXPECT_EQ(ck.meta().quantization["bits"]["conv1"]["bits_weights"], 3);
 
   // A checkpoint written before quantization existed has no key: it loads, unquantized.
   auto old = meta.to_json();
@@ -196,28 +197,31 @@ TEST_F(CheckpointTest, QuantizationMetaRoundTripsAndIsValidated) {
   q["class"] = 3;
   EXPECT_EQ(with(q), "'quantization.class' must be a string, not number");
   q = ck_quant_meta();
-  q["hyperparams"] = nlohmann::json::array();
-  EXPECT_EQ(with(q), "'quantization.hyperparams' must be an object, not array");
+  q["bits"] = nlohmann::json::array();
+  EXPECT_EQ(with(q), "'quantization.bits' must be an object, not array");
   q = ck_quant_meta();
-  q["bits"]["conv1"]["weights"] = "3";
-  EXPECT_EQ(with(q), "'quantization.bits.conv1.weights' must be an integer, not string");
+  q["bits"]["conv1"]["bits_weights"] = "3";
+  EXPECT_EQ(with(q),
+            "'quantization.bits.conv1.bits_weights' must be an integer or null, not string");
   q = ck_quant_meta();
   q["bits"]["fc"] = 8;
   EXPECT_EQ(with(q), "'quantization.bits.fc' must be an object, not number");
   q = ck_quant_meta();
-  q["bits"]["conv1"].erase("bias");
-  EXPECT_EQ(with(q), "key 'quantization.bits.conv1.bias' is missing");
+  q["bits"]["conv1"].erase("bits_bias");
+  EXPECT_EQ(with(q), "key 'quantization.bits.conv1.bits_bias' is missing");
   q = ck_quant_meta();
-  q["bits"]["conv1"]["activations"] = -1;
+  q["bits"]["relu"]["bits_activations"] = 0;
   EXPECT_EQ(with(q),
-            "'quantization.bits.conv1.activations' is -1, which cannot be right (bits are between "
-            "0 and 64)");
+            "'quantization.bits.relu.bits_activations' is 0, which cannot be right (bits are "
+            "between 1 and 64, null for float)");
+  q = ck_quant_meta();
+  q["bits"]["relu"]["acts"] = 4;
+  EXPECT_EQ(with(q),
+            "'quantization.bits.relu' has an unknown key 'acts' (valid: bits_activations, "
+            "bits_weights, bits_bias)");
   q = ck_quant_meta();
   q.erase("bits");
   EXPECT_EQ(with(q), "key 'quantization.bits' is missing");
-  q = ck_quant_meta();
-  q["mode"] = "SYMMETRIC";
-  EXPECT_EQ(with(q), "'quantization' has an unknown key 'mode' (valid: class, hyperparams, bits)");
 }
 
 }  // namespace igb
