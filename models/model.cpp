@@ -72,6 +72,7 @@ void OptionReader::finish() const {
 
 }  // namespace igb::models
 
+#include "compress/quantization_state.h"
 #include "core/checkpoint.h"
 
 namespace igb::models {
@@ -103,6 +104,12 @@ Model model_from_checkpoint(const Checkpoint& checkpoint) {
     } catch (const std::exception&) {
       throw InputError(recipe + ": the recipe does not fit model '" + meta.model + "'");
     }
+  }
+  // A quantized model: its float copies, scales and activation slots, then every tensor by name.
+  try {
+    compress::restore_quantization(*model, meta.quantization);
+  } catch (const InputError& e) {
+    throw InputError(where + ": " + e.what());
   }
   checkpoint.load_model(*model);
   return model;

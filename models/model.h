@@ -186,7 +186,8 @@ class Checkpoint;
 namespace igb::models {
 
 /// Rebuilds the exact model a checkpoint was saved from (registry name, options, thinning
-/// recipes) and loads its weights.
+/// recipes, then the quantizer's preparation: compress::restore_quantization) and loads its
+/// weights.
 Model model_from_checkpoint(const Checkpoint& checkpoint);
 
 }  // namespace igb::models

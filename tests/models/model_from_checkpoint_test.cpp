@@ -5,6 +5,8 @@
 #include <cmath>
 #include <string>
 
+#include "compress/quant_modules.h"
+#include "core/activation.h"
 #include "core/checkpoint.h"
 #include "core/error.h"
 #include "models/model.h"
@@ -63,6 +65,77 @@ TEST_F(ModelFromCheckpoint, ANanWeightIsRefusedNamingTheParameter) {
   EXPECT_EQ(error_of({{"scale", 2}, {"m", 1}}, /*nan_weight=*/true),
             "checkpoint " + path_.string() + ": parameter '" + first_weight() +
                 "' holds non-finite values (NaN or infinity)");
+}
+
+// quantizer.py:Quantizer.prepare_model (float_weight beside Wq, replaced ReLUs) run again on the
+// rebuilt model before its state_dict is loaded, as Distiller's load_checkpoint does for a
+// quantized model: the rebuilt model computes exactly what the saved one did.
+TEST_F(ModelFromCheckpoint, AQuantizedModelIsPreparedAgainBeforeItsTensorsLoad) {
+  torch::manual_seed(2);
+  Model model = create_model("resnet20_cifar", nlohmann::json::object());
+  auto modules = model->named_modules();
+  compress::QuantizedParam::prepare(*modules["layer1.0.conv1"], "weight", 3,
+                                    compress::ParamQuantMethod::kDorefa, false);
+  auto pact = compress::PactActQuant(4);
+  {
+    torch::NoGradGuard no_grad;
+    pact->clip_val.fill_(2.5);
+  }
+  modules["layer1.0.relu1"]->as<ActivationImpl>()->replace(torch::nn::AnyModule(pact));
+  model->eval();
+  torch::manual_seed(3);
+  const auto x = torch::randn({2, 3, 32, 32});
+  const auto expected = model->forward(x);
+  const nlohmann::json none = nullptr;
+  CheckpointMeta meta;
+  meta.optform = "classify";
+  meta.model = "resnet20_cifar";
+  meta.model_options = model->options_json();
+  meta.quantization = {
+      {"class", "PACTQuantizer"},
+      {"act_clip_init_val", 8.0},
+      {"act_clip_decay", none},
+      {"bits",
+       {{"layer1.0.conv1", {{"bits_activations", 4}, {"bits_weights", 3}, {"bits_bias", none}}},
+        {"layer1.0.relu1", {{"bits_activations", 4}, {"bits_weights", none}, {"bits_bias", none}}},
+        {"layer1.0.bn1", {{"bits_activations", 4}, {"bits_weights", none}, {"bits_bias", none}}}}}};
+  save_checkpoint(path_, meta, {model.get(), nullptr, nullptr});
+
+  Model rebuilt = model_from_checkpoint(Checkpoint::load(path_));
+  rebuilt->eval();
+  EXPECT_TRUE(torch::equal(rebuilt->forward(x), expected));
+  auto buffers = rebuilt->named_buffers();
+  EXPECT_EQ(buffers["layer1.0.conv1.weight_bits"].item<int64_t>(), 3);
+  EXPECT_TRUE(torch::equal(buffers["layer1.0.conv1.float_weight"],
+                           model->named_buffers()["layer1.0.conv1.float_weight"]));
+  EXPECT_EQ(rebuilt->named_parameters()["layer1.0.relu1.replacement.clip_val"].item<float>(), 2.5f);
+  EXPECT_FALSE(buffers.contains("layer1.0.conv2.float_weight"));
+
+  // A record naming a module the model does not have is one line naming the checkpoint.
+  meta.quantization["bits"]["layer9.conv"] = meta.quantization["bits"]["layer1.0.conv1"];
+  save_checkpoint(path_, meta, {model.get(), nullptr, nullptr});
+  try {
+    model_from_checkpoint(Checkpoint::load(path_));
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "checkpoint " + path_.string() +
+                                         ": quantization names module 'layer9.conv', which the "
+                                         "model does not have");
+  }
+  // Only the symmetric range-linear grids are rebuilt; another mode is refused, not guessed.
+  meta.quantization = {{"class", "QuantAwareTrainRangeLinearQuantizer"},
+                       {"mode", "ASYMMETRIC_UNSIGNED"},
+                       {"bits", nlohmann::json::object()}};
+  save_checkpoint(path_, meta, {model.get(), nullptr, nullptr});
+  try {
+    model_from_checkpoint(Checkpoint::load(path_));
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "checkpoint " + path_.string() +
+                  ": 'quantization.mode' is \"ASYMMETRIC_UNSIGNED\", which this build cannot "
+                  "restore (valid: SYMMETRIC, SYMMETRIC_RESTRICTED)");
+  }
 }
 
 }  // namespace igb::models
