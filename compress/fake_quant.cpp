@@ -125,8 +125,25 @@ at::Tensor symmetric_scale(const at::Tensor& w, int64_t bits, bool per_channel) 
   return at::where(amax == 0, at::ones_like(amax), amax / n);
 }
 
+at::Tensor asymmetric_scale(const at::Tensor& w, int64_t bits, bool per_channel) {
+  at::NoGradGuard no_grad;
+  const double n = static_cast<double>(unsigned_levels(bits));
+  const at::Tensor a = as_float(w.detach());
+  at::Tensor lo, hi;
+  if (per_channel && (w.dim() == 2 || w.dim() == 4)) {
+    const at::Tensor rows = a.reshape({w.size(0), -1});
+    lo = rows.amin(1);
+    hi = rows.amax(1);
+  } else {
+    lo = a.min().reshape({1});
+    hi = a.max().reshape({1});
+  }
+  const at::Tensor diff = at::clamp_min(hi, 0.0) - at::clamp_max(lo, 0.0);
+  return at::where(diff == 0, at::ones_like(diff), diff / n);
+}
+
 at::Tensor symmetric_fake_quant(const at::Tensor& w, const at::Tensor& scale, int64_t bits) {
-  symmetric_levels(bits);
+  unsigned_levels(bits);
   if (bits > kMaxRoundedBits) return w;
   return SymmetricFakeQuantSte::apply(w, scale);
 }
@@ -151,6 +168,13 @@ at::Tensor fake_quant_symmetric(const at::Tensor& x, double scale, int64_t bits)
   const int64_t n = symmetric_levels(bits);
   if (bits > kMaxRoundedBits) return x;
   const at::Tensor y = at::fake_quantize_per_tensor_affine(as_float(x), scale, 0, -n, n);
+  return y.scalar_type() == x.scalar_type() ? y : y.to(x.scalar_type());
+}
+
+at::Tensor fake_quant_affine(const at::Tensor& x, double scale, int64_t zero_point, int64_t bits) {
+  const int64_t n = unsigned_levels(bits);
+  if (bits > kMaxRoundedBits) return x;
+  const at::Tensor y = at::fake_quantize_per_tensor_affine(as_float(x), scale, zero_point, 0, n);
   return y.scalar_type() == x.scalar_type() ? y : y.to(x.scalar_type());
 }
 

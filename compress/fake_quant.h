@@ -53,9 +53,15 @@ at::Tensor dorefa_scale(const at::Tensor& w, int64_t bits);
 /// channel (shape [size(0)], amax over all other dimensions) when `per_channel` and w has 2 or 4
 /// dimensions (Distiller's rule), else per tensor (shape [1]). amax = 0 gives S = 1.
 at::Tensor symmetric_scale(const at::Tensor& w, int64_t bits, bool per_channel);
-/// Wq = round(W / S)·S with the scale from symmetric_scale (shape [1], or [size(0)] broadcast
-/// along dimension 0); identity gradient. No clamp is needed: |W| ≤ amax. bits > kMaxRoundedBits
-/// returns W unchanged.
+/// Asymmetric scale S = (max(max W, 0) − min(min W, 0)) / (2^bits − 1), float32, per output
+/// channel or per tensor as symmetric_scale; a zero range gives S = 1 (Distiller's
+/// asymmetric_linear_quantization_params). Distiller's QAT does not clamp the integers, so the
+/// integral zero point cancels and the dequantized weights are round(W / S)·S as well: use
+/// symmetric_fake_quant with this scale.
+at::Tensor asymmetric_scale(const at::Tensor& w, int64_t bits, bool per_channel);
+/// Wq = round(W / S)·S with the scale from symmetric_scale or asymmetric_scale (shape [1], or
+/// [size(0)] broadcast along dimension 0); identity gradient. No clamp is needed: |W| ≤ amax. bits
+/// > kMaxRoundedBits returns W unchanged.
 at::Tensor symmetric_fake_quant(const at::Tensor& w, const at::Tensor& scale, int64_t bits);
 
 /// PACT's learned clipping, y = min(relu(x), α), as a custom autograd function (Distiller's
@@ -75,6 +81,9 @@ at::Tensor fake_quant_unsigned(const at::Tensor& x, double range, int64_t bits);
 /// Fake quantization onto the restricted symmetric grid [−n, n], n = 2^(bits−1) − 1, with the
 /// given scale S (> 0). Same op and gradient as fake_quant_unsigned.
 at::Tensor fake_quant_symmetric(const at::Tensor& x, double scale, int64_t bits);
+/// Fake quantization onto the unsigned grid [0, 2^bits − 1] with scale S (> 0) and zero point z
+/// (ONNX convention): y = (clamp(round(x/S) + z, 0, 2^bits − 1) − z)·S. Same op and gradient.
+at::Tensor fake_quant_affine(const at::Tensor& x, double scale, int64_t zero_point, int64_t bits);
 
 /// Distiller's update_ema, in place on float32 buffers of one element, all arithmetic in float32
 /// tensors as in Distiller (no host synchronisation): biased = biased·d + (1 − d)·value,

@@ -31,8 +31,11 @@ at::Tensor PactActQuantImpl::forward(const at::Tensor& x) {
   return fake_quant_unsigned(y, alpha, options_.bits());
 }
 
-FakeQuantReluImpl::FakeQuantReluImpl(FakeQuantReluOptions options) : options_(options) {
-  symmetric_levels(options_.bits());
+FakeLinearQuantImpl::FakeLinearQuantImpl(FakeLinearQuantOptions options) : options_(options) {
+  if (options_.mode() == LinearQuantMode::kSymmetric)
+    symmetric_levels(options_.bits());
+  else
+    unsigned_levels(options_.bits());
   ema_decay = register_buffer("ema_decay", torch::scalar_tensor(options_.ema_decay(), at::kFloat));
   tracked_min_biased = register_buffer("tracked_min_biased", torch::zeros({1}));
   tracked_min = register_buffer("tracked_min", torch::zeros({1}));
@@ -43,31 +46,62 @@ FakeQuantReluImpl::FakeQuantReluImpl(FakeQuantReluOptions options) : options_(op
   zero_point = register_buffer("zero_point", torch::zeros({1}));
 }
 
-double FakeQuantReluImpl::range() const {
+double FakeLinearQuantImpl::range() const {
   return std::max(std::abs(tracked_min.item<double>()), std::abs(tracked_max.item<double>()));
 }
 
-double FakeQuantReluImpl::quant_scale() const {
-  const double m = range();
-  return m == 0.0 ? 1.0 : m / static_cast<double>(symmetric_levels(options_.bits()));
+double FakeLinearQuantImpl::quant_scale() const {
+  if (options_.mode() == LinearQuantMode::kSymmetric) {
+    const double m = range();
+    return m == 0.0 ? 1.0 : m / static_cast<double>(symmetric_levels(options_.bits()));
+  }
+  const double diff =
+      std::max(tracked_max.item<double>(), 0.0) - std::min(tracked_min.item<double>(), 0.0);
+  return diff == 0.0 ? 1.0 : diff / static_cast<double>(unsigned_levels(options_.bits()));
 }
 
-at::Tensor FakeQuantReluImpl::forward(const at::Tensor& x) {
-  const at::Tensor y = at::relu(x);
+int64_t FakeLinearQuantImpl::quant_zero_point() const {
+  if (options_.mode() == LinearQuantMode::kSymmetric) return 0;
+  const int64_t z = static_cast<int64_t>(
+      -std::nearbyint(std::min(tracked_min.item<double>(), 0.0) / quant_scale()));
+  return std::min(std::max(z, int64_t{0}), unsigned_levels(options_.bits()));
+}
+
+at::Tensor FakeLinearQuantImpl::forward(const at::Tensor& x) {
+  const LinearQuantMode mode = options_.mode();
+  const int64_t bits = options_.bits();
   if (is_training()) {
     at::NoGradGuard no_grad;
-    const at::Tensor d = y.detach();
+    const at::Tensor d = x.detach();
     iter_count.add_(1);
     update_ema(tracked_min_biased, tracked_min, d.min(), ema_decay, iter_count);
     update_ema(tracked_max_biased, tracked_max, d.max(), ema_decay, iter_count);
-    // Distiller's symmetric_linear_quantization_params: scale = n / sat, sat 0 counts as n.
-    const at::Tensor sat = at::maximum(tracked_min.abs(), tracked_max.abs());
-    const double n = static_cast<double>(symmetric_levels(options_.bits()));
-    scale.copy_(n / at::where(sat == 0, at::full_like(sat, n), sat));
-    zero_point.zero_();
+    // Distiller's symmetric/asymmetric_linear_quantization_params: a zero range counts as n.
+    if (mode == LinearQuantMode::kSymmetric) {
+      const double n = static_cast<double>(symmetric_levels(bits));
+      const at::Tensor sat = at::maximum(tracked_min.abs(), tracked_max.abs());
+      scale.copy_(n / at::where(sat == 0, at::full_like(sat, n), sat));
+      zero_point.zero_();
+    } else {
+      const double n = static_cast<double>(unsigned_levels(bits));
+      const at::Tensor lo = at::clamp_max(tracked_min, 0.0);
+      const at::Tensor diff = at::clamp_min(tracked_max, 0.0) - lo;
+      scale.copy_(n / at::where(diff == 0, at::full_like(diff, n), diff));
+      zero_point.copy_(at::round(scale * lo));
+      if (mode == LinearQuantMode::kAsymmetricSigned)
+        zero_point.add_(static_cast<double>(int64_t{1} << (bits - 1)));
+    }
   }
-  const double m = range();
-  return fake_quant_symmetric(at::clamp(y, -m, m), quant_scale(), options_.bits());
+  if (mode == LinearQuantMode::kSymmetric) {
+    const double m = range();
+    return fake_quant_symmetric(at::clamp(x, -m, m), quant_scale(), bits);
+  }
+  const at::Tensor y = at::clamp(x, tracked_min.item<double>(), tracked_max.item<double>());
+  return fake_quant_affine(y, quant_scale(), quant_zero_point(), bits);
+}
+
+at::Tensor FakeQuantReluImpl::forward(const at::Tensor& x) {
+  return FakeLinearQuantImpl::forward(at::relu(x));
 }
 
 namespace {
@@ -86,7 +120,7 @@ QuantizedParam QuantizedParam::prepare(torch::nn::Module& module, const std::str
   qp.name_ = param;
   qp.bits_ = bits;
   qp.method_ = method;
-  qp.per_channel_ = method == ParamQuantMethod::kSymmetric && per_channel;
+  qp.per_channel_ = method != ParamQuantMethod::kDorefa && per_channel;
   if (method == ParamQuantMethod::kSymmetric)
     symmetric_levels(bits);
   else
@@ -116,31 +150,39 @@ QuantizedParam QuantizedParam::prepare(torch::nn::Module& module, const std::str
   }
   at::NoGradGuard no_grad;
   qp.master = module.register_buffer(master_name, qp.param.detach().clone());
-  qp.scale =
-      module.register_buffer(scale_name, method == ParamQuantMethod::kDorefa
-                                             ? dorefa_scale(qp.master, bits)
-                                             : symmetric_scale(qp.master, bits, qp.per_channel_));
+  qp.scale = module.register_buffer(scale_name, qp.scale_value(qp.master));
   qp.bits_buffer = module.register_buffer(
       bits_name, torch::scalar_tensor(bits, qp.param.options().dtype(at::kLong)));
   qp.quantize();
   return qp;
 }
 
+at::Tensor QuantizedParam::scale_value(const at::Tensor& master) const {
+  switch (method_) {
+    case ParamQuantMethod::kDorefa:
+      return dorefa_scale(master, bits_);
+    case ParamQuantMethod::kSymmetric:
+      return symmetric_scale(master, bits_, per_channel_);
+    case ParamQuantMethod::kAsymmetric:
+      return asymmetric_scale(master, bits_, per_channel_);
+  }
+  return {};
+}
+
 at::Tensor QuantizedParam::quantize_value(const at::Tensor& master) const {
   if (method_ == ParamQuantMethod::kDorefa) return dorefa_quantize(master, bits_);
-  return symmetric_fake_quant(master, symmetric_scale(master, bits_, per_channel_), bits_);
+  return symmetric_fake_quant(master, scale_value(master), bits_);
 }
 
 void QuantizedParam::quantize() {
   at::NoGradGuard no_grad;
   param.copy_(quantize_value(master));
-  scale.copy_(method_ == ParamQuantMethod::kDorefa ? dorefa_scale(master, bits_)
-                                                   : symmetric_scale(master, bits_, per_channel_));
+  scale.copy_(scale_value(master));
 }
 
 void QuantizedParam::before_step() {
   at::Tensor& grad = param.mutable_grad();
-  const bool identity = method_ == ParamQuantMethod::kSymmetric || bits_ == 1;
+  const bool identity = method_ != ParamQuantMethod::kDorefa || bits_ == 1;
   if (grad.defined() && !identity) {
     const at::Tensor g = weight_grad_through(
         [this](const at::Tensor& m) { return quantize_value(m); }, master, grad);

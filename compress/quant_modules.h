@@ -21,12 +21,15 @@
 /// - PactActQuant (LearnedClippedLinearQuantization): parameter `clip_val` (α, shape [1]);
 ///   relu and min(·, α) (pact_clip in training, plain clamp(x, 0, α) under no-grad or eval), then
 ///   the grid with S = α/n.
-/// - FakeQuantRelu (FakeQuantizationWrapper(ReLU) around a SYMMETRIC FakeLinearQuantization):
-///   relu, then clamp(−m, m) and the grid [−n, n] with S = m/n, n = 2^(bits−1) − 1,
-///   m = max(|tracked_min|, |tracked_max|). Buffers as Distiller's: `ema_decay` (0-dim),
-///   `tracked_min_biased`, `tracked_min`, `tracked_max_biased`, `tracked_max`, `iter_count`,
-///   `scale` (= 1/S, Distiller's scale: n/m; 1 at start), `zero_point` (0), all float32 of shape
-///   [1]. Updated in training mode only; an eval forward changes no buffer.
+/// - FakeQuantRelu (FakeQuantizationWrapper(ReLU) around a FakeLinearQuantization): relu, then
+///   FakeLinearQuant's clamp and grid. SYMMETRIC: clamp(−m, m) and the grid [−n, n] with S = m/n,
+///   n = 2^(bits−1) − 1, m = max(|tracked_min|, |tracked_max|). ASYMMETRIC_*: clamp(tracked_min,
+///   tracked_max) and the grid [0, 2^bits − 1] over [min(tracked_min, 0), max(tracked_max, 0)].
+///   Buffers as Distiller's, on the module itself: `ema_decay` (0-dim), `tracked_min_biased`,
+///   `tracked_min`, `tracked_max_biased`, `tracked_max`, `iter_count`, `scale` (Distiller's
+///   scale = 1/S: n/m; 1 at start), `zero_point` (Distiller's: 0 for SYMMETRIC), all float32 of
+///   shape [1]. Updated in training mode only; an eval forward changes no buffer.
+/// - FakeLinearQuant: the same without the relu (Distiller's `inputs_quant` of the model input).
 ///
 /// Weights are quantized in place (QuantizedParam): the module keeps its `weight` (and `bias`)
 /// parameter, which holds Wq between steps, and gains the buffers `float_weight` (the float master
@@ -81,34 +84,65 @@ class PactActQuantImpl : public torch::nn::Module {
 };
 TORCH_MODULE(PactActQuant);
 
-/// Options of FakeQuantRelu.
-struct FakeQuantReluOptions {
-  /* implicit */ FakeQuantReluOptions(int64_t bits) : bits_(bits) {}
-  /// Bits of the symmetric activation grid (≥ 2; above kMaxRoundedBits only the clamp applies).
+/// Distiller's LinearQuantMode for activations.
+enum class LinearQuantMode {
+  /// Restricted symmetric grid [−(2^(bits−1) − 1), 2^(bits−1) − 1] over [−m, m], zero point 0
+  /// (Distiller's SYMMETRIC and SYMMETRIC_RESTRICTED; the one TensorRT runs).
+  kSymmetric,
+  /// Grid [0, 2^bits − 1] over the range widened to include 0, integral zero point.
+  kAsymmetricUnsigned,
+  /// As kAsymmetricUnsigned, with Distiller's zero_point buffer shifted by 2^(bits−1) (same
+  /// dequantized values).
+  kAsymmetricSigned,
+};
+
+/// Options of FakeLinearQuant and FakeQuantRelu.
+struct FakeLinearQuantOptions {
+  /* implicit */ FakeLinearQuantOptions(int64_t bits) : bits_(bits) {}
+  /// Bits of the activation grid (≥ 2 for kSymmetric, ≥ 1 otherwise; above kMaxRoundedBits only
+  /// the clamp applies).
   TORCH_ARG(int64_t, bits);
   /// Decay of the exponential moving averages of the batch minimum and maximum. Default 0.999.
   TORCH_ARG(double, ema_decay) = 0.999;
+  /// The grid. Default kSymmetric.
+  TORCH_ARG(LinearQuantMode, mode) = LinearQuantMode::kSymmetric;
 };
+using FakeQuantReluOptions = FakeLinearQuantOptions;
 
-/// Range-linear QAT of a ReLU's output (Distiller's FakeQuantizationWrapper(ReLU) with a
-/// SYMMETRIC FakeLinearQuantization): y = relu(x); in training mode the EMAs of the batch's global
-/// min and max are updated with bias correction and `scale` recomputed; then clamp(y, −m, m) and
-/// the symmetric grid with S = m/n. Gradient: straight-through inside [−m, m].
-class FakeQuantReluImpl : public torch::nn::Module {
+/// Range-linear QAT of a tensor (Distiller's FakeLinearQuantization): in training mode the EMAs of
+/// the batch's global min and max are updated with bias correction and `scale`/`zero_point`
+/// recomputed; then the clamp and the grid of the mode, with the stored range in evaluation.
+/// Gradient: straight-through inside the clamp range. The asymmetric grid saturates at 2^bits − 1
+/// (Distiller, which does not clamp the integer, can reach one more level when its rounded zero
+/// point shifts the grid; only for ranges below 0, never after a ReLU).
+class FakeLinearQuantImpl : public torch::nn::Module {
  public:
-  explicit FakeQuantReluImpl(FakeQuantReluOptions options);
+  explicit FakeLinearQuantImpl(FakeLinearQuantOptions options);
   at::Tensor forward(const at::Tensor& x);
-  const FakeQuantReluOptions& options() const { return options_; }
-  /// m = max(|tracked_min|, |tracked_max|), the clamp range of the last forward.
+  const FakeLinearQuantOptions& options() const { return options_; }
+  /// m = max(|tracked_min|, |tracked_max|), the magnitude of the tracked range.
   double range() const;
-  /// The Q/DQ scale S = m/n (1 while m is 0).
+  /// The Q/DQ scale S: m/n (symmetric) or (max(tracked_max, 0) − min(tracked_min, 0))/n
+  /// (asymmetric); 1 while the range is 0.
   double quant_scale() const;
+  /// The Q/DQ zero point (ONNX convention, x = (q − z)·S): 0 for kSymmetric, else
+  /// −round(min(tracked_min, 0)/S), in [0, 2^bits − 1].
+  int64_t quant_zero_point() const;
 
   at::Tensor ema_decay, tracked_min_biased, tracked_min, tracked_max_biased, tracked_max,
       iter_count, scale, zero_point;
 
  private:
-  FakeQuantReluOptions options_;
+  FakeLinearQuantOptions options_;
+};
+TORCH_MODULE(FakeLinearQuant);
+
+/// Range-linear QAT of a ReLU's output (Distiller's FakeQuantizationWrapper(ReLU)): relu, then
+/// FakeLinearQuant's update, clamp and grid (buffers on this module).
+class FakeQuantReluImpl : public FakeLinearQuantImpl {
+ public:
+  explicit FakeQuantReluImpl(FakeQuantReluOptions options) : FakeLinearQuantImpl(options) {}
+  at::Tensor forward(const at::Tensor& x);
 };
 TORCH_MODULE(FakeQuantRelu);
 
@@ -116,8 +150,12 @@ TORCH_MODULE(FakeQuantRelu);
 enum class ParamQuantMethod {
   /// DoReFa (DorefaQuantizer, PACTQuantizer): dorefa_quantize, scale dorefa_scale.
   kDorefa,
-  /// Symmetric range-linear (QuantAwareTrainRangeLinearQuantizer): symmetric_fake_quant.
+  /// Symmetric range-linear (QuantAwareTrainRangeLinearQuantizer, SYMMETRIC):
+  /// symmetric_fake_quant with symmetric_scale.
   kSymmetric,
+  /// Asymmetric range-linear (QuantAwareTrainRangeLinearQuantizer, ASYMMETRIC_*):
+  /// symmetric_fake_quant with asymmetric_scale (the zero point cancels in Distiller's QAT).
+  kAsymmetric,
 };
 
 /// A parameter trained through a float master copy (Distiller's train_with_fp_copy), quantized in
@@ -133,16 +171,19 @@ class QuantizedParam {
   /// Registers `float_<param>`, `<param>_scale`, `<param>_bits` on `module` (or adopts them when
   /// the module was prepared already, e.g. rebuilt from a checkpoint: InputError when its bits
   /// differ) and writes Q(master) into the parameter. `param` is "weight" or "bias";
-  /// `per_channel` applies to kSymmetric only. bits ≥ 1 (≥ 2 for kSymmetric).
+  /// `per_channel` applies to the range-linear methods only. bits ≥ 1 (≥ 2 for kSymmetric).
   static QuantizedParam prepare(torch::nn::Module& module, const std::string& param, int64_t bits,
                                 ParamQuantMethod method, bool per_channel);
 
   /// Q(master) with gradient to `master` (the quantization function of this parameter).
   at::Tensor quantize_value(const at::Tensor& master) const;
+  /// The Q/DQ scale of Q(master) (the value the scale buffer holds).
+  at::Tensor scale_value(const at::Tensor& master) const;
   /// Writes Q(master) into the parameter and refreshes the scale buffer.
   void quantize();
   /// Before the optimizer step: the parameter's gradient (taken at Wq) becomes J_Qᵀ·grad
-  /// (identity for kSymmetric and DoReFa k = 1), and the parameter gets the master's values.
+  /// (identity for kSymmetric, kAsymmetric and DoReFa k = 1), and the parameter gets the master's
+  /// values.
   void before_step();
   /// After the optimizer step (and any masks): the master takes the stepped values, the parameter
   /// Q(master).

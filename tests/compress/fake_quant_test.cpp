@@ -235,6 +235,22 @@ TEST(FakeQuant, SymmetricWeightsPerChannel) {
                InputError);
 }
 
+// range_linear.py:linear_quantize_param in an ASYMMETRIC mode: scale = n/(max(max W, 0) −
+// min(min W, 0)), round(W·scale − zp) + zp dequantized, so the integral zero point cancels.
+TEST(FakeQuant, AsymmetricWeights) {
+  // Row [−0.5, 0.3, 1.0, 0.7]: range 1.5, S = 1.5/255; W/S = [−85, 51, 170, 119] exactly enough.
+  // Row [0.25, 0.4, 0.1, 0.3]: range [0, 0.4], S = 0.4/255;
+  // W/S = [159.375, 255, 63.75, 191.25] → [159, 255, 64, 191].
+  const at::Tensor w = torch::tensor({{-0.5f, 0.3f, 1.0f, 0.7f}, {0.25f, 0.4f, 0.1f, 0.3f}});
+  const at::Tensor s = asymmetric_scale(w, 8, true);
+  fq_expect_values(s, {1.5 / 255, 0.4 / 255});
+  const at::Tensor wq = symmetric_fake_quant(w, s, 8);
+  fq_expect_values(wq[1], {159 * 0.4 / 255, 0.4, 64 * 0.4 / 255, 191 * 0.4 / 255});
+  fq_expect_values(wq[0], {-0.5, 0.3, 1.0, 0.7});
+  fq_expect_values(asymmetric_scale(w, 8, false), {1.5 / 255});
+  fq_expect_values(asymmetric_scale(torch::zeros({2, 2}), 4, true), {1, 1});
+}
+
 // quantizer.py (train_with_fp_copy + quantize_params): forward uses Wq, the gradient reaches the
 // float copy through the DoReFa transform.
 TEST(FakeQuant, DorefaWeightsThroughFloatCopy) {
@@ -290,6 +306,35 @@ TEST(FakeQuant, QatActivationGradientIsStraightThroughInRange) {
   const at::Tensor x = fq_vec({-1, 0.3f, 1.9f, 3}).requires_grad_(true);
   act(x).sum().backward();
   fq_expect_values(x.grad(), {0, 1, 1, 0});
+}
+
+// q_utils.py:asymmetric_linear_quantization_params with FakeLinearQuantization's ASYMMETRIC modes:
+// scale = n/(max(tmax, 0) − min(tmin, 0)), zero point round(scale·min(tmin, 0)) (+2^(b−1) signed).
+TEST(FakeQuant, QatAsymmetricModes) {
+  for (LinearQuantMode mode :
+       {LinearQuantMode::kAsymmetricUnsigned, LinearQuantMode::kAsymmetricSigned}) {
+    FakeQuantRelu act(FakeQuantReluOptions(8).ema_decay(0.9).mode(mode));
+    act->train();
+    act(fq_vec({-3, 0, 2}));
+    // relu output in [0, 2]: scale = 255/2 = 127.5, zero point 0 (signed: 128).
+    EXPECT_NEAR(act->scale.item<double>(), 127.5, 1e-4);
+    EXPECT_EQ(act->zero_point.item<double>(),
+              mode == LinearQuantMode::kAsymmetricSigned ? 128.0 : 0.0);
+    act->eval();
+    // 0.5·127.5 = 63.75 → 64; 5 clamps to 2 → 255.
+    fq_expect_values(act(fq_vec({0.5f, 5})), {64 * 2.0 / 255, 2});
+  }
+  // The model input (Distiller's inputs_quant): range [−1, 3], S = 4/255, the zero point
+  // −round(−1/S) = round(63.75) = 64; −1 → q = round(−63.75) + 64 = 0 → −64·S; 3 → 255 → 191·S.
+  FakeLinearQuant in(
+      FakeLinearQuantOptions(8).ema_decay(0.9).mode(LinearQuantMode::kAsymmetricUnsigned));
+  in->train();
+  in(fq_vec({-1, 0.5f, 3}));
+  EXPECT_EQ(in->quant_zero_point(), 64);
+  EXPECT_NEAR(in->zero_point.item<double>(), -64, 1e-6);
+  in->eval();
+  const double s = 4.0 / 255;
+  fq_expect_values(in(fq_vec({-1, 3, -2})), {-64 * s, 191 * s, -64 * s});
 }
 
 TEST(FakeQuant, BitsOutOfRangeAreInputErrors) {
