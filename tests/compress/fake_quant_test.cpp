@@ -12,6 +12,8 @@
 #include "compress/quant_modules.h"
 #include "core/activation.h"
 #include "core/error.h"
+#include "tools/graph/op_table.h"
+#include "tools/graph/summary_graph.h"
 
 namespace igb::compress {
 
@@ -39,6 +41,30 @@ at::Tensor fq_ref_dorefa(const at::Tensor& w, int64_t bits) {
 
 bool fq_close(const at::Tensor& a, const at::Tensor& b, double tol) {
   return at::allclose(a, b, tol, tol);
+}
+
+// A conv and one ReLU slot, traced as the graph tools trace models.
+struct FqNetImpl : torch::nn::Module {
+  FqNetImpl()
+      : conv(register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 2, 1)))),
+        act(register_module("act", Activation(ActivationKind::kReLU))) {}
+  at::Tensor forward(const at::Tensor& x) { return act(conv(x)); }
+  torch::nn::Conv2d conv;
+  Activation act;
+};
+TORCH_MODULE(FqNet);
+
+// The single fake-quantize op of the traced net; every op must be one the op table names.
+tools::OpNode fq_traced_fake_quant(FqNet& net) {
+  const SummaryGraph g =
+      SummaryGraph::build(*net, {1, 1, 4, 4}, [&](const at::Tensor& x) { return net->forward(x); });
+  std::vector<tools::OpNode> found;
+  for (const auto& op : g.ops()) {
+    EXPECT_NE(op.op_kind, tools::OpKind::kOther) << op.name << " " << op.kind;
+    if (op.op_kind == tools::OpKind::kFakeQuantize) found.push_back(op);
+  }
+  EXPECT_EQ(found.size(), 1u);
+  return found.empty() ? tools::OpNode() : found[0];
 }
 
 }  // namespace
@@ -335,6 +361,32 @@ TEST(FakeQuant, QatAsymmetricModes) {
   in->eval();
   const double s = 4.0 / 255;
   fq_expect_values(in(fq_vec({-1, 3, -2})), {-64 * s, 191 * s, -64 * s});
+}
+
+// The slot modules trace as aten::clamp + aten::fake_quantize_per_tensor_affine with the scale
+// and integer range the op table decodes (what an ONNX/TensorRT export writes as Clip + Q/DQ).
+TEST(FakeQuant, SlotModulesTraceAsKnownOps) {
+  FqNet net;
+  net->act->replace(torch::nn::AnyModule(DorefaActQuant(4)));
+  tools::OpNode op = fq_traced_fake_quant(net);
+  EXPECT_NEAR(op.scale, 1.0 / 15, 1e-9);
+  EXPECT_EQ(op.quant_min, 0);
+  EXPECT_EQ(op.quant_max, 15);
+
+  net->act->replace(torch::nn::AnyModule(PactActQuant(PactActQuantOptions(2).init_alpha(3.0))));
+  op = fq_traced_fake_quant(net);
+  EXPECT_NEAR(op.scale, 1.0, 1e-9);  // α/n = 3/3
+  EXPECT_EQ(op.quant_max, 3);
+
+  FakeQuantRelu qat(FakeQuantReluOptions(8).ema_decay(0.9));
+  qat->train();
+  qat(fq_vec({0, 2}));  // m = 2
+  net->act->replace(torch::nn::AnyModule(qat));
+  op = fq_traced_fake_quant(net);
+  EXPECT_NEAR(op.scale, 2.0 / 127, 1e-7);
+  EXPECT_EQ(op.quant_min, -127);
+  EXPECT_EQ(op.quant_max, 127);
+  EXPECT_EQ(qat->iter_count.item<double>(), 1.0);  // tracing (eval mode) updated nothing
 }
 
 TEST(FakeQuant, BitsOutOfRangeAreInputErrors) {
