@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "compress/quantization_state.h"
 #include "core/activation.h"
 #include "core/error.h"
 #include "models/model.h"
@@ -278,6 +279,45 @@ TEST(SummaryGraph, AQuantizedResNetTracesWithKnownOpsAndTheSameMacs) {
   EXPECT_NE(dot.find("layer1.0.conv1\\nConv w3 k=3x3"), std::string::npos);
   EXPECT_NE(dot.find("fc\\nLinear w3"), std::string::npos);
   EXPECT_NE(dot.find("FakeQuantize s=0.0666667 q=[0,15]"), std::string::npos);
+}
+
+// The three QAT quantizers' modules (clipped_linear.py: ClippedLinearQuantization,
+// LearnedClippedLinearQuantization; range_linear.py: FakeQuantizationWrapper) as a checkpoint's
+// record rebuilds them: each traces to known ops (relu, clamp, fake quantize) with the float MACs.
+TEST(SummaryGraph, EveryQuantizerClassTracesWithKnownOpsAndTheSameMacs) {
+  const nlohmann::json none = nullptr;
+  for (const std::string cls :
+       {"DorefaQuantizer", "PACTQuantizer", "QuantAwareTrainRangeLinearQuantizer"}) {
+    auto m = make("resnet20_cifar");
+    nlohmann::json bits = nlohmann::json::object();
+    for (const auto& item : m->named_modules("", false)) {
+      if (item.value()->as<torch::nn::Conv2dImpl>())
+        bits[item.key()] = {{"bits_activations", 4}, {"bits_weights", 4}, {"bits_bias", none}};
+      if (item.value()->as<ActivationImpl>())
+        bits[item.key()] = {{"bits_activations", 4}, {"bits_weights", none}, {"bits_bias", none}};
+    }
+    compress::restore_quantization(*m, {{"class", cls}, {"bits", bits}});
+    auto g = graph_of(m, "resnet20_cifar");
+    int fake_quantize = 0;
+    for (const auto& op : g.ops()) {
+      EXPECT_NE(op.op_kind, OpKind::kOther) << cls << " " << op.name << " " << op.kind;
+      if (op.op_kind == OpKind::kFakeQuantize) {
+        ++fake_quantize;
+        EXPECT_GT(op.scale, 0) << cls << " " << op.name;
+      }
+      if (op.op_kind == OpKind::kConv) EXPECT_EQ(op.weight_bits, 4) << cls << " " << op.name;
+    }
+    EXPECT_EQ(fake_quantize, 19) << cls;
+    EXPECT_EQ(g.total_macs(), 40'551'040) << cls;
+    // PACT's α starts at 8: S = 8/15 on the grid [0, 15]; DoReFa's grid is 1/15 on [0, 1].
+    const auto& fq = g.op("layer1.0.relu1.fakequantize");
+    if (cls == "PACTQuantizer") EXPECT_EQ(fq.attrs(), "s=0.533333 q=[0,15]");
+    if (cls == "DorefaQuantizer") EXPECT_EQ(fq.attrs(), "s=0.0666667 q=[0,15]");
+    if (cls == "QuantAwareTrainRangeLinearQuantizer") {
+      EXPECT_EQ(fq.quant_min, -7);  // 4 bits symmetric: n = 2^3 - 1
+      EXPECT_EQ(fq.quant_max, 7);
+    }
+  }
 }
 
 }  // namespace igb::tools
