@@ -1,8 +1,11 @@
 #include "compress/quantizer.h"
 
+#include <ATen/core/ivalue.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
 
 #include <algorithm>
 #include <mutex>
@@ -12,6 +15,7 @@
 #include "compress/yaml_reader.h"
 #include "core/activation.h"
 #include "core/error.h"
+#include "core/logger.h"
 
 namespace igb::compress {
 
@@ -291,6 +295,124 @@ nlohmann::json read_quantizer_options(const std::string& cls, YamlReader& yaml,
   throw InputError(yaml.where() + ": the keys of quantizer class " + cls + " are not known");
 }
 
+namespace {
+
+bool is_conv_transpose(const torch::nn::Module& m) {
+  return dynamic_cast<const torch::nn::ConvTranspose1dImpl*>(&m) ||
+         dynamic_cast<const torch::nn::ConvTranspose2dImpl*>(&m) ||
+         dynamic_cast<const torch::nn::ConvTranspose3dImpl*>(&m) ||
+         dynamic_cast<const torch::nn::Conv1dImpl*>(&m);
+}
+
+std::shared_ptr<torch::nn::Module> slot_replacement(const ActivationImpl& act) {
+  for (const auto& item : act.named_children())
+    if (item.key() == "replacement") return item.value();
+  return nullptr;
+}
+
+std::string list_or_none(const std::vector<std::string>& names) {
+  return names.empty() ? std::string("none") : join(names);
+}
+
+}  // namespace
+
+void Quantizer::prepare_model(torch::nn::Module& model, Logger* logger) {
+  const auto bits = resolve_quant_bits(options_, model, nullptr);
+  targets_.clear();
+  params_.clear();
+  activations_.clear();
+  std::vector<std::string> quantized, float_acts, float_weights;
+  for (const auto& item : model.named_modules()) {
+    const std::string& name = item.key();
+    auto& module = *item.value();
+    const QuantBits b = bits.at(name);
+    if (b.weights != QuantBits::kFloat || b.bias != QuantBits::kFloat) {
+      QuantBits t;
+      for (const char* param : {"weight", "bias"}) {
+        const int64_t n = std::string(param) == "weight" ? b.weights : b.bias;
+        const auto* p = module.named_parameters(false).find(param);
+        if (n == QuantBits::kFloat || !p || !p->defined()) continue;
+        if (n < min_weight_bits())
+          throw InputError("quantizer " + name_ + " (" + class_name() + "): " + name + "." + param +
+                           " gets " + std::to_string(n) + " bits; this class needs at least " +
+                           std::to_string(min_weight_bits()));
+        params_.push_back(QuantizedParam::prepare(module, param, n, method(), per_channel()));
+        (std::string(param) == "weight" ? t.weights : t.bias) = n;
+        quantized.push_back(name + "." + param + " " + std::to_string(n) + " bits");
+      }
+      targets_[name] = t;
+    } else if (is_conv_transpose(module) && !module.parameters(false).empty()) {
+      float_weights.push_back(name);
+    }
+    auto* act = dynamic_cast<ActivationImpl*>(&module);
+    if (!act || b.activations == QuantBits::kFloat) continue;
+    if (act->options().kind() != ActivationKind::kReLU) {
+      float_acts.push_back(name + " (" + activation_name(act->options().kind()) + ")");
+      continue;
+    }
+    if (b.activations < min_activation_bits())
+      throw InputError("quantizer " + name_ + " (" + class_name() + "): " + name + " gets " +
+                       std::to_string(b.activations) +
+                       " activation bits; this class needs at "
+                       "least " +
+                       std::to_string(min_activation_bits()));
+    if (act->replaced()) {
+      auto current = slot_replacement(*act);
+      if (!current || !adopts_activation(*current, b.activations))
+        throw InputError("quantizer " + name_ + " (" + class_name() + "): the activation " + name +
+                         " is already replaced by another module (activation statistics or a "
+                         "different quantizer); a schedule cannot both rank activations and "
+                         "quantize them");
+      activations_[name] = current;
+    } else {
+      act->replace(make_activation(name, b.activations));
+      activations_[name] = slot_replacement(*act);
+    }
+    targets_[name].activations = b.activations;
+    quantized.push_back(name + " activations " + std::to_string(b.activations) + " bits");
+  }
+  if (!logger) return;
+  logger->info("quantizer " + name_ + " (" + class_name() + "): " + list_or_none(quantized));
+  if (!float_acts.empty())
+    logger->info("quantizer " + name_ + ": activations left in floating point (" + class_name() +
+                 " replaces ReLU only): " + join(float_acts));
+  if (!float_weights.empty())
+    logger->info("quantizer " + name_ +
+                 ": weights left in floating point (Distiller quantizes Conv2d, Conv3d, Linear "
+                 "and Embedding weights only): " +
+                 join(float_weights));
+}
+
+void Quantizer::before_step() {
+  for (auto& p : params_) p.before_step();
+}
+
+void Quantizer::after_step() {
+  for (auto& p : params_) p.after_step();
+}
+
+nlohmann::json Quantizer::bits_json() const {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, b] : targets_) out[name] = compress::bits_json(b);
+  return out;
+}
+
+void Quantizer::save_state(torch::serialize::OutputArchive& archive) const {
+  const nlohmann::json state = {{"hyperparams", hyperparams()}, {"bits", bits_json()}};
+  archive.write("quantizer", c10::IValue(state.dump()));
+}
+
+void Quantizer::load_state(torch::serialize::InputArchive& archive) {
+  c10::IValue v;
+  if (!archive.try_read("quantizer", v))
+    throw InputError("quantizer " + name_ + ": the checkpoint holds no quantizer state");
+  const auto saved = nlohmann::json::parse(v.toStringRef());
+  const nlohmann::json now = {{"hyperparams", hyperparams()}, {"bits", bits_json()}};
+  if (saved != now)
+    throw InputError("quantizer " + name_ + ": the checkpoint was quantized as " + saved.dump() +
+                     ", this schedule quantizes as " + now.dump());
+}
+
 Registry<QuantizerSpec>& quantizer_registry() {
   static Registry<QuantizerSpec> r("quantizer class");
   return r;
@@ -300,14 +422,15 @@ void register_builtin_quantizers() {
   static std::once_flag once;
   std::call_once(once, [] {
     auto& r = quantizer_registry();
-    const std::string refused =
-        "; recognised in schedules, quantization-aware training is not available in this build";
-    r.add("DorefaQuantizer", {}, "DoReFa-Net weights and activations (Zhou et al. 2016)" + refused);
-    r.add("PACTQuantizer", {}, "PACT, learned activation clipping (Choi et al. 2018)" + refused);
+    r.add("DorefaQuantizer", {make_dorefa_quantizer},
+          "DoReFa-Net weights and activations (Zhou et al. 2016)");
+    r.add("PACTQuantizer", {make_pact_quantizer},
+          "PACT, learned activation clipping (Choi et al. 2018)");
     r.add("WRPNQuantizer", {},
-          "WRPN, wide reduced-precision networks (Mishra et al. 2017)" + refused);
-    r.add("QuantAwareTrainRangeLinearQuantizer", {},
-          "range-based linear quantization-aware training" + refused);
+          "WRPN, wide reduced-precision networks (Mishra et al. 2017); recognised in schedules, "
+          "not available in this build");
+    r.add("QuantAwareTrainRangeLinearQuantizer", {make_qat_range_quantizer},
+          "range-based linear quantization-aware training");
     r.freeze();
   });
 }

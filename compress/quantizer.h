@@ -1,6 +1,7 @@
 #pragma once
 
 #include <torch/nn/module.h>
+#include <torch/nn/modules/container/any.h>
 #include <torch/serialize/archive.h>
 
 #include <nlohmann/json.hpp>
@@ -15,7 +16,13 @@
 #include <vector>
 
 #include "compress/model_params.h"
+#include "compress/quant_modules.h"
+#include "compress/training_hooks.h"
 #include "core/registry.h"
+
+namespace igb {
+class Logger;
+}
 
 namespace igb::compress {
 
@@ -125,14 +132,15 @@ nlohmann::json read_quantizer_options(const std::string& cls, YamlReader& yaml,
                                       const torch::nn::Module& model,
                                       std::vector<std::string>* warnings);
 
-/// A quantization-aware-training quantizer (Distiller's Quantizer): it decides per layer what to
-/// quantize and to how many bits, replaces the layers of the model with quantizing wrappers
-/// (activations through their swappable slot, core/activation.h), re-quantizes the weights from
-/// their floating-point copies after each optimizer step, and keeps its learned state (ranges,
-/// clipping values) in the checkpoint.
+/// A quantization-aware-training quantizer (Distiller's Quantizer with train_with_fp_copy): it
+/// decides per module what to quantize and to how many bits, quantizes weights (and biases) in
+/// place through float master copies (QuantizedParam, compress/quant_modules.h), replaces ReLU
+/// activations through their slot (core/activation.h), re-quantizes the weights after each
+/// optimizer step, and keeps its learned state (ranges, clipping values) in the model.
 ///
-/// No quantizer is implemented in this build: the registry names the Distiller classes a schedule
-/// may use, and the scheduler refuses them.
+///   auto q = quantizer_registry().get("PACTQuantizer").make("q", yaml, params);
+///   q->prepare_model(model, &logger);   // once, before the optimizer is built
+///   // each minibatch: backward → q->before_step() → optimizer.step() → q->after_step()
 class Quantizer {
  public:
   Quantizer(std::string name, QuantizerOptions options)
@@ -143,25 +151,74 @@ class Quantizer {
   const QuantizerOptions& options() const { return options_; }
   /// The bits of `module` (QuantizerOptions::bits_for).
   QuantBits bits_for(const std::string& module) const { return options_.bits_for(module); }
+  /// The Distiller class name.
+  virtual std::string class_name() const = 0;
+  /// The class and its resolved options, as a schedule mapping.
+  virtual nlohmann::json hyperparams() const = 0;
 
-  /// The layers it quantizes (module names) with their resolved bits.
-  virtual std::map<std::string, QuantBits> targets() const = 0;
-  /// Replaces the layers it quantizes with quantizing wrappers; called once before training, and
-  /// on a model rebuilt from a checkpoint before its state is loaded.
-  virtual void prepare_model(torch::nn::Module& model) = 0;
-  /// Re-quantizes the weights from their floating-point copies (after an optimizer step).
-  virtual void quantize_params() = 0;
-  virtual void save_state(torch::serialize::OutputArchive& archive) const = 0;
-  virtual void load_state(torch::serialize::InputArchive& archive) = 0;
+  /// The modules it changes, with their bits (weights and bias of weight layers, activations of
+  /// ReLU slots); filled by prepare_model.
+  const std::map<std::string, QuantBits>& targets() const { return targets_; }
+  /// Quantizes the weights in place and replaces the ReLU activations; called once, before the
+  /// optimizer is built. Adopts a model prepared already (rebuilt from a checkpoint): InputError
+  /// when its bits or modules differ. Logs what is quantized and what stays float.
+  void prepare_model(torch::nn::Module& model, Logger* logger);
+  /// Before the optimizer step: each quantized parameter's gradient is carried through the
+  /// quantization function to its float master, which the parameter then holds.
+  void before_step();
+  /// After the optimizer step (and masks): the masters take the stepped values and the parameters
+  /// are quantized again.
+  void after_step();
+  /// Parameters stepped in a group of their own (PACT's α).
+  virtual std::vector<ParamGroup> param_groups() const { return {}; }
+  /// Scalars logged per epoch (PACT's α, the QAT activation ranges).
+  virtual std::vector<EpochScalar> epoch_scalars() const { return {}; }
+  /// Warnings about the options read (legacy keys, overrides that change nothing).
+  const std::vector<std::string>& warnings() const { return warnings_; }
+  void add_warnings(const std::vector<std::string>& w) {
+    warnings_.insert(warnings_.end(), w.begin(), w.end());
+  }
+  /// The learned state is in the model; the archive records hyperparams() and the bits, checked
+  /// on load (InputError when they differ).
+  void save_state(torch::serialize::OutputArchive& archive) const;
+  void load_state(torch::serialize::InputArchive& archive);
+  /// The resolved bits of the changed modules as JSON ({module: {bits_…}}).
+  nlohmann::json bits_json() const;
+
+ protected:
+  /// How weights are fake-quantized, and whether per output channel.
+  virtual ParamQuantMethod method() const = 0;
+  virtual bool per_channel() const { return false; }
+  /// The module replacing the ReLU slot `name` for `bits` activation bits.
+  virtual torch::nn::AnyModule make_activation(const std::string& name, int64_t bits) = 0;
+  /// Whether `module` (the slot's current replacement) is one make_activation builds for `bits`.
+  virtual bool adopts_activation(const torch::nn::Module& module, int64_t bits) const = 0;
+  /// The smallest weight and activation bits the class supports.
+  virtual int64_t min_weight_bits() const { return 1; }
+  virtual int64_t min_activation_bits() const { return 1; }
+  /// The replaced slots' modules, by module name (of the Activation).
+  std::map<std::string, std::shared_ptr<torch::nn::Module>> activations_;
+  std::vector<std::string> warnings_;
 
  private:
   std::string name_;
   QuantizerOptions options_;
+  std::map<std::string, QuantBits> targets_;
+  std::vector<QuantizedParam> params_;
 };
 
-/// Builds a quantizer of one class from its YAML mapping (keys checked by the reader).
+/// Builds a quantizer of one class from its YAML mapping (keys checked by the reader), its
+/// overrides resolved against params.model().
 using QuantizerFactory = std::function<std::unique_ptr<Quantizer>(
     const std::string& name, YamlReader& yaml, const ModelParams& params)>;
+
+/// The factories (compress/dorefa_quantizer.cpp, compress/qat_range_quantizer.cpp).
+std::unique_ptr<Quantizer> make_dorefa_quantizer(const std::string& name, YamlReader& yaml,
+                                                 const ModelParams& params);
+std::unique_ptr<Quantizer> make_pact_quantizer(const std::string& name, YamlReader& yaml,
+                                               const ModelParams& params);
+std::unique_ptr<Quantizer> make_qat_range_quantizer(const std::string& name, YamlReader& yaml,
+                                                    const ModelParams& params);
 
 /// A quantizer class a schedule may name.
 struct QuantizerSpec {
@@ -173,7 +230,7 @@ struct QuantizerSpec {
 /// Quantizer classes by Distiller name.
 Registry<QuantizerSpec>& quantizer_registry();
 /// Registers Distiller's quantization-aware-training classes (DorefaQuantizer, PACTQuantizer,
-/// WRPNQuantizer, QuantAwareTrainRangeLinearQuantizer), recognised but not available; idempotent.
+/// QuantAwareTrainRangeLinearQuantizer; WRPNQuantizer recognised but not available); idempotent.
 void register_builtin_quantizers();
 
 }  // namespace igb::compress

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "compress/activation_pruners.h"
 #include "compress/yaml_reader.h"
 #include "core/fs.h"
 #include "core/logger.h"
@@ -30,6 +31,8 @@ std::string section_kind(Policy::Kind k) {
       return "lr_scheduler";
     case Policy::Kind::kExtension:
       return "extension";
+    case Policy::Kind::kQuantizer:
+      return "quantizer";
   }
   return "?";
 }
@@ -187,15 +190,11 @@ YAML::Node read_policy_kind(YamlReader& r, Policy& policy) {
       {"regularizer", Policy::Kind::kRegularizer},
       {"lr_scheduler", Policy::Kind::kLrScheduler},
       {"extension", Policy::Kind::kExtension},
-      {"quantizer", Policy::Kind::kExtension}};
+      {"quantizer", Policy::Kind::kQuantizer}};
   int found = 0;
   YAML::Node body;
   for (const auto& [key, kind] : kinds) {
     if (r.has(key)) {
-      if (key == "quantizer")
-        throw InputError(r.where(key) +
-                         ": quantizer policies need a quantizer, and quantization-aware training "
-                         "is not available in this build");
       ++found;
       policy.kind = kind;
       body = r.node(key);
@@ -294,7 +293,7 @@ void CompressionScheduler::parse(const std::string& text, const std::string& fil
     parse_regularizers(root, instances);
     parse_lr_schedulers(root, instances);
     parse_extensions(root, instances);
-    parse_quantizers(root);
+    parse_quantizers(root, instances);
     used = parse_policies(root);
   } catch (const YAML::Exception& e) {
     // Every read above names its key; this is the net under one that does not.
@@ -318,6 +317,7 @@ void CompressionScheduler::parse(const std::string& text, const std::string& fil
   // LR policies act after all others within a hook (REFERENCE.md §1).
   std::stable_partition(policies_.begin(), policies_.end(),
                         [](const Policy& p) { return p.kind != Policy::Kind::kLrScheduler; });
+  setup_quantizer();
 }
 
 void CompressionScheduler::warn_summarised(const std::vector<std::string>& lines,
@@ -346,6 +346,12 @@ void CompressionScheduler::set_epochs(int64_t epochs) {
                              std::to_string(epochs - 1) + " (--epochs " + std::to_string(epochs) +
                              "); it is cut short");
   }
+  for (const auto& p : policies_)
+    if (p.kind == Policy::Kind::kQuantizer && p.timing.last() < epochs - 1 && logger_)
+      logger_->warn(p.where + ": the quantizer policy of '" + p.instance + "' ends at epoch " +
+                    std::to_string(p.timing.last()) + ", before the run's last epoch " +
+                    std::to_string(epochs - 1) +
+                    "; the model stays quantized, so it keeps being quantized to the end");
   warn_summarised(late, "policies start after the run's last epoch");
   warn_summarised(long_running, "policies run past the run's last epoch");
 }
@@ -394,42 +400,77 @@ void CompressionScheduler::parse_extensions(const YAML::Node& root,
       });
 }
 
-void CompressionScheduler::parse_quantizers(const YAML::Node& root) {
+void CompressionScheduler::parse_quantizers(const YAML::Node& root,
+                                            std::set<std::string>& instances) {
   YAML::Node q = root["quantizers"];
-  if (!q || q.IsNull()) return;
-  if (q.IsMap() && q.size() > 1)
+  if (q && q.IsMap() && q.size() > 1)
     throw InputError(yaml_where(file_, q) +
                      ": a schedule has at most one quantizer, this one has " +
                      std::to_string(q.size()));
-  if (!q.IsMap())
-    throw InputError(yaml_where(file_, q) + ": 'quantizers' must map instance names to {class: …}");
-  for (const auto& kv : q) {
-    const auto name = yaml_scalar(file_, kv.first, "an instance name in quantizers");
-    const auto where = yaml_where(file_, kv.first);
-    if (!kv.second.IsMap() || !kv.second["class"])
-      throw InputError(where + ": quantizers." + name + " needs a 'class'");
-    const auto cls = yaml_scalar(file_, kv.second["class"], "quantizers." + name + ".class");
-    if (!quantizer_registry().contains(cls))
-      throw InputError(where + ": unknown quantizer class '" + cls +
-                       "'; valid: " + join(quantizer_registry().names()));
-    if (!quantizer_registry().get(cls).make) {
-      // Its keys are still read and checked, so an author sees a schedule's own errors first.
-      if (cls != "WRPNQuantizer") {
-        YamlReader r(kv.second, file_, "quantizers." + name + " (" + cls + ")");
-        r.ignore({"class"});
-        std::vector<std::string> warnings;
-        read_quantizer_options(cls, r, model_, &warnings);
-        r.finish();
-        if (logger_)
-          for (const auto& w : warnings) logger_->warn(w);
-      }
-      throw InputError(where + ": quantizer " + name + " (" + cls +
-                       "): quantization-aware training is not available in this build");
+  for_each_instance(
+      root, file_, "quantizers", instances,
+      [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
+        if (!quantizer_registry().contains(cls))
+          throw unknown_class(w, cls, quantizer_registry().names(), "quantizer");
+        if (!quantizer_registry().get(cls).make)
+          throw InputError(w + ": quantizer " + name + " (" + cls +
+                           "): this class is not available in this build");
+        quantizer_ = quantizer_registry().get(cls).make(name, r, params_);
+      });
+}
+
+void CompressionScheduler::setup_quantizer() {
+  if (!quantizer_) return;
+  const Policy* policy = nullptr;
+  for (const auto& p : policies_)
+    if (p.kind == Policy::Kind::kQuantizer) {
+      if (policy)
+        throw InputError(p.where + ": quantizer " + quantizer_->name() + " has a second policy (" +
+                         policy->where + "); it takes one");
+      policy = &p;
     }
-    // The hooks do not drive a quantizer yet; one must not be accepted and then silently ignored.
-    throw std::logic_error("quantizer class " + cls +
-                           " is registered, but the compression scheduler cannot run it");
+  if (logger_)
+    for (const auto& w : quantizer_->warnings()) logger_->warn(w);
+  if (!policy) return;  // Distiller prepares the model only through a policy
+  // Distiller prepares the model when the policy is built, whatever its epochs, and a policy
+  // starting later would train with float weights but quantized activations.
+  if (policy->timing.first() != 0)
+    throw InputError(policy->where + ": the quantizer policy of '" + quantizer_->name() +
+                     "' starts at epoch " + std::to_string(policy->timing.first()) +
+                     "; Distiller quantizes the model from the start (when the schedule is "
+                     "loaded), so it must start at epoch 0");
+  for (const auto& p : policies_) {
+    if (p.kind == Policy::Kind::kExtension)
+      throw InputError(p.where + ": extension " + p.instance + " (" +
+                       extensions_.at(p.instance)->class_name() + ") thins the model, which " +
+                       "cannot be combined with quantizer " + quantizer_->name() +
+                       " (thin before quantizing)");
+    if (p.kind == Policy::Kind::kPruner &&
+        dynamic_cast<const ActivationRankedFilterPruner*>(pruners_.at(p.instance).get()))
+      throw InputError(p.where + ": pruner " + p.instance +
+                       " ranks activations; a schedule cannot both rank activations and "
+                       "quantize them");
+    if (p.kind == Policy::Kind::kPruner && p.use_double_copies)
+      throw InputError(p.where + ": use_double_copies cannot be combined with quantizer " +
+                       quantizer_->name() + " (both keep a second copy of the weights)");
   }
+  quantizer_->prepare_model(model_, logger_);
+}
+
+std::vector<ParamGroup> CompressionScheduler::param_groups() const {
+  return quantizer_ && quantizer_prepared() ? quantizer_->param_groups()
+                                            : std::vector<ParamGroup>{};
+}
+
+nlohmann::json CompressionScheduler::quantization() const {
+  if (!quantizer_prepared()) return nullptr;
+  auto j = quantizer_->hyperparams();
+  j["bits"] = quantizer_->bits_json();
+  return j;
+}
+
+bool CompressionScheduler::quantizer_prepared() const {
+  return quantizer_ && !quantizer_->targets().empty();
 }
 
 std::set<std::string> CompressionScheduler::parse_policies(const YAML::Node& root) {
@@ -478,6 +519,9 @@ void CompressionScheduler::check_policy_instance(const Policy& policy,
       break;
     case Policy::Kind::kExtension:
       defined = instance_names(extensions_);
+      break;
+    case Policy::Kind::kQuantizer:
+      if (quantizer_) defined = {quantizer_->name()};
       break;
   }
   if (std::find(defined.begin(), defined.end(), policy.instance) == defined.end())
@@ -656,6 +700,9 @@ at::Tensor CompressionScheduler::before_backward_pass(const MinibatchInfo& info,
 
 void CompressionScheduler::before_parameter_optimization(const MinibatchInfo&,
                                                          torch::optim::Optimizer&) {
+  // The quantizer first: the gradient at Wq is carried to the float master, which gradient masks
+  // and dense copies then act on.
+  if (quantizer_) quantizer_->before_step();
   torch::NoGradGuard no_grad;
   if (modes_.mask_gradients)
     for (const auto& [name, mask] : masks_) {
@@ -670,6 +717,8 @@ void CompressionScheduler::before_parameter_optimization(const MinibatchInfo&,
 void CompressionScheduler::on_minibatch_end(const MinibatchInfo& info, torch::optim::Optimizer&) {
   torch::NoGradGuard no_grad;
   if (!modes_.forward_only) apply_masks();
+  // Distiller's QuantizationPolicy.on_minibatch_end: re-quantize after the step and the masks.
+  if (quantizer_) quantizer_->after_step();
   for (const auto& p : policies_) {
     if (!p.timing.active(info.epoch)) continue;
     if (p.kind == Policy::Kind::kPruner && p.discard_masks_at_minibatch_end) masks_.clear();
@@ -715,6 +764,8 @@ std::vector<EpochScalar> CompressionScheduler::epoch_scalars() const {
   out.push_back({"sparsity", "sparsity/weights/total", total > 0 ? zeros / total : 0});
   for (const auto& n : named_params_)
     out.push_back({"sparsity/" + n, "sparsity/weights/" + n, sparsity(params.at(n))});
+  if (quantizer_)
+    for (auto& s : quantizer_->epoch_scalars()) out.push_back(std::move(s));
   return out;
 }
 
@@ -737,11 +788,13 @@ void CompressionScheduler::save_state(torch::serialize::OutputArchive& archive) 
   archive.write("policy_state", c10::IValue(modes.dump()));
   archive.write("lr_state", c10::IValue(lr.dump()));
   archive.write("schedule_text", c10::IValue(text_));
+  if (quantizer_) quantizer_->save_state(archive);
 }
 
 void CompressionScheduler::load_state(torch::serialize::InputArchive& archive) {
   c10::IValue names_v, lr_v;
   if (!archive.try_read("mask_names", names_v)) return;
+  if (quantizer_) quantizer_->load_state(archive);
   auto names = nlohmann::json::parse(names_v.toStringRef()).get<std::vector<std::string>>();
   masks_.clear();
   for (size_t i = 0; i < names.size(); ++i) {

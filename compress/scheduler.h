@@ -31,7 +31,7 @@ namespace igb::compress {
 
 /// One entry of the schedule's `policies` list.
 struct Policy {
-  enum class Kind { kPruner, kRegularizer, kLrScheduler, kExtension };
+  enum class Kind { kPruner, kRegularizer, kLrScheduler, kExtension, kQuantizer };
   Kind kind = Kind::kPruner;
   std::string instance;
   PolicyTiming timing;
@@ -90,6 +90,9 @@ class CompressionScheduler : public TrainingHooks {
   void set_validation_metric(const std::string& primary, bool higher_is_better) override;
   std::string schedule_text() const override { return text_; }
   nlohmann::json take_thinning_recipes() override;
+  nlohmann::json quantization() const override;
+  /// PACT's α group, once the quantizer has prepared the model.
+  std::vector<ParamGroup> param_groups() const override;
 
   /// How to trace the model for thinning (FilterRemover, ChannelRemover): its input shape and
   /// forward. Without it a thinning extension is an error when its epoch comes.
@@ -107,6 +110,8 @@ class CompressionScheduler : public TrainingHooks {
   /// Multiplies every masked parameter by its mask.
   void apply_masks();
   const MaskTable& masks() const { return masks_; }
+  /// The quantizer, or nullptr.
+  const Quantizer* quantizer() const { return quantizer_.get(); }
   const std::vector<Policy>& policies() const { return policies_; }
   /// Parameters some pruning or regularization policy names, in first-named order.
   const std::vector<std::string>& named_params() const { return named_params_; }
@@ -120,8 +125,13 @@ class CompressionScheduler : public TrainingHooks {
   void parse_regularizers(const YAML::Node& root, std::set<std::string>& instances);
   void parse_lr_schedulers(const YAML::Node& root, std::set<std::string>& instances);
   void parse_extensions(const YAML::Node& root, std::set<std::string>& instances);
-  /// Recognises the quantizer classes and refuses them (no quantization-aware training yet).
-  void parse_quantizers(const YAML::Node& root);
+  /// Reads the quantizer (at most one; its name added to `instances`).
+  void parse_quantizers(const YAML::Node& root, std::set<std::string>& instances);
+  /// After the policies: checks the quantizer policy (one, starting at epoch 0) and what it cannot
+  /// be combined with (thinning, activation ranking, double copies), then prepares the model, as
+  /// Distiller's QuantizationPolicy does when the schedule is loaded.
+  void setup_quantizer();
+  bool quantizer_prepared() const;
   /// Appends every policy to policies_; returns the instance names they use.
   std::set<std::string> parse_policies(const YAML::Node& root);
   Policy parse_policy(const YAML::Node& node);
@@ -162,6 +172,7 @@ class CompressionScheduler : public TrainingHooks {
   std::map<std::string, std::unique_ptr<Regularizer>> regularizers_;
   std::map<std::string, std::unique_ptr<LrScheduler>> lr_schedulers_;
   std::map<std::string, std::unique_ptr<Extension>> extensions_;
+  std::unique_ptr<Quantizer> quantizer_;
   std::vector<Policy> policies_;
   std::vector<std::string> named_params_;
   MaskTable masks_;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,14 @@ struct EpochScalar {
   std::string column;
   std::string tag;
   double value = 0;
+};
+
+/// Parameters a schedule adds to the model that the optimizer steps in a group of their own (a
+/// PACT quantizer's clipping values α): the same options as the other parameters except the weight
+/// decay, when set.
+struct ParamGroup {
+  std::vector<at::Tensor> params;
+  std::optional<double> weight_decay;
 };
 
 /// The six points at which a compression schedule acts on training, called by every solver in this
@@ -59,6 +68,10 @@ class TrainingHooks {
   /// Whether there is anything to save (false for the empty schedule).
   virtual bool has_state() const { return false; }
 
+  /// Parameter groups of their own for the optimizer, built after the schedule (the solver leaves
+  /// these parameters out of its main group).
+  virtual std::vector<ParamGroup> param_groups() const { return {}; }
+
   /// Scalars to log after each epoch (sparsity of the pruned weights, ...).
   virtual std::vector<EpochScalar> epoch_scalars() const { return {}; }
   /// Whether the schedule sets the learning rate (its lr_schedulers replace --lr-decay).
@@ -68,6 +81,9 @@ class TrainingHooks {
   virtual void set_validation_metric(const std::string& primary, bool higher_is_better) {}
   /// The schedule's text, copied into the run directory and the checkpoint.
   virtual std::string schedule_text() const { return {}; }
+  /// The quantizer that prepared the model, as CheckpointMeta::quantization records it ({"class",
+  /// "bits": {module: {bits_…}}, the hyperparams}); null when none.
+  virtual nlohmann::json quantization() const { return nullptr; }
   /// Thinning recipes applied to the model since the last call (core/thinning_recipe.h), in
   /// order; the solver appends them to the checkpoint's recipes.
   virtual nlohmann::json take_thinning_recipes() { return nlohmann::json::array(); }

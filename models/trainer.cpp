@@ -1,7 +1,11 @@
 #include "models/trainer.h"
 
+#include <torch/optim/adam.h>
+#include <torch/optim/sgd.h>
+
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "compress/scheduler.h"
 #include "core/error.h"
@@ -18,16 +22,42 @@ namespace igb::models {
 
 namespace fs = std::filesystem;
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& config,
-                                                        const std::vector<torch::Tensor>& params) {
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(
+    const TrainConfig& config, const std::vector<torch::Tensor>& params,
+    const std::vector<compress::ParamGroup>& extra) {
+  std::unique_ptr<torch::optim::OptimizerOptions> defaults;
   if (config.optimizer == "sgd")
-    return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(config.lr)
-                                                           .momentum(config.momentum)
-                                                           .weight_decay(config.weight_decay));
-  if (config.optimizer == "adam")
-    return std::make_unique<torch::optim::Adam>(
-        params, torch::optim::AdamOptions(config.lr).weight_decay(config.weight_decay));
-  throw InputError("unknown optimizer '" + config.optimizer + "'; valid optimizers: adam, sgd");
+    defaults = std::make_unique<torch::optim::SGDOptions>(torch::optim::SGDOptions(config.lr)
+                                                              .momentum(config.momentum)
+                                                              .weight_decay(config.weight_decay));
+  else if (config.optimizer == "adam")
+    defaults = std::make_unique<torch::optim::AdamOptions>(
+        torch::optim::AdamOptions(config.lr).weight_decay(config.weight_decay));
+  else
+    throw InputError("unknown optimizer '" + config.optimizer + "'; valid optimizers: adam, sgd");
+  std::set<const c10::TensorImpl*> in_extra;
+  for (const auto& g : extra)
+    for (const auto& p : g.params) in_extra.insert(p.unsafeGetTensorImpl());
+  std::vector<torch::Tensor> base;
+  for (const auto& p : params)
+    if (!in_extra.count(p.unsafeGetTensorImpl())) base.push_back(p);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(base, defaults->clone());
+  for (const auto& g : extra) {
+    auto options = defaults->clone();
+    if (g.weight_decay) {
+      if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(options.get()))
+        sgd->weight_decay(*g.weight_decay);
+      else
+        static_cast<torch::optim::AdamOptions&>(*options).weight_decay(*g.weight_decay);
+    }
+    groups.emplace_back(g.params, std::move(options));
+  }
+  if (config.optimizer == "sgd")
+    return std::make_unique<torch::optim::SGD>(groups,
+                                               static_cast<torch::optim::SGDOptions&>(*defaults));
+  return std::make_unique<torch::optim::Adam>(groups,
+                                              static_cast<torch::optim::AdamOptions&>(*defaults));
 }
 
 double decayed_lr(const TrainConfig& config, int64_t epoch) {
@@ -48,7 +78,7 @@ Trainer::Trainer(const TrainConfig& config, RunContext& ctx, TrainingTask& task,
     : config_(config), ctx_(ctx), task_(task), hooks_(hooks), info_(std::move(info)) {
   model_ = task_.model();
   model_->to(ctx_.device);
-  optimizer_ = make_optimizer(config_, model_->parameters());
+  optimizer_ = make_optimizer(config_, model_->parameters(), hooks_.param_groups());
   hooks_.set_validation_metric(task_.primary_metric(), task_.higher_is_better());
 }
 
@@ -200,6 +230,7 @@ void Trainer::save(const fs::path& path, int64_t epoch, const Metrics& last) {
   meta.best_epoch = best_epoch_;
   meta.schedule_text = hooks_.schedule_text();
   meta.thinning_recipes = recipes_;
+  meta.quantization = hooks_.quantization();
   nlohmann::json last_j = nlohmann::json::object(), best_j = nlohmann::json::object();
   for (const auto& kv : last) last_j[kv.first] = kv.second;
   for (const auto& kv : best_metrics_) best_j[kv.first] = kv.second;

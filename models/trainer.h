@@ -56,9 +56,13 @@ struct RunInfo {
   nlohmann::json config_json = nlohmann::json::object();
 };
 
-/// Builds the optimizer `config` names over `params` (InputError for an unknown one).
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& config,
-                                                        const std::vector<torch::Tensor>& params);
+/// Builds the optimizer `config` names over `params` (InputError for an unknown one). Each of
+/// `extra` (a schedule's own groups: PACT's α) becomes a parameter group after the main one, with
+/// the same options except its weight decay when set; its parameters are left out of the main
+/// group (Distiller's PACTQuantizer._get_new_optimizer_params_groups).
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(
+    const TrainConfig& config, const std::vector<torch::Tensor>& params,
+    const std::vector<compress::ParamGroup>& extra = {});
 
 /// The training loop shared by all solvers: calls the hooks in the documented order, validates
 /// each epoch, writes metrics.csv, TensorBoard events, checkpoint.ckpt, best.ckpt and

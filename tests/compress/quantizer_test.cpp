@@ -8,10 +8,17 @@
 #include <torch/nn/modules/linear.h>
 #include <yaml-cpp/yaml.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include "compress/scheduler.h"
 #include "compress/yaml_reader.h"
 #include "core/activation.h"
 #include "core/error.h"
+#include "core/logger.h"
+#include "models/model.h"
+#include "models/trainer.h"
 
 namespace igb::compress {
 
@@ -27,17 +34,6 @@ std::string schedule_error(const std::string& quantizers, torch::nn::Module* mod
   }
   return "(no InputError)";
 }
-
-// Only what bits_for needs; the interface's algorithm hooks do nothing here.
-class FixedQuantizer : public Quantizer {
- public:
-  using Quantizer::Quantizer;
-  std::map<std::string, QuantBits> targets() const override { return {}; }
-  void prepare_model(torch::nn::Module&) override {}
-  void quantize_params() override {}
-  void save_state(torch::serialize::OutputArchive&) const override {}
-  void load_state(torch::serialize::InputArchive&) override {}
-};
 
 // A residual block's layers: conv1 → bn1 → relu → conv2.
 struct BlockImpl : torch::nn::Module {
@@ -92,28 +88,24 @@ std::string read_error(const std::string& cls, const std::string& body) {
 
 }  // namespace
 
-TEST(Quantizers, RegistryNamesDistillersClassesAsNotAvailable) {
+TEST(Quantizers, RegistryBuildsDistillersQatClassesAndRefusesWrpn) {
   register_builtin_quantizers();
   EXPECT_EQ(quantizer_registry().names(),
             (std::vector<std::string>{"DorefaQuantizer", "PACTQuantizer",
                                       "QuantAwareTrainRangeLinearQuantizer", "WRPNQuantizer"}));
-  for (const auto& n : quantizer_registry().names()) {
-    EXPECT_FALSE(quantizer_registry().get(n).make) << n;
-    EXPECT_NE(quantizer_registry().entry(n).help.find("not available in this build"),
-              std::string::npos)
-        << n;
-  }
+  for (const auto& n : quantizer_registry().names())
+    EXPECT_EQ(static_cast<bool>(quantizer_registry().get(n).make), n != "WRPNQuantizer") << n;
+  EXPECT_NE(quantizer_registry().entry("WRPNQuantizer").help.find("not available in this build"),
+            std::string::npos);
 }
 
-TEST(Quantizers, SchedulesNamingOneAreRefusedAndUnknownClassesListTheValidOnes) {
-  EXPECT_EQ(schedule_error("  q:\n    class: PACTQuantizer\n    bits_activations: 4\n"),
-            "q.yaml:3: quantizer q (PACTQuantizer): quantization-aware training is not available "
-            "in this build");
+TEST(Quantizers, UnknownAndUnavailableClassesAreRefused) {
+  EXPECT_EQ(schedule_error("  q:\n    class: WRPNQuantizer\n"),
+            "q.yaml:4: quantizer q (WRPNQuantizer): this class is not available in this build");
   EXPECT_EQ(
       schedule_error("  q:\n    class: LinearQuantizer\n"),
-      "q.yaml:3: unknown quantizer class 'LinearQuantizer'; valid: DorefaQuantizer, PACTQuantizer, "
+      "q.yaml:4: unknown quantizer class 'LinearQuantizer'; valid: DorefaQuantizer, PACTQuantizer, "
       "QuantAwareTrainRangeLinearQuantizer, WRPNQuantizer");
-  // A refused class's keys are still checked first, with file:line.
   EXPECT_EQ(schedule_error("  q:\n    class: DorefaQuantizer\n    bits_weight: 4\n"),
             "q.yaml:5: unknown key 'bits_weight' in quantizers.q (DorefaQuantizer); valid keys: "
             "class, quantize_bias, bits_activations, bits_weights, bits_bias, overrides, "
@@ -128,15 +120,14 @@ TEST(Quantizers, OverridesResolveByFirstWholeMatch) {
   o.overrides = {{"conv1", {0, 0, 0}, ""},
                  {"layer1\\..*", {4, 2, 32}, ""},
                  {"layer1\\.0\\.conv2", {6, 6, 6}, ""}};
-  FixedQuantizer q("q", o);
+  const auto& q = o;
   EXPECT_EQ(q.bits_for("conv1").weights, 0);
   EXPECT_EQ(q.bits_for("layer1.0.conv2").weights, 2);  // the earlier pattern wins
   EXPECT_EQ(q.bits_for("layer1.0.conv2").activations, 4);
   EXPECT_EQ(q.bits_for("layer2.conv1").weights, 8);  // whole-name match: "conv1" does not match it
   EXPECT_EQ(q.bits_for("fc").bias, 32);
   o.overrides = {{"layer1[", {4, 4, 4}, "q.yaml:7"}};
-  FixedQuantizer bad("bad", o);
-  EXPECT_THROW(bad.bits_for("fc"), InputError);
+  EXPECT_THROW(o.bits_for("fc"), InputError);
 }
 
 // quantizer.py Quantizer.__init__: `self.overrides.get(name_to_match)` is taken before the regex
@@ -274,6 +265,185 @@ TEST(Quantizers, LegacyKeysAreReadWithAWarning) {
   // The current overrides take only the full names, as latest Distiller.
   EXPECT_NE(read_error("DorefaQuantizer", "overrides:\n  fc: {wts: 4}\n").find("unknown key 'wts'"),
             std::string::npos);
+}
+
+namespace {
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A schedule with one quantizer (its mapping `body`, indented by 4) and its policy.
+std::string quant_schedule(const std::string& cls, const std::string& body, int start = 0) {
+  return "version: 1\nquantizers:\n  q:\n    class: " + cls + "\n" + body +
+         "policies:\n  - quantizer:\n      instance_name: q\n    starting_epoch: " +
+         std::to_string(start) + "\n    ending_epoch: 200\n    frequency: 1\n";
+}
+
+// One SGD step through the scheduler's hooks, as the Trainer calls them.
+void train_step(torch::nn::Module& model, const std::function<at::Tensor(const at::Tensor&)>& fwd,
+                CompressionScheduler& s, torch::optim::Optimizer& opt, const at::Tensor& x) {
+  MinibatchInfo info{0, 0, 1};
+  s.on_minibatch_begin(info, opt);
+  auto loss = fwd(x).pow(2).mean();
+  loss = s.before_backward_pass(info, loss, opt);
+  opt.zero_grad();
+  loss.backward();
+  s.before_parameter_optimization(info, opt);
+  opt.step();
+  s.on_minibatch_end(info, opt);
+}
+
+int64_t distinct(const at::Tensor& t) { return std::get<0>(at::_unique(t.flatten())).numel(); }
+
+}  // namespace
+
+// clipped_linear.py PACTQuantizer: ReLUs replaced (clip_val = act_clip_init_val), DoReFa weights
+// through float_weight; policy.py QuantizationPolicy re-quantizes at on_minibatch_end.
+TEST(Quantizers, PactTrainsResnet20WithQuantizedWeightsAndLearnedAlpha) {
+  torch::manual_seed(0);
+  models::register_builtin_models();
+  auto model = models::create_model("resnet20_cifar", {});
+  auto s = CompressionScheduler::from_text(
+      quant_schedule(
+          "PACTQuantizer",
+          "    bits_activations: 4\n    bits_weights: 3\n    act_clip_init_val: 3\n"
+          "    act_clip_decay: 0.0001\n    overrides:\n      conv1: {bits_weights: null, "
+          "bits_activations: null}\n      fc: {bits_weights: null}\n"),
+      "p.yaml", *model, 0.1, nullptr);
+  ASSERT_NE(s->quantizer(), nullptr);
+  const auto& targets = s->quantizer()->targets();
+  EXPECT_EQ(targets.count("conv1"), 0u);
+  EXPECT_EQ(targets.count("fc"), 0u);
+  EXPECT_EQ(targets.at("layer1.0.conv1").weights, 3);
+  EXPECT_EQ(targets.at("layer1.0.conv1").bias, 0);  // resnet convs have no bias
+  EXPECT_EQ(targets.at("relu").activations, 4);     // the stem ReLU: defaults (conv1 is not "relu")
+  EXPECT_EQ(targets.at("layer3.2.relu2").activations, 4);
+  // 19 convs quantized (the stem conv stays float), 19 ReLUs replaced.
+  int64_t convs = 0, relus = 0;
+  for (const auto& [n, b] : targets) {
+    convs += b.weights != 0;
+    relus += b.activations != 0;
+  }
+  EXPECT_EQ(convs, 18);
+  EXPECT_EQ(relus, 19);
+  const auto buffers = model->named_buffers();
+  EXPECT_NE(buffers.find("layer1.0.conv1.float_weight"), nullptr);
+  EXPECT_EQ(buffers.find("conv1.float_weight"), nullptr);
+  const auto params = model->named_parameters();
+  ASSERT_NE(params.find("layer1.0.relu1.replacement.clip_val"), nullptr);
+  EXPECT_FLOAT_EQ(params["layer1.0.relu1.replacement.clip_val"].item<float>(), 3.0f);
+
+  // α in its own group: SGD lr 0.1, act_clip_decay 1e-4, zero gradient:
+  // α = 3 − 0.1·(1e-4·3) = 2.99997, while the main group keeps --wd 5e-4.
+  models::TrainConfig config;
+  config.optimizer = "sgd";
+  config.lr = 0.1;
+  config.momentum = 0.9;
+  config.weight_decay = 5e-4;
+  auto groups = s->param_groups();
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0].params.size(), 19u);
+  auto opt = models::make_optimizer(config, model->parameters(), groups);
+  ASSERT_EQ(opt->param_groups().size(), 2u);
+  EXPECT_EQ(opt->param_groups()[0].params().size(), model->parameters().size() - 19);
+  EXPECT_DOUBLE_EQ(
+      static_cast<torch::optim::SGDOptions&>(opt->param_groups()[1].options()).weight_decay(),
+      1e-4);
+  EXPECT_DOUBLE_EQ(
+      static_cast<torch::optim::SGDOptions&>(opt->param_groups()[0].options()).weight_decay(),
+      5e-4);
+  {
+    auto alpha_opt = models::make_optimizer(config, {}, groups);
+    for (auto& a : groups[0].params) a.mutable_grad() = torch::zeros_like(a);
+    alpha_opt->step();
+    EXPECT_NEAR(groups[0].params[0].item<double>(), 2.99997, 1e-6);
+    torch::NoGradGuard g;
+    for (auto& a : groups[0].params) a.fill_(3.0), a.mutable_grad() = at::Tensor();
+  }
+
+  model->train();
+  const auto x = torch::randn({4, 3, 32, 32});
+  auto fwd = [&](const at::Tensor& in) { return model->forward(in); };
+  const auto alpha_before = params["layer3.2.relu2.replacement.clip_val"].item<double>();
+  const auto master_before = buffers["layer2.0.conv2.float_weight"].clone();
+  for (int i = 0; i < 2; ++i) train_step(*model, fwd, *s, *opt, x);
+  // Weights stay on the 3-bit DoReFa grid (at most 2^3 values), the masters moved off it.
+  EXPECT_LE(distinct(params["layer2.0.conv2.weight"]), 8);
+  EXPECT_GT(distinct(buffers["layer2.0.conv2.float_weight"]), 8);
+  EXPECT_FALSE(torch::equal(buffers["layer2.0.conv2.float_weight"], master_before));
+  EXPECT_GT(distinct(params["conv1.weight"]), 8);  // overridden to float
+  EXPECT_NE(params["layer3.2.relu2.replacement.clip_val"].item<double>(), alpha_before);
+  const auto scalars = s->epoch_scalars();
+  const auto alpha = std::find_if(scalars.begin(), scalars.end(), [](const EpochScalar& e) {
+    return e.column == "alpha/layer3.2.relu2";
+  });
+  ASSERT_NE(alpha, scalars.end());
+  EXPECT_EQ(alpha->tag, "quantization/alpha/layer3.2.relu2");
+  EXPECT_EQ(alpha->value, params["layer3.2.relu2.replacement.clip_val"].item<double>());
+}
+
+// policy.py QuantizationPolicy prepares the model when the schedule is loaded, so a policy must
+// start at epoch 0; thinning needs the unquantized model (thinning.py knows no quantizer).
+TEST(Quantizers, PolicyTimingAndCombinationsAreChecked) {
+  models::register_builtin_models();
+  auto model = models::create_model("resnet20_cifar", {});
+  auto error = [&](const std::string& text) {
+    try {
+      CompressionScheduler::from_text(text, "q.yaml", *model, 0.1, nullptr);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no InputError)");
+  };
+  EXPECT_EQ(error(quant_schedule("DorefaQuantizer", "    bits_weights: 4\n", 1)),
+            "q.yaml:7: the quantizer policy of 'q' starts at epoch 1; Distiller quantizes the "
+            "model from the start (when the schedule is loaded), so it must start at epoch 0");
+  const std::string thin =
+      "extensions:\n  thin:\n    class: FilterRemover\n    thinning_func_str: remove_filters\n"
+      "    arch: resnet20_cifar\n    dataset: cifar10\n";
+  auto text = quant_schedule("DorefaQuantizer", "    bits_weights: 4\n") +
+              "  - extension:\n      instance_name: thin\n    epochs: [1]\n";
+  text.insert(text.find("policies:"), thin);
+  EXPECT_EQ(error(text),
+            "q.yaml:18: extension thin (FilterRemover) thins the model, which cannot be combined "
+            "with quantizer q (thin before quantizing)");
+}
+
+// clipped_linear.py replaces nn.ReLU only and quantizer.py quantizes Conv2d/Conv3d/Linear/Embedding
+// weights only: DoReFa on FSRCNN (PReLUs, a ConvTranspose2d last layer) quantizes the convs'
+// weights and biases.
+TEST(Quantizers, DistillersDorefaExampleLoadsOnFsrcnn) {
+  const auto dir = std::filesystem::temp_directory_path() / "igb_quantizer_test";
+  std::filesystem::create_directories(dir);
+  Logger logger;
+  logger.set_quiet(true);
+  logger.open_file(dir / "log.txt");
+  models::register_builtin_models();
+  auto model = models::create_model("fsrcnn", {});
+  const std::string path =
+      std::string(IGB_SOURCE_DIR) + "/../shared/examples/quantization_DoReFa.yaml";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared/examples not beside the checkout";
+  auto s = CompressionScheduler::from_file(path, *model, 0.1, &logger);
+  const auto& targets = s->quantizer()->targets();
+  EXPECT_EQ(targets.at("first_part.0").weights, 8);
+  EXPECT_EQ(targets.at("first_part.0").bias, 8);  // quantize_bias: True
+  EXPECT_EQ(targets.count("last_part"), 0u);
+  for (const auto& [n, b] : targets) EXPECT_EQ(b.activations, 0) << n;  // no ReLU in FSRCNN
+  const auto log = read_file(dir / "log.txt");
+  EXPECT_NE(log.find("quantize_bias is Distiller's older key"), std::string::npos) << log;
+  EXPECT_NE(log.find("activations left in floating point (DorefaQuantizer replaces ReLU only): "
+                     "first_part.1 (prelu)"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("weights left in floating point (Distiller quantizes Conv2d, Conv3d, Linear "
+                     "and Embedding weights only): last_part"),
+            std::string::npos)
+      << log;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace igb::compress

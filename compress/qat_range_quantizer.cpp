@@ -1,0 +1,65 @@
+// QuantAwareTrainRangeLinearQuantizer (Distiller's quantization/range_linear.py), SYMMETRIC mode:
+// weights through float master copies on the restricted symmetric grid (per tensor or per output
+// channel), ReLU outputs fake-quantized with ranges tracked by bias-corrected moving averages.
+#include "compress/fake_quant.h"
+#include "compress/quantizer.h"
+#include "compress/yaml_reader.h"
+
+namespace igb::compress {
+
+namespace {
+
+class QatRangeQuantizer : public Quantizer {
+ public:
+  QatRangeQuantizer(std::string name, QatRangeOptions options)
+      : Quantizer(std::move(name), options), options_(std::move(options)) {}
+  std::string class_name() const override { return "QuantAwareTrainRangeLinearQuantizer"; }
+  nlohmann::json hyperparams() const override {
+    auto j = options_.hyperparams();
+    j["class"] = class_name();
+    return j;
+  }
+  std::vector<EpochScalar> epoch_scalars() const override {
+    std::vector<EpochScalar> out;
+    for (const auto& [name, m] : activations_)
+      out.push_back({"act_amax/" + name, "quantization/act_amax/" + name,
+                     static_cast<const FakeQuantReluImpl&>(*m).range()});
+    return out;
+  }
+
+ protected:
+  ParamQuantMethod method() const override { return ParamQuantMethod::kSymmetric; }
+  bool per_channel() const override { return options_.per_channel_wts; }
+  int64_t min_weight_bits() const override { return 2; }
+  int64_t min_activation_bits() const override { return 2; }
+  torch::nn::AnyModule make_activation(const std::string&, int64_t bits) override {
+    return torch::nn::AnyModule(
+        FakeQuantRelu(FakeQuantReluOptions(bits).ema_decay(options_.ema_decay)));
+  }
+  bool adopts_activation(const torch::nn::Module& m, int64_t bits) const override {
+    const auto* a = dynamic_cast<const FakeQuantReluImpl*>(&m);
+    return a && a->options().bits() == bits && a->options().ema_decay() == options_.ema_decay;
+  }
+
+ private:
+  QatRangeOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<Quantizer> make_qat_range_quantizer(const std::string& name, YamlReader& yaml,
+                                                    const ModelParams& params) {
+  auto o = QatRangeOptions::from_yaml(yaml);
+  std::vector<std::string> w = o.warnings;
+  resolve_quant_bits(o, params.model(), &w);
+  if (o.quantize_inputs && o.num_bits_inputs != QuantBits::kFloat)
+    w.push_back(yaml.where() + ": " + yaml.path() +
+                ": quantize_inputs is not available in this build (the models have no input "
+                "slot); the model input stays in floating point, so the first layer runs in "
+                "float in TensorRT");
+  auto q = std::make_unique<QatRangeQuantizer>(name, std::move(o));
+  q->add_warnings(w);
+  return q;
+}
+
+}  // namespace igb::compress
