@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <utility>
 
 #include "compress/fake_quant.h"
 #include "core/error.h"
@@ -46,25 +47,46 @@ FakeLinearQuantImpl::FakeLinearQuantImpl(FakeLinearQuantOptions options) : optio
   zero_point = register_buffer("zero_point", torch::zeros({1}));
 }
 
+namespace {
+
+// The tracked range (min, max) in one device-to-host copy.
+std::pair<double, double> fq_tracked(const at::Tensor& lo, const at::Tensor& hi) {
+  const at::Tensor both = at::cat({lo.reshape({1}), hi.reshape({1})}).to(at::kCPU, at::kDouble);
+  return {both[0].item<double>(), both[1].item<double>()};
+}
+
+struct FqGrid {
+  double lo, hi, scale;
+  int64_t zero_point;
+};
+
+FqGrid fq_grid(const at::Tensor& tracked_min, const at::Tensor& tracked_max, LinearQuantMode mode,
+               int64_t bits) {
+  const auto [lo, hi] = fq_tracked(tracked_min, tracked_max);
+  if (mode == LinearQuantMode::kSymmetric) {
+    const double m = std::max(std::abs(lo), std::abs(hi));
+    return {-m, m, m == 0.0 ? 1.0 : m / static_cast<double>(symmetric_levels(bits)), 0};
+  }
+  const int64_t n = unsigned_levels(bits);
+  const double diff = std::max(hi, 0.0) - std::min(lo, 0.0);
+  const double s = diff == 0.0 ? 1.0 : diff / static_cast<double>(n);
+  const auto z = static_cast<int64_t>(-std::nearbyint(std::min(lo, 0.0) / s));
+  return {lo, hi, s, std::min(std::max(z, int64_t{0}), n)};
+}
+
+}  // namespace
+
 double FakeLinearQuantImpl::range() const {
-  return std::max(std::abs(tracked_min.item<double>()), std::abs(tracked_max.item<double>()));
+  const auto [lo, hi] = fq_tracked(tracked_min, tracked_max);
+  return std::max(std::abs(lo), std::abs(hi));
 }
 
 double FakeLinearQuantImpl::quant_scale() const {
-  if (options_.mode() == LinearQuantMode::kSymmetric) {
-    const double m = range();
-    return m == 0.0 ? 1.0 : m / static_cast<double>(symmetric_levels(options_.bits()));
-  }
-  const double diff =
-      std::max(tracked_max.item<double>(), 0.0) - std::min(tracked_min.item<double>(), 0.0);
-  return diff == 0.0 ? 1.0 : diff / static_cast<double>(unsigned_levels(options_.bits()));
+  return fq_grid(tracked_min, tracked_max, options_.mode(), options_.bits()).scale;
 }
 
 int64_t FakeLinearQuantImpl::quant_zero_point() const {
-  if (options_.mode() == LinearQuantMode::kSymmetric) return 0;
-  const int64_t z = static_cast<int64_t>(
-      -std::nearbyint(std::min(tracked_min.item<double>(), 0.0) / quant_scale()));
-  return std::min(std::max(z, int64_t{0}), unsigned_levels(options_.bits()));
+  return fq_grid(tracked_min, tracked_max, options_.mode(), options_.bits()).zero_point;
 }
 
 at::Tensor FakeLinearQuantImpl::forward(const at::Tensor& x) {
@@ -92,12 +114,10 @@ at::Tensor FakeLinearQuantImpl::forward(const at::Tensor& x) {
         zero_point.add_(static_cast<double>(int64_t{1} << (bits - 1)));
     }
   }
-  if (mode == LinearQuantMode::kSymmetric) {
-    const double m = range();
-    return fake_quant_symmetric(at::clamp(x, -m, m), quant_scale(), bits);
-  }
-  const at::Tensor y = at::clamp(x, tracked_min.item<double>(), tracked_max.item<double>());
-  return fake_quant_affine(y, quant_scale(), quant_zero_point(), bits);
+  const FqGrid g = fq_grid(tracked_min, tracked_max, mode, bits);
+  const at::Tensor y = at::clamp(x, g.lo, g.hi);
+  if (mode == LinearQuantMode::kSymmetric) return fake_quant_symmetric(y, g.scale, bits);
+  return fake_quant_affine(y, g.scale, g.zero_point, bits);
 }
 
 at::Tensor FakeQuantReluImpl::forward(const at::Tensor& x) {

@@ -54,8 +54,9 @@ struct FqNetImpl : torch::nn::Module {
 };
 TORCH_MODULE(FqNet);
 
-// The single fake-quantize op of the traced net; every op must be one the op table names.
-tools::OpNode fq_traced_fake_quant(FqNet& net) {
+// The single fake-quantize op of the traced net; every op must be one the op table names, and
+// the net has `ops` ops in all (reading the tracked range must not add any).
+tools::OpNode fq_traced_fake_quant(FqNet& net, size_t ops) {
   const SummaryGraph g =
       SummaryGraph::build(*net, {1, 1, 4, 4}, [&](const at::Tensor& x) { return net->forward(x); });
   std::vector<tools::OpNode> found;
@@ -63,6 +64,7 @@ tools::OpNode fq_traced_fake_quant(FqNet& net) {
     EXPECT_NE(op.op_kind, tools::OpKind::kOther) << op.name << " " << op.kind;
     if (op.op_kind == tools::OpKind::kFakeQuantize) found.push_back(op);
   }
+  EXPECT_EQ(g.ops().size(), ops);
   EXPECT_EQ(found.size(), 1u);
   return found.empty() ? tools::OpNode() : found[0];
 }
@@ -368,13 +370,13 @@ TEST(FakeQuant, QatAsymmetricModes) {
 TEST(FakeQuant, SlotModulesTraceAsKnownOps) {
   FqNet net;
   net->act->replace(torch::nn::AnyModule(DorefaActQuant(4)));
-  tools::OpNode op = fq_traced_fake_quant(net);
+  tools::OpNode op = fq_traced_fake_quant(net, 3);  // conv, clamp, fake_quantize
   EXPECT_NEAR(op.scale, 1.0 / 15, 1e-9);
   EXPECT_EQ(op.quant_min, 0);
   EXPECT_EQ(op.quant_max, 15);
 
   net->act->replace(torch::nn::AnyModule(PactActQuant(PactActQuantOptions(2).init_alpha(3.0))));
-  op = fq_traced_fake_quant(net);
+  op = fq_traced_fake_quant(net, 3);
   EXPECT_NEAR(op.scale, 1.0, 1e-9);  // α/n = 3/3
   EXPECT_EQ(op.quant_max, 3);
 
@@ -382,7 +384,7 @@ TEST(FakeQuant, SlotModulesTraceAsKnownOps) {
   qat->train();
   qat(fq_vec({0, 2}));  // m = 2
   net->act->replace(torch::nn::AnyModule(qat));
-  op = fq_traced_fake_quant(net);
+  op = fq_traced_fake_quant(net, 4);  // conv, relu, clamp, fake_quantize
   EXPECT_NEAR(op.scale, 2.0 / 127, 1e-7);
   EXPECT_EQ(op.quant_min, -127);
   EXPECT_EQ(op.quant_max, 127);
