@@ -15,7 +15,8 @@
 /// only for ActivationKind::kReLU (Distiller replaces nn.ReLU only). The child is named
 /// `replacement`, so a PACT α is `<relu>.replacement.clip_val` (select it by the `clip_val`
 /// suffix, as Distiller does). Each slot module ends in aten::fake_quantize_per_tensor_affine
-/// (zero point 0) after an aten::clamp, which is what the trace and the op table see:
+/// (zero point 0) after an aten::clamp, which is what the trace and the op table see (above
+/// kMaxRoundedBits bits the clamp alone):
 /// - DorefaActQuant (Distiller's ClippedLinearQuantization(bits, clip_val=1)): clamp(x, 0, 1), then
 ///   the grid {0, 1/n, …, 1}, n = 2^bits − 1. No parameters, no buffers.
 /// - PactActQuant (LearnedClippedLinearQuantization): parameter `clip_val` (α, shape [1]);
@@ -29,12 +30,16 @@
 ///   `tracked_min`, `tracked_max_biased`, `tracked_max`, `iter_count`, `scale` (Distiller's
 ///   scale = 1/S: n/m; 1 at start), `zero_point` (Distiller's: 0 for SYMMETRIC), all float32 of
 ///   shape [1]. Updated in training mode only; an eval forward changes no buffer.
-/// - FakeLinearQuant: the same without the relu (Distiller's `inputs_quant` of the model input).
+/// - FakeLinearQuant: the same without the relu (Distiller's `inputs_quant` of the model input);
+///   in an asymmetric mode on a range below 0 its zero point is not 0.
 ///
 /// Weights are quantized in place (QuantizedParam): the module keeps its `weight` (and `bias`)
 /// parameter, which holds Wq between steps, and gains the buffers `float_weight` (the float master
 /// the optimizer steps), `weight_scale` (float32, the Q/DQ scale S: [size(0)] per channel or [1])
 /// and `weight_bits` (int64, 0-dim); for a quantized bias `float_bias`, `bias_scale`, `bias_bits`.
+/// Wq = q·S with integer q and zero point 0 for DoReFa and the symmetric mode (what a Q/DQ export
+/// writes); in the asymmetric mode Wq = round(W/S)·S as well, but q needs Distiller's zero point
+/// to fit 2^bits levels, and none is stored (TensorRT runs symmetric grids only).
 namespace igb::compress {
 
 /// Options of DorefaActQuant.
