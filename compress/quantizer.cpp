@@ -12,6 +12,7 @@
 #include <regex>
 #include <set>
 
+#include "compress/fake_quant.h"
 #include "compress/yaml_reader.h"
 #include "core/activation.h"
 #include "core/error.h"
@@ -373,6 +374,13 @@ void Quantizer::prepare_model(torch::nn::Module& model, Logger* logger) {
   }
   if (!logger) return;
   logger->info("quantizer " + name_ + " (" + class_name() + "): " + list_or_none(quantized));
+  bool unrounded = false;
+  for (const auto& [n, t] : targets_)
+    unrounded = unrounded || std::max({t.activations, t.weights, t.bias}) > kMaxRoundedBits;
+  if (unrounded)
+    logger->info("quantizer " + name_ + ": widths above " + std::to_string(kMaxRoundedBits) +
+                 " bits (Distiller's default is 32) are finer than float32 resolution, so only "
+                 "their clamp and normalisation apply, not the rounding");
   if (!float_acts.empty())
     logger->info("quantizer " + name_ + ": activations left in floating point (" + class_name() +
                  " replaces ReLU only): " + join(float_acts));
