@@ -337,7 +337,13 @@ void Quantizer::prepare_model(torch::nn::Module& model, Logger* logger) {
           throw InputError("quantizer " + name_ + " (" + class_name() + "): " + name + "." + param +
                            " gets " + std::to_string(n) + " bits; this class needs at least " +
                            std::to_string(min_weight_bits()));
-        params_.push_back(QuantizedParam::prepare(module, param, n, method(), per_channel()));
+        try {
+          params_.push_back(QuantizedParam::prepare(module, param, n, method(), per_channel()));
+        } catch (const InputError& e) {
+          // A model prepared already (rebuilt from a checkpoint) whose bits differ.
+          throw InputError("quantizer " + name_ + " (" + class_name() + "): layer " + name + ": " +
+                           e.what());
+        }
         (std::string(param) == "weight" ? t.weights : t.bias) = n;
         quantized.push_back(name + "." + param + " " + std::to_string(n) + " bits");
       }

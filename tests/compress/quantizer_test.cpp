@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "compress/quantization_state.h"
 #include "compress/scheduler.h"
 #include "compress/yaml_reader.h"
 #include "core/activation.h"
@@ -444,6 +445,72 @@ TEST(Quantizers, DistillersDorefaExampleLoadsOnFsrcnn) {
             std::string::npos)
       << log;
   std::filesystem::remove_all(dir);
+}
+
+// quantizer.py Quantizer.__init__ stashes quantizer_metadata in the model so a resumed run can
+// prepare it again: the checkpoint's record rebuilds the prepared model, the schedule adopts it,
+// and a schedule quantizing differently is refused.
+TEST(Quantizers, RecordedQuantizationIsAdoptedOnResume) {
+  models::register_builtin_models();
+  torch::manual_seed(0);
+  const std::string text =
+      quant_schedule("QuantAwareTrainRangeLinearQuantizer",
+                     "    bits_activations: 6\n    bits_weights: 5\n    per_channel_wts: true\n");
+  auto model = models::create_model("resnet20_cifar", {});
+  auto s = CompressionScheduler::from_text(text, "q.yaml", *model, 0.1, nullptr);
+  models::TrainConfig config;
+  config.optimizer = "sgd";
+  config.lr = 0.05;
+  auto opt = models::make_optimizer(config, model->parameters(), s->param_groups());
+  model->train();
+  auto fwd = [&](const at::Tensor& in) { return model->forward(in); };
+  train_step(*model, fwd, *s, *opt, torch::randn({2, 3, 32, 32}));
+  const auto record = s->quantization();
+  EXPECT_EQ(record["class"], "QuantAwareTrainRangeLinearQuantizer");
+  EXPECT_EQ(
+      record["bits"]["layer1.0.conv1"],
+      (nlohmann::json{{"bits_activations", nullptr}, {"bits_weights", 5}, {"bits_bias", nullptr}}));
+  EXPECT_EQ(record["bits"]["layer1.0.relu1"]["bits_activations"], 6);
+
+  auto again = models::create_model("resnet20_cifar", {});
+  restore_quantization(*again, record);
+  {
+    torch::NoGradGuard g;
+    auto to = again->named_parameters();
+    for (const auto& p : model->named_parameters()) to[p.key()].copy_(p.value());
+    auto tb = again->named_buffers();
+    for (const auto& b : model->named_buffers()) tb[b.key()].copy_(b.value());
+  }
+  auto resumed = CompressionScheduler::from_text(text, "q.yaml", *again, 0.1, nullptr);
+  torch::serialize::OutputArchive out;
+  s->save_state(out);
+  std::ostringstream bytes;
+  out.save_to(bytes);
+  torch::serialize::InputArchive in;
+  std::istringstream is(bytes.str());
+  in.load_from(is);
+  resumed->load_state(in);
+  model->eval();
+  again->eval();
+  const auto x = torch::randn({2, 3, 32, 32});
+  EXPECT_TRUE(torch::equal(model->forward(x), again->forward(x)));
+
+  auto other = models::create_model("resnet20_cifar", {});
+  restore_quantization(*other, record);
+  try {
+    CompressionScheduler::from_text(
+        quant_schedule("QuantAwareTrainRangeLinearQuantizer",
+                       "    bits_activations: 6\n    bits_weights: 4\n    per_channel_wts: true\n"),
+        "q.yaml", *other, 0.1, nullptr);
+    ADD_FAILURE() << "a model quantized to 5 bits adopted by a 4-bit schedule";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "quantizer q (QuantAwareTrainRangeLinearQuantizer): layer conv1: "),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("5 bits; the schedule asks for 4"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace igb::compress
