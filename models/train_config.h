@@ -44,6 +44,14 @@ struct TrainConfig {
   int64_t log_every = 50;
   /// Compression schedule (YAML); empty = none.
   std::string compress;
+  /// Mixed precision: the forward pass under autocast (bfloat16 on CPU, float16 on CUDA with
+  /// dynamic loss scaling); the parameters stay float32.
+  bool amp = false;
+  /// With `amp` on CPU, also scale the loss as on CUDA (bfloat16 does not need it): runs the
+  /// loss scaler's path of the trainer without a GPU, for tests. Not an option.
+  bool force_loss_scaler = false;
+  /// Clean steps between two growths of the loss scale (tests shorten it). Not an option.
+  int64_t loss_scale_growth_interval = 2000;
 };
 
 }  // namespace igb::models

@@ -1,5 +1,6 @@
 #include "models/trainer.h"
 
+#include <ATen/autocast_mode.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
@@ -67,6 +68,51 @@ double decayed_lr(const TrainConfig& config, int64_t epoch) {
   return lo + 0.5 * (config.lr - lo) * (1 + std::cos(M_PI * t));
 }
 
+namespace {
+
+// Autocast for the scope of a forward pass: bfloat16 on CPU, float16 on CUDA; restores the
+// previous state and, leaving the outermost autocast scope, clears the cache of weights cast to
+// the lower precision (they change at every step).
+class AutocastScope {
+ public:
+  AutocastScope(bool enabled, c10::DeviceType device)
+      : active_(enabled), cuda_(device == c10::DeviceType::CUDA) {
+    if (!active_) return;
+    if (cuda_) {
+      was_enabled_ = at::autocast::is_enabled();
+      was_dtype_ = at::autocast::get_autocast_gpu_dtype();
+      at::autocast::set_autocast_gpu_dtype(at::kHalf);
+      at::autocast::set_enabled(true);
+    } else {
+      was_enabled_ = at::autocast::is_cpu_enabled();
+      was_dtype_ = at::autocast::get_autocast_cpu_dtype();
+      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+      at::autocast::set_cpu_enabled(true);
+    }
+    at::autocast::increment_nesting();
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+  ~AutocastScope() {
+    if (!active_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    if (cuda_) {
+      at::autocast::set_enabled(was_enabled_);
+      at::autocast::set_autocast_gpu_dtype(was_dtype_);
+    } else {
+      at::autocast::set_cpu_enabled(was_enabled_);
+      at::autocast::set_autocast_cpu_dtype(was_dtype_);
+    }
+  }
+
+ private:
+  bool active_, cuda_;
+  bool was_enabled_ = false;
+  at::ScalarType was_dtype_ = at::kFloat;
+};
+
+}  // namespace
+
 double metric(const Metrics& metrics, const std::string& name) {
   for (const auto& kv : metrics)
     if (kv.first == name) return kv.second;
@@ -79,6 +125,13 @@ Trainer::Trainer(const TrainConfig& config, RunContext& ctx, TrainingTask& task,
   model_ = task_.model();
   model_->to(ctx_.device);
   optimizer_ = make_optimizer(config_, model_->parameters(), hooks_.param_groups());
+  // float16 needs the loss scaled so small gradients do not flush to zero; bfloat16 has float32's
+  // exponent range and does not.
+  if (config_.amp && (ctx_.device.is_cuda() || config_.force_loss_scaler)) {
+    LossScalerOptions o;
+    o.growth_interval = config_.loss_scale_growth_interval;
+    scaler_ = std::make_unique<LossScaler>(o);
+  }
   hooks_.set_validation_metric(task_.primary_metric(), task_.higher_is_better());
 }
 
@@ -102,6 +155,9 @@ void Trainer::resume_from(const Checkpoint& ckpt) {
                                                : std::numeric_limits<double>::quiet_NaN());
   train_seconds_ = m.extra.value("train_seconds", 0.0);
   best_nonzero_ = m.extra.value("best_nonzero_weights", int64_t{-1});
+  // A checkpoint of a run without loss scaling leaves the scaler at its initial state.
+  if (scaler_ && m.extra.contains("loss_scaler"))
+    scaler_->load_state(m.extra["loss_scaler"], "checkpoint " + ckpt.path().string());
   if (start_epoch_ >= config_.epochs)
     throw InputError("checkpoint " + ckpt.path().string() + " has already trained " +
                      std::to_string(start_epoch_) +
@@ -141,7 +197,12 @@ void Trainer::check_first_batch() {
   if (!loader.next(batch)) return;
   torch::NoGradGuard no_grad;
   TrainModeGuard eval(*model_, /*train=*/false);
-  task_.loss(model_->forward(batch.input.to(ctx_.device)), batch.target.to(ctx_.device));
+  at::Tensor output;
+  {
+    AutocastScope autocast(config_.amp, ctx_.device.type());
+    output = model_->forward(batch.input.to(ctx_.device));
+  }
+  task_.loss(output.to(at::kFloat), batch.target.to(ctx_.device));
 }
 
 double Trainer::train_epoch(int64_t epoch) {
@@ -178,13 +239,29 @@ double Trainer::train_epoch(int64_t epoch) {
 double Trainer::train_minibatch(const compress::MinibatchInfo& info, const data::Example& batch) {
   hooks_.on_minibatch_begin(info, *optimizer_);
   auto input = batch.input.to(ctx_.device), target = batch.target.to(ctx_.device);
-  auto output = model_->forward(input);
-  auto loss = task_.loss(output, target);
+  at::Tensor output;
+  {
+    AutocastScope autocast(config_.amp, ctx_.device.type());
+    output = model_->forward(input);
+  }
+  // The loss, the schedule's terms and backward run in float32, outside autocast.
+  auto loss = task_.loss(output.to(at::kFloat), target);
   auto total = hooks_.before_backward_pass(info, loss, *optimizer_);
   optimizer_->zero_grad();
-  total.backward();
+  if (scaler_) {
+    scaler_->scale(total).backward();
+    // The schedule sees true gradients; a step with inf or NaN in them is skipped.
+    scaler_->unscale(*optimizer_);
+  } else {
+    total.backward();
+  }
   hooks_.before_parameter_optimization(info, *optimizer_);
-  optimizer_->step();
+  if (scaler_) {
+    scaler_->step(*optimizer_);
+    scaler_->update();
+  } else {
+    optimizer_->step();
+  }
   hooks_.on_minibatch_end(info, *optimizer_);
   double l = loss.item<double>();
   if (!std::isfinite(l))
@@ -238,6 +315,7 @@ void Trainer::save(const fs::path& path, int64_t epoch, const Metrics& last) {
                 {"best_metrics", best_j},
                 {"best_nonzero_weights", best_nonzero_},
                 {"train_seconds", train_seconds_}};
+  if (scaler_) meta.extra["loss_scaler"] = scaler_->state();
   CheckpointParts parts;
   parts.model = model_.get();
   parts.optimizer = optimizer_.get();
@@ -261,6 +339,11 @@ void Trainer::log_run_start(const fs::path& out) {
                     "), run directory " + out.string());
   if (!resumed_from_.empty()) ctx_.logger->info("resumed from " + resumed_from_);
   for (const auto& line : notes_) ctx_.logger->info(line);
+  if (config_.amp)
+    ctx_.logger->info(std::string("mixed precision: ") +
+                      (ctx_.device.is_cuda() ? "float16" : "bfloat16") +
+                      " autocast, float32 weights" +
+                      (scaler_ ? ", dynamic loss scale " + fixed(scaler_->scale_value(), 0) : ""));
   if (!hooks_.schedule_text().empty())
     write_text_atomically(out / "schedule.yaml", hooks_.schedule_text());
   if (hooks_.controls_lr() && config_.lr_decay != "none")

@@ -15,6 +15,7 @@
 #include "core/run_context.h"
 #include "data/dataset.h"
 #include "data/loader.h"
+#include "models/loss_scaler.h"
 #include "models/model.h"
 #include "models/train_config.h"
 
@@ -84,6 +85,8 @@ class Trainer {
   nlohmann::json run();
 
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  /// The loss scaler of float16 training (--amp on CUDA); null when the loss is not scaled.
+  const LossScaler* loss_scaler() const { return scaler_.get(); }
 
  private:
   /// What one epoch produced, passed from step to step of run().
@@ -125,6 +128,7 @@ class Trainer {
   RunInfo info_;
   Model model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<LossScaler> scaler_;
   int64_t start_epoch_ = 0;
   int64_t best_epoch_ = -1;
   double best_value_ = 0;

@@ -2,12 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 
 #include "core/checkpoint.h"
+#include "core/error.h"
 #include "core/logger.h"
+#include "models/loss_scaler.h"
 #include "models/sr/sr_solver.h"
 #include "tests/support.h"
 
@@ -331,6 +335,284 @@ TEST(Trainer, ResumeMidScheduleEndsWithTheSameMasksAndWeights) {
   std::string header;
   std::getline(csv, header);
   EXPECT_NE(header.find("sparsity/mid_part.1.weight"), std::string::npos) << header;
+}
+
+namespace {
+
+// One step of `scaler` on w·x summed: backward of the scaled loss, then `poison` (inf or NaN, or
+// nothing when 0) written into the first gradient element, then unscale, step and update.
+// Returns whether the optimizer stepped.
+bool scaler_step(LossScaler& scaler, torch::optim::Optimizer& opt, const at::Tensor& w,
+                 const at::Tensor& x, double poison = 0) {
+  opt.zero_grad();
+  scaler.scale((w * x).sum()).backward();
+  if (poison != 0) {
+    torch::NoGradGuard no_grad;
+    w.mutable_grad()[0] = poison;
+  }
+  scaler.unscale(opt);
+  const bool stepped = scaler.step(opt);
+  scaler.update();
+  return stepped;
+}
+
+}  // namespace
+
+// The scale over a scripted sequence of steps (growth interval 3, as in torch.cuda.amp's
+// GradScaler.update): 2^16, grows ×2 after 3 clean steps, halves and restarts its count on inf or
+// NaN.
+TEST(LossScaler, GrowsAfterTheIntervalAndBacksOffOnNonFiniteGradients) {
+  LossScalerOptions o;
+  o.growth_interval = 3;
+  LossScaler scaler(o);
+  EXPECT_EQ(scaler.scale_value(), 65536.0);
+  auto w = torch::ones({2}, torch::requires_grad());
+  auto x = torch::tensor({2.0f, -4.0f});
+  torch::optim::SGD opt({w}, torch::optim::SGDOptions(0.0));
+  const double inf = std::numeric_limits<double>::infinity(),
+               nan = std::numeric_limits<double>::quiet_NaN();
+  // step: poison, then (scale, growth tracker) after it.
+  struct Step {
+    double poison, scale;
+    int64_t tracker;
+  };
+  const Step steps[] = {
+      {0, 65536, 1},   {0, 65536, 2},   {0, 131072, 0},  // third clean step: 65536·2
+      {inf, 65536, 0},                                   // inf: 131072·0.5, count restarts
+      {0, 65536, 1},   {nan, 32768, 0},                  // NaN: 65536·0.5
+      {0, 32768, 1},   {0, 32768, 2},   {0, 65536, 0},   // 32768·2
+      {-inf, 32768, 0}};
+  for (size_t i = 0; i < std::size(steps); ++i) {
+    const bool clean = steps[i].poison == 0;
+    EXPECT_EQ(scaler_step(scaler, opt, w, x, steps[i].poison), clean) << "step " << i;
+    EXPECT_EQ(scaler.scale_value(), steps[i].scale) << "step " << i;
+    EXPECT_EQ(scaler.growth_tracker(), steps[i].tracker) << "step " << i;
+    // Unscaled, the gradient is x exactly (the scales are powers of two).
+    if (clean) {
+      EXPECT_TRUE(torch::equal(w.grad(), x)) << "step " << i;
+    }
+  }
+}
+
+TEST(LossScaler, ASkippedStepLeavesTheWeightsUnchanged) {
+  LossScaler scaler;
+  auto w = torch::ones({2}, torch::requires_grad());
+  auto x = torch::tensor({2.0f, -4.0f});
+  torch::optim::SGD opt({w}, torch::optim::SGDOptions(0.5));
+  EXPECT_FALSE(scaler_step(scaler, opt, w, x, std::numeric_limits<double>::infinity()));
+  EXPECT_TRUE(torch::equal(w, torch::ones({2})));
+  EXPECT_EQ(scaler.scale_value(), 32768.0);
+  EXPECT_FALSE(scaler_step(scaler, opt, w, x, std::numeric_limits<double>::quiet_NaN()));
+  EXPECT_TRUE(torch::equal(w, torch::ones({2})));
+  EXPECT_EQ(scaler.scale_value(), 16384.0);
+  // A clean step is plain SGD on the unscaled gradient: 1 - 0.5·2 = 0, 1 - 0.5·(-4) = 3.
+  EXPECT_TRUE(scaler_step(scaler, opt, w, x));
+  EXPECT_TRUE(torch::equal(w, torch::tensor({0.0f, 3.0f})));
+  // Unscaling twice in one step would divide the gradients twice.
+  opt.zero_grad();
+  scaler.scale((w * x).sum()).backward();
+  scaler.unscale(opt);
+  EXPECT_THROW(scaler.unscale(opt), std::logic_error);
+}
+
+TEST(LossScaler, StateRoundTrips) {
+  LossScalerOptions o;
+  o.growth_interval = 3;
+  LossScaler a(o);
+  auto w = torch::ones({2}, torch::requires_grad());
+  auto x = torch::tensor({2.0f, -4.0f});
+  torch::optim::SGD opt({w}, torch::optim::SGDOptions(0.0));
+  scaler_step(a, opt, w, x, std::numeric_limits<double>::infinity());  // 32768, 0
+  scaler_step(a, opt, w, x);                                           // 32768, 1
+  scaler_step(a, opt, w, x);                                           // 32768, 2
+  const auto state = a.state();
+  EXPECT_EQ(state, nlohmann::json({{"scale", 32768.0}, {"growth_tracker", 2}}));
+  LossScaler b(o);
+  b.load_state(nlohmann::json::parse(state.dump()), "test");
+  EXPECT_EQ(b.scale_value(), 32768.0);
+  EXPECT_EQ(b.growth_tracker(), 2);
+  // One more clean step completes the interval: 32768·2.
+  scaler_step(b, opt, w, x);
+  EXPECT_EQ(b.scale_value(), 65536.0);
+  EXPECT_EQ(b.growth_tracker(), 0);
+  EXPECT_THROW(b.load_state({{"scale", -1.0}, {"growth_tracker", 0}}, "test"), InputError);
+  EXPECT_THROW(b.load_state({{"scale", 2.0}}, "test"), InputError);
+}
+
+namespace {
+
+// Trains TinySrTask's espcn for `epochs` with `cfg` and `hooks`; returns the trained model.
+Model train_tiny(TrainConfig cfg, const fs::path& out, compress::TrainingHooks& hooks,
+                 int64_t epochs, const std::string& resume = "") {
+  TinySrTask task;
+  Logger logger;
+  logger.set_quiet(true);
+  RunContext ctx;
+  ctx.logger = &logger;
+  ctx.out_dir = out;
+  cfg.model = "espcn";
+  cfg.epochs = epochs;
+  cfg.batch_size = 4;
+  cfg.workers = 0;
+  torch::set_num_threads(1);
+  Trainer trainer(cfg, ctx, task, hooks, RunInfo{"sr", "optform: sr\n", {}});
+  if (!resume.empty()) trainer.resume_from(Checkpoint::load(resume));
+  trainer.run();
+  return task.model();
+}
+
+}  // namespace
+
+// --amp on CPU: bfloat16 autocast changes the training (the weights differ from float32's) but the
+// weights stay float32 and the loss finite; the loss scaler forced on CPU scales by powers of two,
+// which bfloat16 and float32 represent exactly, so it trains bit for bit as without it — the
+// gradients reach the step unscaled.
+TEST(Trainer, AmpOnCpuTrainsInBfloat16WithFloat32Weights) {
+  test::TempDir tmp;
+  compress::TrainingHooks hooks;
+  TrainConfig cfg;
+  auto fp32 = train_tiny(cfg, tmp / "fp32", hooks, 2);
+  cfg.amp = true;
+  auto amp = train_tiny(cfg, tmp / "amp", hooks, 2);
+  cfg.force_loss_scaler = true;
+  auto scaled = train_tiny(cfg, tmp / "scaled", hooks, 2);
+  auto p32 = fp32->named_parameters(), pa = amp->named_parameters(),
+       ps = scaled->named_parameters();
+  bool differs = false;
+  for (const auto& kv : pa) {
+    EXPECT_EQ(kv.value().scalar_type(), at::kFloat) << kv.key();
+    EXPECT_TRUE(torch::isfinite(kv.value()).all().item<bool>()) << kv.key();
+    EXPECT_TRUE(torch::equal(kv.value(), ps[kv.key()])) << kv.key();
+    differs = differs || !torch::equal(kv.value(), p32[kv.key()]);
+  }
+  EXPECT_TRUE(differs);
+  const auto a = Checkpoint::load(tmp / "amp" / "checkpoint.ckpt");
+  EXPECT_TRUE(std::isfinite(a.meta().extra["metrics"]["psnr"].get<double>()));
+  EXPECT_FALSE(a.meta().extra.contains("loss_scaler"));
+  // 2 epochs of 2 minibatches, all clean: the scale is still 2^16 and has counted 4 steps.
+  EXPECT_EQ(Checkpoint::load(tmp / "scaled" / "checkpoint.ckpt").meta().extra["loss_scaler"],
+            nlohmann::json({{"scale", 65536.0}, {"growth_tracker", 4}}));
+}
+
+// The trainer skips the step whose gradients are not finite (the loss times infinity at epoch 0,
+// batch 1) and halves the scale; the schedule sees unscaled gradients.
+TEST(Trainer, LossScalerSkipsTheStepOfANonFiniteGradient) {
+  class InfOnce : public compress::TrainingHooks {
+   public:
+    explicit InfOnce(Model m) : model_(std::move(m)) {}
+    void on_minibatch_begin(const compress::MinibatchInfo&, torch::optim::Optimizer&) override {
+      before_.clear();
+      for (auto& p : model_->parameters()) before_.push_back(p.clone());
+    }
+    at::Tensor before_backward_pass(const compress::MinibatchInfo& i, const at::Tensor& loss,
+                                    torch::optim::Optimizer&) override {
+      poisoned_ = i.epoch == 0 && i.batch == 1;
+      return poisoned_ ? loss * std::numeric_limits<double>::infinity() : loss;
+    }
+    void before_parameter_optimization(const compress::MinibatchInfo&,
+                                       torch::optim::Optimizer& opt) override {
+      // Unscaled gradients of a mean-squared error on [0, 1] images are far below 2^16.
+      for (auto& p : opt.param_groups()[0].params())
+        if (!poisoned_ && p.grad().abs().max().item<double>() > 100) scaled_grads = true;
+    }
+    void on_minibatch_end(const compress::MinibatchInfo& i, torch::optim::Optimizer&) override {
+      auto params = model_->parameters();
+      bool same = true;
+      for (size_t k = 0; k < params.size(); ++k) same = same && torch::equal(params[k], before_[k]);
+      unchanged.push_back(same);
+    }
+    std::vector<bool> unchanged;
+    bool scaled_grads = false;
+
+   private:
+    Model model_;
+    std::vector<at::Tensor> before_;
+    bool poisoned_ = false;
+  };
+  test::TempDir tmp;
+  TinySrTask task;
+  InfOnce hooks(task.model());
+  Logger logger;
+  logger.set_quiet(true);
+  RunContext ctx;
+  ctx.logger = &logger;
+  ctx.out_dir = tmp / "inf";
+  TrainConfig cfg;
+  cfg.model = "espcn";
+  cfg.epochs = 2;
+  cfg.batch_size = 4;
+  cfg.workers = 0;
+  cfg.amp = true;
+  cfg.force_loss_scaler = true;
+  Trainer trainer(cfg, ctx, task, hooks, RunInfo{"sr", "optform: sr\n", {}});
+  trainer.run();
+  EXPECT_EQ(hooks.unchanged, std::vector<bool>({false, true, false, false}));
+  EXPECT_FALSE(hooks.scaled_grads);
+  // Step 0 clean (count 1), step 1 inf (2^16·0.5 = 32768, count 0), steps 2 and 3 clean (count 2).
+  ASSERT_NE(trainer.loss_scaler(), nullptr);
+  EXPECT_EQ(trainer.loss_scaler()->scale_value(), 32768.0);
+  EXPECT_EQ(trainer.loss_scaler()->growth_tracker(), 2);
+}
+
+// The scale and its count of clean steps live in the checkpoint and carry on after a resume.
+TEST(Trainer, LossScalerStateIsRestoredOnResume) {
+  test::TempDir tmp;
+  compress::TrainingHooks hooks;
+  TrainConfig cfg;
+  cfg.amp = true;
+  cfg.force_loss_scaler = true;
+  cfg.loss_scale_growth_interval = 3;
+  train_tiny(cfg, tmp / "run", hooks, 2);
+  // 4 clean steps: the third grows 2^16 to 131072, the fourth counts 1.
+  const auto ckpt = tmp / "run" / "checkpoint.ckpt";
+  EXPECT_EQ(Checkpoint::load(ckpt).meta().extra["loss_scaler"],
+            nlohmann::json({{"scale", 131072.0}, {"growth_tracker", 1}}));
+  // Epoch 2's 2 steps complete the interval from the restored count (1 + 2 = 3): 131072·2. A
+  // fresh scaler would end at 65536 with a count of 2.
+  train_tiny(cfg, tmp / "run", hooks, 3, ckpt.string());
+  EXPECT_EQ(Checkpoint::load(ckpt).meta().extra["loss_scaler"],
+            nlohmann::json({{"scale", 262144.0}, {"growth_tracker", 0}}));
+}
+
+// --amp composes with a pruning schedule: AGP reaches its final sparsity and the masks hold the
+// pruned weights at zero through bfloat16 training, with and without the loss scaler.
+TEST(Trainer, AmpComposesWithAPruningSchedule) {
+  test::TempDir tmp;
+  Logger logger;
+  logger.set_quiet(true);
+  register_builtin_models();
+  torch::set_num_threads(1);
+  auto schedule = tmp / "igb_amp_agp.yaml";
+  std::ofstream(schedule)
+      << "version: 1\npruners:\n  p:\n    class: AutomatedGradualPruner\n"
+         "    initial_sparsity: 0.1\n    final_sparsity: 0.7\n"
+         "    weights: [mid_part.0.0.weight, mid_part.1.weight]\n"
+         "policies:\n  - pruner: {instance_name: p}\n    starting_epoch: 0\n    ending_epoch: 2\n";
+  for (bool scaler : {false, true}) {
+    sr::SrConfig cfg;
+    cfg.train.model = "fsrcnn";
+    cfg.train.batch_size = 4;
+    cfg.train.max_batches = 3;
+    cfg.train.workers = 0;
+    cfg.train.seed = 7;
+    cfg.train.epochs = 2;
+    cfg.train.compress = schedule.string();
+    cfg.train.amp = true;
+    cfg.train.force_loss_scaler = scaler;
+    cfg.patch_size = 24;
+    cfg.model_args = {{"d", 8}, {"s", 4}, {"m", 1}};
+    RunContext ctx{&logger, tmp / (scaler ? "scaled" : "amp")};
+    sr::train_sr(cfg, ctx, RunInfo{"sr", "", {}});
+    auto ckpt = Checkpoint::load(ctx.out_dir / "checkpoint.ckpt");
+    EXPECT_TRUE(std::isfinite(ckpt.meta().extra["metrics"]["psnr"].get<double>())) << scaler;
+    auto model = model_from_checkpoint(ckpt);
+    auto params = model->named_parameters();
+    // AGP's last epoch (ending_epoch - 1) reaches 70% in both weights (within one element).
+    for (const char* n : {"mid_part.0.0.weight", "mid_part.1.weight"}) {
+      const auto& w = params[n];
+      EXPECT_NEAR(w.eq(0).sum().item<double>(), std::floor(0.7 * w.numel()), 1.0) << n;
+    }
+  }
 }
 
 }  // namespace igb::models
