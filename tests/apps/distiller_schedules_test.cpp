@@ -1,7 +1,9 @@
 // The Distiller-format schedules shipped in schedules/distiller/ run unchanged on the zoo's
 // Distiller-named models for a few epochs on small synthetic data, and do what their comments
 // say: `module.` names resolve, thinning happens in the epoch the schedule names, with the MACs
-// Distiller publishes or that the layer arithmetic gives.
+// Distiller publishes or that the layer arithmetic gives. The quantization schedules (DoReFa, PACT,
+// symmetric INT8 QAT) in schedules/distiller/, schedules/classify/ and schedules/sr/ run unchanged
+// too, keeping in full precision the layers their overrides name.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -109,5 +111,80 @@ TEST_P(DistillerSchedules, RunUnchanged) {
 
 INSTANTIATE_TEST_SUITE_P(Shipped, DistillerSchedules, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.schedule); });
+
+struct QuantCase {
+  const char* schedule;  // path under schedules/, without .yaml
+  bool sr;               // --optform=sr on a tiny FSRCNN; else classify on synthetic images
+  const char* args;      // model and run length
+  int epochs;            // rows expected in metrics.csv
+  const char* column;    // a metrics.csv column the run must log (nullptr: none checked)
+  const char* floating;  // a column it must not log: a ReLU its overrides keep in full precision
+  bool alpha;            // metrics.csv has PACT's alpha columns
+};
+
+// quantizer.py replacement_factory maps nn.ReLU only, so PACT on FSRCNN (PReLU) has no alpha, and
+// DoReFa's clamp(x, 0, 1) slots have nothing to log; clipped_linear.py PACTQuantizer gives every
+// replaced ReLU its own clip_val (alpha), range_linear.py FakeLinearQuantization tracks the range.
+// alexnet_bn runs one epoch of one minibatch: its 9216x4096 fc makes each step slow.
+const QuantCase kQuantCases[] = {
+    {"sr/fsrcnn_dorefa", true, "--epochs 2 --max-batches 2", 2, nullptr, nullptr, false},
+    {"sr/fsrcnn_pact", true, "--epochs 2 --max-batches 2", 2, nullptr, nullptr, false},
+    {"classify/resnet20_pact", false, "--model resnet20_cifar --epochs 2 --max-batches 2", 2,
+     "alpha/layer1.0.relu1", "alpha/layer3.2.relu2", true},
+    {"classify/resnet20_int8_qat", false, "--model resnet20_cifar --epochs 2 --max-batches 2", 2,
+     "act_amax/relu", nullptr, false},
+    {"distiller/preact_resnet20_cifar_dorefa", false,
+     "--model preact_resnet20_cifar --epochs 2 --max-batches 2", 2, nullptr, nullptr, false},
+    {"distiller/preact_resnet20_cifar_pact", false,
+     "--model preact_resnet20_cifar --epochs 2 --max-batches 2", 2, "alpha/layer1.1.pre_relu",
+     "alpha/layer1.0.pre_relu", true},
+    {"distiller/alexnet_bn_dorefa", false,
+     "--model alexnet_bn --input-size 67 --epochs 1 --max-batches 1", 1, nullptr, nullptr, false},
+    {"distiller/alexnet_bn_pact", false,
+     "--model alexnet_bn --input-size 67 --epochs 1 --max-batches 1", 1, "alpha/classifier.2",
+     "alpha/classifier.5", true},
+};
+
+class QuantizationSchedules : public ::testing::TestWithParam<QuantCase> {};
+
+TEST_P(QuantizationSchedules, RunUnchanged) {
+  const QuantCase& c = GetParam();
+  igb::test::TempDir tmp;
+  const fs::path out = tmp / "run";
+  const std::string optform =
+      c.sr ? "--optform=sr --batch-size 4 --model-arg d=8 --model-arg s=4 --model-arg m=1"
+           : "--optform=classify --synthetic-train 32 --synthetic-val 16 --batch-size 8";
+  const auto r = igb::test::run_app("igb-train " + optform + " " + c.args +
+                                    " --lr 0.01 --threads 1 --compress " + IGB_SOURCE_DIR +
+                                    "/schedules/" + c.schedule + ".yaml --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("error"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("quantizer "), std::string::npos) << r.output;
+
+  std::ifstream in(out / "metrics.csv");
+  std::string header;
+  std::getline(in, header);
+  const auto has_column = [&](const std::string& name) {
+    return ("," + header + ",").find("," + name + ",") != std::string::npos;
+  };
+  EXPECT_EQ(header.find("alpha/") != std::string::npos, c.alpha) << header;
+  if (c.column != nullptr) {
+    EXPECT_TRUE(has_column(c.column)) << header;
+  }
+  if (c.floating != nullptr) {
+    EXPECT_FALSE(has_column(c.floating)) << header;
+  }
+  int rows = 0;
+  for (std::string line; std::getline(in, line);) rows += line.empty() ? 0 : 1;
+  EXPECT_EQ(rows, c.epochs);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shipped, QuantizationSchedules, ::testing::ValuesIn(kQuantCases),
+                         [](const auto& info) {
+                           std::string name = info.param.schedule;
+                           for (char& ch : name)
+                             if (ch == '/') ch = '_';
+                           return name;
+                         });
 
 }  // namespace
