@@ -70,7 +70,8 @@ void add_common_train_options(CLI::App& app, models::TrainConfig& c) {
             0, kNoIntMax);
   app.add_flag("--amp", c.amp,
                "Mixed precision: bfloat16 autocast on CPU, float16 with dynamic loss scaling on "
-               "CUDA; weights stay float32");
+               "CUDA; weights stay float32")
+      ->default_str("false");
   int_range(app.add_option("--log-every", c.log_every,
                            "Progress log line every N minibatches when not on a terminal")
                 ->capture_default_str(),
