@@ -2,10 +2,11 @@
 // alternating blocks of steps on two identical models, medians compared. A quantization schedule
 // (DoReFa, PACT, QAT) prepares its model when loaded, before that side's optimizer is built, so
 // this is also the QAT step against the FP32 step. Classifiers train on cross-entropy, other models
-// (FSRCNN) on the MSE to a fixed random target of their output's shape.
+// (FSRCNN) on inputs in [0, 1] and the MSE to a fixed random target of their output's shape.
 // Prints a table and one JSON line.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -32,6 +33,9 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "Steps per block")->capture_default_str();
   app.add_option("--blocks", blocks, "Alternating blocks per side")->capture_default_str();
   app.add_option("--threads", threads)->capture_default_str();
+  double lr = 0.01;
+  app.add_option("--lr", lr, "SGD learning rate (a diverging loss makes the step time meaningless)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(static_cast<int>(threads));
   igb::tune_allocator();
@@ -42,7 +46,7 @@ int main(int argc, char** argv) {
     std::unique_ptr<torch::optim::Optimizer> opt;
     std::unique_ptr<igb::compress::TrainingHooks> hooks;
     std::vector<double> times;
-    double hook_seconds = 0;
+    double hook_seconds = 0, last_loss = 0;
     int64_t hook_steps = 0;
   };
   auto make = [&](bool with_schedule) {
@@ -50,8 +54,7 @@ int main(int argc, char** argv) {
     Side s;
     s.model = igb::models::create_model(model_name, {});
     if (with_schedule) {
-      auto sched =
-          igb::compress::CompressionScheduler::from_file(schedule, *s.model, 0.01, nullptr);
+      auto sched = igb::compress::CompressionScheduler::from_file(schedule, *s.model, lr, nullptr);
       auto m = s.model;
       sched->set_tracer(m->input_shape(), [m](const torch::Tensor& x) { return m->forward(x); });
       s.hooks = std::move(sched);
@@ -61,7 +64,7 @@ int main(int argc, char** argv) {
     // The same optimizer on both sides; the schedule's own groups (PACT's alpha) join it.
     igb::models::TrainConfig config;
     config.optimizer = "sgd";
-    config.lr = 0.01;
+    config.lr = lr;
     config.momentum = 0.9;
     config.weight_decay = 0;
     s.opt = igb::models::make_optimizer(config, s.model->parameters(), s.hooks->param_groups());
@@ -78,6 +81,7 @@ int main(int argc, char** argv) {
     const auto out = plain.model->forward(x);
     target = out.dim() == 2 ? torch::randint(0, out.size(1), {batch}, torch::kInt64)
                             : torch::rand_like(out);
+    if (out.dim() != 2) x = torch::rand(shape);  // images in [0, 1], as the SR data are
   }
   auto loss_of = [&](const torch::Tensor& out) {
     return out.dim() == 2 ? torch::cross_entropy_loss(out, target) : torch::mse_loss(out, target);
@@ -100,7 +104,7 @@ int main(int argc, char** argv) {
       timed([&] { s.hooks->before_parameter_optimization(info, *s.opt); });
       s.opt->step();
       timed([&] { s.hooks->on_minibatch_end(info, *s.opt); });
-      loss.item<double>();
+      s.last_loss = loss.item<double>();
       ++s.hook_steps;
     }
     s.times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
@@ -125,11 +129,16 @@ int main(int argc, char** argv) {
             << "% (run-to-run noise here is about 5%)\n"
             << "time inside the schedule's hooks: " << hook_ms
             << " ms per step = " << hook_ms / (a * 1000) * 100 << "% of a plain step\n"
+            << "last loss: " << plain.last_loss << " without, " << pruned.last_loss
+            << " with the schedule\n"
             << "{\"bench\": \"schedule_overhead\", \"model\": \"" << model_name
             << "\", \"schedule\": \"" << schedule << "\", \"batch\": " << batch
             << ", \"plain_step_ms\": " << a * 1000 << ", \"scheduled_step_ms\": " << b * 1000
             << ", \"hook_ms_per_step\": " << hook_ms
             << ", \"hook_overhead\": " << hook_ms / (a * 1000) << ", \"step_time_ratio\": " << b / a
-            << "}" << std::endl;
+            << ", \"plain_loss\": " << plain.last_loss
+            << ", \"scheduled_loss\": " << pruned.last_loss << "}" << std::endl;
+  if (!std::isfinite(plain.last_loss) || !std::isfinite(pruned.last_loss))
+    std::cout << "warning: a loss is not finite; lower --lr for a meaningful timing" << std::endl;
   return 0;
 }
