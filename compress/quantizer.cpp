@@ -329,9 +329,11 @@ void Quantizer::prepare_model(torch::nn::Module& model, Logger* logger) {
     const QuantBits b = bits.at(name);
     if (b.weights != QuantBits::kFloat || b.bias != QuantBits::kFloat) {
       QuantBits t;
+      // Held here: find() points into the dictionary, so a temporary one would leave it dangling.
+      const auto own_params = module.named_parameters(false);
       for (const char* param : {"weight", "bias"}) {
         const int64_t n = std::string(param) == "weight" ? b.weights : b.bias;
-        const auto* p = module.named_parameters(false).find(param);
+        const auto* p = own_params.find(param);
         if (n == QuantBits::kFloat || !p || !p->defined()) continue;
         if (n < min_weight_bits())
           throw InputError("quantizer " + name_ + " (" + class_name() + "): " + name + "." + param +
