@@ -11,12 +11,12 @@
 /// The modules of Distiller's quantization-aware training, and the names the quantizers, the
 /// checkpoint and the op table share (keep them exactly):
 ///
-/// Activations go into core/activation.h's slot, `act->replace(AnyModule(XxxActQuant(...)))`,
-/// only for ActivationKind::kReLU (Distiller replaces nn.ReLU only). The child is named
-/// `replacement`, so a PACT α is `<relu>.replacement.clip_val` (select it by the `clip_val`
-/// suffix, as Distiller does). Each slot module ends in aten::fake_quantize_per_tensor_affine
-/// (zero point 0) after an aten::clamp, which is what the trace and the op table see (above
-/// kMaxRoundedBits bits the clamp alone):
+/// Activations go into core/activation.h's slot, e.g.
+/// `act->replace(AnyModule(DorefaActQuant(options)))`, only for ActivationKind::kReLU (Distiller
+/// replaces nn.ReLU only). The child is named `replacement`, so a PACT α is
+/// `<relu>.replacement.clip_val` (select it by the `clip_val` suffix, as Distiller does). Each slot
+/// module ends in aten::fake_quantize_per_tensor_affine (zero point 0) after an aten::clamp, which
+/// is what the trace and the op table see (above kMaxRoundedBits bits the clamp alone):
 /// - DorefaActQuant (Distiller's ClippedLinearQuantization(bits, clip_val=1)): clamp(x, 0, 1), then
 ///   the grid {0, 1/n, …, 1}, n = 2^bits − 1. No parameters, no buffers.
 /// - PactActQuant (LearnedClippedLinearQuantization): parameter `clip_val` (α, shape [1]);
