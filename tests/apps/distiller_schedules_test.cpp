@@ -188,3 +188,88 @@ INSTANTIATE_TEST_SUITE_P(Shipped, QuantizationSchedules, ::testing::ValuesIn(kQu
                          });
 
 }  // namespace
+
+namespace {
+
+// The metrics igb-test reports, from a run directory's summary.json or igb-test's
+// test_summary.json.
+nlohmann::json quant_rt_metrics(const fs::path& file) {
+  const auto j = nlohmann::json::parse(std::ifstream(file));
+  return {{"psnr", j.at("psnr")}, {"ssim", j.at("ssim")}};
+}
+
+// A quantization-aware schedule on SRCNN (whose activations are ReLUs, so they are replaced).
+struct QuantRoundTrip {
+  const char* name;
+  const char* quantizer;  // the YAML of the quantizer instance `q`
+};
+
+const QuantRoundTrip kRoundTrips[] = {
+    {"pact",
+     "    class: PACTQuantizer\n    bits_activations: 4\n    bits_weights: 4\n"
+     "    act_clip_init_val: 2.0\n    overrides:\n      conv3:\n        bits_weights: null\n"},
+    {"int8_qat",
+     "    class: QuantAwareTrainRangeLinearQuantizer\n    bits_activations: 8\n"
+     "    bits_weights: 8\n    mode: SYMMETRIC\n    per_channel_wts: true\n"},
+};
+
+class QuantizedCheckpoints : public ::testing::TestWithParam<QuantRoundTrip> {};
+
+// config.py:dict_config builds the quantizer and prepare_model() runs before the checkpoint's
+// state_dict loads (apputils/checkpoint.py:load_checkpoint with a quantizer record), so a resumed
+// or tested quantized model is the trained one: the float masters, the fake-quantized weights, the
+// ReLU replacements with PACT's α and the range-linear EMA buffers all come back.
+TEST_P(QuantizedCheckpoints, TestAndResumeRebuildTheQuantizedModelBitForBit) {
+  igb::test::TempDir tmp;
+  const fs::path schedule = tmp / "schedule.yaml";
+  std::ofstream(schedule) << "version: 1\nquantizers:\n  q:\n"
+                          << GetParam().quantizer
+                          << "policies:\n  - quantizer:\n      instance_name: q\n"
+                             "    starting_epoch: 0\n    ending_epoch: 3\n    frequency: 1\n";
+  const std::string common =
+      "--optform=sr --model srcnn --batch-size 4 --max-batches 2 --lr-decay none --threads 1 "
+      "--workers 0 "
+      "--compress " +
+      schedule.string();
+  const fs::path straight = tmp / "straight";
+  const fs::path split = tmp / "split";
+  auto a = igb::test::run_app("igb-train " + common + " --epochs 3 --out " + straight.string());
+  ASSERT_EQ(a.code, 0) << a.output;
+  EXPECT_NE(a.output.find("quantizer "), std::string::npos) << a.output;
+  auto b = igb::test::run_app("igb-train " + common + " --epochs 2 --out " + split.string());
+  ASSERT_EQ(b.code, 0) << b.output;
+
+  // igb-test on the last checkpoint computes what the run's last validation computed.
+  auto t = igb::test::run_app("igb-test --optform=sr --threads 1 --checkpoint " +
+                              (split / "checkpoint.ckpt").string() + " --out " +
+                              (tmp / "test").string());
+  ASSERT_EQ(t.code, 0) << t.output;
+  EXPECT_EQ(quant_rt_metrics(tmp / "test" / "test_summary.json"),
+            quant_rt_metrics(split / "summary.json"));
+
+  // Resuming for the third epoch ends exactly where three epochs in one go end.
+  auto r = igb::test::run_app("igb-train " + common + " --epochs 3 --resume " +
+                              (split / "checkpoint.ckpt").string() + " --out " + split.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(quant_rt_metrics(split / "summary.json"), quant_rt_metrics(straight / "summary.json"));
+  // Every logged column but the epoch's wall time agrees: the learning rate, the training loss,
+  // the validation metrics and α per replaced ReLU (PACT) or its tracked range (range-linear).
+  const auto last_row = [](const fs::path& csv) {
+    std::ifstream in(csv);
+    std::string header, line, last;
+    std::getline(in, header);
+    while (std::getline(in, line))
+      if (!line.empty()) last = line;
+    return header + "\n" + last.substr(0, last.rfind(','));
+  };
+  const std::string row = last_row(straight / "metrics.csv");
+  EXPECT_NE(row.find(GetParam().name == std::string("pact") ? "alpha/relu1" : "act_amax/relu1"),
+            std::string::npos)
+      << row;
+  EXPECT_EQ(last_row(split / "metrics.csv"), row);
+}
+
+INSTANTIATE_TEST_SUITE_P(Srcnn, QuantizedCheckpoints, ::testing::ValuesIn(kRoundTrips),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
