@@ -1,7 +1,9 @@
 // QuantAwareTrainRangeLinearQuantizer (Distiller's quantization/range_linear.py), SYMMETRIC mode:
 // weights through float master copies on the restricted symmetric grid (per tensor or per output
-// channel), ReLU outputs fake-quantized with ranges tracked by bias-corrected moving averages.
+// channel), ReLU outputs fake-quantized with ranges tracked by bias-corrected moving averages, and
+// with quantize_inputs the model input as well (Distiller's `inputs_quant`).
 #include "compress/fake_quant.h"
+#include "compress/quantization_state.h"
 #include "compress/quantizer.h"
 #include "compress/yaml_reader.h"
 
@@ -24,6 +26,10 @@ class QatRangeQuantizer : public Quantizer {
     for (const auto& [name, m] : activations_)
       out.push_back({"act_amax/" + name, "quantization/act_amax/" + name,
                      static_cast<const FakeQuantReluImpl&>(*m).range()});
+    if (inputs_quant_)
+      out.push_back({std::string("act_amax/") + kInputsQuantName,
+                     std::string("quantization/act_amax/") + kInputsQuantName,
+                     inputs_quant_->range()});
     return out;
   }
 
@@ -36,6 +42,16 @@ class QatRangeQuantizer : public Quantizer {
     return torch::nn::AnyModule(
         FakeQuantRelu(FakeQuantReluOptions(bits).ema_decay(options_.ema_decay)));
   }
+  // range_linear.py: with quantize_inputs the model's forward first passes its input through
+  // FakeLinearQuantization(num_bits_inputs, mode, ema_decay), `inputs_quant`.
+  std::vector<std::string> prepare_more(torch::nn::Module& model) override {
+    inputs_quant_ = nullptr;
+    const int64_t bits = options_.num_bits_inputs;
+    if (!options_.quantize_inputs || bits == QuantBits::kFloat) return {};
+    inputs_quant_ = quantize_model_input(model, bits, options_.ema_decay,
+                                         "quantizer " + name() + " (" + class_name() + ")");
+    return {std::string(kInputsQuantName) + " (the model input) " + std::to_string(bits) + " bits"};
+  }
   bool adopts_activation(const torch::nn::Module& m, int64_t bits) const override {
     const auto* a = dynamic_cast<const FakeQuantReluImpl*>(&m);
     return a && a->options().bits() == bits && a->options().ema_decay() == options_.ema_decay;
@@ -43,6 +59,7 @@ class QatRangeQuantizer : public Quantizer {
 
  private:
   QatRangeOptions options_;
+  FakeLinearQuant inputs_quant_{nullptr};
 };
 
 }  // namespace
@@ -52,11 +69,6 @@ std::unique_ptr<Quantizer> make_qat_range_quantizer(const std::string& name, Yam
   auto o = QatRangeOptions::from_yaml(yaml);
   std::vector<std::string> w = o.warnings;
   resolve_quant_bits(o, params.model(), &w);
-  if (o.quantize_inputs && o.num_bits_inputs != QuantBits::kFloat)
-    w.push_back(yaml.where() + ": " + yaml.path() +
-                ": quantize_inputs is not available in this build (the models have no input "
-                "slot); the model input stays in floating point, so the first layer runs in "
-                "float in TensorRT");
   auto q = std::make_unique<QatRangeQuantizer>(name, std::move(o));
   q->add_warnings(w);
   return q;

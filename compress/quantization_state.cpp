@@ -74,6 +74,30 @@ bool holds_quantized_weights(torch::nn::Module& m) {
 
 }  // namespace
 
+FakeLinearQuant quantize_model_input(torch::nn::Module& model, int64_t bits, double ema_decay,
+                                     const std::string& who) {
+  auto* slot = dynamic_cast<InputQuantSlot*>(&model);
+  if (!slot)
+    throw InputError(who +
+                     ": quantize_inputs needs a model of the zoo (its input slot); set "
+                     "quantize_inputs: false");
+  if (bits < 2)
+    throw InputError(who + ": the model input gets " + std::to_string(bits) +
+                     " bits; the symmetric grid needs at least 2");
+  if (auto current = slot->inputs_quant()) {
+    const auto& o = current->options();
+    if (o.bits() != bits || o.ema_decay() != ema_decay || o.mode() != LinearQuantMode::kSymmetric)
+      throw InputError(who + ": the model input is quantized already with " +
+                       std::to_string(o.bits()) + " bits and ema_decay " +
+                       std::to_string(o.ema_decay()) + ", not " + std::to_string(bits) +
+                       " bits and ema_decay " + std::to_string(ema_decay));
+    return current;
+  }
+  FakeLinearQuant q(FakeLinearQuantOptions(bits).ema_decay(ema_decay));
+  slot->set_inputs_quant(q);
+  return q;
+}
+
 void restore_quantization(torch::nn::Module& model, const nlohmann::json& quantization) {
   const json& q = quantization;
   if (q.is_null()) return;
@@ -94,6 +118,17 @@ void restore_quantization(torch::nn::Module& model, const nlohmann::json& quanti
   const bool per_channel = range_linear && bool_or(q, "per_channel_wts", false);
   const double init_alpha = number_or(q, "act_clip_init_val", 8.0);
   const double ema_decay = number_or(q, "ema_decay", 0.999);
+
+  // Distiller's quantize_inputs (default true) with num_bits_inputs (null: the input stays float).
+  if (range_linear && bool_or(q, "quantize_inputs", true)) {
+    auto it = q.find("num_bits_inputs");
+    if (it != q.end() && !it->is_null()) {
+      if (!it->is_number_integer() || it->get<int64_t>() < 1)
+        throw InputError("'quantization.num_bits_inputs' must be a number of bits or null, not " +
+                         it->dump());
+      quantize_model_input(model, it->get<int64_t>(), ema_decay, "quantization.num_bits_inputs");
+    }
+  }
 
   const auto bits_it = q.find("bits");
   if (bits_it == q.end() || !bits_it->is_object())

@@ -2,9 +2,39 @@
 
 #include <torch/nn/module.h>
 
+#include <cstdint>
+#include <string>
+
 #include <nlohmann/json.hpp>
 
+#include "compress/quant_modules.h"
+
 namespace igb::compress {
+
+/// The name of a model's input quantizer, as Distiller's (state-dict keys
+/// `inputs_quant.tracked_min`, `inputs_quant.scale`, ...).
+inline constexpr char kInputsQuantName[] = "inputs_quant";
+
+/// A model whose input can pass through a quantizer before its layers (models::ModelImpl): the
+/// FakeLinearQuantization Distiller's QuantAwareTrainRangeLinearQuantizer puts in front of the
+/// model when `quantize_inputs` is true.
+class InputQuantSlot {
+ public:
+  virtual ~InputQuantSlot() = default;
+  /// Registers `q` as the child module kInputsQuantName, replacing one set before.
+  virtual void set_inputs_quant(FakeLinearQuant q) = 0;
+  /// The input quantizer; empty (null) when none is set.
+  virtual FakeLinearQuant inputs_quant() const = 0;
+};
+
+/// Puts a symmetric FakeLinearQuant of `bits` (≥ 2) and `ema_decay` in front of `model`, or
+/// adopts the one it holds already with these options (a model rebuilt from a checkpoint), and
+/// returns it. InputError naming `who` when `model` has no input slot (it is not a model of the
+/// zoo) or holds an input quantizer with other options.
+///
+///   quantize_model_input(*model, 8, 0.999, "quantizer q");  // forward: inputs_quant, then layers
+FakeLinearQuant quantize_model_input(torch::nn::Module& model, int64_t bits, double ema_decay,
+                                     const std::string& who);
 
 /// Prepares a freshly built model the way the quantizer recorded in a checkpoint prepared it
 /// (CheckpointMeta::quantization: {"class", "bits": {module: {bits_activations, bits_weights,
@@ -13,7 +43,9 @@ namespace igb::compress {
 /// (QuantizedParam::prepare: DoReFa for DorefaQuantizer and PACTQuantizer, symmetric, per channel
 /// when `per_channel_wts`, for QuantAwareTrainRangeLinearQuantizer), and every ReLU activation
 /// slot with activation bits its quantizing module (DorefaActQuant, PactActQuant with
-/// `act_clip_init_val`, FakeQuantRelu with `ema_decay`). Activation bits of other modules are
+/// `act_clip_init_val`, FakeQuantRelu with `ema_decay`), and for
+/// QuantAwareTrainRangeLinearQuantizer with `quantize_inputs` true and `num_bits_inputs` not null
+/// the model input its quantizer (quantize_model_input). Activation bits of other modules are
 /// ignored, as Distiller replaces ReLUs only. Null does nothing.
 ///
 ///   auto model = create_model(meta.model, meta.model_options);

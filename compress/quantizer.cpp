@@ -380,6 +380,7 @@ void Quantizer::prepare_model(torch::nn::Module& model, Logger* logger) {
     targets_[name].activations = b.activations;
     quantized.push_back(name + " activations " + std::to_string(b.activations) + " bits");
   }
+  for (auto& line : prepare_more(model)) quantized.push_back(std::move(line));
   if (!logger) return;
   logger->info("quantizer " + name_ + " (" + class_name() + "): " + list_or_none(quantized));
   bool unrounded = false;

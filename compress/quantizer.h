@@ -193,6 +193,10 @@ class Quantizer {
   virtual torch::nn::AnyModule make_activation(const std::string& name, int64_t bits) = 0;
   /// Whether `module` (the slot's current replacement) is one make_activation builds for `bits`.
   virtual bool adopts_activation(const torch::nn::Module& module, int64_t bits) const = 0;
+  /// Quantizes what the class changes besides weight layers and ReLU slots (the model input of
+  /// QuantAwareTrainRangeLinearQuantizer), adopting a model prepared already; called by
+  /// prepare_model after those. Returns what it quantized, for the log.
+  virtual std::vector<std::string> prepare_more(torch::nn::Module&) { return {}; }
   /// The smallest weight and activation bits the class supports.
   virtual int64_t min_weight_bits() const { return 1; }
   virtual int64_t min_activation_bits() const { return 1; }

@@ -9,6 +9,16 @@
 
 namespace igb::models {
 
+torch::Tensor ModelImpl::forward(torch::Tensor x) {
+  if (inputs_quant_) x = inputs_quant_->forward(x);
+  return forward_impl(std::move(x));
+}
+
+void ModelImpl::set_inputs_quant(compress::FakeLinearQuant q) {
+  inputs_quant_ = inputs_quant_ ? replace_module(compress::kInputsQuantName, std::move(q))
+                                : register_module(compress::kInputsQuantName, std::move(q));
+}
+
 Registry<ModelSpec>& model_registry() {
   static Registry<ModelSpec> registry("model");
   return registry;

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compress/quantization_state.h"
 #include "core/registry.h"
 
 namespace igb::models {
@@ -19,16 +20,33 @@ namespace igb::models {
 /// Base of every model in the zoo: a torch::nn::Module whose compressible layers are registered
 /// submodules with stable dotted names, which knows the input shape it expects (batch 1) and can
 /// emit the options it was built with, so a checkpoint can rebuild it exactly.
-class ModelImpl : public torch::nn::Module {
+///
+/// Every model takes its input the same way: forward() passes it through the model's input
+/// quantizer when one is set (Distiller's `inputs_quant`, added by
+/// QuantAwareTrainRangeLinearQuantizer with quantize_inputs), then runs the model's own layers,
+/// forward_impl().
+class ModelImpl : public torch::nn::Module, public compress::InputQuantSlot {
  public:
   using torch::nn::Module::Module;
 
-  virtual torch::Tensor forward(torch::Tensor x) = 0;
+  /// The model's output for `x`, a batch of input_shape() inputs.
+  torch::Tensor forward(torch::Tensor x);
+  /// Registers `q` as the child module `inputs_quant` (replacing one set before).
+  void set_inputs_quant(compress::FakeLinearQuant q) override;
+  /// The input quantizer; empty (null) when none is set.
+  compress::FakeLinearQuant inputs_quant() const override { return inputs_quant_; }
   /// Shape of one dummy input, batch 1 (e.g. {1, 3, 32, 32}).
   virtual std::vector<int64_t> input_shape() const = 0;
   /// The resolved options, as accepted back by the registry factory: options_to_json() of the
   /// model's options struct. A checkpoint stores them as `model_options`.
   virtual nlohmann::json options_json() const = 0;
+
+ protected:
+  /// The model's own layers, on the (possibly quantized) input.
+  virtual torch::Tensor forward_impl(torch::Tensor x) = 0;
+
+ private:
+  compress::FakeLinearQuant inputs_quant_{nullptr};
 };
 
 using Model = std::shared_ptr<ModelImpl>;

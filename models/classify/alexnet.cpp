@@ -30,7 +30,7 @@ class AlexNetImpl : public ClassifierImpl {
                                                  relu(), nn::Dropout(0.5), nn::Linear(4096, 4096),
                                                  relu(), nn::Linear(4096, o.num_classes())));
   }
-  torch::Tensor forward(torch::Tensor x) override {
+  torch::Tensor forward_impl(torch::Tensor x) override {
     return classifier->forward(avgpool(features->forward(x)).flatten(1));
   }
   nlohmann::json options_json() const override { return options_to_json(options); }
@@ -64,7 +64,7 @@ class AlexNetBnImpl : public ClassifierImpl {
                    nn::Linear(4096, 4096), nn::BatchNorm1d(4096), relu(),
                    nn::Linear(4096, o.num_classes()), nn::BatchNorm1d(o.num_classes())));
   }
-  torch::Tensor forward(torch::Tensor x) override {
+  torch::Tensor forward_impl(torch::Tensor x) override {
     // 227x227 inputs end at 6x6, as fc 9216→4096 needs; other sides are averaged to it.
     x = features->forward(x);
     if (x.size(2) != 6 || x.size(3) != 6) x = torch::adaptive_avg_pool2d(x, {6, 6});

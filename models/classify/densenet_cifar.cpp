@@ -83,7 +83,7 @@ class DenseNetCifarImpl : public ClassifierImpl {
       if (auto* conv = m->as<nn::Conv2d>())
         nn::init::kaiming_normal_(conv->weight, 0, torch::kFanOut, torch::kReLU);
   }
-  torch::Tensor forward(torch::Tensor x) override {
+  torch::Tensor forward_impl(torch::Tensor x) override {
     x = conv1(x);
     for (size_t b = 0; b < dense.size(); ++b) {
       x = dense[b]->forward(x);

@@ -78,7 +78,7 @@ class MobileNetV2Impl : public ClassifierImpl {
       }
     }
   }
-  torch::Tensor forward(torch::Tensor x) override {
+  torch::Tensor forward_impl(torch::Tensor x) override {
     return classifier->forward(avgpool(features->forward(x)).flatten(1));
   }
   nlohmann::json options_json() const override { return options_to_json(options); }
@@ -128,7 +128,7 @@ class MobileNetImpl : public ClassifierImpl {
     register_module("model", model);
     fc = register_module("fc", nn::Linear(c[5], o.num_classes()));
   }
-  torch::Tensor forward(torch::Tensor x) override { return fc(model->forward(x).flatten(1)); }
+  torch::Tensor forward_impl(torch::Tensor x) override { return fc(model->forward(x).flatten(1)); }
   nlohmann::json options_json() const override { return options_to_json(options); }
 
   MobileNetOptions options;

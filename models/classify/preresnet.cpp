@@ -80,7 +80,7 @@ class PreactResNetCifarImpl : public ClassifierImpl {
     avgpool = register_module("avgpool", nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(1)));
     fc = register_module("fc", nn::Linear(64, o.num_classes()));
   }
-  torch::Tensor forward(torch::Tensor x) override {
+  torch::Tensor forward_impl(torch::Tensor x) override {
     x = conv1(x);
     for (auto& l : layers) x = l->forward(x);
     return fc(avgpool(final_relu(final_bn(x))).flatten(1));
@@ -178,7 +178,7 @@ class PreactResNetImpl : public ClassifierImpl {
       if (auto* c = m->as<nn::Conv2d>())
         nn::init::kaiming_normal_(c->weight, 0, torch::kFanOut, torch::kReLU);
   }
-  torch::Tensor forward(torch::Tensor x) override {
+  torch::Tensor forward_impl(torch::Tensor x) override {
     x = maxpool(relu1(bn1(conv1(x))));
     for (auto& l : layers) x = l->forward(x);
     return fc(avgpool(final_relu(final_bn(x))).flatten(1));

@@ -96,7 +96,7 @@ class ResNetImpl : public ClassifierImpl {
       if (auto* c = m->as<nn::Conv2d>())
         nn::init::kaiming_normal_(c->weight, 0, torch::kFanOut, torch::kReLU);
   }
-  torch::Tensor forward(torch::Tensor x) override {
+  torch::Tensor forward_impl(torch::Tensor x) override {
     x = maxpool(relu(bn1(conv1(x))));
     for (auto& l : layers) x = l->forward(x);
     return fc(avgpool(x).flatten(1));

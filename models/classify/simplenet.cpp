@@ -40,7 +40,7 @@ class TwoConvNetImpl : public ClassifierImpl {
     relu4 = register_module("relu4", Activation(ActivationKind::kReLU));
     fc3 = register_module("fc3", nn::Linear(84, o.num_classes()));
   }
-  torch::Tensor forward(torch::Tensor x) override {
+  torch::Tensor forward_impl(torch::Tensor x) override {
     x = pool1(relu1(conv1(x)));
     x = pool2(relu2(conv2(x)));
     x = x.flatten(1);
@@ -72,7 +72,7 @@ class SimpleNetMnistImpl : public ClassifierImpl {
     relu3 = register_module("relu3", Activation(ActivationKind::kReLU));
     fc2 = register_module("fc2", nn::Linear(500, o.num_classes()));
   }
-  torch::Tensor forward(torch::Tensor x) override {
+  torch::Tensor forward_impl(torch::Tensor x) override {
     x = pool1(relu1(conv1(x)));
     x = pool2(relu2(conv2(x)));
     // Log-probabilities, as Distiller's model returns; cross-entropy on them equals cross-entropy

@@ -88,7 +88,7 @@ class VggImpl : public ClassifierImpl {
         }
     }
   }
-  torch::Tensor forward(torch::Tensor x) override {
+  torch::Tensor forward_impl(torch::Tensor x) override {
     x = features->forward(x);
     if (head_ == VggHead::kImageNet) return classifier->forward(avgpool(x).flatten(1));
     // Five 2x2 pools take 32x32 to 1x1; other sizes are averaged down to it.

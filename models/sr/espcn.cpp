@@ -16,7 +16,7 @@ EspcnImpl::EspcnImpl(EspcnOptions o) : SrModelImpl(o.scale(), o.channels()), opt
       register_module("pixel_shuffle", nn::PixelShuffle(nn::PixelShuffleOptions(scale)));
 }
 
-torch::Tensor EspcnImpl::forward(torch::Tensor x) {
+torch::Tensor EspcnImpl::forward_impl(torch::Tensor x) {
   x = act1(conv1(x));
   x = act2(conv2(x));
   return pixel_shuffle(conv3(x));

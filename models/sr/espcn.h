@@ -33,7 +33,7 @@ struct EspcnOptions {
 class EspcnImpl : public SrModelImpl {
  public:
   explicit EspcnImpl(EspcnOptions options = {});
-  torch::Tensor forward(torch::Tensor x) override;
+  torch::Tensor forward_impl(torch::Tensor x) override;
   nlohmann::json options_json() const override;
 
   EspcnOptions options;

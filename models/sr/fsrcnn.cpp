@@ -46,7 +46,7 @@ FsrcnnImpl::FsrcnnImpl(FsrcnnOptions o) : SrModelImpl(o.scale(), o.channels()), 
   nn::init::zeros_(last_part->bias);
 }
 
-torch::Tensor FsrcnnImpl::forward(torch::Tensor x) {
+torch::Tensor FsrcnnImpl::forward_impl(torch::Tensor x) {
   x = first_part->forward(x);
   x = mid_part->forward(x);
   return fast_conv_transpose2d(*last_part, x);

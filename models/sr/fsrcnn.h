@@ -46,7 +46,7 @@ struct FsrcnnOptions {
 class FsrcnnImpl : public SrModelImpl {
  public:
   explicit FsrcnnImpl(FsrcnnOptions options = {});
-  torch::Tensor forward(torch::Tensor x) override;
+  torch::Tensor forward_impl(torch::Tensor x) override;
   nlohmann::json options_json() const override;
 
   FsrcnnOptions options;

@@ -20,7 +20,7 @@ SrcnnImpl::SrcnnImpl(SrcnnOptions o) : SrModelImpl(o.scale(), o.channels()), opt
   nn::init::zeros_(conv3->bias);
 }
 
-torch::Tensor SrcnnImpl::forward(torch::Tensor x) {
+torch::Tensor SrcnnImpl::forward_impl(torch::Tensor x) {
   x = upsample(x);
   x = relu1(conv1(x));
   x = relu2(conv2(x));

@@ -32,7 +32,7 @@ struct SrcnnOptions {
 class SrcnnImpl : public SrModelImpl {
  public:
   explicit SrcnnImpl(SrcnnOptions options = {});
-  torch::Tensor forward(torch::Tensor x) override;
+  torch::Tensor forward_impl(torch::Tensor x) override;
   nlohmann::json options_json() const override;
 
   SrcnnOptions options;

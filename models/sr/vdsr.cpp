@@ -25,7 +25,7 @@ VdsrImpl::VdsrImpl(VdsrOptions o) : SrModelImpl(o.scale(), o.channels()), option
   nn::init::normal_(tail->weight, 0, 0.001);
 }
 
-torch::Tensor VdsrImpl::forward(torch::Tensor x) {
+torch::Tensor VdsrImpl::forward_impl(torch::Tensor x) {
   auto up = upsample(x);
   auto y = head_act(head(up));
   if (!body->is_empty()) y = body->forward(y);

@@ -37,7 +37,7 @@ struct VdsrOptions {
 class VdsrImpl : public SrModelImpl {
  public:
   explicit VdsrImpl(VdsrOptions options = {});
-  torch::Tensor forward(torch::Tensor x) override;
+  torch::Tensor forward_impl(torch::Tensor x) override;
   nlohmann::json options_json() const override;
 
   VdsrOptions options;

@@ -16,10 +16,13 @@
 #include "compress/scheduler.h"
 #include "compress/yaml_reader.h"
 #include "core/activation.h"
+#include "core/checkpoint.h"
 #include "core/error.h"
 #include "core/logger.h"
 #include "models/model.h"
 #include "models/trainer.h"
+#include "tests/support.h"
+#include "tools/graph/summary_graph.h"
 
 namespace igb::compress {
 
@@ -510,6 +513,166 @@ TEST(Quantizers, RecordedQuantizationIsAdoptedOnResume) {
         << e.what();
     EXPECT_NE(std::string(e.what()).find("5 bits; the schedule asks for 4"), std::string::npos)
         << e.what();
+  }
+}
+
+// range_linear.py QuantAwareTrainRangeLinearQuantizer with quantize_inputs (its default): the
+// model's forward passes the input through inputs_quant = FakeLinearQuantization(num_bits_inputs,
+// ema_decay) before the first layer. Every other layer is float here, so the model equals its float
+// twin fed the hand-quantized input.
+TEST(Quantizers, QatQuantizesTheModelInputOnItsGrid) {
+  models::register_builtin_models();
+  torch::manual_seed(0);
+  auto model = models::create_model("simplenet_cifar", {});
+  torch::manual_seed(0);
+  auto twin = models::create_model("simplenet_cifar", {});
+  auto s = CompressionScheduler::from_text(
+      quant_schedule("QuantAwareTrainRangeLinearQuantizer",
+                     "    bits_activations: null\n    bits_weights: null\n    bits_bias: null\n"
+                     "    ema_decay: 0.9\n    num_bits_inputs: 4\n"),
+      "q.yaml", *model, 0.1, nullptr);
+  ASSERT_TRUE(model->inputs_quant());
+  EXPECT_TRUE(model->named_buffers().contains("inputs_quant.tracked_max"));
+  EXPECT_TRUE(model->named_modules().contains("inputs_quant"));
+
+  // Each input element is one of five values; x2 has a larger maximum, 4.
+  const auto values = torch::tensor({-0.5f, 0.3f, 2.0f, 0.5f, 1.2f});
+  const auto shape = model->input_shape();
+  const auto pattern = torch::arange(3 * 32 * 32) % 5;
+  const auto x = values.index({pattern}).reshape(shape);
+  auto x2 = x.clone();
+  x2.view(-1)[1] = 4.0f;
+  model->eval();
+  twin->eval();
+  // One EMA update through the model's forward (only the input quantizer in training mode):
+  // biased = 0.1·v, unbiased = biased/(1 − 0.9) = v, so the range is the batch's [−0.5, 2].
+  model->inputs_quant()->train();
+  {
+    torch::NoGradGuard no_grad;
+    model->forward(x);
+  }
+  model->inputs_quant()->eval();
+  EXPECT_FLOAT_EQ(model->inputs_quant()->tracked_min.item<float>(), -0.5f);
+  EXPECT_FLOAT_EQ(model->inputs_quant()->tracked_max.item<float>(), 2.0f);
+  // 4 bits symmetric: n = 2^3 − 1 = 7, S = m/n = 2/7; x/S = [−1.75, 1.05, 7, 1.75, 4.2] rounds to
+  // q = [−2, 1, 7, 2, 4].
+  const auto xq_values = torch::tensor({-2.0f, 1.0f, 7.0f, 2.0f, 4.0f}) * (2.0f / 7.0f);
+  const auto xq = xq_values.index({pattern}).reshape(shape);
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::allclose(model->inputs_quant()->forward(x), xq, 0, 1e-6));
+  EXPECT_TRUE(torch::allclose(model->forward(x), twin->forward(xq), 1e-5, 1e-6));
+  EXPECT_FALSE(torch::allclose(model->forward(x), twin->forward(x), 1e-3, 1e-4));
+  // A second batch with maximum 4: (0.9·0.2 + 0.1·4)/(1 − 0.81) = 0.58/0.19 = 3.0526316; the
+  // minimum stays −0.5. The range is logged per epoch beside the ReLUs' ones.
+  model->inputs_quant()->train();
+  model->forward(x2);
+  EXPECT_NEAR(model->inputs_quant()->tracked_max.item<float>(), 3.0526316f, 1e-5);
+  EXPECT_FLOAT_EQ(model->inputs_quant()->tracked_min.item<float>(), -0.5f);
+  bool logged = false;
+  for (const auto& e : s->epoch_scalars())
+    if (e.column == "act_amax/inputs_quant") logged = std::abs(e.value - 3.0526316) < 1e-5;
+  EXPECT_TRUE(logged);
+}
+
+// range_linear.py: quantize_inputs False (or num_bits_inputs None) adds no inputs_quant, so the
+// input reaches the first layer unchanged.
+TEST(Quantizers, QatWithoutQuantizeInputsLeavesTheInputBitIdentical) {
+  models::register_builtin_models();
+  for (const char* inputs : {"    quantize_inputs: false\n", "    num_bits_inputs: null\n"}) {
+    torch::manual_seed(0);
+    auto model = models::create_model("simplenet_cifar", {});
+    torch::manual_seed(0);
+    auto twin = models::create_model("simplenet_cifar", {});
+    CompressionScheduler::from_text(
+        quant_schedule("QuantAwareTrainRangeLinearQuantizer",
+                       "    bits_activations: null\n    bits_weights: null\n"
+                       "    bits_bias: null\n" +
+                           std::string(inputs)),
+        "q.yaml", *model, 0.1, nullptr);
+    EXPECT_FALSE(model->inputs_quant()) << inputs;
+    EXPECT_FALSE(model->named_modules().contains("inputs_quant")) << inputs;
+    model->eval();
+    twin->eval();
+    torch::manual_seed(1);
+    const auto x = torch::randn({2, 3, 32, 32});
+    torch::NoGradGuard no_grad;
+    EXPECT_TRUE(torch::equal(model->forward(x), twin->forward(x))) << inputs;
+  }
+}
+
+// range_linear.py's inputs_quant on an INT8 ResNet-20: the trace shows the input's clamp and
+// fake-quantize ahead of the first conv with the float MACs; a checkpoint's record rebuilds it
+// (apputils/checkpoint.py load_checkpoint prepares the model before its state_dict loads) and a
+// resumed schedule adopts it, refusing other input bits.
+TEST(Quantizers, QuantizedInputTracesAheadOfTheFirstConvAndRoundTrips) {
+  models::register_builtin_models();
+  torch::manual_seed(0);
+  const std::string body =
+      "    bits_activations: 8\n    bits_weights: 8\n    bits_bias: null\n"
+      "    per_channel_wts: true\n";
+  const std::string text = quant_schedule("QuantAwareTrainRangeLinearQuantizer", body);
+  auto model = models::create_model("resnet20_cifar", {});
+  auto s = CompressionScheduler::from_text(text, "q.yaml", *model, 0.1, nullptr);
+  models::TrainConfig config;
+  config.optimizer = "sgd";
+  config.lr = 0.05;
+  auto opt = models::make_optimizer(config, model->parameters(), s->param_groups());
+  model->train();
+  auto fwd = [&](const at::Tensor& in) { return model->forward(in); };
+  train_step(*model, fwd, *s, *opt, torch::randn({2, 3, 32, 32}));
+  const double m = model->inputs_quant()->range();
+  EXPECT_GT(m, 0);
+  const auto record = s->quantization();
+  EXPECT_EQ(record["num_bits_inputs"], 8);  // bits_activations when absent
+
+  model->eval();
+  const auto g = tools::SummaryGraph::build(*model, {1, 3, 32, 32}, fwd, "resnet20_cifar");
+  size_t first_conv = 0;
+  while (g.ops()[first_conv].op_kind != tools::OpKind::kConv) ++first_conv;
+  ASSERT_EQ(first_conv, 2u);
+  EXPECT_EQ(g.ops()[0].op_kind, tools::OpKind::kClamp);
+  EXPECT_DOUBLE_EQ(g.ops()[0].clamp_max, m);
+  EXPECT_EQ(g.ops()[1].op_kind, tools::OpKind::kFakeQuantize);
+  EXPECT_EQ(g.ops()[1].quant_min, -127);
+  EXPECT_EQ(g.ops()[1].quant_max, 127);
+  EXPECT_FLOAT_EQ(static_cast<float>(g.ops()[1].scale), static_cast<float>(m / 127));
+  int fake_quantize = 0;
+  for (const auto& op : g.ops()) {
+    EXPECT_NE(op.op_kind, tools::OpKind::kOther) << op.name << " " << op.kind;
+    fake_quantize += op.op_kind == tools::OpKind::kFakeQuantize;
+  }
+  EXPECT_EQ(fake_quantize, 20);  // the input and the 19 ReLUs
+  EXPECT_EQ(g.total_macs(), 40'551'040);
+
+  test::TempDir tmp;
+  CheckpointMeta meta;
+  meta.optform = "classify";
+  meta.model = "resnet20_cifar";
+  meta.model_options = model->options_json();
+  meta.quantization = record;
+  save_checkpoint(tmp / "q.ckpt", meta, {model.get(), nullptr, nullptr});
+  auto rebuilt = models::model_from_checkpoint(Checkpoint::load(tmp / "q.ckpt"));
+  ASSERT_TRUE(rebuilt->inputs_quant());
+  rebuilt->eval();
+  torch::manual_seed(1);
+  const auto x = torch::randn({2, 3, 32, 32});
+  {
+    torch::NoGradGuard no_grad;
+    EXPECT_TRUE(torch::equal(rebuilt->forward(x), model->forward(x)));
+  }
+  EXPECT_EQ(rebuilt->inputs_quant()->range(), m);
+  auto before = rebuilt->inputs_quant().get();
+  CompressionScheduler::from_text(text, "q.yaml", *rebuilt, 0.1, nullptr);
+  EXPECT_EQ(rebuilt->inputs_quant().get(), before);  // adopted, not replaced
+  try {
+    CompressionScheduler::from_text(
+        quant_schedule("QuantAwareTrainRangeLinearQuantizer", body + "    num_bits_inputs: 6\n"),
+        "q.yaml", *rebuilt, 0.1, nullptr);
+    ADD_FAILURE() << "an 8-bit input quantizer adopted by a 6-bit schedule";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "quantizer q (QuantAwareTrainRangeLinearQuantizer): the model input is quantized "
+              "already with 8 bits and ema_decay 0.999000, not 6 bits and ema_decay 0.999000");
   }
 }
 
