@@ -65,8 +65,10 @@ class ClassifyOptForm : public OptForm {
   void add_test_options(CLI::App& app) override { add_dataset_option(app); }
 
   nlohmann::json run_test(RunContext& ctx, const std::string& checkpoint, const std::string& data,
-                          const std::string& out) override {
-    return models::classify::test_classify(checkpoint, data, config_.dataset, out, ctx);
+                          const std::string& out,
+                          const compress::QuantizeEvalRequest& quantize_eval) override {
+    return models::classify::test_classify(checkpoint, data, config_.dataset, out, ctx,
+                                           quantize_eval);
   }
 
  private:

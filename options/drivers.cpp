@@ -171,6 +171,7 @@ int test_main(int argc, char** argv) {
   std::string checkpoint, data = "synthetic", out, device = "cpu";
   int64_t threads = 0;
   std::vector<std::string> summary;
+  compress::QuantizeEvalRequest quantize_eval;
   app.add_option("--checkpoint", checkpoint, "Checkpoint (.ckpt) to test")->required();
   app.add_option("--summary", summary,
                  "After testing, write these reports into the output folder: sparsity, macs, "
@@ -186,17 +187,37 @@ int test_main(int argc, char** argv) {
   int_range(app.add_option("--threads", threads, "Intra-op threads (0 = all cores)")
                 ->capture_default_str(),
             0, 1024);
+  auto* qe = app.add_option("--quantize-eval", quantize_eval.schedule,
+                            "Also evaluate the model post-training quantized by the "
+                            "PostTrainLinearQuantizer of this Distiller YAML, next to FP32");
+  int_range(app.add_option("--calibration-batches", quantize_eval.calibration_batches,
+                           "Batches of the evaluation data the activation statistics are "
+                           "collected on (classify: 128 images a batch; sr: one image)")
+                ->capture_default_str()
+                ->needs(qe),
+            1, 1000000);
+  app.add_option("--qe-stats-file", quantize_eval.stats_file,
+                 "Activation statistics (YAML, as --quantize-eval writes to quant_stats.yaml) to "
+                 "use instead of calibrating")
+      ->needs(qe)
+      ->check(CLI::ExistingFile);
   form->add_test_options(app);
   if (parse(app, argc, argv, first, nullptr)) return kExitOk;
   fs::path out_dir = out.empty() ? fs::path(checkpoint).parent_path() : fs::path(out);
   if (out_dir.empty()) out_dir = ".";
   check_output_folder("--out", out_dir);
 
+  // A bad post-training YAML or stats file fails before anything is evaluated.
+  if (quantize_eval.enabled()) {
+    compress::PostTrainOptions::load(quantize_eval.schedule);
+    if (!quantize_eval.stats_file.empty()) compress::read_quant_stats(quantize_eval.stats_file);
+  }
+
   Logger logger;
   RunContext ctx;
   ctx.logger = &logger;
   ctx.device = configure_runtime(threads, device);
-  form->run_test(ctx, checkpoint, data, out);
+  form->run_test(ctx, checkpoint, data, out, quantize_eval);
   if (!summary.empty())
     write_summaries(load_tool_model("", {}, checkpoint, ""), summary, out_dir, logger);
   return kExitOk;

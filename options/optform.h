@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compress/post_train_quantizer.h"
 #include "core/registry.h"
 #include "core/run_context.h"
 #include "models/train_config.h"
@@ -30,9 +31,11 @@ class OptForm {
 
   /// Adds the testing options (the common --checkpoint, --data, --out, --device are there).
   virtual void add_test_options(CLI::App& app) {}
-  /// Runs a test of `checkpoint`; returns test_summary.json.
+  /// Runs a test of `checkpoint` (and, when `quantize_eval` is enabled, of its post-training
+  /// quantized form); returns test_summary.json.
   virtual nlohmann::json run_test(RunContext& ctx, const std::string& checkpoint,
-                                  const std::string& data, const std::string& out) = 0;
+                                  const std::string& data, const std::string& out,
+                                  const compress::QuantizeEvalRequest& quantize_eval) = 0;
 
   /// Default --model.
   virtual std::string default_model() const = 0;

@@ -61,13 +61,15 @@ class SrOptForm : public OptForm {
   }
 
   nlohmann::json run_test(RunContext& ctx, const std::string& checkpoint, const std::string& data,
-                          const std::string& out) override {
+                          const std::string& out,
+                          const compress::QuantizeEvalRequest& quantize_eval) override {
     if (!save_images_.empty()) check_output_folder("--save-images", save_images_);
     models::sr::SrTestConfig t;
     t.checkpoint = checkpoint;
     t.data = data;
     t.out = out;
     t.save_images = save_images_;
+    t.quantize_eval = quantize_eval;
     return models::sr::test_sr(t, ctx);
   }
 

@@ -17,9 +17,9 @@ namespace igb::models::classify {
 
 namespace fs = std::filesystem;
 
-ClassifyEvaluation evaluate_classifier(ModelImpl& model, const data::Dataset& dataset,
-                                       int64_t batch_size, int64_t workers,
-                                       const c10::Device& device) {
+ClassifyEvaluation evaluate_classifier(
+    ModelImpl& model, const data::Dataset& dataset, int64_t batch_size, int64_t workers,
+    const c10::Device& device, const std::function<at::Tensor(const at::Tensor&)>& forward) {
   torch::NoGradGuard no_grad;
   TrainModeGuard eval(model, /*train=*/false);
   data::LoaderOptions lo;
@@ -35,7 +35,8 @@ ClassifyEvaluation evaluate_classifier(ModelImpl& model, const data::Dataset& da
   int64_t c1 = 0, c5 = 0;
   while (loader.next(batch)) {
     auto target = batch.target.to(device);
-    auto logits = model.forward(batch.input.to(device));
+    auto input = batch.input.to(device);
+    auto logits = forward ? forward(input) : model.forward(input);
     loss_sum += torch::cross_entropy_loss(logits, target, {}, at::Reduction::Sum).item<double>();
     const int64_t k = std::min<int64_t>(5, logits.size(1));
     auto top = std::get<1>(logits.topk(k, 1));
@@ -147,7 +148,8 @@ nlohmann::json train_classify(const ClassifyConfig& config, RunContext& ctx, con
 }
 
 nlohmann::json test_classify(const std::string& checkpoint, const std::string& data,
-                             const std::string& dataset, const std::string& out, RunContext& ctx) {
+                             const std::string& dataset, const std::string& out, RunContext& ctx,
+                             const compress::QuantizeEvalRequest& quantize_eval) {
   Checkpoint ckpt = load_checkpoint_for(checkpoint, "classify");
   Model model = model_from_checkpoint(ckpt);
   model->to(ctx.device);
@@ -177,6 +179,37 @@ nlohmann::json test_classify(const std::string& checkpoint, const std::string& d
                             {"seconds", secs}};
   fs::path dir = out.empty() ? fs::path(checkpoint).parent_path() : fs::path(out);
   if (dir.empty()) dir = ".";
+  if (quantize_eval.enabled()) {
+    nlohmann::json info;
+    auto q = compress::quantize_for_eval(
+        quantize_eval, *model, model->input_shape(),
+        [&](const at::Tensor& x) { return model->forward(x); },
+        [&](const compress::PostTrainLinearQuantizer::Forward& f, int64_t n) {
+          data::LoaderOptions lo;
+          lo.batch_size = 128;
+          lo.shuffle = false;
+          lo.drop_last = false;
+          lo.workers = 2;
+          data::BatchLoader loader(*d.val, lo);
+          loader.start_epoch(0);
+          data::Example batch;
+          for (int64_t i = 0; i < n && loader.next(batch); ++i) f(batch.input.to(ctx.device));
+        },
+        dir, *ctx.logger, &info);
+    auto qev = evaluate_classifier(*model, *d.val, 128, 2, ctx.device,
+                                   [&](const at::Tensor& x) { return q->forward(x); });
+    Table cmp{{"Model", "Top1 (%)", "Top5 (%)", "Loss"},
+              {{"FP32", fixed(ev.top1, 3), fixed(ev.top5, 3), fixed(ev.loss, 4)},
+               {"PTQ " + info["quantizer"]["mode"].get<std::string>(), fixed(qev.top1, 3),
+                fixed(qev.top5, 3), fixed(qev.loss, 4)},
+               {"difference", fixed(qev.top1 - ev.top1, 3), fixed(qev.top5 - ev.top5, 3),
+                fixed(qev.loss - ev.loss, 4)}}};
+    std::cout << "Post-training quantization (" << quantize_eval.schedule << ")\n" << cmp.to_text();
+    info["fp32"] = {{"top1", ev.top1}, {"top5", ev.top5}, {"loss", ev.loss}};
+    info["quantized"] = {{"top1", qev.top1}, {"top5", qev.top5}, {"loss", qev.loss}};
+    info["top1_drop"] = ev.top1 - qev.top1;
+    summary["quantize_eval"] = info;
+  }
   write_text_atomically(dir / "test_summary.json", summary.dump(2) + "\n");
   ctx.logger->info("wrote " + (dir / "test_summary.json").string());
   return summary;

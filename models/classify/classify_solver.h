@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compress/post_train_quantizer.h"
 #include "core/run_context.h"
 #include "models/trainer.h"
 
@@ -31,16 +32,19 @@ struct ClassifyEvaluation {
   double top1 = 0, top5 = 0, loss = 0;
   int64_t count = 0;
 };
-ClassifyEvaluation evaluate_classifier(ModelImpl& model, const data::Dataset& dataset,
-                                       int64_t batch_size, int64_t workers,
-                                       const c10::Device& device);
+/// `forward`, when set, runs instead of model.forward (the post-training quantized model).
+ClassifyEvaluation evaluate_classifier(
+    ModelImpl& model, const data::Dataset& dataset, int64_t batch_size, int64_t workers,
+    const c10::Device& device, const std::function<at::Tensor(const at::Tensor&)>& forward = {});
 
 /// Trains a classifier as `config` says and returns summary.json's content.
 nlohmann::json train_classify(const ClassifyConfig& config, RunContext& ctx, const RunInfo& info);
 
 /// Tests a checkpoint on the validation split of `data`; writes test_summary.json to `out`
-/// (default the checkpoint's folder) and returns it.
+/// (default the checkpoint's folder) and returns it. With `quantize_eval` enabled, also evaluates
+/// the post-training quantized model (calibrated on the first batches of the same split).
 nlohmann::json test_classify(const std::string& checkpoint, const std::string& data,
-                             const std::string& dataset, const std::string& out, RunContext& ctx);
+                             const std::string& dataset, const std::string& out, RunContext& ctx,
+                             const compress::QuantizeEvalRequest& quantize_eval = {});
 
 }  // namespace igb::models::classify

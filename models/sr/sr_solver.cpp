@@ -19,12 +19,14 @@ namespace fs = std::filesystem;
 
 SrEvaluation evaluate_sr(ModelImpl& model, const std::vector<data::SrEvalImage>& images,
                          int64_t scale, bool y_channel, const c10::Device& device,
-                         const std::string& save_dir) {
+                         const std::string& save_dir,
+                         const std::function<at::Tensor(const at::Tensor&)>& forward) {
   torch::NoGradGuard no_grad;
   TrainModeGuard eval(model, /*train=*/false);
   SrEvaluation ev;
   for (const auto& img : images) {
-    auto out = model.forward(img.lr.unsqueeze(0).to(device)).squeeze(0).cpu();
+    auto lr = img.lr.unsqueeze(0).to(device);
+    auto out = (forward ? forward(lr) : model.forward(lr)).squeeze(0).cpu();
     auto hr_y = data::rgb_to_y(img.hr_rgb);
     at::Tensor sr_y, sr_rgb;
     if (y_channel) {
@@ -208,6 +210,31 @@ nlohmann::json test_sr(const SrTestConfig& config, RunContext& ctx) {
   fs::path out =
       config.out.empty() ? fs::path(config.checkpoint).parent_path() : fs::path(config.out);
   if (out.empty()) out = ".";
+  if (config.quantize_eval.enabled()) {
+    nlohmann::json info;
+    auto q = compress::quantize_for_eval(
+        config.quantize_eval, *model, model->input_shape(),
+        [&](const at::Tensor& x) { return model->forward(x); },
+        [&](const compress::PostTrainLinearQuantizer::Forward& f, int64_t n) {
+          const auto count = std::min<size_t>(images.size(), static_cast<size_t>(n));
+          for (size_t i = 0; i < count; ++i) f(images[i].lr.unsqueeze(0).to(ctx.device));
+        },
+        out, *ctx.logger, &info);
+    auto qev = evaluate_sr(*model, images, scale, y, ctx.device, {},
+                           [&](const at::Tensor& x) { return q->forward(x); });
+    Table cmp;
+    cmp.columns = {"Model", "PSNR (dB)", "SSIM"};
+    cmp.rows.push_back({"FP32", fixed(ev.psnr, 2), fixed(ev.ssim, 4)});
+    cmp.rows.push_back({"PTQ " + info["quantizer"]["mode"].get<std::string>(), fixed(qev.psnr, 2),
+                        fixed(qev.ssim, 4)});
+    cmp.rows.push_back({"difference", fixed(qev.psnr - ev.psnr, 2), fixed(qev.ssim - ev.ssim, 4)});
+    std::cout << "Post-training quantization (" << config.quantize_eval.schedule << ")\n"
+              << cmp.to_text();
+    info["fp32"] = {{"psnr", ev.psnr}, {"ssim", ev.ssim}};
+    info["quantized"] = {{"psnr", qev.psnr}, {"ssim", qev.ssim}};
+    info["psnr_drop"] = ev.psnr - qev.psnr;
+    summary["quantize_eval"] = info;
+  }
   write_text_atomically(out / "test_summary.json", summary.dump(2) + "\n");
   ctx.logger->info("wrote " + (out / "test_summary.json").string());
   return summary;

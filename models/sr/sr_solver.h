@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compress/post_train_quantizer.h"
 #include "core/run_context.h"
 #include "data/sr_data.h"
 #include "models/trainer.h"
@@ -34,6 +35,8 @@ struct SrTestConfig {
   /// Folder for test_summary.json; empty = the checkpoint's folder.
   std::string out;
   std::string device = "cpu";
+  /// --quantize-eval: also evaluate the post-training quantized model.
+  compress::QuantizeEvalRequest quantize_eval;
 };
 
 /// Per-image and mean quality of an SR model against bicubic, on Y with a border of `scale`.
@@ -47,10 +50,12 @@ struct SrEvaluation {
 };
 
 /// Runs `model` on every image; when `save_dir` is set, writes each result as PNG there (luma
-/// models get the chroma of the bicubic image).
+/// models get the chroma of the bicubic image). `forward`, when set, runs instead of
+/// model.forward (the post-training quantized model).
 SrEvaluation evaluate_sr(ModelImpl& model, const std::vector<data::SrEvalImage>& images,
                          int64_t scale, bool y_channel, const c10::Device& device,
-                         const std::string& save_dir = {});
+                         const std::string& save_dir = {},
+                         const std::function<at::Tensor(const at::Tensor&)>& forward = {});
 
 /// Trains an SR model as `config` says and returns summary.json's content.
 nlohmann::json train_sr(const SrConfig& config, RunContext& ctx, const RunInfo& info);

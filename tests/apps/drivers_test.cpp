@@ -163,6 +163,99 @@ TEST_F(Drivers, ShortRunWritesTheRunDirectoryAndTestReadsItBack) {
   EXPECT_TRUE(fs::exists(dir_ / "images" / "synthetic_0_x3.png"));
 }
 
+// Post-training quantization as Distiller's --quantize-eval (apputils/image_classifier.py):
+// calibration statistics written, FP32 and quantized metrics side by side, the statistics reused.
+TEST_F(Drivers, QuantizeEvalCalibratesAndComparesWithFp32) {
+  // A tiny CIFAR-10 folder in the binary format: 40 training and 20 test records.
+  fs::create_directories(dir_ / "cifar");
+  auto records = [](int n, int offset) {
+    std::string out;
+    for (int i = 0; i < n; ++i) {
+      out.push_back(static_cast<char>((i + offset) % 10));
+      for (int p = 0; p < 3072; ++p)
+        out.push_back(static_cast<char>((p * 7 + i * 13 + offset) % 256));
+    }
+    return out;
+  };
+  std::ofstream(dir_ / "cifar" / "data_batch_1.bin", std::ios::binary) << records(40, 0);
+  std::ofstream(dir_ / "cifar" / "test_batch.bin", std::ios::binary) << records(20, 5);
+  auto r =
+      run("igb-train --optform=classify --model resnet20_cifar --threads 1 --epochs 1 "
+          "--batch-size 8 --data " +
+          (dir_ / "cifar").string() + " --out " + (dir_ / "run").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string ckpt = (dir_ / "run" / "best.ckpt").string();
+  const std::string yaml =
+      std::string(IGB_SOURCE_DIR) + "/schedules/classify/resnet20_ptq_int8.yaml";
+  const std::string test = "igb-test --optform=classify --threads 1 --data " +
+                           (dir_ / "cifar").string() + " --checkpoint " + ckpt;
+  auto t = run(test + " --quantize-eval " + yaml + " --calibration-batches 2 --out " +
+               (dir_ / "q1").string());
+  ASSERT_EQ(t.code, 0) << t.output;
+  EXPECT_NE(t.output.find("PTQ SYMMETRIC"), std::string::npos) << t.output;
+  EXPECT_NE(t.output.find("calibration pass 2/2 on 2 batches"), std::string::npos) << t.output;
+  EXPECT_NE(t.output.find(" FP32          |"), std::string::npos) << t.output;
+  ASSERT_TRUE(fs::exists(dir_ / "q1" / "quant_stats.yaml"));
+  auto s1 = nlohmann::json::parse(std::ifstream(dir_ / "q1" / "test_summary.json"));
+  const auto& qe = s1["quantize_eval"];
+  EXPECT_EQ(qe["fp32"]["top1"], s1["top1"]);
+  EXPECT_EQ(qe["calibration_batches"], 2);
+  EXPECT_EQ(qe["quantizer"]["per_channel_wts"], true);
+  // 19 conv layers (their batch norms folded) and the classifier.
+  int folded = 0;
+  for (const auto& l : qe["layers"]) folded += l.contains("folded_bn") && !l["folded_bn"].is_null();
+  EXPECT_EQ(folded, 19);
+  const double q_loss = qe["quantized"]["loss"].get<double>();
+  EXPECT_GT(std::abs(q_loss - s1["loss"].get<double>()), 0.0);
+  EXPECT_LT(std::abs(q_loss - s1["loss"].get<double>()), 0.1);
+
+  // The written statistics, reused, give the same quantized model.
+  auto t2 = run(test + " --quantize-eval " + yaml + " --qe-stats-file " +
+                (dir_ / "q1" / "quant_stats.yaml").string() + " --out " + (dir_ / "q2").string());
+  ASSERT_EQ(t2.code, 0) << t2.output;
+  auto s2 = nlohmann::json::parse(std::ifstream(dir_ / "q2" / "test_summary.json"));
+  EXPECT_EQ(s2["quantize_eval"]["quantized"], qe["quantized"]);
+  EXPECT_FALSE(fs::exists(dir_ / "q2" / "quant_stats.yaml"));
+
+  // A bad key, and a stats file lacking a layer, end with one line and exit 2.
+  std::ofstream(dir_ / "bad.yaml") << "quantizers:\n  q:\n    class: PostTrainLinearQuantizer\n"
+                                      "    clip_acts: MAX\n";
+  auto bad = run(test + " --quantize-eval " + (dir_ / "bad.yaml").string() + " --out " +
+                 (dir_ / "q3").string());
+  EXPECT_EQ(bad.code, 2);
+  ASSERT_EQ(bad.lines().size(), 1u) << bad.output;
+  EXPECT_NE(bad.lines()[0].find("bad.yaml:4: quantizers.q.clip_acts 'MAX' is not a clip mode"),
+            std::string::npos)
+      << bad.output;
+  EXPECT_FALSE(fs::exists(dir_ / "q3"));
+  std::ofstream(dir_ / "stats.yaml") << "conv1:\n  inputs:\n    0: {min: -1, max: 1, avg_min: -1, "
+                                        "avg_max: 1, mean: 0}\n";
+  auto missing = run(test + " --quantize-eval " + yaml + " --qe-stats-file " +
+                     (dir_ / "stats.yaml").string() + " --out " + (dir_ / "q4").string());
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.lines().back().find("stats.yaml has no statistics of layer fc (output)"),
+            std::string::npos)
+      << missing.output;
+}
+
+TEST_F(Drivers, QuantizeEvalOfAnSrModel) {
+  auto r = run(train(
+      "--epochs 1 --max-batches 2 --batch-size 4 --model-arg d=8 --model-arg s=4 --model-arg m=1"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto t = run("igb-test --optform=sr --threads 1 --checkpoint " +
+               (dir_ / "run" / "best.ckpt").string() + " --quantize-eval " + IGB_SOURCE_DIR +
+               "/schedules/sr/fsrcnn_ptq_int8.yaml --calibration-batches 3 --out " +
+               (dir_ / "q").string());
+  ASSERT_EQ(t.code, 0) << t.output;
+  EXPECT_NE(t.output.find("PTQ SYMMETRIC"), std::string::npos) << t.output;
+  auto s = nlohmann::json::parse(std::ifstream(dir_ / "q" / "test_summary.json"));
+  const auto& qe = s["quantize_eval"];
+  EXPECT_EQ(qe["fp32"]["psnr"], s["psnr"]);
+  // 8-bit weights and activations of a barely trained model stay within 1 dB of it.
+  EXPECT_LT(std::abs(qe["quantized"]["psnr"].get<double>() - s["psnr"].get<double>()), 1.0);
+  EXPECT_TRUE(fs::exists(dir_ / "q" / "quant_stats.yaml"));
+}
+
 TEST_F(Drivers, ClassifyTrainsOnCifarFilesAndTests) {
   // A tiny CIFAR-10 folder in the real binary format: 40 training and 20 test records.
   fs::create_directories(dir_ / "cifar");

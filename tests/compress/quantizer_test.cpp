@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "compress/post_train_quantizer.h"
 #include "compress/quantization_state.h"
 #include "compress/scheduler.h"
 #include "compress/yaml_reader.h"
@@ -674,6 +675,234 @@ TEST(Quantizers, QuantizedInputTracesAheadOfTheFirstConvAndRoundTrips) {
               "quantizer q (QuantAwareTrainRangeLinearQuantizer): the model input is quantized "
               "already with 8 bits and ema_decay 0.999000, not 6 bits and ema_decay 0.999000");
   }
+}
+
+// ---- post-training quantization (PostTrainLinearQuantizer) ----
+
+namespace {
+
+// conv (2 → 1 channels, 1x1, bias) → relu: forward = relu(conv(x)).
+struct PtqNetImpl : torch::nn::Module {
+  PtqNetImpl() {
+    conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(2, 1, 1)));
+    relu = register_module("relu", Activation(ActivationKind::kReLU));
+    torch::NoGradGuard no_grad;
+    conv->weight.copy_(torch::tensor({0.8f, -0.3f}).reshape({1, 2, 1, 1}));
+    conv->bias.fill_(0.05f);
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return relu(conv(x)); }
+  torch::nn::Conv2d conv{nullptr};
+  Activation relu{nullptr};
+};
+TORCH_MODULE(PtqNet);
+
+PostTrainOptions ptq_options(const std::string& body) {
+  const YAML::Node node = YAML::Load("class: PostTrainLinearQuantizer\n" + body);
+  YamlReader r(node, "ptq.yaml", "quantizers.q");
+  r.get<std::string>("class");
+  auto o = PostTrainOptions::from_yaml(r);
+  r.finish();
+  return o;
+}
+
+std::string ptq_error(const std::string& body) {
+  try {
+    ptq_options(body);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no InputError)";
+}
+
+// The two calibration samples [0.3, -1.0] and [1.0, 0.5] as a (2, 2, 1, 1) batch.
+torch::Tensor ptq_batch() { return torch::tensor({0.3f, -1.0f, 1.0f, 0.5f}).reshape({2, 2, 1, 1}); }
+
+struct PtqRun {
+  PtqNet net;
+  std::unique_ptr<PostTrainLinearQuantizer> q;
+  QuantStats stats;
+};
+
+// Builds the quantizer on a fresh PtqNet and calibrates it on ptq_batch().
+std::unique_ptr<PtqRun> ptq_calibrated(const std::string& body) {
+  auto run = std::make_unique<PtqRun>();
+  auto net = run->net;
+  run->q = std::make_unique<PostTrainLinearQuantizer>(
+      ptq_options(body), *net, std::vector<int64_t>{1, 2, 1, 1},
+      [net](const torch::Tensor& x) mutable { return net->forward(x); });
+  run->stats = run->q->calibrate([](const auto& f) { f(ptq_batch()); });
+  return run;
+}
+
+}  // namespace
+
+// distiller/data_loggers/collector.py QuantCalibrationStatsCollector._activation_stats_cb.
+TEST(PostTrainQuantization, StatsRecordsMinMaxPerSampleAveragesMeanStdAndB) {
+  QuantStatsRecord r;
+  const auto b1 = torch::tensor({1.f, -2.f, 3.f, 0.f, 4.f, -1.f}).reshape({2, 3});
+  const auto b2 = torch::tensor({2.f, 2.f, -5.f}).reshape({1, 3});
+  r.update(b1, 1);
+  r.update(b2, 1);
+  r.update(b1, 2);
+  r.update(b2, 2);
+  EXPECT_EQ(r.min, -5);
+  EXPECT_EQ(r.max, 4);
+  // Sample minima -2, -1, -5 and maxima 3, 4, 2, averaged over the three samples.
+  EXPECT_DOUBLE_EQ(r.avg_min, -8.0 / 3);
+  EXPECT_DOUBLE_EQ(r.avg_max, 3.0);
+  // Mean of the nine values: 4/9; deviations (9x - 4)/9 = 5, -22, 23, -4, 32, -13, 14, 14, -49
+  // ninths: variance = 64/9 - (4/9)^2 = 560/81, b = 176/81.
+  EXPECT_DOUBLE_EQ(r.mean, 4.0 / 9);
+  EXPECT_NEAR(r.std, std::sqrt(560.0) / 9, 1e-12);
+  EXPECT_NEAR(r.b, 176.0 / 81, 1e-12);
+  EXPECT_EQ(r.total_numel, 9);
+  EXPECT_EQ(r.shape, "(2, 3)");
+  // One value per sample: the batch's minimum and maximum count as one sample.
+  QuantStatsRecord one;
+  one.update(torch::tensor({1.f, 5.f, -2.f}).reshape({3, 1}), 1);
+  EXPECT_EQ(one.avg_min, -2);
+  EXPECT_EQ(one.avg_max, 5);
+  EXPECT_EQ(one.samples, 1);
+}
+
+// distiller/quantization/range_linear.py _get_quant_params_from_stats_dict and q_utils.py.
+TEST(PostTrainQuantization, ActivationRangesFollowClipModeAndMode) {
+  QuantStatsRecord r;
+  r.min = -3, r.max = 2.5, r.avg_min = -1, r.avg_max = 2, r.mean = 0.5, r.std = 1;
+  const auto sym = LinearQuantMode::kSymmetric;
+  // NONE: sat = max(|-3|, 2.5) = 3, Distiller's scale 127/3, step 3/127, signed range [-128, 127].
+  auto q = act_quant_from_stats(r, 8, sym, ClipMode::kNone, 0);
+  EXPECT_DOUBLE_EQ(q.scale, 1.0 / static_cast<double>(127.0f / 3.0f));
+  EXPECT_EQ(q.zero_point, 128);
+  // -3.1·127/3 = -131.2 → -128 (clamped); 1.0 → 42.33 → 42; 2.5 → 105.83 → 106.
+  auto y = q.apply(torch::tensor({-3.1f, 1.0f, 2.5f}));
+  EXPECT_NEAR(y[0].item<double>(), -128 * 3.0 / 127, 1e-6);
+  EXPECT_NEAR(y[1].item<double>(), 42 * 3.0 / 127, 1e-6);
+  EXPECT_NEAR(y[2].item<double>(), 106 * 3.0 / 127, 1e-6);
+  // AVG: sat = max(|avg_min|, avg_max) = 2.
+  EXPECT_NEAR(act_quant_from_stats(r, 8, sym, ClipMode::kAvg, 0).scale, 2.0 / 127, 1e-9);
+  // N_STD with 1.5: [max(-3, 0.5 - 1.5), min(2.5, 0.5 + 1.5)] = [-1, 2] → sat 2.
+  EXPECT_NEAR(act_quant_from_stats(r, 8, sym, ClipMode::kNStd, 1.5).scale, 2.0 / 127, 1e-9);
+  // ASYMMETRIC_UNSIGNED: [-3, 2.5] onto 255 steps: scale 255/5.5, zero point round(-139.09) =
+  // -139, i.e. ONNX zero point 139; ASYMMETRIC_SIGNED dequantizes to the same values.
+  for (auto mode : {LinearQuantMode::kAsymmetricUnsigned, LinearQuantMode::kAsymmetricSigned}) {
+    auto a = act_quant_from_stats(r, 8, mode, ClipMode::kNone, 0);
+    EXPECT_NEAR(a.scale, 5.5 / 255, 1e-9);
+    EXPECT_EQ(a.zero_point, 139);
+  }
+  // A zero range gives scale 1.
+  QuantStatsRecord z;
+  z.min = z.max = 0;
+  EXPECT_EQ(act_quant_from_stats(z, 8, sym, ClipMode::kNone, 0).scale, 1.0);
+}
+
+// distiller/quantization/range_linear.py RangeLinearQuantParamLayerWrapper (weights per
+// channel, bias on the accumulator scale, output requantized) and
+// PostTrainLinearQuantizer._apply_activation_stats_fusions (conv followed by ReLU).
+TEST(PostTrainQuantization, ConvOutputEqualsTheIntegerArithmetic) {
+  auto run = ptq_calibrated("per_channel_wts: true\n");
+  EXPECT_EQ(run->q->required_stats(),
+            (std::vector<std::string>{"conv.inputs.0", "relu.inputs.0", "relu.output"}));
+  run->q->prepare(run->stats, "calibration", nullptr);
+  // Input range [-1, 1]: S_in = 1/127, x = [0.3, -1] → q_x = [38, -127].
+  // Weights [0.8, -0.3], S_w = 0.8/127: q_w = [127, round(-47.625) = -48].
+  EXPECT_NEAR(run->net->conv->weight[0][1][0][0].item<double>(), -48 * 0.8 / 127, 1e-7);
+  // Bias 0.05 on S_acc = S_in·S_w = 0.8/16129: round(1008.06) = 1008.
+  EXPECT_NEAR(run->net->conv->bias[0].item<double>(), 1008 * 0.8 / 16129, 1e-8);
+  // Accumulator 127·38 + (-48)(-127) + 1008 = 11930 → y = 11930·0.8/16129 = 0.591729; the ReLU's
+  // calibration range is [0, 0.7] (float outputs 0.59 and 0.70): round(0.591729·127/0.7) = 107.
+  auto y = run->q->forward(ptq_batch().narrow(0, 0, 1));
+  EXPECT_NEAR(y.item<double>(), 107 * 0.7 / 127, 1e-6);
+}
+
+// distiller/quantization/quantizer.py Quantizer.__init__ (overrides, None = not quantized).
+TEST(PostTrainQuantization, NullOverridesLeaveTheModelBitIdentical) {
+  PtqNet ref;
+  const auto x = torch::randn({4, 2, 3, 3}, torch::Generator(at::detail::createCPUGenerator(7)));
+  const auto expected = ref->forward(x);
+  auto run = ptq_calibrated(
+      "overrides:\n  conv: {bits_activations: null, bits_weights: null}\n"
+      "  relu: {bits_activations: null}\n");
+  EXPECT_TRUE(run->q->required_stats().empty());
+  run->q->prepare(QuantStats{}, "no stats", nullptr);
+  EXPECT_TRUE(torch::equal(run->q->forward(x), expected));
+  // The exact name wins over an earlier pattern; a pattern matching no module is an error.
+  auto o = ptq_options("overrides:\n  'c.*': {bits_weights: 4}\n  conv: {bits_weights: 6}\n");
+  EXPECT_EQ(o.settings_for("conv").bits.weights, 6);
+  EXPECT_EQ(o.settings_for("cx").bits.weights, 4);
+  EXPECT_EQ(o.settings_for("relu").bits.weights, 8);
+  PtqNet net;
+  try {
+    PostTrainLinearQuantizer bad(ptq_options("overrides:\n  nothing: {bits_weights: 4}\n"), *net,
+                                 {1, 2, 1, 1},
+                                 [net](const auto& t) mutable { return net->forward(t); });
+    ADD_FAILURE() << "no error for an override matching nothing";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("nothing"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PostTrainQuantization, StatsFileRoundTripsBitForBit) {
+  test::TempDir tmp;
+  auto first = ptq_calibrated("per_channel_wts: true\nclip_acts: AVG\n");
+  write_quant_stats(first->stats, tmp.path() / "stats.yaml");
+  const auto read = read_quant_stats(tmp.path() / "stats.yaml");
+  EXPECT_EQ(read.order, first->stats.order);
+  EXPECT_EQ(read.layers.at("relu").output->avg_max, first->stats.layers.at("relu").output->avg_max);
+  EXPECT_EQ(read.layers.at("conv").inputs.at(0).std,
+            first->stats.layers.at("conv").inputs.at(0).std);
+  first->q->prepare(first->stats, "calibration", nullptr);
+  auto second = ptq_calibrated("per_channel_wts: true\nclip_acts: AVG\n");
+  second->q->prepare(read, "stats file", nullptr);
+  const auto x = torch::randn({3, 2, 2, 2}, torch::Generator(at::detail::createCPUGenerator(3)));
+  EXPECT_TRUE(torch::equal(first->q->forward(x), second->q->forward(x)));
+
+  // A stats file lacking a layer the model needs names the layer and the file.
+  QuantStats partial = read;
+  partial.layers.erase("relu");
+  auto third = ptq_calibrated("");
+  try {
+    third->q->prepare(partial, "stats file s.yaml", nullptr);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "stats file s.yaml has no statistics of layer relu (inputs.0), which post-training "
+              "quantization needs");
+  }
+  std::ofstream(tmp.path() / "bad.yaml") << "conv:\n  output:\n    min: 1\n    max: 2\n";
+  try {
+    read_quant_stats(tmp.path() / "bad.yaml");
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.yaml:3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("avg_min"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PostTrainQuantization, OptionsReadDistillersKeysAndRefuseOthers) {
+  auto o = ptq_options(
+      "bits_activations: 6\nbits_parameters: 4\nbits_accum: 24\nmode: ASYMMETRIC_UNSIGNED\n"
+      "per_channel_wts: True\nclip_acts: N_STD\nclip_n_stds: 2.5\nfp16: False\n"
+      "scale_approx_mult_bits: null\n");
+  EXPECT_EQ(o.quant.bits.activations, 6);
+  EXPECT_EQ(o.quant.bits.weights, 4);
+  EXPECT_EQ(o.quant.bits.bias, 24);
+  EXPECT_EQ(o.mode, LinearQuantMode::kAsymmetricUnsigned);
+  EXPECT_TRUE(o.per_channel_wts);
+  EXPECT_EQ(o.clip_acts, ClipMode::kNStd);
+  EXPECT_EQ(*o.clip_n_stds, 2.5);
+  auto d = ptq_options("");
+  EXPECT_EQ(d.quant.bits, (QuantBits{8, 8, 32}));
+  EXPECT_EQ(d.mode, LinearQuantMode::kSymmetric);
+  EXPECT_EQ(d.clip_acts, ClipMode::kNone);
+  EXPECT_EQ(ptq_error("clip_acts: MAX\n"),
+            "ptq.yaml:2: quantizers.q.clip_acts 'MAX' is not a clip mode; valid: NONE, AVG, N_STD");
+  EXPECT_EQ(ptq_error("clip_acts: N_STD\n"),
+            "ptq.yaml:2: quantizers.q.clip_acts N_STD needs clip_n_stds (the number of standard "
+            "deviations)");
+  EXPECT_NE(ptq_error("fp16: True\n").find("fp16 is not supported"), std::string::npos);
+  EXPECT_NE(ptq_error("bits_weights: 8\n").find("bits_weights"), std::string::npos);
+  EXPECT_NE(ptq_error("overrides:\n  conv: {mode: SYMMETRIC}\n").find("mode"), std::string::npos);
 }
 
 }  // namespace igb::compress
