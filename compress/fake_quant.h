@@ -85,6 +85,40 @@ at::Tensor fake_quant_symmetric(const at::Tensor& x, double scale, int64_t bits)
 /// (ONNX convention): y = (clamp(round(x/S) + z, 0, 2^bits − 1) − z)·S. Same op and gradient.
 at::Tensor fake_quant_affine(const at::Tensor& x, double scale, int64_t zero_point, int64_t bits);
 
+/// The clamp and the fake-quantization grid of one activation slot: ATen's
+/// fake_quantize_per_tensor_affine(clamp(x, lo, hi), scale, zero_point, quant_min, quant_max),
+/// optionally after a relu.
+struct ClampFakeQuantGrid {
+  /// Clamp bounds (applied in float32, as at::clamp does).
+  double lo = 0, hi = 1;
+  /// Q/DQ scale S (> 0; applied as float32, with the inverse 1.0f / float(S), as ATen does).
+  double scale = 1;
+  int64_t zero_point = 0, quant_min = 0, quant_max = 1;
+  /// relu(x) before the clamp (FakeQuantRelu).
+  bool relu_first = false;
+};
+
+/// Whether the fused training kernels below may replace the composition of ATen ops for x: grad
+/// mode is on, no trace is being recorded (a trace must see aten::clamp and
+/// aten::fake_quantize_per_tensor_affine, which the op table and the exporter read), and x is a
+/// contiguous float32 CPU tensor. Under --amp (bfloat16) and on CUDA the composition runs.
+bool fused_fake_quant_applies(const at::Tensor& x);
+
+/// relu (when `relu_first`), clamp and fake quantization in one pass over x, with one byte per
+/// element kept for the backward pass, which is one pass too. Values and gradients equal the
+/// composition at::relu → at::clamp → at::fake_quantize_per_tensor_affine bit for bit: dx = g where
+/// relu's, the clamp's (both ends included) and fake_quantize's masks hold, g·0 where only
+/// fake_quantize's fails, +0 elsewhere. Requires fused_fake_quant_applies(x), a finite grid and
+/// grid ends below 2^16.
+at::Tensor fused_clamp_fake_quant(const at::Tensor& x, const ClampFakeQuantGrid& grid);
+
+/// PACT's training forward, fake_quant_unsigned(pact_clip(x, alpha), α, bits) with
+/// α = pact_alpha_value(alpha), in one pass, and its backward in one pass plus the sum for dα:
+/// values and both gradients equal the composition bit for bit (dα is at::sum over the same
+/// tensor of per-element terms). Requires fused_fake_quant_applies(x) and 1 ≤ bits ≤
+/// kMaxRoundedBits.
+at::Tensor fused_pact_fake_quant(const at::Tensor& x, const at::Tensor& alpha, int64_t bits);
+
 /// Distiller's update_ema, in place on float32 buffers of one element, all arithmetic in float32
 /// tensors as in Distiller (no host synchronisation): biased = biased·d + (1 − d)·value,
 /// unbiased = biased / (1 − d^step); `step` (≥ 1) counts the updates including this one.

@@ -17,7 +17,16 @@ DorefaActQuantImpl::DorefaActQuantImpl(DorefaActQuantOptions options) : options_
 }
 
 at::Tensor DorefaActQuantImpl::forward(const at::Tensor& x) {
-  return fake_quant_unsigned(at::clamp(x, 0.0, 1.0), 1.0, options_.bits());
+  const int64_t bits = options_.bits();
+  if (bits <= kMaxRoundedBits && fused_fake_quant_applies(x)) {
+    ClampFakeQuantGrid grid;
+    grid.lo = 0.0;
+    grid.hi = 1.0;
+    grid.quant_max = unsigned_levels(bits);
+    grid.scale = 1.0 / static_cast<double>(grid.quant_max);
+    return fused_clamp_fake_quant(x, grid);
+  }
+  return fake_quant_unsigned(at::clamp(x, 0.0, 1.0), 1.0, bits);
 }
 
 PactActQuantImpl::PactActQuantImpl(PactActQuantOptions options) : options_(options) {
@@ -28,6 +37,8 @@ PactActQuantImpl::PactActQuantImpl(PactActQuantOptions options) : options_(optio
 at::Tensor PactActQuantImpl::forward(const at::Tensor& x) {
   const double alpha = pact_alpha_value(clip_val);
   const bool learn = at::GradMode::is_enabled() && clip_val.requires_grad();
+  if (learn && options_.bits() <= kMaxRoundedBits && fused_fake_quant_applies(x))
+    return fused_pact_fake_quant(x, clip_val, options_.bits());
   const at::Tensor y = learn ? pact_clip(x, clip_val) : at::clamp(x, 0.0, alpha);
   return fake_quant_unsigned(y, alpha, options_.bits());
 }
@@ -49,8 +60,13 @@ FakeLinearQuantImpl::FakeLinearQuantImpl(FakeLinearQuantOptions options) : optio
 
 namespace {
 
-// The tracked range (min, max) in one device-to-host copy.
+// The tracked range (min, max), read in place on the CPU, else in one device-to-host copy.
 std::pair<double, double> fq_tracked(const at::Tensor& lo, const at::Tensor& hi) {
+  const auto readable = [](const at::Tensor& t) {
+    return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.numel() == 1;
+  };
+  if (readable(lo) && readable(hi))
+    return {static_cast<double>(*lo.data_ptr<float>()), static_cast<double>(*hi.data_ptr<float>())};
   const at::Tensor both = at::cat({lo.reshape({1}), hi.reshape({1})}).to(at::kCPU, at::kDouble);
   return {both[0].item<double>(), both[1].item<double>()};
 }
@@ -89,40 +105,74 @@ int64_t FakeLinearQuantImpl::quant_zero_point() const {
   return fq_grid(tracked_min, tracked_max, options_.mode(), options_.bits()).zero_point;
 }
 
-at::Tensor FakeLinearQuantImpl::forward(const at::Tensor& x) {
+void FakeLinearQuantImpl::update_range(const at::Tensor& batch_min, const at::Tensor& batch_max) {
   const LinearQuantMode mode = options_.mode();
   const int64_t bits = options_.bits();
+  at::NoGradGuard no_grad;
+  iter_count.add_(1);
+  update_ema(tracked_min_biased, tracked_min, batch_min, ema_decay, iter_count);
+  update_ema(tracked_max_biased, tracked_max, batch_max, ema_decay, iter_count);
+  // Distiller's symmetric/asymmetric_linear_quantization_params: a zero range counts as n.
+  if (mode == LinearQuantMode::kSymmetric) {
+    const double n = static_cast<double>(symmetric_levels(bits));
+    const at::Tensor sat = at::maximum(tracked_min.abs(), tracked_max.abs());
+    scale.copy_(n / at::where(sat == 0, at::full_like(sat, n), sat));
+    zero_point.zero_();
+  } else {
+    const double n = static_cast<double>(unsigned_levels(bits));
+    const at::Tensor lo = at::clamp_max(tracked_min, 0.0);
+    const at::Tensor diff = at::clamp_min(tracked_max, 0.0) - lo;
+    scale.copy_(n / at::where(diff == 0, at::full_like(diff, n), diff));
+    zero_point.copy_(at::round(scale * lo));
+    if (mode == LinearQuantMode::kAsymmetricSigned)
+      zero_point.add_(static_cast<double>(int64_t{1} << (bits - 1)));
+  }
+}
+
+at::Tensor FakeLinearQuantImpl::quantize(const at::Tensor& x, bool relu_first) {
+  const LinearQuantMode mode = options_.mode();
+  const int64_t bits = options_.bits();
+  const bool fused = is_training() && bits <= kMaxRoundedBits && fused_fake_quant_applies(x);
+  const at::Tensor in = fused || !relu_first ? x : at::relu(x);
   if (is_training()) {
     at::NoGradGuard no_grad;
-    const at::Tensor d = x.detach();
-    iter_count.add_(1);
-    update_ema(tracked_min_biased, tracked_min, d.min(), ema_decay, iter_count);
-    update_ema(tracked_max_biased, tracked_max, d.max(), ema_decay, iter_count);
-    // Distiller's symmetric/asymmetric_linear_quantization_params: a zero range counts as n.
-    if (mode == LinearQuantMode::kSymmetric) {
-      const double n = static_cast<double>(symmetric_levels(bits));
-      const at::Tensor sat = at::maximum(tracked_min.abs(), tracked_max.abs());
-      scale.copy_(n / at::where(sat == 0, at::full_like(sat, n), sat));
-      zero_point.zero_();
+    if (fused) {
+      // min and max of relu(x) are relu of x's (NaN stays NaN); the sign of a zero cannot change
+      // the EMAs, which start at +0.
+      auto [lo, hi] = at::aminmax(x.detach());
+      update_range(relu_first ? at::relu(lo) : lo, relu_first ? at::relu(hi) : hi);
     } else {
-      const double n = static_cast<double>(unsigned_levels(bits));
-      const at::Tensor lo = at::clamp_max(tracked_min, 0.0);
-      const at::Tensor diff = at::clamp_min(tracked_max, 0.0) - lo;
-      scale.copy_(n / at::where(diff == 0, at::full_like(diff, n), diff));
-      zero_point.copy_(at::round(scale * lo));
-      if (mode == LinearQuantMode::kAsymmetricSigned)
-        zero_point.add_(static_cast<double>(int64_t{1} << (bits - 1)));
+      const at::Tensor d = in.detach();
+      update_range(d.min(), d.max());
     }
   }
   const FqGrid g = fq_grid(tracked_min, tracked_max, mode, bits);
-  const at::Tensor y = at::clamp(x, g.lo, g.hi);
+  const auto finite_float = [](double v) { return std::isfinite(static_cast<float>(v)); };
+  if (fused && finite_float(g.lo) && finite_float(g.hi) && static_cast<float>(g.scale) > 0 &&
+      finite_float(1.0 / static_cast<double>(static_cast<float>(g.scale)))) {
+    ClampFakeQuantGrid grid;
+    grid.lo = g.lo;
+    grid.hi = g.hi;
+    grid.scale = g.scale;
+    grid.zero_point = g.zero_point;
+    grid.relu_first = relu_first;
+    if (mode == LinearQuantMode::kSymmetric) {
+      grid.quant_max = symmetric_levels(bits);
+      grid.quant_min = -grid.quant_max;
+    } else {
+      grid.quant_min = 0;
+      grid.quant_max = unsigned_levels(bits);
+    }
+    return fused_clamp_fake_quant(x, grid);
+  }
+  const at::Tensor y = at::clamp(fused && relu_first ? at::relu(x) : in, g.lo, g.hi);
   if (mode == LinearQuantMode::kSymmetric) return fake_quant_symmetric(y, g.scale, bits);
   return fake_quant_affine(y, g.scale, g.zero_point, bits);
 }
 
-at::Tensor FakeQuantReluImpl::forward(const at::Tensor& x) {
-  return FakeLinearQuantImpl::forward(at::relu(x));
-}
+at::Tensor FakeLinearQuantImpl::forward(const at::Tensor& x) { return quantize(x, false); }
+
+at::Tensor FakeQuantReluImpl::forward(const at::Tensor& x) { return quantize(x, true); }
 
 namespace {
 

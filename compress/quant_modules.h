@@ -137,7 +137,17 @@ class FakeLinearQuantImpl : public torch::nn::Module {
   at::Tensor ema_decay, tracked_min_biased, tracked_min, tracked_max_biased, tracked_max,
       iter_count, scale, zero_point;
 
+ protected:
+  /// forward of x, or of relu(x) when `relu_first`. In training mode with grad mode on, on a
+  /// contiguous float32 CPU input, through fused_clamp_fake_quant (the batch range from one
+  /// aminmax pass); otherwise (evaluation, no-grad, tracing, bfloat16, CUDA) the composition of
+  /// ATen ops. Both give the same values, gradients and buffers bit for bit.
+  at::Tensor quantize(const at::Tensor& x, bool relu_first);
+
  private:
+  /// One training update: iter_count, the EMAs of the batch range, scale and zero_point.
+  void update_range(const at::Tensor& batch_min, const at::Tensor& batch_max);
+
   FakeLinearQuantOptions options_;
 };
 TORCH_MODULE(FakeLinearQuant);

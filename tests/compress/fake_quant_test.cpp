@@ -7,6 +7,8 @@
 #include <torch/optim/sgd.h>
 
 #include <cmath>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "compress/quant_modules.h"
@@ -69,6 +71,58 @@ tools::OpNode fq_traced_fake_quant(FqNet& net, size_t ops) {
   return found.empty() ? tools::OpNode() : found[0];
 }
 
+// Bit-for-bit equality (zero signs included): the fused kernels must give exactly what the
+// composition of ATen ops gives.
+bool fq_same_bits(const at::Tensor& a, const at::Tensor& b) {
+  if (!a.defined() || !b.defined()) return a.defined() == b.defined();
+  if (a.sizes() != b.sizes() || a.scalar_type() != at::kFloat || b.scalar_type() != at::kFloat)
+    return false;
+  return at::equal(a.detach().contiguous().view(at::kInt), b.detach().contiguous().view(at::kInt));
+}
+
+bool fq_fused(const at::Tensor& y, const char* fn) {
+  return y.grad_fn() != nullptr && y.grad_fn()->name().find(fn) != std::string::npos;
+}
+
+// A batch of normal values times `spread` with `specials` written over its first and its last
+// elements, and a gradient with both signs and exact zeros. The default shape leaves 3 elements
+// after the last multiple of 4, for the kernels' scalar tail.
+std::pair<at::Tensor, at::Tensor> fq_batch(std::vector<float> specials, double spread,
+                                           std::vector<int64_t> shape = {3, 7, 31, 33}) {
+  at::Tensor x = torch::randn(shape) * spread;
+  const auto k = static_cast<int64_t>(specials.size());
+  const at::Tensor sp = torch::tensor(specials);
+  x.view({-1}).narrow(0, 0, k).copy_(sp);
+  x.view({-1}).narrow(0, x.numel() - k, k).copy_(sp);
+  at::Tensor g = torch::randn(shape);
+  g.view({-1}).narrow(0, 1, 40).zero_();
+  g.view({-1}).narrow(0, x.numel() - 2, 1).zero_();
+  return {x, g};
+}
+
+// The specials in tensors of 3 elements (the kernels' scalar path only), with gradients of
+// both signs.
+std::vector<std::pair<at::Tensor, at::Tensor>> fq_triples(const std::vector<float>& specials) {
+  std::vector<std::pair<at::Tensor, at::Tensor>> out;
+  for (size_t i = 0; i + 3 <= specials.size(); i += 3)
+    out.emplace_back(torch::tensor({specials[i], specials[i + 1], specials[i + 2]}),
+                     torch::tensor({-1.5f, 0.25f, -0.0f}));
+  return out;
+}
+
+// Values on and around the grid points and midpoints k·S and (k + ½)·S, k = −1 … n + 1, and the
+// given ends.
+std::vector<float> fq_grid_values(float s, int64_t n, std::vector<float> ends) {
+  std::vector<float> v = std::move(ends);
+  for (int64_t k = -1; k <= n + 1; ++k) {
+    for (float p : {static_cast<float>(k) * s, (static_cast<float>(k) + 0.5f) * s}) {
+      v.push_back(p);
+      v.push_back(std::nextafter(p, -1e30f));
+      v.push_back(std::nextafter(p, 1e30f));
+    }
+  }
+  return v;
+}
 }  // namespace
 
 // clipped_linear.py:DorefaQuantizer (dorefa_quantize_param), k = 2: n = 3, Wq = 2·round(3u)/3 − 1.
@@ -389,6 +443,185 @@ TEST(FakeQuant, SlotModulesTraceAsKnownOps) {
   EXPECT_EQ(op.quant_min, -127);
   EXPECT_EQ(op.quant_max, 127);
   EXPECT_EQ(qat->iter_count.item<double>(), 1.0);  // tracing (eval mode) updated nothing
+}
+
+// The fused training kernel of DorefaActQuant against the composition it replaces
+// (clipped_linear.py:ClippedLinearQuantization: clamp(x, 0, 1), then the grid 1/n): values and dx
+// bit for bit, ties (k + ½)/n, x = 0, −0, 1 included; dx = g on [0, 1], +0 outside.
+TEST(FakeQuant, FusedDorefaActivationMatchesComposition) {
+  torch::manual_seed(21);
+  for (int64_t bits : {1, 2, 4, 8}) {
+    const int64_t n = (int64_t{1} << bits) - 1;
+    const float s = static_cast<float>(1.0 / static_cast<double>(n));
+    const std::vector<float> specials =
+        fq_grid_values(s, n, {0.0f, -0.0f, 1.0f, -1.0f, 2.0f, 0.5f});
+    auto cases = fq_triples(specials);
+    cases.push_back(fq_batch(specials, 0.7));
+    for (const auto& [x0, g] : cases) {
+      const at::Tensor x = x0.clone().requires_grad_(true);
+      const at::Tensor y = DorefaActQuant(bits)(x);
+      EXPECT_TRUE(fq_fused(y, "ClampFakeQuantFn")) << y.grad_fn()->name();
+      y.backward(g);
+      const at::Tensor r = x0.clone().requires_grad_(true);
+      const at::Tensor ry = at::fake_quantize_per_tensor_affine(
+          at::clamp(r, 0.0, 1.0), 1.0 / static_cast<double>(n), 0, 0, n);
+      ry.backward(g);
+      EXPECT_TRUE(fq_same_bits(y, ry)) << bits << " bits, " << x0.numel() << " elements";
+      EXPECT_TRUE(fq_same_bits(x.grad(), r.grad())) << bits << " bits, " << x0.numel();
+    }
+  }
+  // bits = 1: 0.5 is a tie and goes to 0, 1 stays 1; dx = g at both ends of [0, 1].
+  const at::Tensor x = fq_vec({0.5f, 1.0f, 0.0f, -0.25f}).requires_grad_(true);
+  const at::Tensor y = DorefaActQuant(1)(x);
+  fq_expect_values(y, {0, 1, 0, 0});
+  y.backward(fq_vec({-2, 3, 4, 5}));
+  fq_expect_values(x.grad(), {-2, 3, 4, 0});
+}
+
+// The fused PACT kernel against PactClip + fake_quantize (clipped_linear.py:
+// LearnedClippedLinearQuantization): y, dx and dα bit for bit, with x = α, x = 0 and ties on the
+// grid; dα sums the same per-element terms in the same order (also for a non-contiguous g).
+TEST(FakeQuant, FusedPactMatchesComposition) {
+  torch::manual_seed(22);
+  for (int64_t bits : {2, 4, 7}) {
+    for (double alpha : {3.0, 2.5}) {
+      const int64_t n = (int64_t{1} << bits) - 1;
+      const float s = static_cast<float>(alpha / static_cast<double>(n));
+      const auto a = static_cast<float>(alpha);
+      const std::vector<float> specials = fq_grid_values(s, n, {a, a, 0.0f, -0.0f, 2 * a});
+      auto cases = fq_triples(specials);
+      const auto [xb, gb] = fq_batch(specials, alpha);
+      cases.emplace_back(xb, gb);
+      cases.emplace_back(xb, gb.transpose(2, 3).contiguous().transpose(2, 3));  // strided g
+      for (const auto& [x0, gg] : cases) {
+        PactActQuant act(PactActQuantOptions(bits).init_alpha(alpha));
+        const at::Tensor x = x0.clone().requires_grad_(true);
+        const at::Tensor y = act(x);
+        EXPECT_TRUE(fq_fused(y, "PactFakeQuantFn")) << y.grad_fn()->name();
+        y.backward(gg);
+        const at::Tensor r = x0.clone().requires_grad_(true);
+        const at::Tensor ralpha = torch::full({1}, alpha).requires_grad_(true);
+        const at::Tensor ry =
+            at::fake_quantize_per_tensor_affine(pact_clip(r, ralpha), alpha / n, 0, 0, n);
+        ry.backward(gg);
+        EXPECT_TRUE(fq_same_bits(y, ry)) << bits << " bits, alpha " << alpha;
+        EXPECT_TRUE(fq_same_bits(x.grad(), r.grad())) << bits << " bits, alpha " << alpha;
+        EXPECT_TRUE(fq_same_bits(act->clip_val.grad(), ralpha.grad()))
+            << bits << " bits, alpha " << alpha << ": " << act->clip_val.grad().item<float>()
+            << " vs " << ralpha.grad().item<float>();
+      }
+    }
+  }
+  // Hand-worked (α = 3, 2 bits, S = 1): 1.5 ties to 2, x = α goes to dα only.
+  PactActQuant act(PactActQuantOptions(2).init_alpha(3.0));
+  const at::Tensor x = fq_vec({1.5f, 3, 0, 4, 2.5f}).requires_grad_(true);
+  const at::Tensor y = act(x);
+  fq_expect_values(y, {2, 3, 0, 3, 2});
+  y.backward(fq_vec({1, 2, 3, 4, 5}));
+  fq_expect_values(x.grad(), {1, 0, 0, 0, 5});
+  fq_expect_values(act->clip_val.grad(), {6});  // 2 + 4
+}
+
+// The old FakeQuantRelu / FakeLinearQuant training forward, written out: relu, the batch range
+// into the EMAs (through the module's own update on a twin fed without grad), then clamp and
+// ATen's fake quantization on the twin's grid.
+at::Tensor fq_reference_qat(FakeLinearQuantImpl& twin, const at::Tensor& x, bool relu,
+                            LinearQuantMode mode, int64_t bits) {
+  const at::Tensor in = relu ? at::relu(x) : x;
+  {
+    at::NoGradGuard no_grad;
+    twin.forward(in.detach());  // the composition path: x does not require grad
+  }
+  const double lo = twin.tracked_min.item<double>(), hi = twin.tracked_max.item<double>();
+  if (mode == LinearQuantMode::kSymmetric) {
+    const double m = std::max(std::abs(lo), std::abs(hi));
+    const int64_t n = (int64_t{1} << (bits - 1)) - 1;
+    return at::fake_quantize_per_tensor_affine(at::clamp(in, -m, m), twin.quant_scale(), 0, -n, n);
+  }
+  return at::fake_quantize_per_tensor_affine(at::clamp(in, lo, hi), twin.quant_scale(),
+                                             twin.quant_zero_point(), 0, (int64_t{1} << bits) - 1);
+}
+
+// range_linear.py:FakeQuantizationWrapper / FakeLinearQuantization: the fused training path gives
+// the composition's values and gradients bit for bit and leaves every buffer (EMAs, iter_count,
+// scale, zero point) identical after several steps, in each mode, with and without the relu.
+TEST(FakeQuant, FusedQatActivationMatchesCompositionAndEma) {
+  torch::manual_seed(23);
+  for (LinearQuantMode mode : {LinearQuantMode::kSymmetric, LinearQuantMode::kAsymmetricUnsigned,
+                               LinearQuantMode::kAsymmetricSigned}) {
+    for (bool relu : {true, false}) {
+      for (double decay : {0.0, 0.9}) {
+        const int64_t bits = 8;
+        const auto opts = FakeLinearQuantOptions(bits).ema_decay(decay).mode(mode);
+        FakeLinearQuant fused = relu ? FakeLinearQuant(nullptr) : FakeLinearQuant(opts);
+        FakeQuantRelu fused_relu = relu ? FakeQuantRelu(opts) : FakeQuantRelu(nullptr);
+        FakeLinearQuant twin(opts);
+        FakeLinearQuantImpl& module = relu ? static_cast<FakeLinearQuantImpl&>(*fused_relu)
+                                           : static_cast<FakeLinearQuantImpl&>(*fused);
+        module.train();
+        twin->train();
+        for (int step = 0; step < 4; ++step) {
+          // Decay 0 tracks the batch range exactly: with max 15.875 the symmetric grid is
+          // S = 15.875/127 = 1/8, so the specials are exact ties and x = m.
+          const float m = 15.875f;
+          std::vector<float> specials = fq_grid_values(0.125f, 127, {m, -m, 0.0f, -0.0f});
+          auto [x0, g] = fq_batch(specials, 4.0 + step);
+          x0.clamp_(-m, m);
+          const at::Tensor x = x0.clone().requires_grad_(true);
+          const at::Tensor y = relu ? fused_relu(x) : fused(x);
+          EXPECT_TRUE(fq_fused(y, "ClampFakeQuantFn")) << y.grad_fn()->name();
+          y.backward(g);
+          const at::Tensor r = x0.clone().requires_grad_(true);
+          const at::Tensor ry = fq_reference_qat(*twin, r, relu, mode, bits);
+          ry.backward(g);
+          const std::string what = "mode " + std::to_string(static_cast<int>(mode)) + " relu " +
+                                   std::to_string(relu) + " decay " + std::to_string(decay) +
+                                   " step " + std::to_string(step);
+          EXPECT_TRUE(fq_same_bits(y, ry)) << what;
+          EXPECT_TRUE(fq_same_bits(x.grad(), r.grad())) << what;
+          const auto a = module.named_buffers(), b = twin->named_buffers();
+          ASSERT_EQ(a.size(), b.size());
+          for (const auto& buf : a) {
+            EXPECT_TRUE(at::equal(buf.value(), b[buf.key()])) << what << " " << buf.key();
+            EXPECT_TRUE(buf.value().dim() == 0 || fq_same_bits(buf.value(), b[buf.key()]))
+                << what << " " << buf.key();
+          }
+        }
+        if (decay == 0.0 && relu && mode == LinearQuantMode::kSymmetric)
+          EXPECT_EQ(module.quant_scale(), 0.125);
+        // A NaN in the batch reaches the EMAs on both paths (aminmax propagates it as min and
+        // max do); the forward then falls back to the composition.
+        at::Tensor x0 = torch::randn({2, 3, 4, 4});
+        x0.view({-1})[5] = std::nanf("");
+        const at::Tensor x = x0.clone().requires_grad_(true);
+        const at::Tensor y = relu ? fused_relu(x) : fused(x);
+        const at::Tensor ry = fq_reference_qat(*twin, x0, relu, mode, bits);
+        EXPECT_TRUE(at::equal(at::isnan(y), at::isnan(ry)));
+        for (const auto& buf : module.named_buffers())
+          EXPECT_TRUE(
+              at::equal(at::isnan(buf.value()), at::isnan(twin->named_buffers()[buf.key()])))
+              << buf.key();
+        EXPECT_TRUE(std::isnan(module.tracked_max.item<float>()));
+      }
+    }
+  }
+}
+
+// Evaluation, no-grad and tracing keep the composition (the trace test above counts its ops); the
+// fused path is taken only for a float32 CPU input that requires grad, in training.
+TEST(FakeQuant, FusedPathOnlyInTrainingWithGrad) {
+  const at::Tensor x = torch::linspace(-2, 2, 64).reshape({1, 1, 8, 8}).requires_grad_(true);
+  FakeQuantRelu act(FakeQuantReluOptions(8).ema_decay(0.9));
+  act->train();
+  EXPECT_TRUE(fq_fused(act(x), "ClampFakeQuantFn"));
+  EXPECT_FALSE(fq_fused(act(x.to(at::kDouble)), "ClampFakeQuantFn"));
+  EXPECT_FALSE(fq_fused(act(x.transpose(2, 3)), "ClampFakeQuantFn"));
+  act->eval();
+  EXPECT_FALSE(fq_fused(act(x), "ClampFakeQuantFn"));
+  EXPECT_FALSE(fq_fused(DorefaActQuant(32)(x), "ClampFakeQuantFn"));  // above 16 bits: clamp only
+  EXPECT_TRUE(fq_fused(DorefaActQuant(4)(x), "ClampFakeQuantFn"));
+  at::NoGradGuard no_grad;
+  EXPECT_EQ(DorefaActQuant(4)(x).grad_fn(), nullptr);
 }
 
 TEST(FakeQuant, BitsOutOfRangeAreInputErrors) {
