@@ -9,6 +9,8 @@
 #include <cmath>
 #include <regex>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "compress/fake_quant.h"
 #include "compress/yaml_reader.h"
@@ -24,19 +26,31 @@ namespace igb::compress {
 
 namespace {
 
-LinearQuantMode parse_mode(YamlReader& r, const std::string& key) {
-  const YAML::Node n = r.node(key);
-  if (!n || n.IsNull()) return LinearQuantMode::kSymmetric;
-  if (n.IsMap())
-    throw InputError(r.where(key) + ": " + r.path() + "." + key +
-                     " as {activations:, weights:} is not supported by PostTrainLinearQuantizer "
-                     "here; give one of SYMMETRIC, ASYMMETRIC_UNSIGNED, ASYMMETRIC_SIGNED");
+LinearQuantMode mode_value(YamlReader& r, const YAML::Node& n, const std::string& key) {
   const auto s = r.as<std::string>(n, key);
-  if (s == "SYMMETRIC") return LinearQuantMode::kSymmetric;
+  if (s == "SYMMETRIC" || s == "SYMMETRIC_RESTRICTED") return LinearQuantMode::kSymmetric;
   if (s == "ASYMMETRIC_UNSIGNED") return LinearQuantMode::kAsymmetricUnsigned;
   if (s == "ASYMMETRIC_SIGNED") return LinearQuantMode::kAsymmetricSigned;
   throw InputError(r.where(key) + ": " + r.path() + "." + key + " '" + s +
-                   "' is not a mode; valid: SYMMETRIC, ASYMMETRIC_UNSIGNED, ASYMMETRIC_SIGNED");
+                   "' is not a mode; valid: SYMMETRIC, SYMMETRIC_RESTRICTED, ASYMMETRIC_UNSIGNED, "
+                   "ASYMMETRIC_SIGNED");
+}
+
+// `mode`: one name for activations and weights, or {activations: NAME, weights: NAME}.
+std::pair<LinearQuantMode, LinearQuantMode> parse_mode(YamlReader& r, const std::string& key) {
+  const YAML::Node n = r.node(key);
+  if (!n || n.IsNull()) return {LinearQuantMode::kSymmetric, LinearQuantMode::kSymmetric};
+  if (n.IsMap()) {
+    YamlReader m(n, r.file(), r.path() + "." + key);
+    if (!m.has("activations")) throw m.missing("activations");
+    if (!m.has("weights")) throw m.missing("weights");
+    const auto acts = mode_value(m, m.node("activations"), "activations");
+    const auto wts = mode_value(m, m.node("weights"), "weights");
+    m.finish();
+    return {acts, wts};
+  }
+  const auto v = mode_value(r, n, key);
+  return {v, v};
 }
 
 std::optional<ClipMode> parse_clip(YamlReader& r, const std::string& key) {
@@ -379,7 +393,7 @@ PostTrainOptions PostTrainOptions::from_yaml(YamlReader& r) {
   o.quant.bits.activations = parse_bits(r, "bits_activations", 8);
   o.quant.bits.weights = parse_bits(r, "bits_parameters", 8);
   o.quant.bits.bias = parse_bits(r, "bits_accum", 32);
-  o.mode = parse_mode(r, "mode");
+  std::tie(o.mode_activations, o.mode_weights) = parse_mode(r, "mode");
   o.per_channel_wts = r.get<bool>("per_channel_wts", false);
   o.clip_acts = parse_clip(r, "clip_acts").value_or(ClipMode::kNone);
   o.clip_n_stds = parse_n_stds(r, "clip_n_stds");
@@ -488,7 +502,10 @@ nlohmann::json PostTrainOptions::hyperparams() const {
                       {"bits_activations", bits(quant.bits.activations)},
                       {"bits_parameters", bits(quant.bits.weights)},
                       {"bits_accum", bits(quant.bits.bias)},
-                      {"mode", mode_name(mode)},
+                      {"mode", mode_activations == mode_weights
+                                   ? nlohmann::json(mode_name(mode_activations))
+                                   : nlohmann::json({{"activations", mode_name(mode_activations)},
+                                                     {"weights", mode_name(mode_weights)}})},
                       {"per_channel_wts", per_channel_wts},
                       {"clip_acts", clip_name(clip_acts)},
                       {"clip_n_stds", clip_n_stds ? nlohmann::json(*clip_n_stds) : nullptr}};
@@ -504,6 +521,11 @@ nlohmann::json PostTrainOptions::hyperparams() const {
   }
   j["overrides"] = ov;
   return j;
+}
+
+std::string PostTrainOptions::mode_label() const {
+  if (mode_activations == mode_weights) return mode_name(mode_activations);
+  return "a:" + mode_name(mode_activations) + " w:" + mode_name(mode_weights);
 }
 
 PtqLayerSettings PostTrainOptions::settings_for(const std::string& module) const {
@@ -775,7 +797,7 @@ void PostTrainLinearQuantizer::prepare(const QuantStats& stats, const std::strin
     const bool out = req.size() > 7 && req.compare(req.size() - 7, 7, ".output") == 0;
     record(req.substr(0, req.size() - (out ? 7 : 9)), out);
   }
-  const LinearQuantMode mode = options_.mode;
+  const LinearQuantMode mode = options_.mode_activations;
   auto quant = [&](const QuantStatsRecord& r, const PtqLayerSettings& s) {
     return act_quant_from_stats(r, s.bits.activations, mode, s.clip, s.clip_n_stds);
   };
@@ -844,8 +866,8 @@ void PostTrainLinearQuantizer::prepare(const QuantStats& stats, const std::strin
       b = &bn.bias;
     }
     if (l.settings.bits.weights == QuantBits::kFloat) continue;
-    w->copy_(quantize_weight_ptq(*w, l.settings.bits.weights, mode, l.settings.per_channel_wts,
-                                 &l.w_scale));
+    w->copy_(quantize_weight_ptq(*w, l.settings.bits.weights, options_.mode_weights,
+                                 l.settings.per_channel_wts, &l.w_scale));
     if (!l.input_slot.empty() && slot_out.count(l.input_slot) && slot_out[l.input_slot].enabled())
       l.input_scale = slot_out[l.input_slot].scale;
     if (l.reads_model_input && impl_->input_q.enabled()) l.input_scale = impl_->input_q.scale;
@@ -863,7 +885,7 @@ void PostTrainLinearQuantizer::prepare(const QuantStats& stats, const std::strin
     for (const auto& w : options_.warnings) logger->warn(w);
     int64_t nq = 0;
     for (const auto& l : impl_->layers) nq += l.settings.bits.weights != QuantBits::kFloat;
-    logger->info("post-training quantization (" + mode_name(mode) + ", clip_acts " +
+    logger->info("post-training quantization (" + options_.mode_label() + ", clip_acts " +
                  clip_name(options_.clip_acts) + "): " + std::to_string(nq) + " of " +
                  std::to_string(impl_->layers.size()) + " conv/linear layers quantized, " +
                  std::to_string(impl_->slots.size()) + " activations");
@@ -907,7 +929,9 @@ std::unique_ptr<PostTrainLinearQuantizer> quantize_for_eval(
   auto q = std::make_unique<PostTrainLinearQuantizer>(options, model, input_shape, forward);
   QuantStats stats;
   std::string source;
-  nlohmann::json j = {{"schedule", request.schedule}, {"quantizer", options.hyperparams()}};
+  nlohmann::json j = {{"schedule", request.schedule},
+                      {"quantizer", options.hyperparams()},
+                      {"label", "PTQ " + options.mode_label()}};
   if (!stats_file.empty()) {
     stats = read_quant_stats(stats_file);
     source = "stats file " + stats_file;

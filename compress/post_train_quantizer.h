@@ -133,7 +133,8 @@ struct PtqLayerSettings {
 };
 
 /// PostTrainLinearQuantizer's keys: bits_activations (8), bits_parameters (8), bits_accum (32),
-/// mode (SYMMETRIC, ASYMMETRIC_UNSIGNED, ASYMMETRIC_SIGNED), per_channel_wts (false), clip_acts
+/// mode (SYMMETRIC, ASYMMETRIC_UNSIGNED, ASYMMETRIC_SIGNED; SYMMETRIC_RESTRICTED read as
+/// SYMMETRIC; or {activations: …, weights: …}), per_channel_wts (false), clip_acts
 /// (NONE, AVG, N_STD) with clip_n_stds (> 0, required by N_STD), model_activation_stats (a stats
 /// file path, optional), overrides (ordered, Distiller's matching: exact name, else the first
 /// whole-name pattern; per entry bits_activations, bits_weights, clip_acts, clip_n_stds,
@@ -143,7 +144,10 @@ struct PtqLayerSettings {
 struct PostTrainOptions {
   /// bits.activations, bits.weights (bits_parameters), bits.bias (bits_accum) and overrides.
   QuantizerOptions quant;
-  LinearQuantMode mode = LinearQuantMode::kSymmetric;
+  /// `mode` of the activations and of the weights: one name for both, or Distiller's
+  /// {activations: …, weights: …}.
+  LinearQuantMode mode_activations = LinearQuantMode::kSymmetric;
+  LinearQuantMode mode_weights = LinearQuantMode::kSymmetric;
   bool per_channel_wts = false;
   ClipMode clip_acts = ClipMode::kNone;
   std::optional<double> clip_n_stds;
@@ -165,6 +169,8 @@ struct PostTrainOptions {
   /// Reads the one PostTrainLinearQuantizer of `quantizers:` in a schedule file.
   static PostTrainOptions load(const std::string& file);
   nlohmann::json hyperparams() const;
+  /// "SYMMETRIC", or "a:ASYMMETRIC_UNSIGNED w:SYMMETRIC" when they differ.
+  std::string mode_label() const;
   /// The settings of `module` (overrides resolved).
   PtqLayerSettings settings_for(const std::string& module) const;
 };

@@ -200,8 +200,8 @@ nlohmann::json test_classify(const std::string& checkpoint, const std::string& d
                                    [&](const at::Tensor& x) { return q->forward(x); });
     Table cmp{{"Model", "Top1 (%)", "Top5 (%)", "Loss"},
               {{"FP32", fixed(ev.top1, 3), fixed(ev.top5, 3), fixed(ev.loss, 4)},
-               {"PTQ " + info["quantizer"]["mode"].get<std::string>(), fixed(qev.top1, 3),
-                fixed(qev.top5, 3), fixed(qev.loss, 4)},
+               {info["label"].get<std::string>(), fixed(qev.top1, 3), fixed(qev.top5, 3),
+                fixed(qev.loss, 4)},
                {"difference", fixed(qev.top1 - ev.top1, 3), fixed(qev.top5 - ev.top5, 3),
                 fixed(qev.loss - ev.loss, 4)}}};
     std::cout << "Post-training quantization (" << quantize_eval.schedule << ")\n" << cmp.to_text();

@@ -225,8 +225,7 @@ nlohmann::json test_sr(const SrTestConfig& config, RunContext& ctx) {
     Table cmp;
     cmp.columns = {"Model", "PSNR (dB)", "SSIM"};
     cmp.rows.push_back({"FP32", fixed(ev.psnr, 2), fixed(ev.ssim, 4)});
-    cmp.rows.push_back({"PTQ " + info["quantizer"]["mode"].get<std::string>(), fixed(qev.psnr, 2),
-                        fixed(qev.ssim, 4)});
+    cmp.rows.push_back({info["label"].get<std::string>(), fixed(qev.psnr, 2), fixed(qev.ssim, 4)});
     cmp.rows.push_back({"difference", fixed(qev.psnr - ev.psnr, 2), fixed(qev.ssim - ev.ssim, 4)});
     std::cout << "Post-training quantization (" << config.quantize_eval.schedule << ")\n"
               << cmp.to_text();

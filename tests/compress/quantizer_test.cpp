@@ -879,6 +879,25 @@ TEST(PostTrainQuantization, StatsFileRoundTripsBitForBit) {
   }
 }
 
+// distiller/quantization/range_linear.py _get_quant_params_from_tensor + q_utils.py
+// asymmetric_linear_quantization_params and linear_quantize_clamp on a weight.
+TEST(PostTrainQuantization, AsymmetricWeightsPerChannel) {
+  // Row 0: [-0.5, 1.0] over 255 steps, S = 1.5/255, zero point round(0.5/S) = 85:
+  // -0.5 → 0, 0 → 85, 1.0 → 255, 0.26/S = 44.2 → 44 + 85 = 129, i.e. 44·S.
+  // Row 1: [0, 2] (the range takes 0 in), S = 2/255, zero point 0: 0.5/S = 63.75 → 64,
+  // 0.3/S = 38.25 → 38, 1.1/S = 140.25 → 140.
+  const auto w = torch::tensor({-0.5f, 0.0f, 1.0f, 0.26f, 0.5f, 2.0f, 0.3f, 1.1f}).reshape({2, 4});
+  at::Tensor scale;
+  const auto q = quantize_weight_ptq(w, 8, LinearQuantMode::kAsymmetricUnsigned, true, &scale);
+  const double s0 = 1.5 / 255, s1 = 2.0 / 255;
+  EXPECT_NEAR(scale[0].item<double>(), s0, 1e-9);
+  EXPECT_NEAR(scale[1].item<double>(), s1, 1e-9);
+  const std::vector<double> expected = {-85 * s0, 0,        170 * s0, 44 * s0,
+                                        64 * s1,  255 * s1, 38 * s1,  140 * s1};
+  for (int64_t i = 0; i < 8; ++i)
+    EXPECT_NEAR(q.reshape({-1})[i].item<double>(), expected[i], 1e-6) << i;
+}
+
 TEST(PostTrainQuantization, OptionsReadDistillersKeysAndRefuseOthers) {
   auto o = ptq_options(
       "bits_activations: 6\nbits_parameters: 4\nbits_accum: 24\nmode: ASYMMETRIC_UNSIGNED\n"
@@ -887,13 +906,20 @@ TEST(PostTrainQuantization, OptionsReadDistillersKeysAndRefuseOthers) {
   EXPECT_EQ(o.quant.bits.activations, 6);
   EXPECT_EQ(o.quant.bits.weights, 4);
   EXPECT_EQ(o.quant.bits.bias, 24);
-  EXPECT_EQ(o.mode, LinearQuantMode::kAsymmetricUnsigned);
+  EXPECT_EQ(o.mode_activations, LinearQuantMode::kAsymmetricUnsigned);
+  EXPECT_EQ(o.mode_weights, LinearQuantMode::kAsymmetricUnsigned);
   EXPECT_TRUE(o.per_channel_wts);
   EXPECT_EQ(o.clip_acts, ClipMode::kNStd);
   EXPECT_EQ(*o.clip_n_stds, 2.5);
   auto d = ptq_options("");
   EXPECT_EQ(d.quant.bits, (QuantBits{8, 8, 32}));
-  EXPECT_EQ(d.mode, LinearQuantMode::kSymmetric);
+  EXPECT_EQ(d.mode_activations, LinearQuantMode::kSymmetric);
+  EXPECT_EQ(d.mode_weights, LinearQuantMode::kSymmetric);
+  // Distiller's later per-tensor-kind mode.
+  auto m = ptq_options("mode: {activations: ASYMMETRIC_UNSIGNED, weights: SYMMETRIC}\n");
+  EXPECT_EQ(m.mode_activations, LinearQuantMode::kAsymmetricUnsigned);
+  EXPECT_EQ(m.mode_weights, LinearQuantMode::kSymmetric);
+  EXPECT_EQ(m.mode_label(), "a:ASYMMETRIC_UNSIGNED w:SYMMETRIC");
   EXPECT_EQ(d.clip_acts, ClipMode::kNone);
   EXPECT_EQ(ptq_error("clip_acts: MAX\n"),
             "ptq.yaml:2: quantizers.q.clip_acts 'MAX' is not a clip mode; valid: NONE, AVG, N_STD");
@@ -903,6 +929,7 @@ TEST(PostTrainQuantization, OptionsReadDistillersKeysAndRefuseOthers) {
   EXPECT_NE(ptq_error("fp16: True\n").find("fp16 is not supported"), std::string::npos);
   EXPECT_NE(ptq_error("bits_weights: 8\n").find("bits_weights"), std::string::npos);
   EXPECT_NE(ptq_error("overrides:\n  conv: {mode: SYMMETRIC}\n").find("mode"), std::string::npos);
+  EXPECT_NE(ptq_error("mode: {activations: SYMMETRIC}\n").find("weights"), std::string::npos);
 }
 
 }  // namespace igb::compress
