@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <utility>
@@ -641,9 +642,10 @@ PostTrainLinearQuantizer::PostTrainLinearQuantizer(PostTrainOptions options,
   };
   std::map<int, size_t> layer_of_op;
   std::map<int, std::string> slot_of_op;
+  std::set<std::string> seen;  // a module called twice is one layer
   for (const auto& op : ops) {
     torch::nn::Module* m = module_of(op.id);
-    if (!m) continue;
+    if (!m || seen.count(op.module)) continue;
     if ((op.op_kind == tools::OpKind::kConv || op.op_kind == tools::OpKind::kLinear) &&
         is_weight_layer(*m)) {
       Layer l;
@@ -660,6 +662,7 @@ PostTrainLinearQuantizer::PostTrainLinearQuantizer(PostTrainOptions options,
       }
       layer_of_op[op.id] = impl_->layers.size();
       impl_->layers.push_back(std::move(l));
+      seen.insert(op.module);
     } else if (auto* act = dynamic_cast<ActivationImpl*>(m);
                act && act->options().kind() != ActivationKind::kIdentity) {
       Slot s;
@@ -668,6 +671,7 @@ PostTrainLinearQuantizer::PostTrainLinearQuantizer(PostTrainOptions options,
       s.settings = options_.settings_for(s.name);
       slot_of_op[op.id] = s.name;
       impl_->slots.push_back(std::move(s));
+      seen.insert(op.module);
     }
   }
   // A slot's producer: a weight layer feeding only it, directly or through its folded BN.

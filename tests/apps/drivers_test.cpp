@@ -216,6 +216,15 @@ TEST_F(Drivers, QuantizeEvalCalibratesAndComparesWithFp32) {
   auto s2 = nlohmann::json::parse(std::ifstream(dir_ / "q2" / "test_summary.json"));
   EXPECT_EQ(s2["quantize_eval"]["quantized"], qe["quantized"]);
   EXPECT_FALSE(fs::exists(dir_ / "q2" / "quant_stats.yaml"));
+  // The Distiller-shaped example runs unchanged on the same statistics.
+  auto t3 = run(test + " --quantize-eval " + IGB_SOURCE_DIR +
+                "/schedules/distiller/resnet20_cifar_post_train.yaml --qe-stats-file " +
+                (dir_ / "q1" / "quant_stats.yaml").string() + " --out " + (dir_ / "q5").string());
+  ASSERT_EQ(t3.code, 0) << t3.output;
+  EXPECT_NE(t3.output.find("PTQ ASYMMETRIC_UNSIGNED"), std::string::npos) << t3.output;
+  auto s3 = nlohmann::json::parse(std::ifstream(dir_ / "q5" / "test_summary.json"));
+  EXPECT_EQ(s3["quantize_eval"]["quantizer"]["clip_acts"], "AVG");
+  EXPECT_EQ(s3["quantize_eval"]["quantizer"]["overrides"][0]["fc"]["clip_acts"], "NONE");
 
   // A bad key, and a stats file lacking a layer, end with one line and exit 2.
   std::ofstream(dir_ / "bad.yaml") << "quantizers:\n  q:\n    class: PostTrainLinearQuantizer\n"
