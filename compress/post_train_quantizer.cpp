@@ -944,18 +944,35 @@ std::unique_ptr<PostTrainLinearQuantizer> quantize_for_eval(
   } else {
     const auto t0 = std::chrono::steady_clock::now();
     int pass = 0;
+    int64_t done = 0;
+    const int64_t n = request.calibration_batches;
     stats = q->calibrate([&](const PostTrainLinearQuantizer::Forward& f) {
       ++pass;
-      logger.info("calibration pass " + std::to_string(pass) + "/2 on " +
-                  std::to_string(request.calibration_batches) + " batches");
-      run_batches(f, request.calibration_batches);
+      done = 0;
+      logger.info("calibration pass " + std::to_string(pass) + "/2 on up to " + std::to_string(n) +
+                  " batches");
+      // From 50 batches on, a line every tenth of them, as training logs its progress.
+      const int64_t every = std::max<int64_t>(1, n / 10);
+      run_batches(
+          [&](const at::Tensor& x) {
+            at::Tensor y = f(x);
+            if (++done % every == 0 && done < n && n >= 50)
+              logger.info("calibration pass " + std::to_string(pass) + "/2: batch " +
+                          std::to_string(done) + "/" + std::to_string(n));
+            return y;
+          },
+          n);
     });
+    if (done < n)
+      logger.warn("calibration ran on all " + std::to_string(done) +
+                  " batches of the evaluation data (--calibration-batches " + std::to_string(n) +
+                  ")");
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const auto path = out_dir / "quant_stats.yaml";
     write_quant_stats(stats, path);
     source = "calibration";
-    j["calibration_batches"] = request.calibration_batches;
+    j["calibration_batches"] = done;
     j["calibration_seconds"] = secs;
     j["stats_written"] = path.string();
     logger.info("calibration statistics of " + std::to_string(stats.order.size()) +
