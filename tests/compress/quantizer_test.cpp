@@ -879,6 +879,53 @@ TEST(PostTrainQuantization, StatsFileRoundTripsBitForBit) {
   }
 }
 
+// conv (no bias) → bn → relu, as ResNet's blocks.
+struct PtqBnNetImpl : torch::nn::Module {
+  PtqBnNetImpl() {
+    conv = register_module(
+        "conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(2, 3, 3).padding(1).bias(false)));
+    bn = register_module("bn", torch::nn::BatchNorm2d(3));
+    relu = register_module("relu", Activation(ActivationKind::kReLU));
+    torch::NoGradGuard no_grad;
+    bn->weight.copy_(torch::tensor({0.5f, 2.0f, -1.0f}));
+    bn->bias.copy_(torch::tensor({0.1f, -0.2f, 0.3f}));
+    bn->running_mean.copy_(torch::tensor({0.05f, -0.1f, 0.2f}));
+    bn->running_var.copy_(torch::tensor({0.25f, 4.0f, 1.0f}));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return relu(bn(conv(x))); }
+  torch::nn::Conv2d conv{nullptr};
+  torch::nn::BatchNorm2d bn{nullptr};
+  Activation relu{nullptr};
+};
+TORCH_MODULE(PtqBnNet);
+
+// distiller/model_transforms.py fold_batch_norms_inference, ahead of PostTrainLinearQuantizer.
+TEST(PostTrainQuantization, BatchNormIsFoldedIntoItsConv) {
+  torch::manual_seed(5);
+  PtqBnNet net;
+  net->eval();
+  const auto w = net->conv->weight.detach().clone();
+  const auto x = torch::randn({4, 2, 5, 5});
+  const auto expected = net->forward(x).detach();
+  // 16 bits: the folding is what is checked, the rounding is below 1e-4 here.
+  PostTrainLinearQuantizer q(ptq_options("bits_activations: 16\nbits_parameters: 16\n"), *net,
+                             {1, 2, 5, 5},
+                             [net](const auto& t) mutable { return net->forward(t); });
+  auto stats = q.calibrate([&](const auto& f) { f(x); });
+  q.prepare(stats, "calibration", nullptr);
+  // W' = W·γ/sqrt(var + eps) per output channel: γ/sqrt(var + eps) ≈ 1, 1, -1.
+  const auto factor =
+      torch::tensor({0.5f, 2.0f, -1.0f}) / (torch::tensor({0.25f, 4.0f, 1.0f}) + 1e-5).sqrt();
+  EXPECT_TRUE(torch::allclose(net->conv->weight, w * factor.reshape({3, 1, 1, 1}), 1e-3, 1e-4));
+  // The batch norm keeps only the folded bias: β − μ·γ/sqrt(var + eps).
+  const auto bias =
+      torch::tensor({0.1f, -0.2f, 0.3f}) - torch::tensor({0.05f, -0.1f, 0.2f}) * factor;
+  EXPECT_TRUE(torch::allclose(net->bn->bias, bias, 1e-4, 1e-4));
+  EXPECT_TRUE(torch::allclose(net->bn->weight, torch::ones({3})));
+  EXPECT_TRUE(torch::allclose(q.forward(x), expected, 1e-3, 1e-3));
+  EXPECT_EQ(q.layers_json()[0]["folded_bn"], "bn");
+}
+
 // distiller/quantization/range_linear.py _get_quant_params_from_tensor + q_utils.py
 // asymmetric_linear_quantization_params and linear_quantize_clamp on a weight.
 TEST(PostTrainQuantization, AsymmetricWeightsPerChannel) {
