@@ -84,6 +84,12 @@ class Trainer {
   /// loaded and run through the model before anything is created or changed in the run directory.
   nlohmann::json run();
 
+  /// One training step on `batch`, as run() takes it: the schedule's hooks, the forward pass
+  /// (under autocast with --amp), the loss in float32, backward (scaled when a loss scaler is on)
+  /// and the optimizer step. Returns the loss; std::runtime_error when it is not finite. Public
+  /// for bench/amp_speed.cpp, which times it with and without --amp.
+  double train_minibatch(const compress::MinibatchInfo& info, const data::Example& batch);
+
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   /// The loss scaler of float16 training (--amp on CUDA); null when the loss is not scaled.
   const LossScaler* loss_scaler() const { return scaler_.get(); }
@@ -104,7 +110,6 @@ class Trainer {
   void log_run_start(const std::filesystem::path& out);
   EpochRecord train_and_validate(int64_t epoch);
   double train_epoch(int64_t epoch);
-  double train_minibatch(const compress::MinibatchInfo& info, const data::Example& batch);
   Metrics validate();
   void end_epoch(EpochRecord& record);
   bool update_best(const EpochRecord& record);
@@ -129,6 +134,8 @@ class Trainer {
   Model model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<LossScaler> scaler_;
+  /// Conv weights and 4-D inputs in channels-last memory (--amp on CPU).
+  bool channels_last_ = false;
   int64_t start_epoch_ = 0;
   int64_t best_epoch_ = -1;
   double best_value_ = 0;

@@ -494,6 +494,31 @@ TEST(Trainer, AmpOnCpuTrainsInBfloat16WithFloat32Weights) {
             nlohmann::json({{"scale", 65536.0}, {"growth_tracker", 4}}));
 }
 
+// --amp on CPU keeps the conv weights (and the inputs) in channels-last memory, where oneDNN's
+// bfloat16 convolutions need no layout reorders; float32 training leaves the layout alone. Only the
+// layout differs: the checkpoint loads into a freshly built model with the same values.
+TEST(Trainer, AmpOnCpuKeepsConvWeightsChannelsLast) {
+  test::TempDir tmp;
+  compress::TrainingHooks hooks;
+  TrainConfig cfg;
+  auto fp32 = train_tiny(cfg, tmp / "fp32", hooks, 1);
+  for (const auto& kv : fp32->named_parameters())
+    EXPECT_TRUE(kv.value().is_contiguous()) << kv.key();
+  cfg.amp = true;
+  auto amp = train_tiny(cfg, tmp / "amp", hooks, 1);
+  int64_t nhwc_only = 0;
+  for (const auto& kv : amp->named_parameters()) {
+    if (kv.value().dim() != 4) continue;
+    EXPECT_TRUE(kv.value().is_contiguous(at::MemoryFormat::ChannelsLast)) << kv.key();
+    nhwc_only += !kv.value().is_contiguous();
+  }
+  EXPECT_GT(nhwc_only, 0);
+  auto loaded = model_from_checkpoint(Checkpoint::load(tmp / "amp" / "checkpoint.ckpt"));
+  auto saved = amp->named_parameters();
+  for (const auto& kv : loaded->named_parameters())
+    EXPECT_TRUE(torch::equal(kv.value(), saved[kv.key()])) << kv.key();
+}
+
 // The trainer skips the step whose gradients are not finite (the loss times infinity at epoch 0,
 // batch 1) and halves the scale; the schedule sees unscaled gradients.
 TEST(Trainer, LossScalerSkipsTheStepOfANonFiniteGradient) {
