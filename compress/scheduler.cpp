@@ -410,6 +410,10 @@ void CompressionScheduler::parse_quantizers(const YAML::Node& root,
   for_each_instance(
       root, file_, "quantizers", instances,
       [&](const std::string& name, const std::string& cls, YamlReader& r, const std::string& w) {
+        if (cls == "PostTrainLinearQuantizer")
+          throw InputError(w + ": quantizer " + name +
+                           " (PostTrainLinearQuantizer) quantizes a trained model for evaluation: "
+                           "give this file to igb-test --quantize-eval, not to a training run");
         if (!quantizer_registry().contains(cls))
           throw unknown_class(w, cls, quantizer_registry().names(), "quantizer");
         if (!quantizer_registry().get(cls).make)

@@ -946,6 +946,10 @@ TEST(PostTrainQuantization, AsymmetricWeightsPerChannel) {
 }
 
 TEST(PostTrainQuantization, OptionsReadDistillersKeysAndRefuseOthers) {
+  // In a training schedule the class is refused with where it belongs.
+  EXPECT_EQ(schedule_error("  q:\n    class: PostTrainLinearQuantizer\n"),
+            "q.yaml:4: quantizer q (PostTrainLinearQuantizer) quantizes a trained model for "
+            "evaluation: give this file to igb-test --quantize-eval, not to a training run");
   auto o = ptq_options(
       "bits_activations: 6\nbits_parameters: 4\nbits_accum: 24\nmode: ASYMMETRIC_UNSIGNED\n"
       "per_channel_wts: True\nclip_acts: N_STD\nclip_n_stds: 2.5\nfp16: False\n"
