@@ -235,7 +235,8 @@ QuantStatsRecord read_record(const YAML::Node& n, const std::string& file,
   rec.avg_min = r.get<double>("avg_min");
   rec.avg_max = r.get<double>("avg_max");
   rec.mean = r.get<double>("mean");
-  rec.std = r.get<double>("std", 0.0);
+  // Older Distiller files have no std: N_STD clipping then refuses them.
+  rec.std = r.get<double>("std", std::nan(""));
   rec.b = r.get<double>("b", 0.0);
   rec.shape = r.get<std::string>("shape", std::string());
   rec.total_numel = r.get<int64_t>("total_numel", int64_t{0});
@@ -802,7 +803,9 @@ void PostTrainLinearQuantizer::prepare(const QuantStats& stats, const std::strin
     record(req.substr(0, req.size() - (out ? 7 : 9)), out);
   }
   const LinearQuantMode mode = options_.mode_activations;
-  auto quant = [&](const QuantStatsRecord& r, const PtqLayerSettings& s) {
+  auto quant = [&](const std::string& layer, const QuantStatsRecord& r, const PtqLayerSettings& s) {
+    if (s.clip == ClipMode::kNStd && s.bits.activations != QuantBits::kFloat && std::isnan(r.std))
+      throw InputError(source + " has no std of layer " + layer + ", which clip_acts N_STD needs");
     return act_quant_from_stats(r, s.bits.activations, mode, s.clip, s.clip_n_stds);
   };
   std::map<std::string, const Layer*> by_name;
@@ -810,13 +813,13 @@ void PostTrainLinearQuantizer::prepare(const QuantStats& stats, const std::strin
   // Model input, as its first layer's input.
   for (const auto& l : impl_->layers)
     if (l.reads_model_input && l.settings.bits.activations != QuantBits::kFloat)
-      impl_->input_q = quant(record(l.name, false), l.settings);
+      impl_->input_q = quant(l.name, record(l.name, false), l.settings);
   // Activation slots.
   std::map<std::string, ActQuant> slot_out;
   for (auto& s : impl_->slots) {
     auto slot = PtqSlot(s.act, s.name);
     if (s.settings.bits.activations != QuantBits::kFloat)
-      slot->out_ = quant(record(s.name, true), s.settings);
+      slot->out_ = quant(s.name, record(s.name, true), s.settings);
     if (!s.producer.empty()) {
       const Layer& p = *by_name.at(s.producer);
       QuantStatsRecord r = record(s.name, false);
@@ -832,7 +835,7 @@ void PostTrainLinearQuantizer::prepare(const QuantStats& stats, const std::strin
         r.avg_min = clip(r.avg_min);
         r.avg_max = clip(r.avg_max);
       }
-      slot->in_ = quant(r, p.settings);
+      slot->in_ = quant(s.name, r, p.settings);
     }
     slot_out[s.name] = slot->out_;
     s.act->replace(torch::nn::AnyModule(slot));
@@ -883,7 +886,7 @@ void PostTrainLinearQuantizer::prepare(const QuantStats& stats, const std::strin
   if (!impl_->last_layer.empty() && !impl_->last_is_slot) {
     const auto s = options_.settings_for(impl_->last_layer);
     if (s.bits.activations != QuantBits::kFloat)
-      impl_->output_q = quant(record(impl_->last_layer, true), s);
+      impl_->output_q = quant(impl_->last_layer, record(impl_->last_layer, true), s);
   }
   if (logger) {
     for (const auto& w : options_.warnings) logger->warn(w);

@@ -89,7 +89,8 @@ struct QuantStats {
 /// mean, std, b, shape, total_numel}}, output: {...}}`), atomically.
 void write_quant_stats(const QuantStats& stats, const std::filesystem::path& file);
 /// Reads a stats YAML; InputError with file:line for a malformed entry (min, max, avg_min,
-/// avg_max and mean are required; std and b default to 0).
+/// avg_max and mean are required; b defaults to 0, a missing std is NaN, which N_STD clipping
+/// refuses).
 QuantStats read_quant_stats(const std::filesystem::path& file);
 
 /// One activation's quantization: the grid step S (Distiller's scale is 1/S), the ONNX zero point

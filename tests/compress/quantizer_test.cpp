@@ -869,6 +869,23 @@ TEST(PostTrainQuantization, StatsFileRoundTripsBitForBit) {
               "stats file s.yaml has no statistics of layer relu (inputs.0), which post-training "
               "quantization needs");
   }
+  // A file without std (Distiller's older layout) serves NONE and AVG but not N_STD.
+  {
+    std::ofstream f(tmp.path() / "old.yaml");
+    for (const char* layer : {"conv", "relu"})
+      f << layer << ":\n  inputs:\n    0: {min: -1, max: 1, avg_min: -1, avg_max: 1, mean: 0}\n"
+        << "  output: {min: 0, max: 1, avg_min: 0, avg_max: 1, mean: 0.5}\n";
+  }
+  const auto old = read_quant_stats(tmp.path() / "old.yaml");
+  ptq_calibrated("clip_acts: AVG\n")->q->prepare(old, "stats file old.yaml", nullptr);
+  try {
+    ptq_calibrated("clip_acts: N_STD\nclip_n_stds: 2\n")
+        ->q->prepare(old, "stats file old.yaml", nullptr);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "stats file old.yaml has no std of layer conv, which clip_acts N_STD needs");
+  }
   std::ofstream(tmp.path() / "bad.yaml") << "conv:\n  output:\n    min: 1\n    max: 2\n";
   try {
     read_quant_stats(tmp.path() / "bad.yaml");
