@@ -190,6 +190,22 @@ void QuantStatsRecord::update(const at::Tensor& tensor, int pass) {
   const double n = static_cast<double>(total_numel);
   mean = (mean * n + act.sum().item<double>()) / (n + static_cast<double>(numel));
   total_numel += numel;
+  if (tensor.dim() >= 2) {
+    const int64_t c = tensor.size(1);
+    const at::Tensor per = tensor.detach().to(at::kDouble).transpose(0, 1).reshape({c, -1});
+    const int64_t k2 = per.size(1);
+    if (channel_mean.empty()) channel_mean.assign(static_cast<size_t>(c), 0.0);
+    if (static_cast<int64_t>(channel_mean.size()) == c) {
+      const at::Tensor sums = per.sum(1).contiguous();
+      const double* sp = sums.data_ptr<double>();
+      const double before = static_cast<double>(channel_numel);
+      const double after = before + static_cast<double>(k2);
+      for (int64_t i = 0; i < c; ++i)
+        channel_mean[static_cast<size_t>(i)] =
+            (channel_mean[static_cast<size_t>(i)] * before + sp[i]) / after;
+      channel_numel += k2;
+    }
+  }
   if (shape.empty()) shape = size_string(tensor);
 }
 
@@ -220,6 +236,8 @@ void emit_record(YAML::Emitter& e, const QuantStatsRecord& r) {
   e << YAML::Key << "b" << YAML::Value << r.b;
   e << YAML::Key << "shape" << YAML::Value << r.shape;
   e << YAML::Key << "total_numel" << YAML::Value << r.total_numel;
+  if (!r.channel_mean.empty())
+    e << YAML::Key << "channel_mean" << YAML::Value << YAML::Flow << r.channel_mean;
   e << YAML::EndMap;
 }
 
@@ -240,6 +258,7 @@ QuantStatsRecord read_record(const YAML::Node& n, const std::string& file,
   rec.b = r.get<double>("b", 0.0);
   rec.shape = r.get<std::string>("shape", std::string());
   rec.total_numel = r.get<int64_t>("total_numel", int64_t{0});
+  rec.channel_mean = r.get<std::vector<double>>("channel_mean", std::vector<double>{});
   r.finish();
   if (!(rec.min <= rec.max))
     throw InputError(r.where("min") + ": " + path + ".min is above its max");
@@ -400,6 +419,7 @@ PostTrainOptions PostTrainOptions::from_yaml(YamlReader& r) {
   o.clip_acts = parse_clip(r, "clip_acts").value_or(ClipMode::kNone);
   o.clip_n_stds = parse_n_stds(r, "clip_n_stds");
   o.stats_file = r.get<std::string>("model_activation_stats", std::string());
+  o.bias_correction = r.get<bool>("bias_correction", false);
   refuse_unless_off(r, "fp16", o.warnings);
   refuse_unless_off(r, "scale_approx_mult_bits", o.warnings);
   if (o.clip_acts == ClipMode::kNStd && !o.clip_n_stds)
@@ -510,7 +530,8 @@ nlohmann::json PostTrainOptions::hyperparams() const {
                                                      {"weights", mode_name(mode_weights)}})},
                       {"per_channel_wts", per_channel_wts},
                       {"clip_acts", clip_name(clip_acts)},
-                      {"clip_n_stds", clip_n_stds ? nlohmann::json(*clip_n_stds) : nullptr}};
+                      {"clip_n_stds", clip_n_stds ? nlohmann::json(*clip_n_stds) : nullptr},
+                      {"bias_correction", bias_correction}};
   nlohmann::json ov = nlohmann::json::array();
   for (size_t i = 0; i < quant.overrides.size(); ++i) {
     const auto& e = quant.overrides[i];
@@ -576,6 +597,24 @@ class PtqSlotImpl : public torch::nn::Module {
 };
 TORCH_MODULE(PtqSlot);
 
+// Bias correction: E[(W - Wq) x] per output channel for an input whose channel i has mean m_i,
+// away from the borders: the rounding error summed over each filter's taps, weighted by the
+// means of the input channels it reads (grouped convolutions read their group's channels).
+// Undefined when the means do not fit the weight.
+at::Tensor weight_rounding_shift(const at::Tensor& delta, const std::vector<double>& means) {
+  if (delta.dim() != 2 && delta.dim() != 4) return {};
+  const int64_t cout = delta.size(0), cin_g = delta.size(1);
+  const auto cin = static_cast<int64_t>(means.size());
+  if (cin == 0 || cin % cin_g != 0 || cout % (cin / cin_g) != 0) return {};
+  const int64_t groups = cin / cin_g;
+  if (delta.dim() == 2 && groups != 1) return {};
+  const at::Tensor taps =
+      (delta.dim() == 4 ? delta.sum({2, 3}) : delta).to(at::kDouble).to(at::kCPU);
+  const at::Tensor m = at::tensor(means, at::TensorOptions(at::kDouble)).reshape({groups, cin_g});
+  const at::Tensor per_out = m.repeat_interleave(cout / groups, 0);
+  return (taps * per_out).sum(1).to(at::kFloat).to(delta.device());
+}
+
 struct Layer {
   std::string name;
   torch::nn::Module* module = nullptr;
@@ -588,6 +627,7 @@ struct Layer {
   at::Tensor w_scale;
   std::optional<double> input_scale;
   bool bias_quantized = false;
+  std::optional<double> bias_shift;  // largest bias correction
 };
 
 struct Slot {
@@ -873,8 +913,25 @@ void PostTrainLinearQuantizer::prepare(const QuantStats& stats, const std::strin
       b = &bn.bias;
     }
     if (l.settings.bits.weights == QuantBits::kFloat) continue;
+    const at::Tensor w_float = options_.bias_correction ? w->detach().clone() : at::Tensor();
     w->copy_(quantize_weight_ptq(*w, l.settings.bits.weights, options_.mode_weights,
                                  l.settings.per_channel_wts, &l.w_scale));
+    if (options_.bias_correction) {
+      const QuantStatsRecord* in = nullptr;
+      if (l.reads_model_input) in = &record(l.name, false);
+      if (!l.input_slot.empty()) in = &record(l.input_slot, true);
+      if (in && in->channel_mean.empty())
+        throw InputError(source + " has no channel_mean of the input of layer " + l.name +
+                         ", which bias_correction needs (calibrate again without "
+                         "--qe-stats-file, or set bias_correction: False)");
+      if (in && b) {
+        const at::Tensor shift = weight_rounding_shift(w_float - *w, in->channel_mean);
+        if (shift.defined()) {
+          b->add_(shift.to(b->scalar_type()));
+          l.bias_shift = shift.abs().max().item<double>();
+        }
+      }
+    }
     if (!l.input_slot.empty() && slot_out.count(l.input_slot) && slot_out[l.input_slot].enabled())
       l.input_scale = slot_out[l.input_slot].scale;
     if (l.reads_model_input && impl_->input_q.enabled()) l.input_scale = impl_->input_q.scale;
@@ -895,7 +952,8 @@ void PostTrainLinearQuantizer::prepare(const QuantStats& stats, const std::strin
     logger->info("post-training quantization (" + options_.mode_label() + ", clip_acts " +
                  clip_name(options_.clip_acts) + "): " + std::to_string(nq) + " of " +
                  std::to_string(impl_->layers.size()) + " conv/linear layers quantized, " +
-                 std::to_string(impl_->slots.size()) + " activations");
+                 std::to_string(impl_->slots.size()) + " activations" +
+                 (options_.bias_correction ? ", biases corrected for the weights' rounding" : ""));
   }
 }
 
@@ -914,6 +972,7 @@ nlohmann::json PostTrainLinearQuantizer::layers_json() const {
         {"folded_bn", l.bn.empty() ? nlohmann::json(nullptr) : nlohmann::json(l.bn)},
         {"bias_on_accumulator_grid", l.bias_quantized}};
     if (l.input_scale) e["input_scale"] = *l.input_scale;
+    if (l.bias_shift) e["bias_correction_max"] = *l.bias_shift;
     j.push_back(e);
   }
   for (const auto& [name, slot] : impl_->installed) {

@@ -65,6 +65,11 @@ struct QuantStatsRecord {
   /// Pass-2 sums of (x − mean)² and |x − mean|, and the values counted in pass 2.
   double sq_sum = 0, abs_sum = 0;
   int64_t pass2_numel = 0;
+  /// Mean of each channel (dimension 1) over the batch and every other dimension, from pass 1;
+  /// written as `channel_mean` (not in Distiller's files). Bias correction reads it.
+  std::vector<double> channel_mean;
+  /// Values behind each channel mean.
+  int64_t channel_numel = 0;
 
   /// Adds one batch (dimension 0 is the batch). Pass 1: min, max, avg_min, avg_max, mean;
   /// pass 2: std and b around the mean of pass 1.
@@ -152,6 +157,10 @@ struct PostTrainOptions {
   bool per_channel_wts = false;
   ClipMode clip_acts = ClipMode::kNone;
   std::optional<double> clip_n_stds;
+  /// `bias_correction` (not in Distiller, default false): after a layer's weights are
+  /// quantized, its bias gains (W − Wq)·E[x], the output shift the rounding of the weights causes
+  /// on average, from the per-channel means of the layer's input over the calibration data.
+  bool bias_correction = false;
   /// model_activation_stats (empty: none).
   std::string stats_file;
   /// Per override entry (parallel to quant.overrides): clip_acts, clip_n_stds, per_channel_wts.

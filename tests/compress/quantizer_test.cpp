@@ -1000,4 +1000,85 @@ TEST(PostTrainQuantization, OptionsReadDistillersKeysAndRefuseOthers) {
   EXPECT_NE(ptq_error("mode: {activations: SYMMETRIC}\n").find("weights"), std::string::npos);
 }
 
+const std::vector<int64_t> kPtqOnes = {1, 1}, kPtqZeros = {0, 0};
+
+// A grouped conv alone: forward = conv(x).
+struct PtqGroupedConvImpl : torch::nn::Module {
+  PtqGroupedConvImpl() {
+    conv = register_module(
+        "conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(4, 6, 3).groups(2).bias(true)));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return conv(x); }
+  torch::nn::Conv2d conv{nullptr};
+};
+TORCH_MODULE(PtqGroupedConv);
+
+// Bias correction (Nagel et al., "Data-Free Quantization", 2019, section 4.2, with the input
+// means measured on the calibration data): the bias gains (W − Wq)·E[x] per output channel.
+TEST(PostTrainQuantization, BiasCorrectionCancelsTheMeanShiftOfWeightRounding) {
+  torch::manual_seed(11);
+  // Channel means 1, -2, 0.5, 3: a mean the rounding error of 4-bit weights shifts visibly.
+  const auto offsets = torch::tensor({1.0f, -2.0f, 0.5f, 3.0f}).reshape({1, 4, 1, 1});
+  const auto x = torch::randn({8, 4, 9, 9}) * 0.5 + offsets;
+  auto run = [&](bool correct, PtqGroupedConv& net, at::Tensor* w_float, at::Tensor* b_float) {
+    *w_float = net->conv->weight.detach().clone();
+    *b_float = net->conv->bias.detach().clone();
+    PostTrainLinearQuantizer q(
+        ptq_options(std::string("bits_activations: null\nbits_parameters: 4\n") +
+                    (correct ? "bias_correction: True\n" : "")),
+        *net, {1, 4, 9, 9}, [net](const auto& t) mutable { return net->forward(t); });
+    auto stats = q.calibrate([&](const auto& f) { f(x); });
+    EXPECT_EQ(stats.layers.at("conv").inputs.at(0).channel_mean.size(), 4u);
+    q.prepare(stats, "calibration", nullptr);
+    return stats;
+  };
+  PtqGroupedConv plain, corrected;
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < plain->parameters().size(); ++i)
+      corrected->parameters()[i].copy_(plain->parameters()[i]);
+  }
+  at::Tensor w, b, w2, b2;
+  run(false, plain, &w, &b);
+  const auto stats = run(true, corrected, &w2, &b2);
+  // The same quantized weights; the bias moved by conv(mean image, W − Wq), computed by LibTorch.
+  EXPECT_TRUE(torch::equal(plain->conv->weight, corrected->conv->weight));
+  EXPECT_TRUE(torch::equal(plain->conv->bias, b));
+  const auto mean_image = x.mean({0, 2, 3}, /*keepdim=*/true).expand({1, 4, 3, 3});
+  const auto shift = torch::conv2d(mean_image, w - corrected->conv->weight, at::Tensor(), kPtqOnes,
+                                   kPtqZeros, kPtqOnes, 2)
+                         .reshape({6});
+  EXPECT_TRUE(torch::allclose(corrected->conv->bias - b, shift, 1e-5, 1e-5))
+      << corrected->conv->bias - b << shift;
+  EXPECT_GT(shift.abs().max().item<double>(), 1e-3);  // the case is not trivial
+  // The mean output error per channel falls by an order of magnitude.
+  torch::NoGradGuard no_grad;
+  const auto y = torch::conv2d(x, w, b, kPtqOnes, kPtqZeros, kPtqOnes, 2);
+  const auto err_plain = (plain->forward(x) - y).mean({0, 2, 3}).abs().max().item<double>();
+  const auto err_corr = (corrected->forward(x) - y).mean({0, 2, 3}).abs().max().item<double>();
+  EXPECT_LT(err_corr * 10, err_plain) << err_corr << " " << err_plain;
+
+  // The channel means round-trip through the stats file; a file without them is refused.
+  test::TempDir tmp;
+  write_quant_stats(stats, tmp.path() / "s.yaml");
+  const auto read = read_quant_stats(tmp.path() / "s.yaml");
+  EXPECT_EQ(read.layers.at("conv").inputs.at(0).channel_mean,
+            stats.layers.at("conv").inputs.at(0).channel_mean);
+  QuantStats old = read;
+  old.layers.at("conv").inputs.at(0).channel_mean.clear();
+  PtqGroupedConv third;
+  PostTrainLinearQuantizer q3(ptq_options("bits_parameters: 4\nbias_correction: True\n"), *third,
+                              {1, 4, 9, 9},
+                              [third](const auto& t) mutable { return third->forward(t); });
+  try {
+    q3.prepare(old, "stats file s.yaml", nullptr);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "stats file s.yaml has no channel_mean of the input of layer conv, which "
+              "bias_correction needs (calibrate again without --qe-stats-file, or set "
+              "bias_correction: False)");
+  }
+}
+
 }  // namespace igb::compress
