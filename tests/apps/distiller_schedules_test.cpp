@@ -129,6 +129,7 @@ struct QuantCase {
 const QuantCase kQuantCases[] = {
     {"sr/fsrcnn_dorefa", true, "--epochs 2 --max-batches 2", 2, nullptr, nullptr, false},
     {"sr/fsrcnn_pact", true, "--epochs 2 --max-batches 2", 2, nullptr, nullptr, false},
+    {"sr/fsrcnn_dorefa_4bit", true, "--epochs 2 --max-batches 2", 2, nullptr, nullptr, false},
     {"classify/resnet20_pact", false, "--model resnet20_cifar --epochs 2 --max-batches 2", 2,
      "alpha/layer1.0.relu1", "alpha/layer3.2.relu2", true},
     {"classify/resnet20_int8_qat", false, "--model resnet20_cifar --epochs 2 --max-batches 2", 2,
@@ -152,7 +153,7 @@ TEST_P(QuantizationSchedules, RunUnchanged) {
   igb::test::TempDir tmp;
   const fs::path out = tmp / "run";
   const std::string optform =
-      c.sr ? "--optform=sr --batch-size 4 --model-arg d=8 --model-arg s=4 --model-arg m=1"
+      c.sr ? "--optform=sr --batch-size 4 --model-arg d=8 --model-arg s=4 --model-arg m=4"
            : "--optform=classify --synthetic-train 32 --synthetic-val 16 --batch-size 8";
   const auto r = igb::test::run_app("igb-train " + optform + " " + c.args +
                                     " --lr 0.01 --threads 1 --compress " + IGB_SOURCE_DIR +
