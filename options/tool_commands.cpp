@@ -23,6 +23,7 @@
 #include "options/common_options.h"
 #include "options/optform.h"
 #include "tools/draw.h"
+#include "tools/export/onnx_export.h"
 #include "tools/macs.h"
 #include "tools/profile.h"
 #include "tools/sparsity.h"
@@ -226,6 +227,15 @@ ToolCommands::ToolCommands(CLI::App& app) {
   int_range(thin_->add_option("--threads", threads_, "Intra-op threads (0 = all cores)")
                 ->capture_default_str(),
             0, 1024);
+
+  export_onnx_ = app.add_subcommand("export-onnx", "Export the model as an FP32 ONNX model");
+  add_target(export_onnx_, onnx_target_, true);
+  export_onnx_->add_option("--out", onnx_out_, "ONNX file to write (.onnx)")->required();
+  export_onnx_->add_option("--opset", onnx_opset_, "ONNX opset (only 13)")->capture_default_str();
+  export_onnx_->add_flag("--dynamic-batch", onnx_dynamic_batch_,
+                         "Declare the batch dim as the symbol N");
+  export_onnx_->add_flag("--dynamic-hw", onnx_dynamic_hw_,
+                         "Declare the input's height and width as the symbols H and W");
 }
 
 void ToolCommands::add_target(CLI::App* sub, Target& t, bool model_allowed) {
@@ -250,11 +260,16 @@ void ToolCommands::add_outputs(CLI::App* sub, Outputs& o) {
 int ToolCommands::run() {
   // Every output place is checked before any work, so a bad one costs nothing and writes nothing.
   const std::pair<const char*, const std::string*> files[] = {
-      {"--csv", &macs_out_.csv},       {"--json", &macs_out_.json},  {"--csv", &sparsity_out_.csv},
-      {"--json", &sparsity_out_.json}, {"--csv", &profile_out_.csv}, {"--json", &profile_out_.json},
-      {"--trace", &trace_path_},       {"--out", &draw_path_},       {"--out", &thin_out_}};
+      {"--csv", &macs_out_.csv},     {"--json", &macs_out_.json},
+      {"--csv", &sparsity_out_.csv}, {"--json", &sparsity_out_.json},
+      {"--csv", &profile_out_.csv},  {"--json", &profile_out_.json},
+      {"--trace", &trace_path_},     {"--out", &draw_path_},
+      {"--out", &thin_out_},         {"--out", &onnx_out_}};
   for (const auto& [option, path] : files)
     if (!path->empty()) check_output_file(option, *path);
+  if (export_onnx_->parsed() && onnx_opset_ != 13)
+    throw InputError("--opset " + std::to_string(onnx_opset_) +
+                     ": the ONNX exporter writes opset 13 only");
   configure_runtime(threads_, "cpu");
   if (list_->parsed()) return run_list();
   if (macs_->parsed()) return run_macs();
@@ -262,6 +277,7 @@ int ToolCommands::run() {
   if (draw_->parsed()) return run_draw();
   if (thin_->parsed()) return run_thin();
   if (profile_->parsed()) return run_profile();
+  if (export_onnx_->parsed()) return run_export_onnx();
   return kExitOk;
 }
 
@@ -390,6 +406,24 @@ int ToolCommands::run_thin() {
   std::cout << "Thinned " << m.name << ": removed " << removed << " channel groups\n\n"
             << t.to_text();
   std::cout << "wrote " << thin_out_ << "\n";
+  return kExitOk;
+}
+
+int ToolCommands::run_export_onnx() {
+  auto m = load_tool_model(onnx_target_.model, onnx_target_.options, onnx_target_.checkpoint,
+                           onnx_target_.input);
+  const auto graph = tool_graph(m, m.input);
+  const auto r = tools::export_onnx(*m.model, graph,
+                                    tools::OnnxExportOptions()
+                                        .opset(onnx_opset_)
+                                        .dynamic_batch(onnx_dynamic_batch_)
+                                        .dynamic_hw(onnx_dynamic_hw_),
+                                    onnx_out_);
+  std::cout << "wrote " << r.path.string() << ": " << m.name << ", opset " << r.opset << ", "
+            << r.nodes << " nodes, " << r.initializers << " initializers (from "
+            << graph.ops().size() << " ops)\n";
+  for (const auto& io : r.inputs) std::cout << "  input  " << tools::onnx_io_string(io) << "\n";
+  for (const auto& io : r.outputs) std::cout << "  output " << tools::onnx_io_string(io) << "\n";
   return kExitOk;
 }
 

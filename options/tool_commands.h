@@ -43,8 +43,8 @@ const std::vector<std::string>& summary_kinds();
 void write_summaries(const ToolModel& m, const std::vector<std::string>& kinds,
                      const std::filesystem::path& out_dir, Logger& logger);
 
-/// The subcommands of igb-tools: list, macs, sparsity, draw, profile, thin. Construct on the app,
-/// parse, then run() the one that was given.
+/// The subcommands of igb-tools: list, macs, sparsity, draw, profile, thin, export-onnx. Construct
+/// on the app, parse, then run() the one that was given.
 class ToolCommands {
  public:
   explicit ToolCommands(CLI::App& app);
@@ -68,9 +68,10 @@ class ToolCommands {
   int run_draw();
   int run_profile();
   int run_thin();
+  int run_export_onnx();
 
   CLI::App *list_ = nullptr, *macs_ = nullptr, *sparsity_ = nullptr, *draw_ = nullptr,
-           *profile_ = nullptr, *thin_ = nullptr;
+           *profile_ = nullptr, *thin_ = nullptr, *export_onnx_ = nullptr;
   std::string thin_checkpoint_, thin_out_, thin_kind_ = "both";
   std::string registry_;
   Target macs_target_, sparsity_target_, draw_target_, profile_target_;
@@ -81,6 +82,10 @@ class ToolCommands {
   int top_ = 10, repeats_ = 5;
   int64_t threads_ = 0;
   std::string trace_path_;
+  Target onnx_target_;
+  std::string onnx_out_;
+  int64_t onnx_opset_ = 13;
+  bool onnx_dynamic_batch_ = false, onnx_dynamic_hw_ = false;
 };
 
 }  // namespace igb::options

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "tools/export/onnx_ops.h"
 #include "tools/graph/summary_graph.h"
 
 namespace igb::tools {
@@ -41,7 +42,11 @@ struct Row {
     info.count_option = count_option;
     return *this;
   }
-  Row& onnx(const char* op) { return info.onnx = op, *this; }
+  Row& onnx(const char* op, OnnxEmit emit = nullptr) {
+    info.onnx = op;
+    info.onnx_emit = emit;
+    return *this;
+  }
   Row& quantized(bool input, bool weight) {
     info.quantize_input = input;
     info.quantize_weight = weight;
@@ -67,126 +72,137 @@ std::vector<OpInfo> build_table() {
           .macs(MacRule::kPerOutputElement)
           .attrs(kConvAttrs)
           .weights(0, 1, "out_channels", "in_channels")
-          .onnx("Conv")
+          .onnx("Conv", emit_conv)
           .quantized(true, true),
       Row(K::kConvTranspose, "ConvTranspose", {"aten::conv_transpose2d", "aten::conv_transpose1d"},
           F::kMixes, true, Fam::kTransposedConvolution)
           .macs(MacRule::kPerInputElement)
           .attrs(kConvAttrs)
           .weights(1, 0, "out_channels", "in_channels")
-          .onnx("ConvTranspose")
+          .onnx("ConvTranspose", emit_conv_transpose)
           .quantized(true, true),
       Row(K::kLinear, "Linear", {"aten::linear", "aten::addmm"}, F::kMixes, true, Fam::kLinear)
           .macs(MacRule::kLinear)
           .weights(0, 1, "out_features", "in_features")
-          .onnx("Gemm")
+          .onnx("Gemm", emit_linear)
           .quantized(true, true),
-      Row(K::kMatMul, "MatMul", {"aten::matmul"}, F::kBarrier, true, Fam::kLinear).onnx("MatMul"),
+      Row(K::kMatMul, "MatMul", {"aten::matmul"}, F::kBarrier, true, Fam::kLinear)
+          .onnx("MatMul", emit_matmul),
       Row(K::kBatchNorm, "BatchNorm", {"aten::batch_norm"}, F::kPreserves, true,
           Fam::kNormalization)
           .per_channel({"weight", "bias", "running_mean", "running_var"}, "num_features")
-          .onnx("BatchNormalization"),
+          .onnx("BatchNormalization", emit_batch_norm),
       Row(K::kInstanceNorm, "InstanceNorm", {"aten::instance_norm"}, F::kPreserves, true,
           Fam::kNormalization)
           .per_channel({"weight", "bias", "running_mean", "running_var"}, "num_features")
-          .onnx("InstanceNormalization"),
+          .onnx("InstanceNormalization", emit_instance_norm),
       Row(K::kLayerNorm, "LayerNorm", {"aten::layer_norm"}, F::kBarrier, false, Fam::kNormalization)
           .onnx("LayerNormalization"),
       Row(K::kGroupNorm, "GroupNorm", {"aten::group_norm"}, F::kBarrier, false,
           Fam::kNormalization),
       Row(K::kReLU, "ReLU", {"aten::relu", "aten::relu_"}, F::kPreserves, true, Fam::kActivation)
           .modules({"ReLU", "Activation"})
-          .onnx("Relu"),
+          .onnx("Relu", emit_unary),
       Row(K::kReLU6, "ReLU6", {"aten::hardtanh", "aten::hardtanh_", "aten::relu6"}, F::kPreserves,
           true, Fam::kActivation)
-          .onnx("Clip"),
+          .onnx("Clip", emit_clip),
       Row(K::kPReLU, "PReLU", {"aten::prelu"}, F::kPreserves, true, Fam::kActivation)
           .per_channel({"weight"}, "num_parameters")
-          .onnx("PRelu"),
+          .onnx("PRelu", emit_prelu),
       Row(K::kLeakyReLU, "LeakyReLU", {"aten::leaky_relu", "aten::leaky_relu_"}, F::kPreserves,
           true, Fam::kActivation)
-          .onnx("LeakyRelu"),
+          .onnx("LeakyRelu", emit_leaky_relu),
       Row(K::kTanh, "Tanh", {"aten::tanh", "aten::tanh_"}, F::kPreserves, true, Fam::kActivation)
-          .onnx("Tanh"),
+          .onnx("Tanh", emit_unary),
       Row(K::kSigmoid, "Sigmoid", {"aten::sigmoid", "aten::sigmoid_"}, F::kPreserves, false,
           Fam::kActivation)
-          .onnx("Sigmoid"),
-      Row(K::kSiLU, "SiLU", {"aten::silu", "aten::silu_"}, F::kPreserves, true, Fam::kActivation),
+          .onnx("Sigmoid", emit_unary),
+      // SiLU and Hardswish: Sigmoid or HardSigmoid, then Mul (HardSwish is opset 14).
+      Row(K::kSiLU, "SiLU", {"aten::silu", "aten::silu_"}, F::kPreserves, true, Fam::kActivation)
+          .onnx("Sigmoid", emit_silu),
       Row(K::kGELU, "GELU", {"aten::gelu"}, F::kPreserves, true, Fam::kActivation),
       Row(K::kHardswish, "Hardswish", {"aten::hardswish", "aten::hardswish_"}, F::kPreserves, true,
           Fam::kActivation)
-          .onnx("HardSwish"),
+          .onnx("HardSigmoid", emit_hardswish),
       Row(K::kELU, "ELU", {"aten::elu", "aten::elu_"}, F::kPreserves, true, Fam::kActivation)
-          .onnx("Elu"),
-      Row(K::kAbs, "Abs", {"aten::abs"}, F::kPreserves, true, Fam::kOther).onnx("Abs"),
-      Row(K::kNeg, "Neg", {"aten::neg"}, F::kPreserves, true, Fam::kOther).onnx("Neg"),
-      Row(K::kExp, "Exp", {"aten::exp"}, F::kPreserves, false, Fam::kOther).onnx("Exp"),
-      Row(K::kSqrt, "Sqrt", {"aten::sqrt"}, F::kPreserves, true, Fam::kOther).onnx("Sqrt"),
+          .onnx("Elu", emit_elu),
+      Row(K::kAbs, "Abs", {"aten::abs"}, F::kPreserves, true, Fam::kOther).onnx("Abs", emit_unary),
+      Row(K::kNeg, "Neg", {"aten::neg"}, F::kPreserves, true, Fam::kOther).onnx("Neg", emit_unary),
+      Row(K::kExp, "Exp", {"aten::exp"}, F::kPreserves, false, Fam::kOther).onnx("Exp", emit_unary),
+      Row(K::kSqrt, "Sqrt", {"aten::sqrt"}, F::kPreserves, true, Fam::kOther)
+          .onnx("Sqrt", emit_unary),
       Row(K::kMaxPool, "MaxPool", {"aten::max_pool2d", "aten::max_pool1d"}, F::kPreserves, true,
           Fam::kPooling)
           .attrs(kPoolAttrs)
-          .onnx("MaxPool"),
+          .onnx("MaxPool", emit_max_pool),
       Row(K::kAvgPool, "AvgPool", {"aten::avg_pool2d"}, F::kPreserves, true, Fam::kPooling)
           .attrs({{"kernel_size", A::kKernel}, {"stride", A::kStride}, {"padding", A::kPadding}})
-          .onnx("AveragePool"),
+          .onnx("AveragePool", emit_avg_pool),
       Row(K::kAdaptiveAvgPool, "AdaptiveAvgPool", {"aten::adaptive_avg_pool2d"}, F::kPreserves,
           true, Fam::kPooling)
           .attrs({{"output_size", A::kOutputSize}})
-          .onnx("GlobalAveragePool"),
+          .onnx("GlobalAveragePool", emit_adaptive_pool),
       Row(K::kAdaptiveMaxPool, "AdaptiveMaxPool", {"aten::adaptive_max_pool2d"}, F::kPreserves,
           true, Fam::kPooling)
           .attrs({{"output_size", A::kOutputSize}})
-          .onnx("GlobalMaxPool"),
+          .onnx("GlobalMaxPool", emit_adaptive_pool),
       Row(K::kAdd, "Add", {"aten::add", "aten::add_"}, F::kPreserves, true, Fam::kJoin)
-          .onnx("Add")
+          .onnx("Add", emit_arithmetic)
           .quantized(true, false),
-      Row(K::kSub, "Sub", {"aten::sub", "aten::sub_"}, F::kPreserves, true, Fam::kJoin).onnx("Sub"),
-      Row(K::kMul, "Mul", {"aten::mul", "aten::mul_"}, F::kPreserves, true, Fam::kJoin).onnx("Mul"),
+      Row(K::kSub, "Sub", {"aten::sub", "aten::sub_"}, F::kPreserves, true, Fam::kJoin)
+          .onnx("Sub", emit_arithmetic),
+      Row(K::kMul, "Mul", {"aten::mul", "aten::mul_"}, F::kPreserves, true, Fam::kJoin)
+          .onnx("Mul", emit_arithmetic),
       Row(K::kDiv, "Div", {"aten::div", "aten::div_"}, F::kPreserves, true, Fam::kOther)
-          .onnx("Div"),
+          .onnx("Div", emit_arithmetic),
       Row(K::kConcat, "Concat", {"aten::cat"}, F::kConcatenates, true, Fam::kJoin)
           .attrs({{"dim", A::kDim}})
-          .onnx("Concat"),
+          .onnx("Concat", emit_concat),
       Row(K::kFlatten, "Flatten", {"aten::flatten"}, F::kReshapes, true, Fam::kShape)
           .attrs({{"start_dim", A::kDim}, {"end_dim", A::kEndDim}})
-          .onnx("Flatten"),
+          .onnx("Flatten", emit_flatten),
       Row(K::kReshape, "Reshape", {"aten::view", "aten::reshape"}, F::kReshapes, true, Fam::kShape)
-          .onnx("Reshape"),
+          .onnx("Reshape", emit_reshape),
       Row(K::kPixelShuffle, "PixelShuffle", {"aten::pixel_shuffle"}, F::kRegroups, true,
           Fam::kShape)
           .attrs({{"upscale_factor", A::kFactor}})
-          .onnx("DepthToSpace"),
+          .onnx("DepthToSpace", emit_pixel_shuffle),
       Row(K::kPad, "Pad",
           {"aten::constant_pad_nd", "aten::reflection_pad2d", "aten::replication_pad2d",
            "aten::pad"},
           F::kPads, true, Fam::kShape)
           .attrs({{"pad", A::kPads}, {"padding", A::kPads}})
           .modules({"ReflectionPad", "ReplicationPad", "ZeroPad", "ConstantPad", "ChannelPad"})
-          .onnx("Pad"),
+          .onnx("Pad", emit_pad),
       Row(K::kUpsample, "Upsample",
           {"aten::upsample_bicubic2d", "aten::upsample_bilinear2d", "aten::upsample_nearest2d"},
           F::kPreserves, true, Fam::kShape)
-          .onnx("Resize"),
+          .onnx("Resize", emit_upsample),
       Row(K::kSlice, "Slice", {"aten::slice"}, F::kPerDim, true, Fam::kShape)
           .attrs({{"dim", A::kDim}})
-          .onnx("Slice"),
+          .onnx("Slice", emit_slice),
       Row(K::kDropout, "Dropout", {"aten::dropout", "aten::dropout_", "aten::feature_dropout"},
           F::kPreserves, true, Fam::kOther)
-          .onnx("Identity"),
+          .onnx("Identity", emit_pass_through),
       Row(K::kClamp, "Clamp", {"aten::clamp", "aten::clamp_"}, F::kPreserves, true,
           Fam::kActivation)
           .attrs({{"min", A::kMin}, {"max", A::kMax}})
-          .onnx("Clip"),
-      Row(K::kMean, "Mean", {"aten::mean"}, F::kPerDim, true, Fam::kPooling).onnx("ReduceMean"),
-      Row(K::kSoftmax, "Softmax", {"aten::softmax", "aten::log_softmax"}, F::kPerDim, false,
-          Fam::kActivation)
+          .onnx("Clip", emit_clip),
+      Row(K::kMean, "Mean", {"aten::mean"}, F::kPerDim, true, Fam::kPooling)
+          .onnx("ReduceMean", emit_mean),
+      Row(K::kSoftmax, "Softmax", {"aten::softmax"}, F::kPerDim, false, Fam::kActivation)
           .attrs({{"dim", A::kDim}})
-          .onnx("Softmax"),
+          .onnx("Softmax", emit_softmax),
+      Row(K::kLogSoftmax, "LogSoftmax", {"aten::log_softmax"}, F::kPerDim, false, Fam::kActivation)
+          .attrs({{"dim", A::kDim}})
+          .onnx("LogSoftmax", emit_softmax),
       Row(K::kContiguous, "Contiguous", {"aten::contiguous"}, F::kPreserves, true, Fam::kShape)
-          .onnx("Identity"),
-      Row(K::kClone, "Clone", {"aten::clone"}, F::kPreserves, true, Fam::kShape).onnx("Identity"),
-      Row(K::kCast, "Cast", {"aten::to"}, F::kPreserves, true, Fam::kShape).onnx("Cast"),
-      // The exporter writes a QuantizeLinear + DequantizeLinear pair (REFERENCE.md §4).
+          .onnx("Identity", emit_pass_through),
+      Row(K::kClone, "Clone", {"aten::clone"}, F::kPreserves, true, Fam::kShape)
+          .onnx("Identity", emit_pass_through),
+      Row(K::kCast, "Cast", {"aten::to"}, F::kPreserves, true, Fam::kShape).onnx("Cast", emit_cast),
+      // The Q/DQ export writes a QuantizeLinear + DequantizeLinear pair (REFERENCE.md §4); the FP32
+      // exporter has no emitter for it.
       Row(K::kFakeQuantize, "FakeQuantize",
           {"aten::fake_quantize_per_tensor_affine", "aten::fake_quantize_per_channel_affine"},
           F::kPreserves, true, Fam::kActivation)
@@ -390,6 +406,7 @@ std::string format_attrs(const OpNode& op) {
       break;
     case OpKind::kConcat:
     case OpKind::kSoftmax:
+    case OpKind::kLogSoftmax:
     case OpKind::kSlice:
       s << "dim=" << op.dim;
       break;

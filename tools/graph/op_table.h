@@ -7,6 +7,7 @@
 namespace igb::tools {
 
 struct OpNode;
+class OnnxWriter;
 using Shape = std::vector<int64_t>;
 
 /// Every operator the summary graph knows. An operator the tracer records that is not in the
@@ -53,6 +54,7 @@ enum class OpKind : uint8_t {
   kClamp,
   kMean,
   kSoftmax,
+  kLogSoftmax,
   kContiguous,
   kClone,
   kCast,
@@ -131,6 +133,10 @@ enum class OpAttr : uint8_t {
   kAxis
 };
 
+/// Writes the ONNX nodes of one op (tools/export/onnx_ops.h); throws InputError naming the op
+/// when its arguments have no ONNX equivalent.
+using OnnxEmit = void (*)(OnnxWriter& writer, const OpNode& op);
+
 /// One schema argument name and the OpNode attribute it fills.
 struct AttrArg {
   const char* argument;
@@ -173,6 +179,8 @@ struct OpInfo {
   // Export and quantization.
   /// ONNX operator the op exports to (REFERENCE.md §4), or nullptr when it has no mapping.
   const char* onnx = nullptr;
+  /// Writes the op's ONNX nodes, or nullptr when the exporter has no mapping for it yet.
+  OnnxEmit onnx_emit = nullptr;
   /// Whether a quantizer fake-quantizes the op's data input and its weight (TensorRT's Q/DQ
   /// placement: the inputs of Conv, ConvTranspose and Gemm).
   bool quantize_input = false;

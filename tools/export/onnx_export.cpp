@@ -1,0 +1,52 @@
+#include "tools/export/onnx_export.h"
+
+#include <fstream>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "tools/export/onnx_writer.h"
+#include "tools/graph/op_table.h"
+
+namespace igb::tools {
+
+OnnxExportReport export_onnx(torch::nn::Module& model, const SummaryGraph& graph,
+                             const OnnxExportOptions& options, const std::filesystem::path& out) {
+  if (options.opset() != 13)
+    throw InputError("ONNX opset " + std::to_string(options.opset()) +
+                     " is not supported; the exporter writes opset 13");
+  // Every op must have an emitter before anything is built.
+  for (const auto& op : graph.ops()) {
+    const OpInfo& info = op_info(op.op_kind);
+    if (op.op_kind == OpKind::kOther || !info.onnx_emit)
+      throw InputError("cannot export " + op.type + " op '" + op.name + "' of " +
+                       graph.model_name() + " to ONNX: the exporter has no mapping for " +
+                       (op.op_kind == OpKind::kOther ? op.kind : std::string(op.type)));
+  }
+  OnnxWriter writer(model, graph, {options.dynamic_batch(), options.dynamic_hw()});
+  for (const auto& op : graph.ops()) op_info(op.op_kind).onnx_emit(writer, op);
+  const std::string version =
+      options.producer_version().empty() ? IGB_VERSION : options.producer_version();
+  const std::string bytes = writer.finish(options.opset(), options.producer_name(), version);
+  write_atomically(out, [&](const std::filesystem::path& tmp) {
+    std::ofstream f(tmp, std::ios::binary);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    f.close();
+    if (!f) throw InputError("cannot write " + out.string());
+  });
+  OnnxExportReport r;
+  r.path = out;
+  r.opset = options.opset();
+  r.nodes = writer.node_count();
+  r.initializers = writer.initializer_count();
+  for (const auto& io : writer.inputs()) r.inputs.push_back({io.name, io.dims});
+  for (const auto& io : writer.outputs()) r.outputs.push_back({io.name, io.dims});
+  return r;
+}
+
+std::string onnx_io_string(const OnnxIo& io) {
+  std::string s = io.name + " [";
+  for (size_t i = 0; i < io.dims.size(); ++i) s += (i ? "," : "") + io.dims[i];
+  return s + "]";
+}
+
+}  // namespace igb::tools
