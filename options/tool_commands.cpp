@@ -17,13 +17,17 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/logger.h"
+#include "core/npy.h"
 #include "core/table.h"
 #include "core/thinning_recipe.h"
+#include "data/classify_data.h"
 #include "data/datasets.h"
+#include "data/synthetic_images.h"
 #include "options/common_options.h"
 #include "options/optform.h"
 #include "tools/draw.h"
 #include "tools/export/onnx_export.h"
+#include "tools/export/onnx_trt.h"
 #include "tools/macs.h"
 #include "tools/profile.h"
 #include "tools/sparsity.h"
@@ -82,6 +86,46 @@ ToolModel load_tool_model(const std::string& model, const std::vector<std::strin
                      "-channel input, like " + tools::shape_to_string(own));
   return m;
 }
+
+namespace {
+
+/// --calibrate's batches: the synthetic data of the model's optform.
+tools::OnnxBatchSource synthetic_batches(const ToolModel& m, int64_t batches) {
+  const std::string family = models::model_registry().entry(m.name).factory.family;
+  const tools::Shape in = m.input;
+  if (family == "classify") {
+    data::ClassifyDataOptions o;
+    o.dataset = "synthetic";
+    o.input_shape = m.model->input_shape();
+    o.augment = false;
+    o.synthetic_train = 1;
+    o.synthetic_val = std::max<int64_t>(1, batches * 32);
+    auto d = std::make_shared<data::ClassifyData>(data::load_classify_data("synthetic", o));
+    return [d, batches](const std::function<void(const at::Tensor&)>& f) {
+      const int64_t size = d->val->size();
+      for (int64_t b = 0; b < batches; ++b) {
+        std::vector<at::Tensor> xs;
+        for (int64_t i = b * 32; i < std::min(size, (b + 1) * 32); ++i)
+          xs.push_back(d->val->get(i, 0).input);
+        if (!xs.empty()) f(at::stack(xs));
+      }
+    };
+  }
+  // Other optforms: the synthetic images their data is made of, one image a batch, as the model's
+  // channels (1: luma).
+  return [in, batches](const std::function<void(const at::Tensor&)>& f) {
+    for (int64_t b = 0; b < batches; ++b) {
+      auto rgb = data::render_synthetic_image(in[2], in[3], static_cast<uint64_t>(1000 + b));
+      if (in[1] == 1)
+        rgb = (0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]).unsqueeze(0);
+      else if (in[1] != 3)
+        rgb = rgb.mean(0, true).expand({in[1], in[2], in[3]}).contiguous();
+      f(rgb.unsqueeze(0));
+    }
+  };
+}
+
+}  // namespace
 
 tools::SummaryGraph tool_graph(const ToolModel& m, const tools::Shape& input) {
   auto model = m.model;
@@ -228,7 +272,8 @@ ToolCommands::ToolCommands(CLI::App& app) {
                 ->capture_default_str(),
             0, 1024);
 
-  export_onnx_ = app.add_subcommand("export-onnx", "Export the model as an FP32 ONNX model");
+  export_onnx_ = app.add_subcommand("export-onnx",
+                                    "Export the model as an ONNX model (FP32, FP16 or INT8 Q/DQ)");
   add_target(export_onnx_, onnx_target_, true);
   export_onnx_->add_option("--out", onnx_out_, "ONNX file to write (.onnx)")->required();
   export_onnx_->add_option("--opset", onnx_opset_, "ONNX opset (only 13)")->capture_default_str();
@@ -236,6 +281,38 @@ ToolCommands::ToolCommands(CLI::App& app) {
                          "Declare the batch dim as the symbol N");
   export_onnx_->add_flag("--dynamic-hw", onnx_dynamic_hw_,
                          "Declare the input's height and width as the symbols H and W");
+  auto* int8 = export_onnx_->add_flag(
+      "--int8-qdq", onnx_int8_,
+      "Explicit INT8 for TensorRT: fake quantizations as QuantizeLinear/DequantizeLinear (int8, "
+      "zero point 0), quantized Conv/ConvTranspose/Gemm weights FP32 -> Q -> DQ per output "
+      "channel; grids that do not fit int8 are reported");
+  auto* fp16 = export_onnx_->add_flag(
+      "--fp16", onnx_fp16_,
+      "Initializers and computation in float16; the input and output stay float32 (a Cast after "
+      "the input and before the output)");
+  int8->excludes(fp16);
+  auto* calibrate =
+      export_onnx_
+          ->add_option("--calibrate", onnx_calibrate_,
+                       "With --int8-qdq on a float model: activation ranges (amax, scale "
+                       "amax/127) of every Conv/ConvTranspose/Gemm input and residual skip over "
+                       "N batches of the model's optform's synthetic data (classify: 32 images a "
+                       "batch; sr: one image); weights amax/127 per output channel")
+          ->needs(int8);
+  int_range(calibrate, 1, 100000);
+  export_onnx_
+      ->add_option("--calibration-method", onnx_calibration_method_,
+                   "max (largest |x|) or percentile (per-batch percentile of |x|, averaged)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"max", "percentile"}))
+      ->needs(calibrate);
+  export_onnx_
+      ->add_option("--percentile", onnx_percentile_,
+                   "Percentile of --calibration-method percentile")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-9, 100.0))
+      ->needs(calibrate);
+  add_run_command(app);
 }
 
 void ToolCommands::add_target(CLI::App* sub, Target& t, bool model_allowed) {
@@ -270,6 +347,10 @@ int ToolCommands::run() {
   if (export_onnx_->parsed() && onnx_opset_ != 13)
     throw InputError("--opset " + std::to_string(onnx_opset_) +
                      ": the ONNX exporter writes opset 13 only");
+  if (run_->parsed()) {
+    check_output_file("--output", run_args_.output);
+    if (!run_args_.random_input.empty()) check_output_file("--input", run_args_.input);
+  }
   configure_runtime(threads_, "cpu");
   if (list_->parsed()) return run_list();
   if (macs_->parsed()) return run_macs();
@@ -278,6 +359,7 @@ int ToolCommands::run() {
   if (thin_->parsed()) return run_thin();
   if (profile_->parsed()) return run_profile();
   if (export_onnx_->parsed()) return run_export_onnx();
+  if (run_->parsed()) return run_model();
   return kExitOk;
 }
 
@@ -413,18 +495,124 @@ int ToolCommands::run_export_onnx() {
   auto m = load_tool_model(onnx_target_.model, onnx_target_.options, onnx_target_.checkpoint,
                            onnx_target_.input);
   const auto graph = tool_graph(m, m.input);
+  std::shared_ptr<const tools::OnnxCalibration> calibration;
+  if (onnx_calibrate_ > 0)
+    calibration = std::make_shared<tools::OnnxCalibration>(
+        tools::calibrate_onnx(*m.model, graph, synthetic_batches(m, onnx_calibrate_),
+                              onnx_calibration_method_, onnx_percentile_));
   const auto r = tools::export_onnx(*m.model, graph,
                                     tools::OnnxExportOptions()
                                         .opset(onnx_opset_)
                                         .dynamic_batch(onnx_dynamic_batch_)
-                                        .dynamic_hw(onnx_dynamic_hw_),
+                                        .dynamic_hw(onnx_dynamic_hw_)
+                                        .precision(onnx_int8_   ? tools::OnnxPrecision::kInt8
+                                                   : onnx_fp16_ ? tools::OnnxPrecision::kFp16
+                                                                : tools::OnnxPrecision::kFp32)
+                                        .calibration(calibration),
                                     onnx_out_);
   std::cout << "wrote " << r.path.string() << ": " << m.name << ", opset " << r.opset << ", "
             << r.nodes << " nodes, " << r.initializers << " initializers (from "
             << graph.ops().size() << " ops)\n";
   for (const auto& io : r.inputs) std::cout << "  input  " << tools::onnx_io_string(io) << "\n";
   for (const auto& io : r.outputs) std::cout << "  output " << tools::onnx_io_string(io) << "\n";
+  std::cout << "  precision " << r.precision;
+  if (calibration)
+    std::cout << " (calibrated: " << onnx_calibration_method_ << " over " << calibration->batches
+              << " batches)";
+  if (r.precision == "int8")
+    std::cout << ", " << r.activation_scales.size() << " activation and " << r.weight_scales.size()
+              << " weight Q/DQ pairs";
+  std::cout << "\n";
+  for (const auto& line : r.lines) std::cout << "  note: " << line << "\n";
+  const auto trt = tools::write_trt_files(r, {m.input});
+  std::cout << "wrote " << trt.script.string() << " and " << trt.json.string() << "\n";
   return kExitOk;
+}
+
+void ToolCommands::add_run_command(CLI::App& app) {
+  run_ = app.add_subcommand(
+      "run", "Run the model (eval, no grad) on a float32 .npy tensor; write its output as .npy");
+  run_->add_option("--model", run_args_.model, "A model of the zoo (see igb-tools list models)");
+  run_->add_option("--model-arg", run_args_.options,
+                   "Model option KEY=VALUE (repeatable), e.g. scale=3");
+  run_->add_option("--checkpoint", run_args_.checkpoint,
+                   "A checkpoint (.ckpt); the model is rebuilt from it");
+  run_->add_option("--input", run_args_.input,
+                   "Input tensor: a float32 .npy file of the model's rank and channel count")
+      ->required();
+  run_->add_option("--output", run_args_.output, "Output .npy file to write (float32)")->required();
+  int_range(run_->add_option("--threads", threads_, "Intra-op threads (0 = all cores)")
+                ->capture_default_str(),
+            0, 1024);
+  run_->add_option("--random-input", run_args_.random_input,
+                   "Instead of reading --input, write there uniform [0, 1) values of this shape "
+                   "(NxCxHxW) drawn with --seed, then run on them");
+  run_->add_option("--seed", run_args_.seed, "Seed of --random-input")->capture_default_str();
+  run_->add_option(
+      "--compare", run_args_.compare,
+      "Compare the output with this .npy (another runtime's output of the same input): "
+      "print the largest difference, exit 1 when above --tolerance");
+  real_range(run_->add_option("--tolerance", run_args_.tolerance,
+                              "Largest |output - compare| allowed, as a fraction of max |output|")
+                 ->capture_default_str(),
+             0, 1);
+  run_->add_option("--device", run_args_.device, "cpu or cuda")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+}
+
+int ToolCommands::run_model() {
+  const c10::Device device = configure_runtime(threads_, run_args_.device);
+  auto m = load_tool_model(run_args_.model, run_args_.options, run_args_.checkpoint, "");
+  if (!run_args_.random_input.empty()) {
+    const auto s = tools::parse_shape(run_args_.random_input, "--random-input");
+    check_input_fits(s, run_args_.random_input);
+    torch::manual_seed(static_cast<uint64_t>(run_args_.seed));
+    write_npy(run_args_.input, torch::rand(s));
+  }
+  const at::Tensor x = read_npy(run_args_.input);
+  const auto own = m.model->input_shape();
+  const tools::Shape shape = x.sizes().vec();
+  const std::string where = run_args_.input + ": ";
+  if (shape.size() != own.size())
+    throw InputError(where + "a " + std::to_string(shape.size()) + "-D tensor (shape " +
+                     tools::shape_to_string(shape) + "), but " + m.name + " takes " +
+                     std::to_string(own.size()) + "-D input like " + tools::shape_to_string(own));
+  if (own.size() >= 2 && shape[1] != own[1])
+    throw InputError(where + std::to_string(shape[1]) + " channels (shape " +
+                     tools::shape_to_string(shape) + "), but " + m.name + " takes " +
+                     std::to_string(own[1]) + "-channel input like " + tools::shape_to_string(own));
+  if (x.numel() == 0) throw InputError(where + "an empty tensor " + tools::shape_to_string(shape));
+  m.model->eval();
+  m.model->to(device);
+  at::Tensor y;
+  try {
+    torch::NoGradGuard no_grad;
+    y = m.model->forward(x.to(device));
+  } catch (const c10::Error& e) {
+    // A spatial size the model cannot take (a classifier's fixed flatten) fails inside LibTorch.
+    std::string why = e.what_without_backtrace();
+    why = why.substr(0, why.find('\n'));
+    throw InputError(where + "shape " + tools::shape_to_string(shape) + " does not fit " + m.name +
+                     ": " + why);
+  }
+  write_npy(run_args_.output, y);
+  std::cout << "wrote " << run_args_.output << ": " << m.name << " "
+            << tools::shape_to_string(shape) << " -> " << tools::shape_to_string(y.sizes().vec())
+            << "\n";
+  if (run_args_.compare.empty()) return kExitOk;
+  const at::Tensor ref = read_npy(run_args_.compare);
+  const at::Tensor out = y.to(torch::kCPU, torch::kFloat);
+  if (ref.sizes() != out.sizes())
+    throw InputError(run_args_.compare + ": shape " + tools::shape_to_string(ref.sizes().vec()) +
+                     ", but the output is " + tools::shape_to_string(out.sizes().vec()));
+  const double diff = (out - ref).abs().max().item<double>();
+  const double scale = out.abs().max().item<double>();
+  const bool ok = diff <= run_args_.tolerance * scale;
+  std::cout << "max |output - " << run_args_.compare << "| = " << diff
+            << " (max |output| = " << scale << "): " << (ok ? "within " : "above ")
+            << run_args_.tolerance << " of max |output|\n";
+  return ok ? kExitOk : kExitFailure;
 }
 
 }  // namespace igb::options

@@ -43,8 +43,8 @@ const std::vector<std::string>& summary_kinds();
 void write_summaries(const ToolModel& m, const std::vector<std::string>& kinds,
                      const std::filesystem::path& out_dir, Logger& logger);
 
-/// The subcommands of igb-tools: list, macs, sparsity, draw, profile, thin, export-onnx. Construct
-/// on the app, parse, then run() the one that was given.
+/// The subcommands of igb-tools: list, macs, sparsity, draw, profile, thin, export-onnx, run.
+/// Construct on the app, parse, then run() the one that was given.
 class ToolCommands {
  public:
   explicit ToolCommands(CLI::App& app);
@@ -60,6 +60,7 @@ class ToolCommands {
   };
   void add_target(CLI::App* sub, Target& t, bool model_allowed);
   static void add_outputs(CLI::App* sub, Outputs& o);
+  void add_run_command(CLI::App& app);
 
   // One per subcommand.
   int run_list();
@@ -69,6 +70,7 @@ class ToolCommands {
   int run_profile();
   int run_thin();
   int run_export_onnx();
+  int run_model();
 
   CLI::App *list_ = nullptr, *macs_ = nullptr, *sparsity_ = nullptr, *draw_ = nullptr,
            *profile_ = nullptr, *thin_ = nullptr, *export_onnx_ = nullptr;
@@ -86,6 +88,18 @@ class ToolCommands {
   std::string onnx_out_;
   int64_t onnx_opset_ = 13;
   bool onnx_dynamic_batch_ = false, onnx_dynamic_hw_ = false;
+  bool onnx_int8_ = false, onnx_fp16_ = false;
+  int64_t onnx_calibrate_ = 0;
+  std::string onnx_calibration_method_ = "max";
+  double onnx_percentile_ = 99.99;
+  // `run`: the model on a .npy tensor.
+  CLI::App* run_ = nullptr;
+  struct RunArgs {
+    std::string model, checkpoint, input, output, device = "cpu", random_input, compare;
+    std::vector<std::string> options;
+    int64_t seed = 0;
+    double tolerance = 1e-4;
+  } run_args_;
 };
 
 }  // namespace igb::options

@@ -35,35 +35,6 @@ double median(std::vector<double> v) {
 
 const std::string kLayerPrefix = "layer: ";
 
-/// Runs one node of a traced graph on `stack` (its inputs), leaving its outputs there.
-void run_node(jit::Node* node, jit::Stack& stack) {
-  const size_t n = node->inputs().size();
-  switch (node->kind()) {
-    case c10::prim::ListConstruct: {
-      c10::impl::GenericList list(node->output()->type()->containedType(0));
-      list.reserve(n);
-      for (size_t i = stack.size() - n; i < stack.size(); ++i) list.push_back(stack[i]);
-      stack.resize(stack.size() - n);
-      stack.emplace_back(std::move(list));
-      return;
-    }
-    case c10::prim::TupleConstruct: {
-      std::vector<c10::IValue> items(stack.end() - static_cast<std::ptrdiff_t>(n), stack.end());
-      stack.resize(stack.size() - n);
-      stack.emplace_back(c10::ivalue::Tuple::create(std::move(items)));
-      return;
-    }
-    case c10::prim::ListUnpack: {
-      auto list = stack.back().toList();
-      stack.pop_back();
-      for (const auto& item : list) stack.push_back(item);
-      return;
-    }
-    default:
-      node->getOperation()(stack);
-  }
-}
-
 /// Executes a traced graph node by node. `on_op(op index, node, stack of inputs)` may replace the
 /// plain call (to time it); values of every node stay in `env`.
 class GraphRunner {
@@ -90,7 +61,7 @@ class GraphRunner {
       if (hook && it != op_of_.end())
         hook(it->second, node, stack);
       else
-        run_node(node, stack);
+        run_traced_node(node, stack);
       for (size_t i = 0; i < node->outputs().size(); ++i) env_[node->outputs()[i]] = stack.at(i);
     }
     const auto& out = env_.at(graph.outputs()[0]);
@@ -159,7 +130,7 @@ double time_forward_backward(jit::Node* node, const jit::Stack& recorded,
   }
   torch::AutoGradMode grad(true);
   const auto t0 = Clock::now();
-  run_node(node, stack);
+  run_traced_node(node, stack);
   std::vector<at::Tensor> outs, grads;
   for (const auto& v : stack)
     if (v.isTensor() && v.toTensor().requires_grad()) {
@@ -269,7 +240,7 @@ void time_forward(const SummaryGraph& graph, GraphRunner& runner,
   for (int r = 0; r < runs.warmup + runs.repeats; ++r)
     runner.run(input, [&](int op, jit::Node* node, jit::Stack& stack) {
       const auto t0 = Clock::now();
-      run_node(node, stack);
+      run_traced_node(node, stack);
       if (r >= runs.warmup) fwd[op].push_back(ms_since(t0));
     });
   bp.forward_ms = runs.median_of([&] {
@@ -303,7 +274,7 @@ double time_model_forward_backward(const SummaryGraph::Forward& forward, const a
 void measure_output_bytes(GraphRunner& runner, const at::Tensor& input, BatchProfile& bp) {
   torch::NoGradGuard no_grad;
   runner.run(input, [&](int op, jit::Node* node, jit::Stack& stack) {
-    run_node(node, stack);
+    run_traced_node(node, stack);
     for (const auto& v : stack)
       if (v.isTensor()) bp.layers[op].output_bytes += static_cast<int64_t>(v.toTensor().nbytes());
   });
@@ -334,7 +305,7 @@ void profile_operators(const SummaryGraph& graph, GraphRunner& runner, const at:
   try {
     auto out = runner.run(input, [&](int op, jit::Node* node, jit::Stack& stack) {
       RECORD_USER_SCOPE(kLayerPrefix + graph.op(op).name);
-      run_node(node, stack);
+      run_traced_node(node, stack);
     });
     if (out.requires_grad()) out.sum().backward();
   } catch (...) {

@@ -7,9 +7,13 @@
 #include <fstream>
 #include <set>
 
+#include "compress/scheduler.h"
+#include "compress/training_hooks.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/npy.h"
+#include "data/synthetic_images.h"
+#include "models/trainer.h"
 #include "tests/tools/tools_support.h"
 #include "tools/export/onnx_export.h"
 #include "tools/graph/summary_graph.h"
@@ -273,5 +277,358 @@ INSTANTIATE_TEST_SUITE_P(
                       "mobilenet_v2", "resnet18", "resnet34", "resnet50", "preact_resnet18",
                       "preact_resnet34", "preact_resnet50"),
     [](const auto& info) { return info.param; });
+
+}  // namespace igb::tools
+
+// ---- INT8 Q/DQ and FP16 export ----
+
+namespace igb::tools {
+
+namespace {
+
+/// One SGD step through the scheduler's hooks (as the Trainer calls them), so quantization ranges
+/// and quantized weights are those of a trained model.
+void qdq_train_steps(torch::nn::Module& model, const models::Model& m,
+                     compress::CompressionScheduler& s, const Shape& shape, int steps) {
+  models::TrainConfig config;
+  config.optimizer = "sgd";
+  config.lr = 0.01;
+  config.momentum = 0.9;
+  auto opt = models::make_optimizer(config, model.parameters(), s.param_groups());
+  model.train();
+  for (int i = 0; i < steps; ++i) {
+    const auto x = torch::rand(shape);
+    compress::MinibatchInfo info{0, i, steps};
+    s.on_minibatch_begin(info, *opt);
+    auto loss = m->forward(x).pow(2).mean();
+    loss = s.before_backward_pass(info, loss, *opt);
+    opt->zero_grad();
+    loss.backward();
+    s.before_parameter_optimization(info, *opt);
+    opt->step();
+    s.on_minibatch_end(info, *opt);
+  }
+  model.eval();
+}
+
+std::string qdq_schedule(const std::string& cls, const std::string& body) {
+  return "version: 1\nquantizers:\n  q:\n    class: " + cls + "\n" + body +
+         "policies:\n  - quantizer:\n      instance_name: q\n    starting_epoch: 0\n"
+         "    ending_epoch: 200\n    frequency: 1\n";
+}
+
+/// Q/DQ nodes of `model`; every zero point must be an INT8 initializer.
+int64_t qdq_node_count(const onnx::ModelProto& model) {
+  std::map<std::string, int> type_of;
+  for (const auto& i : model.graph().initializer()) type_of[i.name()] = i.data_type();
+  int64_t n = 0;
+  for (const auto& node : model.graph().node()) {
+    if (node.op_type() != "QuantizeLinear" && node.op_type() != "DequantizeLinear") continue;
+    ++n;
+    EXPECT_EQ(node.input_size(), 3) << node.name();
+    if (node.input_size() == 3) {
+      EXPECT_EQ(type_of[node.input(2)], onnx::TensorProto::INT8) << node.name();
+      EXPECT_EQ(type_of[node.input(1)], onnx::TensorProto::FLOAT) << node.name();
+    }
+  }
+  return n;
+}
+
+/// Fraction of elements of `got` within `tol` of `expected`.
+double qdq_fraction_within(const at::Tensor& expected, const at::Tensor& got, double tol) {
+  return (expected - got).abs().le(tol).to(at::kDouble).mean().item<double>();
+}
+
+/// Exports a QAT-trained `m` with --int8-qdq and compares onnxruntime with the fake-quantized eval
+/// forward in units of the output quantization step, max|y|/127 (the step of a symmetric int8
+/// grid over the output's range): at least 99.9% of the elements within `steps` steps, and at
+/// least `one_step` of them within one step.
+OnnxExportReport qdq_check(const models::Model& m, const std::string& name, const Shape& in,
+                           bool compare = true, double steps = 1, double one_step = 0.999) {
+  const auto graph = graph_of(m, name);
+  const auto dir = onnx_test_folder("qdq_" + name);
+  const auto path = dir / "m.onnx";
+  const auto r = export_onnx(
+      *m, graph, OnnxExportOptions().dynamic_batch(true).precision(OnnxPrecision::kInt8), path);
+  EXPECT_EQ(r.precision, "int8");
+  EXPECT_NO_THROW(onnx::checker::check_model(path.string()));
+  EXPECT_GT(qdq_node_count(load_onnx_model(path)), 0);
+  if (!compare) return r;
+  torch::manual_seed(7);
+  const auto x = torch::rand(in);
+  at::Tensor expected;
+  {
+    torch::NoGradGuard no_grad;
+    expected = m->forward(x);
+  }
+  const auto got = onnx_runtime_forward(path, x, dir);
+  if (!got.defined()) return r;
+  const double step = expected.abs().max().item<double>() / 127.0;
+  const double within = qdq_fraction_within(expected, got, step);
+  std::printf("[ qdq      ] %s: max |torch - ort| = %.3g, step %.3g, within one step %.5f\n",
+              name.c_str(), (expected - got).abs().max().item<double>(), step, within);
+  EXPECT_GE(within, one_step) << name;
+  EXPECT_GE(qdq_fraction_within(expected, got, steps * step), 0.999) << name;
+  return r;
+}
+
+}  // namespace
+
+TEST(OnnxQdq, Resnet20Int8QatMatchesOnnxRuntimeWithinOneOutputStep) {
+  auto m = make("resnet20_cifar");
+  const auto text =
+      read_text_file(fs::path(IGB_SOURCE_DIR) / "schedules/classify/resnet20_int8_qat.yaml");
+  auto s =
+      compress::CompressionScheduler::from_text(text, "resnet20_int8_qat.yaml", *m, 0.01, nullptr);
+  qdq_train_steps(*m, m, *s, {8, 3, 32, 32}, 3);
+  // Through 19 quantized layers a last-bit difference of a conv sum (onnxruntime's and LibTorch's
+  // accumulation orders differ) moves a value across a rounding boundary now and then, and the
+  // flip propagates: LibTorch against itself with every BN bias moved by 1e-6 keeps only 51% of
+  // the outputs within one step (max 4.5 steps). onnxruntime: 92.5% within one step, all within 4.
+  const auto r = qdq_check(m, "resnet20_cifar", {16, 3, 32, 32}, true, 4, 0.9);
+  {
+    torch::NoGradGuard no_grad;
+    torch::manual_seed(7);
+    const auto x = torch::rand({16, 3, 32, 32});
+    const auto y = m->forward(x);
+    for (auto& p : m->named_parameters())
+      if (p.key().find(".bn") != std::string::npos && p.key().find("bias") != std::string::npos)
+        p.value().add_(1e-6);
+    const auto moved = m->forward(x);
+    const double step = y.abs().max().item<double>() / 127.0;
+    std::printf("[ qdq      ] LibTorch, BN biases moved by 1e-6: within one step %.5f, max %.3g\n",
+                qdq_fraction_within(y, moved, step), (y - moved).abs().max().item<double>() / step);
+  }
+  // The input, 19 ReLUs and the downsampling blocks' zero-padded skips; 20 weights.
+  EXPECT_GE(r.activation_scales.size(), 20u);
+  EXPECT_EQ(r.weight_scales.size(), 20u);
+  ASSERT_TRUE(r.weight_scales.count("layer1.0.conv1.weight"));
+  EXPECT_EQ(r.weight_scales.at("layer1.0.conv1.weight").size(), 16u);
+  // fc reads the average pool of quantized values, which the QAT model keeps float.
+  for (const auto& line : r.lines) {
+    std::printf("  note: %s\n", line.c_str());
+    EXPECT_EQ(line.rfind("layer fc:", 0), 0u) << line;
+  }
+}
+
+TEST(OnnxQdq, FsrcnnDorefaAndPact4BitAreExactAnd8BitDorefaIsReported) {
+  const nlohmann::json args = {{"d", 8}, {"s", 4}, {"m", 1}};
+  for (const char* cls : {"DorefaQuantizer", "PACTQuantizer"}) {
+    auto m = make("fsrcnn", args);
+    auto s = compress::CompressionScheduler::from_text(
+        qdq_schedule(cls, "    bits_activations: 4\n    bits_weights: 4\n"), "q.yaml", *m, 0.01,
+        nullptr);
+    const Shape in = m->input_shape();
+    qdq_train_steps(*m, m, *s, {2, in[1], in[2], in[3]}, 2);
+    const auto r = qdq_check(m, std::string("fsrcnn_") + cls, {2, in[1], in[2], in[3]});
+    EXPECT_GE(r.weight_scales.size(), 3u) << cls;
+    for (const auto& [w, scales] : r.weight_scales) {
+      if (w.find("mid_part") == std::string::npos) continue;
+      for (float v : scales) EXPECT_FLOAT_EQ(v, 1.0f / 15.0f) << cls << " " << w;
+    }
+    for (const auto& line : r.lines) EXPECT_EQ(line.find("does not fit"), std::string::npos);
+  }
+  auto m = make("fsrcnn", args);
+  auto s = compress::CompressionScheduler::from_text(
+      qdq_schedule("DorefaQuantizer", "    bits_activations: 8\n    bits_weights: 8\n"), "q.yaml",
+      *m, 0.01, nullptr);
+  const Shape in = m->input_shape();
+  qdq_train_steps(*m, m, *s, {2, in[1], in[2], in[3]}, 1);
+  const auto r = qdq_check(m, "fsrcnn_dorefa8", {2, in[1], in[2], in[3]}, false);
+  bool reported = false;
+  for (const auto& line : r.lines) {
+    std::printf("  note: %s\n", line.c_str());
+    reported |= line.find("layer mid_part") != std::string::npos &&
+                line.find("beyond int8") != std::string::npos;
+  }
+  EXPECT_TRUE(reported);
+}
+
+// PACT activations on [0, α] with 15 levels: scale α/15, zero point 0; 3-bit DoReFa weights: scale
+// 1/7. 8-bit PACT activations (255 levels) do not fit int8 and are reported.
+TEST(OnnxQdq, Resnet20PactGridsMapOntoInt8) {
+  for (const int bits : {4, 8}) {
+    auto m = make("resnet20_cifar");
+    auto s = compress::CompressionScheduler::from_text(
+        qdq_schedule("PACTQuantizer", "    bits_activations: " + std::to_string(bits) +
+                                          "\n    bits_weights: 3\n    act_clip_init_val: 3\n"),
+        "q.yaml", *m, 0.01, nullptr);
+    qdq_train_steps(*m, m, *s, {8, 3, 32, 32}, 2);
+    const auto r = qdq_check(m, "resnet20_pact" + std::to_string(bits), {16, 3, 32, 32},
+                             /*compare=*/bits == 4);
+    const double alpha =
+        m->named_parameters()["layer2.1.relu1.replacement.clip_val"].item<double>();
+    bool found = false;
+    for (const auto& [value, scale] : r.activation_scales)
+      if (value.rfind("layer2.1.relu1", 0) == 0 && bits == 4) {
+        found = true;
+        EXPECT_NEAR(scale, alpha / 15.0, 1e-6 * alpha) << value;
+      }
+    EXPECT_EQ(found, bits == 4);
+    ASSERT_TRUE(r.weight_scales.count("layer2.1.conv1.weight"));
+    EXPECT_FLOAT_EQ(r.weight_scales.at("layer2.1.conv1.weight")[0], 1.0f / 7.0f);
+    int unfit = 0;
+    for (const auto& line : r.lines) unfit += line.find("does not fit int8") != std::string::npos;
+    EXPECT_EQ(unfit, bits == 4 ? 0 : 19) << bits;
+  }
+}
+
+TEST(OnnxQdq, CalibratedFloatResnet20AgreesWithLibTorchsArgmax) {
+  auto m = make("resnet20_cifar");
+  auto images = [](uint64_t first, int64_t n) {
+    std::vector<at::Tensor> xs;
+    for (int64_t i = 0; i < n; ++i)
+      xs.push_back(data::render_synthetic_image(32, 32, first + static_cast<uint64_t>(i)));
+    return at::stack(xs);
+  };
+  // Batch-norm statistics of the synthetic images (a fresh model's are 0 and 1), so the logits
+  // follow the input rather than the biases.
+  {
+    torch::NoGradGuard no_grad;
+    m->train();
+    const auto warm = images(5000, 32);
+    for (int i = 0; i < 30; ++i) m->forward(warm);
+  }
+  m->eval();
+  const auto graph = graph_of(m, "resnet20_cifar");
+  const auto batches = [&](const std::function<void(const at::Tensor&)>& f) {
+    for (uint64_t b = 0; b < 4; ++b) f(images(100 + 16 * b, 16));
+  };
+  const auto x = images(1000, 64);
+  at::Tensor expected;
+  {
+    torch::NoGradGuard no_grad;
+    expected = m->forward(x).argmax(1);
+  }
+  // The float model does tell the inputs apart (not one class for all).
+  EXPECT_GE(std::get<0>(at::_unique(expected)).numel(), 3);
+  for (const char* method : {"max", "percentile"}) {
+    auto cal = std::make_shared<OnnxCalibration>(calibrate_onnx(*m, graph, batches, method, 99.99));
+    EXPECT_EQ(cal->batches, 4);
+    EXPECT_GE(cal->amax.size(), 20u);
+    const auto dir = onnx_test_folder(std::string("calibrated_") + method);
+    const auto path = dir / "m.onnx";
+    const auto r = export_onnx(
+        *m, graph,
+        OnnxExportOptions().dynamic_batch(true).precision(OnnxPrecision::kInt8).calibration(cal),
+        path);
+    EXPECT_NO_THROW(onnx::checker::check_model(path.string()));
+    EXPECT_GT(qdq_node_count(load_onnx_model(path)), 0);
+    EXPECT_EQ(r.weight_scales.size(), 20u);
+    const auto got = onnx_runtime_forward(path, x, dir);
+    if (!got.defined()) return;
+    const double agree = got.argmax(1).eq(expected).to(at::kDouble).mean().item<double>();
+    std::printf("[ qdq      ] calibrated (%s): argmax agreement %.3f\n", method, agree);
+    EXPECT_GE(agree, 0.9) << method;
+  }
+  EXPECT_THROW(calibrate_onnx(*m, graph, batches, "entropy", 99.99), InputError);
+}
+
+// ConvTranspose: its (C_in, C_out, k, k) weight per channel along axis 0, its input calibrated.
+TEST(OnnxQdq, CalibratedFloatFsrcnnStaysCloseToLibTorch) {
+  auto m = make("fsrcnn", {{"d", 8}, {"s", 4}, {"m", 1}});
+  m->eval();
+  const auto graph = graph_of(m, "fsrcnn");
+  const Shape in = m->input_shape();
+  const auto luma = [&](uint64_t seed) {
+    return data::render_synthetic_image(in[2], in[3], seed).mean(0, true).unsqueeze(0);
+  };
+  auto cal = std::make_shared<OnnxCalibration>(calibrate_onnx(
+      *m, graph,
+      [&](const std::function<void(const at::Tensor&)>& f) {
+        for (uint64_t b = 0; b < 4; ++b) f(luma(200 + b));
+      },
+      "max", 99.99));
+  const auto dir = onnx_test_folder("calibrated_fsrcnn");
+  const auto path = dir / "m.onnx";
+  const auto r = export_onnx(
+      *m, graph, OnnxExportOptions().precision(OnnxPrecision::kInt8).calibration(cal), path);
+  EXPECT_TRUE(r.weight_scales.count("last_part.weight"));
+  const auto x = luma(300);
+  at::Tensor expected;
+  {
+    torch::NoGradGuard no_grad;
+    expected = m->forward(x);
+  }
+  const auto got = onnx_runtime_forward(path, x, dir);
+  if (!got.defined()) return;
+  const auto d = onnx_compare(expected, got);
+  std::printf("[ qdq      ] calibrated fsrcnn: max |float - int8| = %.3g (max |y| = %.3g)\n",
+              d.max_abs, d.scale);
+  EXPECT_LE(d.max_abs, 0.05 * d.scale);
+}
+
+namespace {
+
+struct OnnxFp16NormNet : torch::nn::Module {
+  torch::nn::Conv2d conv{nullptr};
+  torch::nn::InstanceNorm2d norm{nullptr};
+  OnnxFp16NormNet() {
+    conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3)));
+    norm = register_module(
+        "norm", torch::nn::InstanceNorm2d(torch::nn::InstanceNorm2dOptions(4).affine(true)));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return torch::relu(norm->forward(conv->forward(x)));
+  }
+};
+
+}  // namespace
+
+TEST(OnnxFp16, InstanceNormPassesTheCheckerAndMatches) {
+  torch::manual_seed(0);
+  OnnxFp16NormNet net;
+  net.eval();
+  const auto graph = SummaryGraph::build(
+      net, {1, 3, 12, 12}, [&](const torch::Tensor& x) { return net.forward(x); }, "norm_net");
+  const auto dir = onnx_test_folder("fp16_instance_norm");
+  const auto path = dir / "m.onnx";
+  export_onnx(net, graph, OnnxExportOptions().precision(OnnxPrecision::kFp16), path);
+  EXPECT_NO_THROW(onnx::checker::check_model(path.string()));
+  const auto x = torch::rand({1, 3, 12, 12});
+  at::Tensor expected;
+  {
+    torch::NoGradGuard no_grad;
+    expected = net.forward(x);
+  }
+  const auto got = onnx_runtime_forward(path, x, dir);
+  if (!got.defined()) return;
+  const auto d = onnx_compare(expected, got);
+  EXPECT_LE(d.max_abs, 1e-2 * d.scale);
+}
+
+TEST(OnnxFp16, FsrcnnAndResnet20MatchFp32WithinOnePercent) {
+  for (const char* name : {"fsrcnn", "resnet20_cifar"}) {
+    auto m = make(name);
+    onnx_randomize_norms(*m);
+    m->eval();
+    const auto graph = graph_of(m, name);
+    const auto dir = onnx_test_folder(std::string("fp16_") + name);
+    const auto path = dir / "m.onnx";
+    const auto r = export_onnx(
+        *m, graph, OnnxExportOptions().dynamic_batch(true).precision(OnnxPrecision::kFp16), path);
+    EXPECT_EQ(r.precision, "fp16");
+    EXPECT_NO_THROW(onnx::checker::check_model(path.string()));
+    const auto model = load_onnx_model(path);
+    for (const auto& i : model.graph().initializer())
+      if (i.data_type() == onnx::TensorProto::FLOAT)
+        ADD_FAILURE() << name << ": float32 initializer " << i.name();
+    EXPECT_EQ(model.graph().input(0).type().tensor_type().elem_type(), onnx::TensorProto::FLOAT);
+    const Shape in = m->input_shape();
+    torch::manual_seed(3);
+    const auto x = torch::rand({2, in[1], in[2], in[3]});
+    at::Tensor expected;
+    {
+      torch::NoGradGuard no_grad;
+      expected = m->forward(x);
+    }
+    const auto got = onnx_runtime_forward(path, x, dir);
+    if (!got.defined()) return;
+    const auto d = onnx_compare(expected, got);
+    std::printf("[ fp16     ] %s: max |fp32 - fp16| = %.3g (max |y| = %.3g)\n", name, d.max_abs,
+                d.scale);
+    EXPECT_LE(d.max_abs, 1e-2 * d.scale) << name;
+  }
+}
 
 }  // namespace igb::tools

@@ -15,15 +15,28 @@ OnnxExportReport export_onnx(torch::nn::Module& model, const SummaryGraph& graph
     throw InputError("ONNX opset " + std::to_string(options.opset()) +
                      " is not supported; the exporter writes opset 13");
   // Every op must have an emitter before anything is built.
+  const bool int8 = options.precision() == OnnxPrecision::kInt8;
+  if (options.calibration() && !int8)
+    throw InputError("a calibration applies to the INT8 Q/DQ export only");
   for (const auto& op : graph.ops()) {
     const OpInfo& info = op_info(op.op_kind);
+    if (int8 && op.op_kind == OpKind::kFakeQuantize) continue;
     if (op.op_kind == OpKind::kOther || !info.onnx_emit)
       throw InputError("cannot export " + op.type + " op '" + op.name + "' of " +
                        graph.model_name() + " to ONNX: the exporter has no mapping for " +
                        (op.op_kind == OpKind::kOther ? op.kind : std::string(op.type)));
   }
   OnnxWriter writer(model, graph, {options.dynamic_batch(), options.dynamic_hw()});
-  for (const auto& op : graph.ops()) op_info(op.op_kind).onnx_emit(writer, op);
+  writer.set_fp16(options.precision() == OnnxPrecision::kFp16);
+  std::unique_ptr<OnnxQdqPass> qdq;
+  if (int8) qdq = std::make_unique<OnnxQdqPass>(writer, graph, options.calibration().get());
+  for (const auto& op : graph.ops()) {
+    if (qdq) qdq->before(op);
+    if (qdq && op.op_kind == OpKind::kFakeQuantize)
+      qdq->emit_fake_quantize(op);
+    else
+      op_info(op.op_kind).onnx_emit(writer, op);
+  }
   const std::string version =
       options.producer_version().empty() ? IGB_VERSION : options.producer_version();
   const std::string bytes = writer.finish(options.opset(), options.producer_name(), version);
@@ -40,7 +53,25 @@ OnnxExportReport export_onnx(torch::nn::Module& model, const SummaryGraph& graph
   r.initializers = writer.initializer_count();
   for (const auto& io : writer.inputs()) r.inputs.push_back({io.name, io.dims});
   for (const auto& io : writer.outputs()) r.outputs.push_back({io.name, io.dims});
+  r.precision = onnx_precision_name(options.precision());
+  if (qdq) {
+    r.activation_scales = qdq->record().activation_scales;
+    r.weight_scales = qdq->record().weight_scales;
+    r.lines = qdq->record().lines;
+  }
   return r;
+}
+
+std::string onnx_precision_name(OnnxPrecision p) {
+  switch (p) {
+    case OnnxPrecision::kFp16:
+      return "fp16";
+    case OnnxPrecision::kInt8:
+      return "int8";
+    case OnnxPrecision::kFp32:
+      break;
+  }
+  return "fp32";
 }
 
 std::string onnx_io_string(const OnnxIo& io) {

@@ -6,7 +6,9 @@
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 
+#include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "core/error.h"
 #include "core/text.h"
@@ -89,6 +91,8 @@ std::string OnnxWriter::input(const OpNode& op, size_t slot) const {
   if (slot >= op.inputs.size())
     fail(op, "it has " + std::to_string(op.inputs.size()) + " data inputs, not " +
                  std::to_string(slot + 1));
+  if (auto o = input_override_.find({op.id, op.inputs[slot]}); o != input_override_.end())
+    return o->second;
   auto it = names_.find(op.inputs[slot]);
   if (it == names_.end()) fail(op, "its input " + std::to_string(slot) + " has no producer");
   return it->second;
@@ -138,6 +142,7 @@ std::string OnnxWriter::tensor(const std::string& name, const at::Tensor& t) {
 }
 
 std::string OnnxWriter::param(const std::string& name) {
+  if (auto a = param_alias_.find(name); a != param_alias_.end()) return a->second;
   for (const auto& init : impl_->graph.initializer())
     if (init.name() == name) return name;
   auto it = tensors_.find(name);
@@ -166,6 +171,37 @@ std::string OnnxWriter::float_vector(const std::string& name, const std::vector<
   init->add_dims(static_cast<int64_t>(v.size()));
   for (float x : v) init->add_float_data(x);
   return n;
+}
+
+std::string OnnxWriter::int8s(const std::string& name, const std::vector<int8_t>& v,
+                              const Shape& dims) {
+  const std::string n = unique(name);
+  auto* init = impl_->graph.add_initializer();
+  init->set_name(n);
+  init->set_data_type(onnx::TensorProto::INT8);
+  for (int64_t d : dims) init->add_dims(d);
+  init->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size()));
+  return n;
+}
+
+at::Tensor OnnxWriter::model_tensor(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? at::Tensor() : it->second;
+}
+
+void OnnxWriter::alias_param(const std::string& name, const std::string& value) {
+  param_alias_[name] = value;
+}
+
+void OnnxWriter::override_input(int op_id, int value, const std::string& name) {
+  input_override_[{op_id, value}] = name;
+}
+
+std::string OnnxWriter::value_name(int value) const {
+  auto it = names_.find(value);
+  if (it == names_.end())
+    throw InputError("cannot export to ONNX: value " + std::to_string(value) + " has no producer");
+  return it->second;
 }
 
 std::string OnnxWriter::float_scalar(const std::string& name, float v) {
@@ -314,6 +350,10 @@ OnnxOperand OnnxWriter::operand(const OpNode& op, size_t index) const {
   const jit::Value* v = n->input(index);
   if (auto it = value_of_.find(v); it != value_of_.end()) {
     o.kind = OnnxOperand::Kind::kValue;
+    if (auto ov = input_override_.find({op.id, it->second}); ov != input_override_.end()) {
+      o.value = ov->second;
+      return o;
+    }
     auto name = names_.find(it->second);
     if (name == names_.end()) fail(op, "its input " + std::to_string(index) + " has no producer");
     o.value = name->second;
@@ -382,6 +422,71 @@ void declare(onnx::ValueInfoProto* vi, const OnnxWriter::Io& io) {
   }
 }
 
+/// FLOAT initializers to FLOAT16, Casts at the graph's inputs and outputs (which stay float32).
+void to_float16(onnx::GraphProto& g) {
+  std::set<std::string> keep;  // Resize's roi and scales are float32 inputs of their own type
+  for (const auto& n : g.node())
+    if (n.op_type() == "Resize")
+      for (int i = 1; i < std::min(n.input_size(), 3); ++i) keep.insert(n.input(i));
+  for (auto& init : *g.mutable_initializer()) {
+    if (init.data_type() != onnx::TensorProto::FLOAT || keep.count(init.name())) continue;
+    std::vector<int64_t> dims(init.dims().begin(), init.dims().end());
+    at::Tensor t;
+    if (init.has_raw_data()) {
+      std::vector<float> v(init.raw_data().size() / sizeof(float));
+      std::memcpy(v.data(), init.raw_data().data(), v.size() * sizeof(float));
+      t = at::tensor(v);
+    } else {
+      t = at::tensor(std::vector<float>(init.float_data().begin(), init.float_data().end()));
+    }
+    const auto h = t.to(at::kHalf).contiguous();
+    init.clear_float_data();
+    init.set_data_type(onnx::TensorProto::FLOAT16);
+    init.set_raw_data(
+        std::string(static_cast<const char*>(h.data_ptr()), static_cast<size_t>(h.numel()) * 2));
+  }
+  for (auto& n : *g.mutable_node())
+    if (n.op_type() == "Cast")
+      for (auto& a : *n.mutable_attribute())
+        if (a.name() == "to" && a.i() == onnx::TensorProto::FLOAT)
+          a.set_i(onnx::TensorProto::FLOAT16);
+  auto rename = [&](const std::string& from, const std::string& to, bool outputs) {
+    for (auto& n : *g.mutable_node()) {
+      for (auto& i : *n.mutable_input())
+        if (i == from) i = to;
+      if (outputs)
+        for (auto& o : *n.mutable_output())
+          if (o == from) o = to;
+    }
+  };
+  auto cast = [](const std::string& in, const std::string& out, int to) {
+    onnx::NodeProto c;
+    c.set_op_type("Cast");
+    c.set_name(out + "/cast");
+    c.add_input(in);
+    c.add_output(out);
+    auto* a = c.add_attribute();
+    a->set_name("to");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(to);
+    return c;
+  };
+  std::vector<onnx::NodeProto> head, tail;
+  for (const auto& in : g.input()) {
+    rename(in.name(), in.name() + "/fp16", false);
+    head.push_back(cast(in.name(), in.name() + "/fp16", onnx::TensorProto::FLOAT16));
+  }
+  for (const auto& out : g.output()) {
+    rename(out.name(), out.name() + "/fp16", true);
+    tail.push_back(cast(out.name() + "/fp16", out.name(), onnx::TensorProto::FLOAT));
+  }
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+  for (auto& n : head) *nodes.Add() = n;
+  for (const auto& n : g.node()) *nodes.Add() = n;
+  for (auto& n : tail) *nodes.Add() = n;
+  g.mutable_node()->Swap(&nodes);
+}
+
 }  // namespace
 
 std::string OnnxWriter::finish(int64_t opset, const std::string& producer,
@@ -405,6 +510,7 @@ std::string OnnxWriter::finish(int64_t opset, const std::string& producer,
   g.clear_output();
   for (const auto& io : inputs_) declare(g.add_input(), io);
   for (const auto& io : outputs_) declare(g.add_output(), io);
+  if (fp16_) to_float16(g);
 
   onnx::ModelProto model;
   model.set_ir_version(7);

@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "tools/graph/summary_graph.h"
@@ -90,6 +91,21 @@ class OnnxWriter {
   std::string int64s(const std::string& name, const std::vector<int64_t>& v);
   std::string float_scalar(const std::string& name, float v);
   std::string float_vector(const std::string& name, const std::vector<float>& v);
+  /// An int8 initializer of shape `dims` (a scalar when empty): Q/DQ zero points.
+  std::string int8s(const std::string& name, const std::vector<int8_t>& v, const Shape& dims);
+  /// The model's parameter or buffer `name`; undefined when it has none.
+  at::Tensor model_tensor(const std::string& name) const;
+  /// From now on param(`name`) returns `value` (a weight's DequantizeLinear output).
+  void alias_param(const std::string& name, const std::string& value);
+  /// Data value `value` (a summary-graph value id) reads as `name` for op `op_id` only, through
+  /// input() and operand() (an input's DequantizeLinear output).
+  void override_input(int op_id, int value, const std::string& name);
+  /// The ONNX name of summary-graph value `value`.
+  std::string value_name(int value) const;
+  /// Write the graph's computation in float16: initializers (except Resize's roi and scales)
+  /// become FLOAT16, a Cast follows each graph input and precedes each graph output, which stay
+  /// float32. Applied by finish().
+  void set_fp16(bool fp16) { fp16_ = fp16; }
   /// An operand as an ONNX value: a data value's name, or an initializer for a constant.
   std::string operand_value(const OpNode& op, const OnnxOperand& o, const std::string& what);
 
@@ -145,6 +161,9 @@ class OnnxWriter {
   std::set<int> graph_outputs_;
   std::map<std::string, at::Tensor> tensors_;
   std::map<std::string, int> taken_;
+  std::map<std::string, std::string> param_alias_;
+  std::map<std::pair<int, int>, std::string> input_override_;
+  bool fp16_ = false;
 };
 
 }  // namespace igb::tools

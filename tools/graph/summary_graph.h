@@ -1,5 +1,6 @@
 #pragma once
 
+#include <ATen/core/stack.h>
 #include <torch/nn/module.h>
 
 #include <functional>
@@ -180,5 +181,10 @@ class SummaryGraph {
   std::vector<int> inputs_, outputs_;
   std::map<std::string, int> by_name_;
 };
+
+/// Runs one node of a traced graph (SummaryGraph::jit_graph()) on `stack`, which holds its inputs
+/// in order, leaving its outputs there; list and tuple constructors included (profiling and
+/// calibration replay the trace node by node).
+void run_traced_node(torch::jit::Node* node, torch::jit::Stack& stack);
 
 }  // namespace igb::tools

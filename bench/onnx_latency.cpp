@@ -1,0 +1,216 @@
+// Inference latency of LibTorch against onnxruntime on the same model, in one run: each zoo model
+// (weights drawn after a fixed seed, eval mode) is exported as FP32 ONNX with a dynamic batch, then
+// for each batch size LibTorch's forward (no grad) and onnxruntime's CPU session
+// (scripts/ort_run.js through Node.js) run the same input with the same number of intra-op
+// threads, W warm-up runs then R timed ones each; medians compared. The outputs of the two sides
+// are compared too, so a wrong export cannot pass as a fast one. With --int8-qdq each model is
+// also exported as INT8 Q/DQ (activation ranges calibrated on random inputs, max method) and
+// onnxruntime's latency on it is added as a third column.
+// Prints a table and one JSON line.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+#include "core/npy.h"
+#include "core/runtime.h"
+#include "models/model.h"
+#include "tools/export/onnx_export.h"
+#include "tools/export/onnx_qdq.h"
+#include "tools/graph/summary_graph.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// Runs `cmd`, returning its standard output; throws with the output when it fails.
+std::string run_command(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) throw std::runtime_error("cannot run " + cmd);
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  if (::pclose(p) != 0) throw std::runtime_error(cmd + " failed: " + out);
+  return out;
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << v;
+  return s.str();
+}
+
+struct Row {
+  std::string model;
+  int64_t batch = 0;
+  double torch_ms = 0, ort_ms = 0, max_abs_diff = 0;
+  double int8_ms = 0, int8_max_abs_diff = 0;  // with --int8-qdq
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("Inference latency of LibTorch against onnxruntime (FP32 ONNX export)");
+  std::string model_list = "resnet20_cifar,resnet18,fsrcnn", batch_list = "1,16";
+  int64_t threads = 2, repeat = 10, warmup = 2;
+  std::string dir = (fs::temp_directory_path() / "igb_bench_onnx_latency").string();
+  std::string node = "node", source_dir = IGB_SOURCE_DIR;
+  app.add_option("--models", model_list, "Comma-separated zoo models")->capture_default_str();
+  app.add_option("--batches", batch_list, "Comma-separated batch sizes")->capture_default_str();
+  app.add_option("--threads", threads, "Intra-op threads of both sides")->capture_default_str();
+  app.add_option("--repeat", repeat, "Timed runs per side (the median is reported)")
+      ->capture_default_str();
+  app.add_option("--warmup", warmup, "Untimed runs before them")->capture_default_str();
+  app.add_option("--dir", dir, "Folder for the exported models and tensors")->capture_default_str();
+  app.add_option("--node", node, "Node.js executable")->capture_default_str();
+  app.add_option("--source-dir", source_dir, "igb's source tree (for scripts/ort_run.js)")
+      ->capture_default_str();
+  bool int8 = false;
+  app.add_flag("--int8-qdq", int8,
+               "Also time onnxruntime on an INT8 Q/DQ export (calibrated on 8 random inputs)");
+  CLI11_PARSE(app, argc, argv);
+  if (threads < 1 || repeat < 1 || warmup < 0) {
+    std::cerr << "--threads and --repeat must be at least 1, --warmup at least 0\n";
+    return 2;
+  }
+  torch::set_num_threads(static_cast<int>(threads));
+  igb::tune_allocator();
+  igb::models::register_builtin_models();
+  fs::create_directories(dir);
+  const std::string ort_run = (fs::path(source_dir) / "scripts" / "ort_run.js").string();
+
+  std::vector<Row> rows;
+  try {
+    for (const auto& name : split(model_list)) {
+      torch::manual_seed(0);
+      auto model = igb::models::create_model(name, {});
+      model->eval();
+      const auto shape = model->input_shape();
+      const auto graph = igb::tools::SummaryGraph::build(
+          *model, shape, [&](const torch::Tensor& x) { return model->forward(x); }, name);
+      const fs::path onnx = fs::path(dir) / (name + ".onnx");
+      igb::tools::export_onnx(*model, graph, igb::tools::OnnxExportOptions().dynamic_batch(true),
+                              onnx);
+      const fs::path onnx_int8 = fs::path(dir) / (name + ".int8.onnx");
+      if (int8) {
+        auto calibration = std::make_shared<igb::tools::OnnxCalibration>(igb::tools::calibrate_onnx(
+            *model, graph,
+            [&](const std::function<void(const at::Tensor&)>& f) {
+              for (int i = 0; i < 8; ++i) f(torch::rand(shape));
+            },
+            "max", 99.99));
+        igb::tools::export_onnx(*model, graph,
+                                igb::tools::OnnxExportOptions()
+                                    .dynamic_batch(true)
+                                    .precision(igb::tools::OnnxPrecision::kInt8)
+                                    .calibration(calibration),
+                                onnx_int8);
+      }
+      for (const auto& b : split(batch_list)) {
+        Row row;
+        row.model = name;
+        row.batch = std::stoll(b);
+        auto s = shape;
+        s[0] = row.batch;
+        const auto x = torch::rand(s);
+        torch::Tensor y;
+        std::vector<double> times;
+        {
+          torch::NoGradGuard no_grad;
+          for (int64_t i = 0; i < warmup; ++i) y = model->forward(x);
+          for (int64_t i = 0; i < repeat; ++i) {
+            const auto t0 = std::chrono::steady_clock::now();
+            y = model->forward(x);
+            times.push_back(
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count());
+          }
+        }
+        row.torch_ms = median(times);
+        const fs::path x_path = fs::path(dir) / "x.npy", out_dir = fs::path(dir) / "ort";
+        igb::write_npy(x_path, x);
+        // onnxruntime's median latency on `model`, and the largest difference from LibTorch.
+        auto ort = [&](const fs::path& model, double& ms, double& diff) {
+          const std::string out = run_command(
+              node + " " + ort_run + " " + model.string() + " --input input=" + x_path.string() +
+              " --output-dir " + out_dir.string() + " --threads " + std::to_string(threads) +
+              " --repeat " + std::to_string(repeat) + " --warmup " + std::to_string(warmup));
+          std::string last;  // ort_run.js prints its report as the last JSON line
+          std::stringstream lines(out);
+          for (std::string line; std::getline(lines, line);)
+            if (!line.empty() && line[0] == '{') last = line;
+          ms = nlohmann::json::parse(last)["latency_ms"]["median"].get<double>();
+          diff = (igb::read_npy(out_dir / "output.npy") - y).abs().max().item<double>();
+        };
+        ort(onnx, row.ort_ms, row.max_abs_diff);
+        if (int8) ort(onnx_int8, row.int8_ms, row.int8_max_abs_diff);
+        rows.push_back(row);
+        std::cerr << name << " batch " << row.batch << ": LibTorch " << fixed(row.torch_ms, 2)
+                  << " ms, onnxruntime " << fixed(row.ort_ms, 2) << " ms"
+                  << (int8 ? ", onnxruntime INT8 " + fixed(row.int8_ms, 2) + " ms" : "") << "\n";
+      }
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "onnx_latency: " << e.what() << "\n";
+    return 1;
+  }
+
+  std::cout << "FP32 inference, " << threads << " threads, median of " << repeat << " runs after "
+            << warmup << " warm-up runs per side\n"
+            << "| model | batch | LibTorch ms | onnxruntime ms | ort/LibTorch | max |diff| |"
+            << (int8 ? " ort INT8 ms | INT8/FP32 (ort) | INT8 max |diff| |" : "") << "\n"
+            << "|---|---|---|---|---|---|" << (int8 ? "---|---|---|" : "") << "\n";
+  nlohmann::json j = {{"bench", "onnx_latency"}, {"threads", threads},
+                      {"repeat", repeat},        {"warmup", warmup},
+                      {"int8_qdq", int8},        {"rows", nlohmann::json::array()}};
+  for (const auto& r : rows) {
+    auto sci = [](double v) {
+      std::ostringstream o;
+      o << std::setprecision(2) << v;
+      return o.str();
+    };
+    std::cout << "| " << r.model << " | " << r.batch << " | " << fixed(r.torch_ms, 2) << " | "
+              << fixed(r.ort_ms, 2) << " | " << fixed(r.ort_ms / r.torch_ms, 2) << " | "
+              << sci(r.max_abs_diff) << " |";
+    if (int8)
+      std::cout << " " << fixed(r.int8_ms, 2) << " | " << fixed(r.int8_ms / r.ort_ms, 2) << " | "
+                << sci(r.int8_max_abs_diff) << " |";
+    std::cout << "\n";
+    nlohmann::json row = {{"model", r.model},
+                          {"batch", r.batch},
+                          {"libtorch_ms", r.torch_ms},
+                          {"onnxruntime_ms", r.ort_ms},
+                          {"ratio", r.ort_ms / r.torch_ms},
+                          {"max_abs_diff", r.max_abs_diff}};
+    if (int8) {
+      row["onnxruntime_int8_ms"] = r.int8_ms;
+      row["int8_fp32_ratio"] = r.int8_ms / r.ort_ms;
+      row["int8_max_abs_diff"] = r.int8_max_abs_diff;
+    }
+    j["rows"].push_back(row);
+  }
+  std::cout << j.dump() << std::endl;
+  return 0;
+}
