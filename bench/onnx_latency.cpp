@@ -20,11 +20,11 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/npy.h"
 #include "core/runtime.h"
 #include "models/model.h"
 #include "tools/export/onnx_export.h"
 #include "tools/export/onnx_qdq.h"
+#include "tools/export/onnx_runtime.h"
 #include "tools/graph/summary_graph.h"
 
 namespace {
@@ -42,17 +42,6 @@ std::vector<std::string> split(const std::string& s) {
   std::stringstream in(s);
   for (std::string item; std::getline(in, item, ',');)
     if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-// Runs `cmd`, returning its standard output; throws with the output when it fails.
-std::string run_command(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) throw std::runtime_error("cannot run " + cmd);
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p)) out += buf;
-  if (::pclose(p) != 0) throw std::runtime_error(cmd + " failed: " + out);
   return out;
 }
 
@@ -99,7 +88,12 @@ int main(int argc, char** argv) {
   igb::tune_allocator();
   igb::models::register_builtin_models();
   fs::create_directories(dir);
-  const std::string ort_run = (fs::path(source_dir) / "scripts" / "ort_run.js").string();
+  const auto ort_options = igb::tools::OnnxRuntimeOptions()
+                               .node(node)
+                               .source_dir(source_dir)
+                               .threads(threads)
+                               .repeat(repeat)
+                               .warmup(warmup);
 
   std::vector<Row> rows;
   try {
@@ -149,20 +143,11 @@ int main(int argc, char** argv) {
           }
         }
         row.torch_ms = median(times);
-        const fs::path x_path = fs::path(dir) / "x.npy", out_dir = fs::path(dir) / "ort";
-        igb::write_npy(x_path, x);
         // onnxruntime's median latency on `model`, and the largest difference from LibTorch.
         auto ort = [&](const fs::path& model, double& ms, double& diff) {
-          const std::string out = run_command(
-              node + " " + ort_run + " " + model.string() + " --input input=" + x_path.string() +
-              " --output-dir " + out_dir.string() + " --threads " + std::to_string(threads) +
-              " --repeat " + std::to_string(repeat) + " --warmup " + std::to_string(warmup));
-          std::string last;  // ort_run.js prints its report as the last JSON line
-          std::stringstream lines(out);
-          for (std::string line; std::getline(lines, line);)
-            if (!line.empty() && line[0] == '{') last = line;
-          ms = nlohmann::json::parse(last)["latency_ms"]["median"].get<double>();
-          diff = (igb::read_npy(out_dir / "output.npy") - y).abs().max().item<double>();
+          igb::tools::OnnxRuntimeRunner runner(model, dir, ort_options);
+          diff = (runner.run(x) - y).abs().max().item<double>();
+          ms = runner.last_median_ms();
         };
         ort(onnx, row.ort_ms, row.max_abs_diff);
         if (int8) ort(onnx_int8, row.int8_ms, row.int8_max_abs_diff);

@@ -28,6 +28,20 @@ int pending_temporary_count() noexcept;
 /// Reads a whole file; throws InputError naming the file when it cannot be read.
 std::string read_text_file(const std::filesystem::path& path);
 
+/// A fresh folder under the system's temporary directory (`<prefix>-XXXXXX`, by mkdtemp), removed
+/// with its content when the object goes. Throws std::runtime_error when it cannot be made.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
 /// Local time formatted with strftime `fmt`.
 std::string local_time_string(const char* fmt);
 

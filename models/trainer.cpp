@@ -400,17 +400,20 @@ void Trainer::end_epoch(EpochRecord& r) {
   previous_metrics_ = r.metrics;
 }
 
-namespace {
-
-// Non-zero entries of the model's conv and linear weights (the 2-D and 4-D parameters), what
-// Distiller's SparsityAccuracyTracker ranks epochs by.
 int64_t nonzero_weights(const torch::nn::Module& model) {
   int64_t n = 0;
-  for (const auto& p : model.named_parameters(true))
-    if (p.value().dim() == 2 || p.value().dim() == 4)
-      n += p.value().count_nonzero().item<int64_t>();
+  for (const auto& m : model.named_modules()) {
+    const auto buffers = m.value()->named_buffers(/*recurse=*/false);
+    for (const auto& p : m.value()->named_parameters(/*recurse=*/false)) {
+      if (p.value().dim() != 2 && p.value().dim() != 4) continue;
+      const auto* master = buffers.find("float_" + p.key());
+      n += (master ? *master : p.value()).count_nonzero().item<int64_t>();
+    }
+  }
   return n;
 }
+
+namespace {
 
 // -1, 0 or 1 as `a` is worse than, as good as or better than `b`; a non-finite value is worse
 // than any finite one.

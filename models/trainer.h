@@ -165,4 +165,10 @@ std::unique_ptr<compress::TrainingHooks> make_schedule(const TrainConfig& config
 /// Looks up `name` in `metrics` (NaN when absent).
 double metric(const Metrics& metrics, const std::string& name);
 
+/// Non-zero entries of the model's conv and linear weights (its 2-D and 4-D parameters), what the
+/// best epoch is ranked by first (Distiller's SparsityAccuracyTracker). A weight trained through a
+/// float master copy (a quantizer's `float_weight` buffer) counts the master: zeros that rounding
+/// onto a quantization grid makes come and go from step to step and are not sparsity.
+int64_t nonzero_weights(const torch::nn::Module& model);
+
 }  // namespace igb::models

@@ -66,9 +66,10 @@ class ClassifyOptForm : public OptForm {
 
   nlohmann::json run_test(RunContext& ctx, const std::string& checkpoint, const std::string& data,
                           const std::string& out,
-                          const compress::QuantizeEvalRequest& quantize_eval) override {
+                          const compress::QuantizeEvalRequest& quantize_eval,
+                          const models::ExternalForward& external) override {
     return models::classify::test_classify(checkpoint, data, config_.dataset, out, ctx,
-                                           quantize_eval);
+                                           quantize_eval, external);
   }
 
  private:

@@ -15,6 +15,7 @@
 #include "options/optform.h"
 #include "options/tool_commands.h"
 #include "options/yaml_config.h"
+#include "tools/export/onnx_runtime.h"
 #include "tools/macs.h"
 
 namespace igb::options {
@@ -172,6 +173,7 @@ int test_main(int argc, char** argv) {
   int64_t threads = 0;
   std::vector<std::string> summary;
   compress::QuantizeEvalRequest quantize_eval;
+  std::string onnx;
   app.add_option("--checkpoint", checkpoint, "Checkpoint (.ckpt) to test")->required();
   app.add_option("--summary", summary,
                  "After testing, write these reports into the output folder: sparsity, macs, "
@@ -201,6 +203,11 @@ int test_main(int argc, char** argv) {
                  "use instead of calibrating")
       ->needs(qe)
       ->check(CLI::ExistingFile);
+  app.add_option("--onnx", onnx,
+                 "Also evaluate this ONNX export of the checkpoint (igb-tools export-onnx) in "
+                 "onnxruntime on the same data, next to the checkpoint (needs "
+                 "scripts/install_onnxruntime.sh)")
+      ->check(CLI::ExistingFile);
   form->add_test_options(app);
   if (parse(app, argc, argv, first, nullptr)) return kExitOk;
   fs::path out_dir = out.empty() ? fs::path(checkpoint).parent_path() : fs::path(out);
@@ -217,7 +224,19 @@ int test_main(int argc, char** argv) {
   RunContext ctx;
   ctx.logger = &logger;
   ctx.device = configure_runtime(threads, device);
-  form->run_test(ctx, checkpoint, data, out, quantize_eval);
+  // The ONNX model runs in onnxruntime, one process per batch, through files in a scratch folder.
+  std::unique_ptr<TempDir> ort_dir;
+  std::unique_ptr<tools::OnnxRuntimeRunner> ort;
+  models::ExternalForward external;
+  if (!onnx.empty()) {
+    ort_dir = std::make_unique<TempDir>("igb-onnx-eval");
+    ort = std::make_unique<tools::OnnxRuntimeRunner>(onnx, ort_dir->path(),
+                                                     tools::OnnxRuntimeOptions().threads(threads));
+    external.label = "onnxruntime";
+    external.source = onnx;
+    external.forward = [&](const at::Tensor& x) { return ort->run(x); };
+  }
+  form->run_test(ctx, checkpoint, data, out, quantize_eval, external);
   if (!summary.empty())
     write_summaries(load_tool_model("", {}, checkpoint, ""), summary, out_dir, logger);
   return kExitOk;

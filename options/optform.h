@@ -9,6 +9,7 @@
 #include "compress/post_train_quantizer.h"
 #include "core/registry.h"
 #include "core/run_context.h"
+#include "models/external_forward.h"
 #include "models/train_config.h"
 
 namespace CLI {
@@ -32,10 +33,11 @@ class OptForm {
   /// Adds the testing options (the common --checkpoint, --data, --out, --device are there).
   virtual void add_test_options(CLI::App& app) {}
   /// Runs a test of `checkpoint` (and, when `quantize_eval` is enabled, of its post-training
-  /// quantized form); returns test_summary.json.
+  /// quantized form; when `external` is, of that model too); returns test_summary.json.
   virtual nlohmann::json run_test(RunContext& ctx, const std::string& checkpoint,
                                   const std::string& data, const std::string& out,
-                                  const compress::QuantizeEvalRequest& quantize_eval) = 0;
+                                  const compress::QuantizeEvalRequest& quantize_eval,
+                                  const models::ExternalForward& external) = 0;
 
   /// Default --model.
   virtual std::string default_model() const = 0;

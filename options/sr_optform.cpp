@@ -62,7 +62,8 @@ class SrOptForm : public OptForm {
 
   nlohmann::json run_test(RunContext& ctx, const std::string& checkpoint, const std::string& data,
                           const std::string& out,
-                          const compress::QuantizeEvalRequest& quantize_eval) override {
+                          const compress::QuantizeEvalRequest& quantize_eval,
+                          const models::ExternalForward& external) override {
     if (!save_images_.empty()) check_output_folder("--save-images", save_images_);
     models::sr::SrTestConfig t;
     t.checkpoint = checkpoint;
@@ -70,6 +71,7 @@ class SrOptForm : public OptForm {
     t.out = out;
     t.save_images = save_images_;
     t.quantize_eval = quantize_eval;
+    t.external = external;
     return models::sr::test_sr(t, ctx);
   }
 

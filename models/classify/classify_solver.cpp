@@ -149,7 +149,8 @@ nlohmann::json train_classify(const ClassifyConfig& config, RunContext& ctx, con
 
 nlohmann::json test_classify(const std::string& checkpoint, const std::string& data,
                              const std::string& dataset, const std::string& out, RunContext& ctx,
-                             const compress::QuantizeEvalRequest& quantize_eval) {
+                             const compress::QuantizeEvalRequest& quantize_eval,
+                             const ExternalForward& external) {
   Checkpoint ckpt = load_checkpoint_for(checkpoint, "classify");
   Model model = model_from_checkpoint(ckpt);
   model->to(ctx.device);
@@ -160,6 +161,10 @@ nlohmann::json test_classify(const std::string& checkpoint, const std::string& d
   auto t0 = std::chrono::steady_clock::now();
   auto ev = evaluate_classifier(*model, *d.val, 128, 2, ctx.device);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // The external model runs before anything is printed, so a shape it refuses is the one line.
+  ClassifyEvaluation eev;
+  if (external.enabled())
+    eev = evaluate_classifier(*model, *d.val, 128, 2, ctx.device, external.forward);
   Table table{{"Checkpoint", "Epoch", "Images", "Top1 (%)", "Top5 (%)", "Loss"},
               {{checkpoint, std::to_string(ckpt.meta().epoch), std::to_string(ev.count),
                 fixed(ev.top1, 3), fixed(ev.top5, 3), fixed(ev.loss, 4)}}};
@@ -209,6 +214,17 @@ nlohmann::json test_classify(const std::string& checkpoint, const std::string& d
     info["quantized"] = {{"top1", qev.top1}, {"top5", qev.top5}, {"loss", qev.loss}};
     info["top1_drop"] = ev.top1 - qev.top1;
     summary["quantize_eval"] = info;
+  }
+  if (external.enabled()) {
+    Table cmp{{"Model", "Top1 (%)", "Top5 (%)", "Loss"},
+              {{"checkpoint (LibTorch)", fixed(ev.top1, 3), fixed(ev.top5, 3), fixed(ev.loss, 4)},
+               {external.label, fixed(eev.top1, 3), fixed(eev.top5, 3), fixed(eev.loss, 4)},
+               {"difference", fixed(eev.top1 - ev.top1, 3), fixed(eev.top5 - ev.top5, 3),
+                fixed(eev.loss - ev.loss, 4)}}};
+    std::cout << external.label << " (" << external.source << ")\n" << cmp.to_text();
+    summary["onnx"] = {{"runtime", external.label}, {"model", external.source},
+                       {"top1", eev.top1},          {"top5", eev.top5},
+                       {"loss", eev.loss},          {"top1_difference", eev.top1 - ev.top1}};
   }
   write_text_atomically(dir / "test_summary.json", summary.dump(2) + "\n");
   ctx.logger->info("wrote " + (dir / "test_summary.json").string());

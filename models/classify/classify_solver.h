@@ -6,6 +6,7 @@
 
 #include "compress/post_train_quantizer.h"
 #include "core/run_context.h"
+#include "models/external_forward.h"
 #include "models/trainer.h"
 
 namespace igb::models::classify {
@@ -42,9 +43,11 @@ nlohmann::json train_classify(const ClassifyConfig& config, RunContext& ctx, con
 
 /// Tests a checkpoint on the validation split of `data`; writes test_summary.json to `out`
 /// (default the checkpoint's folder) and returns it. With `quantize_eval` enabled, also evaluates
-/// the post-training quantized model (calibrated on the first batches of the same split).
+/// the post-training quantized model (calibrated on the first batches of the same split); with
+/// `external` enabled, also that model (an ONNX export in onnxruntime) on the same batches.
 nlohmann::json test_classify(const std::string& checkpoint, const std::string& data,
                              const std::string& dataset, const std::string& out, RunContext& ctx,
-                             const compress::QuantizeEvalRequest& quantize_eval = {});
+                             const compress::QuantizeEvalRequest& quantize_eval = {},
+                             const ExternalForward& external = {});
 
 }  // namespace igb::models::classify

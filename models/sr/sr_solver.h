@@ -7,6 +7,7 @@
 #include "compress/post_train_quantizer.h"
 #include "core/run_context.h"
 #include "data/sr_data.h"
+#include "models/external_forward.h"
 #include "models/trainer.h"
 
 namespace igb::models::sr {
@@ -37,6 +38,8 @@ struct SrTestConfig {
   std::string device = "cpu";
   /// --quantize-eval: also evaluate the post-training quantized model.
   compress::QuantizeEvalRequest quantize_eval;
+  /// --onnx: also evaluate the exported model in onnxruntime on the same images.
+  ExternalForward external;
 };
 
 /// Per-image and mean quality of an SR model against bicubic, on Y with a border of `scale`.

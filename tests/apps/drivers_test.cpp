@@ -270,6 +270,57 @@ TEST_F(Drivers, QuantizeEvalOfAnSrModel) {
   EXPECT_TRUE(fs::exists(dir_ / "q" / "quant_stats.yaml"));
 }
 
+// igb-test --onnx: the export of the same checkpoint, run by onnxruntime on the same images.
+TEST_F(Drivers, TestEvaluatesAnOnnxExportInOnnxRuntime) {
+  auto r = run(train(
+      "--epochs 1 --max-batches 2 --batch-size 4 --model-arg d=8 --model-arg s=4 --model-arg m=1"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string ckpt = (dir_ / "run" / "best.ckpt").string();
+  const std::string dynamic = (dir_ / "dynamic.onnx").string(),
+                    fixed = (dir_ / "fixed.onnx").string();
+  auto e = run("igb-tools export-onnx --checkpoint " + ckpt +
+               " --dynamic-batch --dynamic-hw --out " + dynamic);
+  ASSERT_EQ(e.code, 0) << e.output;
+  const std::string test = "igb-test --optform=sr --threads 1 --checkpoint " + ckpt;
+  auto t = run(test + " --onnx " + dynamic + " --out " + (dir_ / "t").string());
+  ASSERT_EQ(t.code, 0) << t.output;
+  EXPECT_NE(t.output.find("onnxruntime (" + dynamic + ")"), std::string::npos) << t.output;
+  auto s = nlohmann::json::parse(std::ifstream(dir_ / "t" / "test_summary.json"));
+  EXPECT_EQ(s["onnx"]["model"], dynamic);
+  // FP32 in both runtimes: the same PSNR but for float rounding.
+  EXPECT_NEAR(s["onnx"]["psnr"].get<double>(), s["psnr"].get<double>(), 1e-3);
+  EXPECT_NE(s["onnx"]["psnr"].get<double>(), 0.0);
+  // An export of fixed size cannot take the validation images: one line, nothing written.
+  ASSERT_EQ(run("igb-tools export-onnx --checkpoint " + ckpt + " --out " + fixed).code, 0);
+  auto bad = run(test + " --onnx " + fixed + " --out " + (dir_ / "t2").string());
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  ASSERT_EQ(bad.lines().size(), 1u) << bad.output;
+  EXPECT_NE(bad.lines()[0].find("fixed.onnx: input 'input' has a fixed size 32 in dim 2"),
+            std::string::npos)
+      << bad.output;
+  EXPECT_NE(bad.lines()[0].find("(export with --dynamic-hw to take any size)"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir_ / "t2" / "test_summary.json"));
+}
+
+// export-onnx: a model that cannot be traced at the given size and an output that cannot be
+// written are each one line, exit 2, and no file of the three is left.
+TEST_F(Drivers, ExportOnnxErrorsLeaveNoFile) {
+  const fs::path out = dir_ / "e";
+  fs::create_directories(out);
+  std::ofstream(out / "plain") << "x";
+  const std::string e = "igb-tools export-onnx --threads 1 --model ";
+  expect_input_error(e + "vgg16 --input 1x3x8x8 --out " + (out / "v.onnx").string(),
+                     "cannot trace vgg16 on input 1x3x8x8: ");
+  expect_input_error(e + "resnet20_cifar --out " + (out / "plain" / "m.onnx").string(),
+                     "plain is a file, not a folder");
+  expect_input_error(e + "resnet20_cifar --out " + out.string(), "is a folder, not a file");
+  expect_input_error(e + "resnet20_cifar --input 1x1x32x32 --out " + (out / "c.onnx").string(),
+                     "resnet20_cifar takes 3-channel input");
+  std::vector<std::string> left;
+  for (const auto& f : fs::directory_iterator(out)) left.push_back(f.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"plain"});
+}
+
 TEST_F(Drivers, ClassifyTrainsOnCifarFilesAndTests) {
   // A tiny CIFAR-10 folder in the real binary format: 40 training and 20 test records.
   fs::create_directories(dir_ / "cifar");

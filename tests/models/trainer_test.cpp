@@ -8,6 +8,7 @@
 #include <iterator>
 #include <limits>
 
+#include "compress/scheduler.h"
 #include "core/checkpoint.h"
 #include "core/error.h"
 #include "core/logger.h"
@@ -198,6 +199,28 @@ TEST(Trainer, BestEpochIsTheSparsestThenTheBestMetricThenTheLatest) {
       break;
     }
   EXPECT_LE(best.meta().extra["best_nonzero_weights"].get<int64_t>(), all - zeroed);
+}
+
+// A 2-bit symmetric weight grid rounds many small weights to zero, more or fewer at each step: the
+// ranking counts the float master copies instead, so those zeros do not make an epoch "sparser".
+TEST(Trainer, NonzeroWeightsCountTheFloatMasterOfAQuantizedWeight) {
+  torch::manual_seed(0);
+  auto m = create_model("fsrcnn", {{"scale", 2}, {"d", 8}, {"s", 4}, {"m", 1}});
+  int64_t all = 0;
+  for (const auto& p : m->parameters())
+    if (p.dim() == 2 || p.dim() == 4) all += p.numel();
+  EXPECT_EQ(nonzero_weights(*m), all);
+  auto s = compress::CompressionScheduler::from_text(
+      "version: 1\nquantizers:\n  q:\n    class: QuantAwareTrainRangeLinearQuantizer\n"
+      "    bits_activations: null\n    bits_weights: 2\n    mode: SYMMETRIC\n"
+      "    per_channel_wts: True\npolicies:\n  - quantizer:\n      instance_name: q\n"
+      "    starting_epoch: 0\n    ending_epoch: 10\n    frequency: 1\n",
+      "q.yaml", *m, 0.01, nullptr);
+  int64_t quantized_nonzero = 0;
+  for (const auto& p : m->parameters())
+    if (p.dim() == 2 || p.dim() == 4) quantized_nonzero += p.count_nonzero().item<int64_t>();
+  EXPECT_LT(quantized_nonzero, all - 100);  // the grid {-1, 0, 1}·S zeroes many weights
+  EXPECT_EQ(nonzero_weights(*m), all);
 }
 
 // A run whose validation metric is not finite (a diverged model) stores it as null, and a resume

@@ -8,14 +8,17 @@
 #include <set>
 
 #include "compress/scheduler.h"
+#include "compress/thinning.h"
 #include "compress/training_hooks.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/npy.h"
+#include "core/thinning_recipe.h"
 #include "data/synthetic_images.h"
 #include "models/trainer.h"
 #include "tests/tools/tools_support.h"
 #include "tools/export/onnx_export.h"
+#include "tools/export/onnx_runtime.h"
 #include "tools/graph/summary_graph.h"
 
 namespace igb::tools {
@@ -42,31 +45,18 @@ onnx::ModelProto load_onnx_model(const fs::path& path) {
 /// Runs `model` on `x` with onnxruntime (scripts/ort_run.js); fails the test with the reason when
 /// Node.js or onnxruntime-node is missing or the run fails.
 at::Tensor onnx_runtime_forward(const fs::path& model, const at::Tensor& x, const fs::path& dir) {
-  const fs::path ort =
-      fs::path(IGB_SOURCE_DIR) / ".cache/onnxruntime/node_modules/onnxruntime-node";
-  if (std::system("command -v node > /dev/null 2>&1") != 0) {
-    ADD_FAILURE() << "node is not installed: run scripts/install_onnxruntime.sh";
+  try {
+    return OnnxRuntimeRunner(model, dir).run(x);
+  } catch (const InputError& e) {
+    ADD_FAILURE() << e.what();
     return {};
   }
-  if (!fs::exists(ort)) {
-    ADD_FAILURE() << "onnxruntime-node is not installed in " << ort
-                  << ": run scripts/install_onnxruntime.sh";
-    return {};
-  }
-  write_npy(dir / "x.npy", x);
-  const std::string cmd = "node " + std::string(IGB_SOURCE_DIR) + "/scripts/ort_run.js " +
-                          model.string() + " --input input=" + (dir / "x.npy").string() +
-                          " --output-dir " + (dir / "ort").string() + " 2>&1";
-  std::string log;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  char buf[512];
-  while (p && std::fgets(buf, sizeof buf, p)) log += buf;
-  const int rc = p ? ::pclose(p) : -1;
-  if (rc != 0) {
-    ADD_FAILURE() << cmd << " failed: " << log;
-    return {};
-  }
-  return read_npy(dir / "ort" / "output.npy");
+}
+
+/// `m`'s forward of `x` without gradients.
+at::Tensor forward_no_grad(const models::Model& m, const at::Tensor& x) {
+  torch::NoGradGuard no_grad;
+  return m->forward(x);
 }
 
 /// Max |a - b| over max |a|.
@@ -119,11 +109,7 @@ void check_against_onnxruntime(const std::string& name, bool dynamic_hw = false)
   torch::manual_seed(1);
   for (const auto& s : shapes) {
     const auto x = torch::rand(s);
-    at::Tensor expected;
-    {
-      torch::NoGradGuard no_grad;
-      expected = m->forward(x);
-    }
+    const auto expected = forward_no_grad(m, x);
     const auto got = onnx_runtime_forward(path, x, dir);
     if (!got.defined()) return;
     ASSERT_EQ(got.sizes(), expected.sizes()) << name << " at " << shape_to_string(s);
@@ -257,6 +243,44 @@ TEST(OnnxExport, ResNet20WithDynamicHeightAndWidthMatchesOnnxRuntime) {
   check_against_onnxruntime("resnet20_cifar", /*dynamic_hw=*/true);
 }
 
+// A model thinned by remove_filters exports with its thinned shapes and computes what it computes.
+TEST(OnnxExport, AThinnedResNet20ExportsItsThinnedShapesAndMatches) {
+  const std::string name = "resnet20_cifar";
+  auto m = make(name);
+  onnx_randomize_norms(*m);
+  m->eval();
+  {
+    torch::NoGradGuard no_grad;
+    auto p = m->named_parameters();
+    for (const char* k : {"layer1.0.conv1.weight", "layer1.0.bn1.weight", "layer1.0.bn1.bias",
+                          "layer2.1.conv1.weight", "layer2.1.bn1.weight", "layer2.1.bn1.bias"})
+      p[k].narrow(0, 0, 5).zero_();
+  }
+  const auto plan =
+      compress::plan_thinning(*m, graph_of(m, name), compress::ThinningKind::kFilters);
+  ASSERT_EQ(plan.removed_groups, 10);
+  apply_thinning_recipe(*m, plan.recipe, name);
+  const auto graph = graph_of(m, name);
+  const auto dir = onnx_test_folder("thinned");
+  const auto path = dir / "thinned.onnx";
+  export_onnx(*m, graph, OnnxExportOptions().dynamic_batch(true), path);
+  EXPECT_NO_THROW(onnx::checker::check_model(path.string()));
+  std::map<std::string, std::vector<int64_t>> dims;
+  const auto model = load_onnx_model(path);
+  for (const auto& i : model.graph().initializer())
+    dims[i.name()] = {i.dims().begin(), i.dims().end()};
+  EXPECT_EQ(dims["layer1.0.conv1.weight"], (std::vector<int64_t>{11, 16, 3, 3}));
+  EXPECT_EQ(dims["layer1.0.conv2.weight"], (std::vector<int64_t>{16, 11, 3, 3}));
+  EXPECT_EQ(dims["layer2.1.conv1.weight"], (std::vector<int64_t>{27, 32, 3, 3}));
+  torch::manual_seed(3);
+  const auto x = torch::rand({4, 3, 32, 32});
+  const auto expected = forward_no_grad(m, x);
+  const auto got = onnx_runtime_forward(path, x, dir);
+  if (!got.defined()) return;
+  const auto d = onnx_compare(expected, got);
+  EXPECT_LE(d.max_abs, 1e-4 * d.scale) << d.max_abs;
+}
+
 /// LibTorch against onnxruntime, one zoo model per test.
 class OnnxRuntimeMatches : public ::testing::TestWithParam<std::string> {};
 
@@ -342,9 +366,10 @@ double qdq_fraction_within(const at::Tensor& expected, const at::Tensor& got, do
 /// Exports a QAT-trained `m` with --int8-qdq and compares onnxruntime with the fake-quantized eval
 /// forward in units of the output quantization step, max|y|/127 (the step of a symmetric int8
 /// grid over the output's range): at least 99.9% of the elements within `steps` steps, and at
-/// least `one_step` of them within one step.
+/// least `one_step` of them within one step. `any_qdq`: whether the file holds Q/DQ nodes.
 OnnxExportReport qdq_check(const models::Model& m, const std::string& name, const Shape& in,
-                           bool compare = true, double steps = 1, double one_step = 0.999) {
+                           bool compare = true, double steps = 1, double one_step = 0.999,
+                           bool any_qdq = true) {
   const auto graph = graph_of(m, name);
   const auto dir = onnx_test_folder("qdq_" + name);
   const auto path = dir / "m.onnx";
@@ -352,15 +377,11 @@ OnnxExportReport qdq_check(const models::Model& m, const std::string& name, cons
       *m, graph, OnnxExportOptions().dynamic_batch(true).precision(OnnxPrecision::kInt8), path);
   EXPECT_EQ(r.precision, "int8");
   EXPECT_NO_THROW(onnx::checker::check_model(path.string()));
-  EXPECT_GT(qdq_node_count(load_onnx_model(path)), 0);
+  EXPECT_EQ(qdq_node_count(load_onnx_model(path)) > 0, any_qdq);
   if (!compare) return r;
   torch::manual_seed(7);
   const auto x = torch::rand(in);
-  at::Tensor expected;
-  {
-    torch::NoGradGuard no_grad;
-    expected = m->forward(x);
-  }
+  const auto expected = forward_no_grad(m, x);
   const auto got = onnx_runtime_forward(path, x, dir);
   if (!got.defined()) return r;
   const double step = expected.abs().max().item<double>() / 127.0;
@@ -411,7 +432,7 @@ TEST(OnnxQdq, Resnet20Int8QatMatchesOnnxRuntimeWithinOneOutputStep) {
   }
 }
 
-TEST(OnnxQdq, FsrcnnDorefaAndPact4BitAreExactAnd8BitDorefaIsReported) {
+TEST(OnnxQdq, FsrcnnDorefaAndPact4BitAreExactAndTheShippedPactScheduleExportsExactly) {
   const nlohmann::json args = {{"d", 8}, {"s", 4}, {"m", 1}};
   for (const char* cls : {"DorefaQuantizer", "PACTQuantizer"}) {
     auto m = make("fsrcnn", args);
@@ -428,20 +449,27 @@ TEST(OnnxQdq, FsrcnnDorefaAndPact4BitAreExactAnd8BitDorefaIsReported) {
     }
     for (const auto& line : r.lines) EXPECT_EQ(line.find("does not fit"), std::string::npos);
   }
-  auto m = make("fsrcnn", args);
-  auto s = compress::CompressionScheduler::from_text(
-      qdq_schedule("DorefaQuantizer", "    bits_activations: 8\n    bits_weights: 8\n"), "q.yaml",
-      *m, 0.01, nullptr);
+  // schedules/sr/fsrcnn_pact.yaml: 8-bit DoReFa weights (integers up to ±255 at scale 1/255) on
+  // the shrink and mapping convs, whose inputs are PReLU outputs that stay float. TensorRT runs
+  // those layers in float, so the trained weight values are written exactly, with a note each.
+  auto m = make("fsrcnn");
+  const auto text = read_text_file(fs::path(IGB_SOURCE_DIR) / "schedules/sr/fsrcnn_pact.yaml");
+  auto s = compress::CompressionScheduler::from_text(text, "fsrcnn_pact.yaml", *m, 0.01, nullptr);
   const Shape in = m->input_shape();
-  qdq_train_steps(*m, m, *s, {2, in[1], in[2], in[3]}, 1);
-  const auto r = qdq_check(m, "fsrcnn_dorefa8", {2, in[1], in[2], in[3]}, false);
-  bool reported = false;
+  qdq_train_steps(*m, m, *s, {2, in[1], in[2], in[3]}, 2);
+  const auto r = qdq_check(m, "fsrcnn_pact", {2, in[1], in[2], in[3]}, true, 1, 0.999, false);
+  int exact = 0;
   for (const auto& line : r.lines) {
     std::printf("  note: %s\n", line.c_str());
-    reported |= line.find("layer mid_part") != std::string::npos &&
-                line.find("beyond int8") != std::string::npos;
+    exact += line.rfind("layer mid_part", 0) == 0 &&
+             line.find(
+                 "beyond int8's ±127, and its input stays float: weights written as their "
+                 "quantized values in float (exact)") != std::string::npos;
   }
-  EXPECT_TRUE(reported);
+  EXPECT_EQ(exact, 5);  // the shrink conv and the four mapping convs
+  ASSERT_FALSE(r.lines.empty());
+  EXPECT_NE(r.lines.back().find("no Q/DQ pair was written"), std::string::npos);
+  EXPECT_TRUE(r.weight_scales.empty());
 }
 
 // PACT activations on [0, α] with 15 levels: scale α/15, zero point 0; 3-bit DoReFa weights: scale
@@ -545,11 +573,7 @@ TEST(OnnxQdq, CalibratedFloatFsrcnnStaysCloseToLibTorch) {
       *m, graph, OnnxExportOptions().precision(OnnxPrecision::kInt8).calibration(cal), path);
   EXPECT_TRUE(r.weight_scales.count("last_part.weight"));
   const auto x = luma(300);
-  at::Tensor expected;
-  {
-    torch::NoGradGuard no_grad;
-    expected = m->forward(x);
-  }
+  const auto expected = forward_no_grad(m, x);
   const auto got = onnx_runtime_forward(path, x, dir);
   if (!got.defined()) return;
   const auto d = onnx_compare(expected, got);
@@ -617,11 +641,7 @@ TEST(OnnxFp16, FsrcnnAndResnet20MatchFp32WithinOnePercent) {
     const Shape in = m->input_shape();
     torch::manual_seed(3);
     const auto x = torch::rand({2, in[1], in[2], in[3]});
-    at::Tensor expected;
-    {
-      torch::NoGradGuard no_grad;
-      expected = m->forward(x);
-    }
+    const auto expected = forward_no_grad(m, x);
     const auto got = onnx_runtime_forward(path, x, dir);
     if (!got.defined()) return;
     const auto d = onnx_compare(expected, got);

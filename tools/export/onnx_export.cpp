@@ -58,6 +58,10 @@ OnnxExportReport export_onnx(torch::nn::Module& model, const SummaryGraph& graph
     r.activation_scales = qdq->record().activation_scales;
     r.weight_scales = qdq->record().weight_scales;
     r.lines = qdq->record().lines;
+    if (r.activation_scales.empty() && r.weight_scales.empty())
+      r.lines.push_back(
+          "no layer has a quantized input and weight, so no Q/DQ pair was written: TensorRT runs "
+          "the model in float (--calibrate N gives float inputs activation ranges)");
   }
   return r;
 }

@@ -182,7 +182,7 @@ double OnnxQdqPass::grid_scale_of(int value) const {
   }
 }
 
-void OnnxQdqPass::weight(const OpNode& op) {
+void OnnxQdqPass::weight(const OpNode& op, bool input_quantized) {
   const std::string name = op.param("weight");
   if (name.empty()) return;
   const at::Tensor wt = w_.model_tensor(name);
@@ -213,6 +213,14 @@ void OnnxQdqPass::weight(const OpNode& op) {
               fmt(qmax) + " at scale " + fmt(s.max().item<double>()) + ", beyond int8's ±127";
       else
         scales = s;
+    }
+    if (!scales.defined() && !input_quantized) {
+      // TensorRT runs a layer with a float input in float whatever its weights: the trained
+      // values themselves, exact, serve it better than a second rounding onto int8.
+      record_.lines.push_back("layer " + op.name + ": " + why +
+                              ", and its input stays float: weights written as their quantized "
+                              "values in float (exact)");
+      return;
     }
     if (!scales.defined()) {
       scales = amax_scales();
@@ -246,14 +254,15 @@ void OnnxQdqPass::before(const OpNode& op) {
       if (auto it = calibration_->amax.find(v); it != calibration_->amax.end())
         activation(v, it->second / 127.0);
     }
-    if (auto it = dq_.find(v); it != dq_.end())
+    const auto it = dq_.find(v);
+    if (it != dq_.end())
       w_.override_input(op.id, v, it->second.first);
     else if (op.weight_bits > 0)
       record_.lines.push_back(
           "layer " + op.name +
           ": its input stays float (no fake quantization or calibration range "
           "before it; --calibrate gives it one); TensorRT runs the layer in a float precision");
-    weight(op);
+    weight(op, it != dq_.end());
     return;
   }
   const int skip = skip_input(graph_, op);

@@ -64,7 +64,9 @@ class OnnxQdqPass {
  private:
   /// Q → DQ of value `value` with per-tensor `scale`, shared by every consumer that asks.
   std::string activation(int value, double scale);
-  void weight(const OpNode& op);
+  /// Q/DQ of `op`'s weight per output channel. A trained grid that does not fit int8 is moved to
+  /// the nearest int8 grid when the input is quantized, and left float (exact) when it is not.
+  void weight(const OpNode& op, bool input_quantized);
   /// The scale of the grid value `v` lies on when it is a (zero-padded, sliced, reshaped) copy of
   /// a Q/DQ value; 0 when not known.
   double grid_scale_of(int value) const;
