@@ -8,7 +8,7 @@ BUILD_DIR="${1:-build}"
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config clang-format
   libtorch-dev libyaml-cpp-dev libonnx-dev libopencv-dev libjpeg-dev libpng-dev libcli11-dev
-  libgraphviz-dev graphviz libgtest-dev libgmock-dev libgloo-dev
+  libgraphviz-dev graphviz libcairo2-dev libexpat1-dev libgtest-dev libgmock-dev libgloo-dev
   nlohmann-json3-dev libfmt-dev
   # LibTorch falls back to BLAS for linear layers and small-batch convolutions; without an
   # optimised BLAS, Debian links the reference one (9x slower on ResNet-20 at batch 1). The

@@ -1,0 +1,201 @@
+#include "tools/plot.h"
+
+#include <cairo-svg.h>
+#include <cairo.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <stdexcept>
+
+namespace igb::tools {
+
+namespace {
+
+cairo_status_t append_to_string(void* closure, const unsigned char* data, unsigned int length) {
+  static_cast<std::string*>(closure)->append(reinterpret_cast<const char*>(data), length);
+  return CAIRO_STATUS_SUCCESS;
+}
+
+/// Tick positions over [lo, hi]: steps of 1, 2 or 5 times a power of ten, about `n` of them.
+std::vector<double> nice_ticks(double lo, double hi, int n) {
+  const double raw = (hi - lo) / std::max(1, n);
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (raw <= m * mag) {
+      step = m * mag;
+      break;
+    }
+  std::vector<double> ticks;
+  for (double t = std::ceil(lo / step - 1e-9) * step; t <= hi + step * 1e-9; t += step)
+    ticks.push_back(std::abs(t) < step * 1e-9 ? 0.0 : t);
+  return ticks;
+}
+
+std::string tick_label(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// Ten distinguishable colours; after ten series the dash pattern changes.
+constexpr double kColours[10][3] = {{0.12, 0.47, 0.71}, {1.00, 0.50, 0.05}, {0.17, 0.63, 0.17},
+                                    {0.84, 0.15, 0.16}, {0.58, 0.40, 0.74}, {0.55, 0.34, 0.29},
+                                    {0.89, 0.47, 0.76}, {0.50, 0.50, 0.50}, {0.74, 0.74, 0.13},
+                                    {0.09, 0.75, 0.81}};
+
+void text_at(cairo_t* cr, const std::string& s, double x, double y, double align_x,
+             double align_y) {
+  cairo_text_extents_t e;
+  cairo_text_extents(cr, s.c_str(), &e);
+  cairo_move_to(cr, x - e.width * align_x - e.x_bearing, y - e.height * align_y - e.y_bearing);
+  cairo_show_text(cr, s.c_str());
+}
+
+void draw(cairo_t* cr, const LinePlot& p) {
+  const double w = p.width, h = p.height;
+  const double left = 80, right = 250, top = 50, bottom = 60;
+  const double pw = w - left - right, ph = h - top - bottom;
+  cairo_set_source_rgb(cr, 1, 1, 1);
+  cairo_paint(cr);
+  cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+
+  double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
+  for (const auto& s : p.series)
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
+      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;
+      x0 = std::min(x0, s.x[i]);
+      x1 = std::max(x1, s.x[i]);
+      y0 = std::min(y0, s.y[i]);
+      y1 = std::max(y1, s.y[i]);
+    }
+  if (!std::isfinite(x0)) x0 = 0, x1 = 1, y0 = 0, y1 = 1;
+  if (x1 - x0 < 1e-12) x0 -= 0.5, x1 += 0.5;
+  if (y1 - y0 < 1e-12) y0 -= 0.5, y1 += 0.5;
+  const double pad = (y1 - y0) * 0.05;
+  y0 -= pad;
+  y1 += pad;
+  auto sx = [&](double x) { return left + (x - x0) / (x1 - x0) * pw; };
+  auto sy = [&](double y) { return top + ph - (y - y0) / (y1 - y0) * ph; };
+
+  // Grid, ticks and tick labels.
+  cairo_set_font_size(cr, 12);
+  cairo_set_line_width(cr, 1);
+  for (double t : nice_ticks(x0, x1, 8)) {
+    cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
+    cairo_move_to(cr, sx(t), top);
+    cairo_line_to(cr, sx(t), top + ph);
+    cairo_stroke(cr);
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    text_at(cr, tick_label(t), sx(t), top + ph + 8, 0.5, 0);
+  }
+  for (double t : nice_ticks(y0, y1, 6)) {
+    cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
+    cairo_move_to(cr, left, sy(t));
+    cairo_line_to(cr, left + pw, sy(t));
+    cairo_stroke(cr);
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    text_at(cr, tick_label(t), left - 8, sy(t), 1, 0.5);
+  }
+  cairo_set_source_rgb(cr, 0, 0, 0);
+  cairo_rectangle(cr, left, top, pw, ph);
+  cairo_stroke(cr);
+
+  // Labels and title.
+  cairo_set_font_size(cr, 14);
+  text_at(cr, p.x_label, left + pw / 2, h - 22, 0.5, 0);
+  cairo_save(cr);
+  cairo_translate(cr, 22, top + ph / 2);
+  cairo_rotate(cr, -M_PI / 2);
+  text_at(cr, p.y_label, 0, 0, 0.5, 0.5);
+  cairo_restore(cr);
+  cairo_set_font_size(cr, 16);
+  text_at(cr, p.title, left + pw / 2, 18, 0.5, 0);
+
+  // Series, clipped to the plot area, then the legend.
+  const double legend_font = p.series.size() > 30 ? 9 : 11;
+  const double legend_step = legend_font + 4;
+  for (size_t k = 0; k < p.series.size(); ++k) {
+    const auto& s = p.series[k];
+    const auto* c = kColours[k % 10];
+    const double dash[] = {6, 3};
+    cairo_set_source_rgb(cr, c[0], c[1], c[2]);
+    cairo_set_line_width(cr, 1.8);
+    cairo_set_dash(cr, dash, (k / 10) % 2 ? 2 : 0, 0);
+    cairo_save(cr);
+    cairo_rectangle(cr, left, top, pw, ph);
+    cairo_clip(cr);
+    bool pen = false;
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
+      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) {
+        pen = false;
+        continue;
+      }
+      if (pen)
+        cairo_line_to(cr, sx(s.x[i]), sy(s.y[i]));
+      else
+        cairo_move_to(cr, sx(s.x[i]), sy(s.y[i]));
+      pen = true;
+    }
+    cairo_stroke(cr);
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i)
+      if (std::isfinite(s.x[i]) && std::isfinite(s.y[i])) {
+        cairo_arc(cr, sx(s.x[i]), sy(s.y[i]), 2.2, 0, 2 * M_PI);
+        cairo_fill(cr);
+      }
+    cairo_restore(cr);
+    const double ly = top + 6 + legend_step * static_cast<double>(k);
+    if (ly > h - 10) continue;
+    cairo_move_to(cr, left + pw + 14, ly);
+    cairo_line_to(cr, left + pw + 38, ly);
+    cairo_stroke(cr);
+    cairo_set_dash(cr, nullptr, 0, 0);
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    cairo_set_font_size(cr, legend_font);
+    text_at(cr, s.name, left + pw + 44, ly, 0, 0.5);
+  }
+  cairo_set_dash(cr, nullptr, 0, 0);
+}
+
+void check(cairo_status_t status, const char* what) {
+  if (status != CAIRO_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("cannot draw the ") + what + ": " +
+                             cairo_status_to_string(status));
+}
+
+}  // namespace
+
+std::string line_plot_svg(const LinePlot& plot) {
+  std::string out;
+  cairo_surface_t* surface =
+      cairo_svg_surface_create_for_stream(append_to_string, &out, plot.width, plot.height);
+  cairo_t* cr = cairo_create(surface);
+  draw(cr, plot);
+  const cairo_status_t status = cairo_status(cr);
+  cairo_destroy(cr);
+  cairo_surface_finish(surface);
+  const cairo_status_t finished = cairo_surface_status(surface);
+  cairo_surface_destroy(surface);
+  check(status, "SVG plot");
+  check(finished, "SVG plot");
+  return out;
+}
+
+std::string line_plot_png(const LinePlot& plot) {
+  cairo_surface_t* surface =
+      cairo_image_surface_create(CAIRO_FORMAT_ARGB32, plot.width, plot.height);
+  cairo_t* cr = cairo_create(surface);
+  draw(cr, plot);
+  const cairo_status_t status = cairo_status(cr);
+  cairo_destroy(cr);
+  std::string out;
+  const cairo_status_t written = cairo_surface_write_to_png_stream(surface, append_to_string, &out);
+  cairo_surface_destroy(surface);
+  check(status, "PNG plot");
+  check(written, "PNG plot");
+  return out;
+}
+
+}  // namespace igb::tools
