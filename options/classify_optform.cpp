@@ -64,6 +64,13 @@ class ClassifyOptForm : public OptForm {
 
   void add_test_options(CLI::App& app) override { add_dataset_option(app); }
 
+  std::function<models::Metrics()> evaluator(models::ModelImpl& model, const std::string& data,
+                                             int64_t batches, const c10::Device& device,
+                                             std::string* description) override {
+    return models::classify::classify_evaluator(model, data, config_.dataset, batches, device,
+                                                description);
+  }
+
   nlohmann::json run_test(RunContext& ctx, const std::string& checkpoint, const std::string& data,
                           const std::string& out,
                           const compress::QuantizeEvalRequest& quantize_eval,

@@ -239,6 +239,13 @@ int test_main(int argc, char** argv) {
   form->run_test(ctx, checkpoint, data, out, quantize_eval, external);
   if (!summary.empty())
     write_summaries(load_tool_model("", {}, checkpoint, ""), summary, out_dir, logger);
+  if (std::find(summary.begin(), summary.end(), "sensitivity") != summary.end()) {
+    SensitivityArgs sweep;  // element pruning at 0, 0.05, ..., 0.95 on 4 evaluation batches
+    sweep.checkpoint = checkpoint;
+    sweep.data = data;
+    sweep.out = out_dir.string();
+    sweep_checkpoint(sweep, ctx.device, logger);
+  }
   return kExitOk;
 }
 

@@ -11,6 +11,7 @@
 #include "core/run_context.h"
 #include "models/external_forward.h"
 #include "models/train_config.h"
+#include "models/trainer.h"
 
 namespace CLI {
 class App;
@@ -38,6 +39,14 @@ class OptForm {
                                   const std::string& data, const std::string& out,
                                   const compress::QuantizeEvalRequest& quantize_eval,
                                   const models::ExternalForward& external) = 0;
+
+  /// The optform's evaluation of `model` on `data` as a repeatable evaluator (the same batches in
+  /// the same order at every call), for the sensitivity sweep: its first `batches` batches (0:
+  /// all). `description` receives what was loaded.
+  virtual std::function<models::Metrics()> evaluator(models::ModelImpl& model,
+                                                     const std::string& data, int64_t batches,
+                                                     const c10::Device& device,
+                                                     std::string* description) = 0;
 
   /// Default --model.
   virtual std::string default_model() const = 0;

@@ -60,6 +60,12 @@ class SrOptForm : public OptForm {
                    "Folder to write the super-resolved images (PNG) to");
   }
 
+  std::function<models::Metrics()> evaluator(models::ModelImpl& model, const std::string& data,
+                                             int64_t batches, const c10::Device& device,
+                                             std::string* description) override {
+    return models::sr::sr_evaluator(model, data, batches, device, description);
+  }
+
   nlohmann::json run_test(RunContext& ctx, const std::string& checkpoint, const std::string& data,
                           const std::string& out,
                           const compress::QuantizeEvalRequest& quantize_eval,

@@ -152,7 +152,8 @@ tools::ModelProfile profile_and_print(const ToolModel& m, const tools::ProfileOp
 }  // namespace
 
 const std::vector<std::string>& summary_kinds() {
-  static const std::vector<std::string> kinds = {"sparsity", "macs", "graph", "profile"};
+  static const std::vector<std::string> kinds = {"sparsity", "macs", "graph", "profile",
+                                                 "sensitivity"};
   return kinds;
 }
 
@@ -179,6 +180,8 @@ void write_summaries(const ToolModel& m, const std::vector<std::string>& kinds,
       auto p = profile_and_print(m, tools::ProfileOptions(), logger);
       write_text_atomically(out_dir / "profile.json", tools::profile_json(p).dump(2) + "\n");
       write_text_atomically(out_dir / "profile_trace.json", p.chrome_trace.dump() + "\n");
+    } else {
+      continue;  // sensitivity needs the evaluation data: the driver runs it (sweep_checkpoint)
     }
     logger.info("summary " + k + " written to " + out_dir.string());
   }
@@ -313,6 +316,7 @@ ToolCommands::ToolCommands(CLI::App& app) {
       ->check(CLI::Range(1e-9, 100.0))
       ->needs(calibrate);
   add_run_command(app);
+  sensitivity_ = std::make_unique<SensitivityCommands>(app);
 }
 
 void ToolCommands::add_target(CLI::App* sub, Target& t, bool model_allowed) {
@@ -350,6 +354,10 @@ int ToolCommands::run() {
   if (run_->parsed()) {
     check_output_file("--output", run_args_.output);
     if (!run_args_.random_input.empty()) check_output_file("--input", run_args_.input);
+  }
+  if (sensitivity_->parsed()) {
+    sensitivity_->check_outputs();
+    return sensitivity_->run();
   }
   configure_runtime(threads_, "cpu");
   if (list_->parsed()) return run_list();

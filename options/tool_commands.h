@@ -1,10 +1,12 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "models/model.h"
+#include "options/sensitivity_commands.h"
 #include "tools/graph/summary_graph.h"
 
 namespace CLI {
@@ -43,7 +45,8 @@ const std::vector<std::string>& summary_kinds();
 void write_summaries(const ToolModel& m, const std::vector<std::string>& kinds,
                      const std::filesystem::path& out_dir, Logger& logger);
 
-/// The subcommands of igb-tools: list, macs, sparsity, draw, profile, thin, export-onnx, run.
+/// The subcommands of igb-tools: list, macs, sparsity, draw, profile, thin, export-onnx, run,
+/// sensitivity, suggest-schedule.
 /// Construct on the app, parse, then run() the one that was given.
 class ToolCommands {
  public:
@@ -100,6 +103,8 @@ class ToolCommands {
     int64_t seed = 0;
     double tolerance = 1e-4;
   } run_args_;
+  // `sensitivity` and `suggest-schedule`.
+  std::unique_ptr<SensitivityCommands> sensitivity_;
 };
 
 }  // namespace igb::options

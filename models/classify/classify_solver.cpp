@@ -92,10 +92,10 @@ class ClassifyTask : public TrainingTask {
   c10::Device device_;
 };
 
-data::ClassifyDataOptions data_options(const ClassifyConfig& config, const Model& model) {
+data::ClassifyDataOptions data_options(const ClassifyConfig& config, const ModelImpl& model) {
   data::ClassifyDataOptions o;
   o.dataset = config.dataset;
-  o.input_shape = model->input_shape();
+  o.input_shape = model.input_shape();
   o.seed = config.train.seed;
   o.synthetic_train = config.synthetic_train;
   o.synthetic_val = config.synthetic_val;
@@ -119,7 +119,7 @@ nlohmann::json train_classify(const ClassifyConfig& config, RunContext& ctx, con
     if (config.num_classes > 0) opts["num_classes"] = config.num_classes;
     model = create_model(config.train.model, opts);
   }
-  auto data = data::load_classify_data(config.train.data, data_options(config, model));
+  auto data = data::load_classify_data(config.train.data, data_options(config, *model));
   auto* clf = dynamic_cast<ClassifierImpl*>(model.get());
   const auto classes = static_cast<int64_t>(data.classes.size());
   if (!ckpt && config.num_classes == 0 && clf->num_classes() != classes) {
@@ -147,6 +147,42 @@ nlohmann::json train_classify(const ClassifyConfig& config, RunContext& ctx, con
   return trainer.run();
 }
 
+namespace {
+
+/// Examples held in memory.
+class ExampleList : public data::Dataset {
+ public:
+  explicit ExampleList(std::vector<data::Example> examples) : examples_(std::move(examples)) {}
+  int64_t size() const override { return static_cast<int64_t>(examples_.size()); }
+  data::Example get(int64_t index, int64_t) const override {
+    return examples_.at(static_cast<size_t>(index));
+  }
+
+ private:
+  std::vector<data::Example> examples_;
+};
+
+}  // namespace
+
+std::function<Metrics()> classify_evaluator(ModelImpl& model, const std::string& data,
+                                            const std::string& dataset, int64_t batches,
+                                            const c10::Device& device, std::string* description) {
+  ClassifyConfig config;  // the default synthetic validation split, as igb-test
+  config.dataset = dataset;
+  config.train.seed = 0;
+  auto d = data::load_classify_data(data, data_options(config, model));
+  const int64_t n = batches > 0 ? std::min(d.val->size(), batches * 128) : d.val->size();
+  std::vector<data::Example> examples;
+  examples.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) examples.push_back(d.val->get(i, 0));
+  if (description) *description = std::to_string(n) + " validation images of " + d.description;
+  auto kept = std::make_shared<ExampleList>(std::move(examples));
+  return [&model, kept, device]() -> Metrics {
+    const auto ev = evaluate_classifier(model, *kept, 128, 0, device);
+    return {{"top1", ev.top1}, {"top5", ev.top5}, {"loss", ev.loss}};
+  };
+}
+
 nlohmann::json test_classify(const std::string& checkpoint, const std::string& data,
                              const std::string& dataset, const std::string& out, RunContext& ctx,
                              const compress::QuantizeEvalRequest& quantize_eval,
@@ -157,7 +193,7 @@ nlohmann::json test_classify(const std::string& checkpoint, const std::string& d
   ClassifyConfig test_config;  // the default synthetic validation split
   test_config.dataset = dataset;
   test_config.train.seed = 0;
-  auto d = data::load_classify_data(data, data_options(test_config, model));
+  auto d = data::load_classify_data(data, data_options(test_config, *model));
   auto t0 = std::chrono::steady_clock::now();
   auto ev = evaluate_classifier(*model, *d.val, 128, 2, ctx.device);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

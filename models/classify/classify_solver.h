@@ -38,6 +38,15 @@ ClassifyEvaluation evaluate_classifier(
     ModelImpl& model, const data::Dataset& dataset, int64_t batch_size, int64_t workers,
     const c10::Device& device, const std::function<at::Tensor(const at::Tensor&)>& forward = {});
 
+/// The validation split of `data` (as igb-test reads it) as a repeatable evaluator, for the
+/// sensitivity sweep: the first `batches` batches of 128 images (0: all), loaded once into
+/// memory and evaluated in the same order at every call: {top1, top5, loss}. `description` (when
+/// given) receives what was loaded.
+std::function<Metrics()> classify_evaluator(ModelImpl& model, const std::string& data,
+                                            const std::string& dataset, int64_t batches,
+                                            const c10::Device& device,
+                                            std::string* description = nullptr);
+
 /// Trains a classifier as `config` says and returns summary.json's content.
 nlohmann::json train_classify(const ClassifyConfig& config, RunContext& ctx, const RunInfo& info);
 

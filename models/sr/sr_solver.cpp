@@ -41,6 +41,9 @@ SrEvaluation evaluate_sr(ModelImpl& model, const std::vector<data::SrEvalImage>&
     }
     TORCH_CHECK(sr_y.sizes() == hr_y.sizes(), "model output ", sr_y.sizes(), " does not match the ",
                 hr_y.sizes(), " ground truth of ", img.name);
+    const auto target = y_channel ? hr_y : img.hr_rgb;
+    if (out.sizes() == target.sizes())
+      ev.loss += torch::mse_loss(out, target).item<double>() / static_cast<double>(images.size());
     auto bic_y = data::rgb_to_y(img.bicubic_rgb);
     SrEvaluation::Row row{img.name, data::psnr(sr_y, hr_y, scale), data::ssim(sr_y, hr_y, scale),
                           data::psnr(bic_y, hr_y, scale), data::ssim(bic_y, hr_y, scale)};
@@ -164,6 +167,25 @@ nlohmann::json train_sr(const SrConfig& config, RunContext& ctx, const RunInfo& 
   trainer.note(data_line);
   trainer.note(model_line);
   return trainer.run();
+}
+
+std::function<Metrics()> sr_evaluator(ModelImpl& model, const std::string& data, int64_t images,
+                                      const c10::Device& device, std::string* description) {
+  auto* sr_model = dynamic_cast<SrModelImpl*>(&model);
+  if (!sr_model) throw InputError("the model is not an SR model");
+  const int64_t scale = sr_model->scale();
+  const bool y = sr_model->channels() == 1;
+  auto all = data::load_sr_eval_data(data, data_options(scale, y, 0, 96));
+  if (images > 0 && static_cast<size_t>(images) < all.size())
+    all.resize(static_cast<size_t>(images));
+  if (description)
+    *description = std::to_string(all.size()) + " evaluation images of " + data + " (x" +
+                   std::to_string(scale) + ")";
+  auto kept = std::make_shared<std::vector<data::SrEvalImage>>(std::move(all));
+  return [&model, kept, scale, y, device]() -> Metrics {
+    const auto ev = evaluate_sr(model, *kept, scale, y, device);
+    return {{"psnr", ev.psnr}, {"ssim", ev.ssim}, {"loss", ev.loss}};
+  };
 }
 
 nlohmann::json test_sr(const SrTestConfig& config, RunContext& ctx) {

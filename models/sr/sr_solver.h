@@ -50,6 +50,9 @@ struct SrEvaluation {
   };
   std::vector<Row> rows;
   double psnr = 0, ssim = 0, bicubic_psnr = 0, bicubic_ssim = 0;
+  /// Mean over the images of the mean squared error of the model's output (before rounding to 8
+  /// bits) against the ground truth, in the model's channels (Y or RGB) on [0, 1].
+  double loss = 0;
 };
 
 /// Runs `model` on every image; when `save_dir` is set, writes each result as PNG there (luma
@@ -59,6 +62,13 @@ SrEvaluation evaluate_sr(ModelImpl& model, const std::vector<data::SrEvalImage>&
                          int64_t scale, bool y_channel, const c10::Device& device,
                          const std::string& save_dir = {},
                          const std::function<at::Tensor(const at::Tensor&)>& forward = {});
+
+/// The evaluation images of `data` (as igb-test reads them) as a repeatable evaluator, for the
+/// sensitivity sweep: the first `images` of them (0: all), loaded once: {psnr, ssim, loss}.
+/// `description` (when given) receives what was loaded.
+std::function<Metrics()> sr_evaluator(ModelImpl& model, const std::string& data, int64_t images,
+                                      const c10::Device& device,
+                                      std::string* description = nullptr);
 
 /// Trains an SR model as `config` says and returns summary.json's content.
 nlohmann::json train_sr(const SrConfig& config, RunContext& ctx, const RunInfo& info);

@@ -321,6 +321,51 @@ TEST_F(Drivers, ExportOnnxErrorsLeaveNoFile) {
   EXPECT_EQ(left, std::vector<std::string>{"plain"});
 }
 
+// igb-tools sensitivity writes the four reports, suggest-schedule turns them into a schedule that
+// igb-train accepts, and igb-test --summary sensitivity runs the same sweep after testing.
+TEST_F(Drivers, SensitivitySweepSuggestAndTrain) {
+  auto r = run(train(
+      "--epochs 1 --max-batches 2 --batch-size 4 --model-arg d=8 --model-arg s=4 --model-arg m=1"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string ckpt = (dir_ / "run" / "best.ckpt").string();
+  const fs::path out = dir_ / "sens";
+  auto s = run("igb-tools sensitivity --threads 1 --checkpoint " + ckpt +
+               " --levels 0,0.3,0.6 --eval-batches 2 --out " + out.string());
+  ASSERT_EQ(s.code, 0) << s.output;
+  for (const char* f :
+       {"sensitivity.csv", "sensitivity.json", "sensitivity.svg", "sensitivity.png"})
+    EXPECT_TRUE(fs::exists(out / f)) << f;
+  EXPECT_NE(s.output.find("psnr @0.30"), std::string::npos) << s.output;
+  EXPECT_NE(s.output.find("2 evaluation images of synthetic"), std::string::npos) << s.output;
+  std::ifstream csv(out / "sensitivity.csv");
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_EQ(header, "parameter,sparsity,psnr,ssim,loss");
+  const std::string yaml = (dir_ / "suggested.yaml").string();
+  auto g = run("igb-tools suggest-schedule --sensitivity " + (out / "sensitivity.csv").string() +
+               " --max-drop 0.5 --epochs 1:2 --out " + yaml);
+  ASSERT_EQ(g.code, 0) << g.output;
+  ASSERT_TRUE(fs::exists(yaml));
+  auto t = run("igb-train --optform=sr --threads 1 --resume " + ckpt +
+               " --epochs 2 --max-batches 2 "
+               "--batch-size 4 --compress " +
+               yaml + " --out " + (dir_ / "pruned").string());
+  EXPECT_EQ(t.code, 0) << t.output;
+  // Errors: a bad mode and an --out that is a file are one line, exit 2.
+  auto bad = run("igb-tools sensitivity --checkpoint " + ckpt + " --levels 0:2:1 --out " +
+                 (dir_ / "s2").string());
+  EXPECT_EQ(bad.code, 2);
+  ASSERT_EQ(bad.lines().size(), 1u) << bad.output;
+  EXPECT_NE(bad.lines()[0].find("levels '0:2:1': 1.0000 is outside [0, 1)"), std::string::npos)
+      << bad.output;
+  EXPECT_FALSE(fs::exists(dir_ / "s2" / "sensitivity.csv"));
+  auto test = run("igb-test --optform=sr --threads 1 --checkpoint " + ckpt +
+                  " --summary sensitivity --out " + (dir_ / "t").string());
+  ASSERT_EQ(test.code, 0) << test.output;
+  EXPECT_TRUE(fs::exists(dir_ / "t" / "sensitivity.png"));
+  EXPECT_TRUE(fs::exists(dir_ / "t" / "test_summary.json"));
+}
+
 TEST_F(Drivers, ClassifyTrainsOnCifarFilesAndTests) {
   // A tiny CIFAR-10 folder in the real binary format: 40 training and 20 test records.
   fs::create_directories(dir_ / "cifar");

@@ -6,12 +6,14 @@
 #include <filesystem>
 #include <map>
 
+#include "compress/scheduler.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "data/image.h"
 #include "tests/support.h"
 #include "tests/tools/tools_support.h"
 #include "tools/plot.h"
+#include "tools/schedule_suggestion.h"
 
 namespace igb::tools {
 
@@ -187,6 +189,127 @@ TEST(Sensitivity, ReportsAndPlotFiles) {
   EXPECT_GT(png.std().item<double>(), 0.01);  // lines and text on white
   EXPECT_THROW(write_sensitivity(r, tmp.path() / "out2", "top1"), InputError);
   EXPECT_FALSE(fs::exists(tmp.path() / "out2" / "sensitivity.csv"));
+}
+
+}  // namespace igb::tools
+
+namespace igb::tools {
+
+namespace {
+
+/// A sweep table written by hand: two weights at levels 0, 0.25, 0.5, 0.75.
+fs::path suggestion_csv(const fs::path& dir, const std::string& mode) {
+  fs::create_directories(dir);
+  write_text_atomically(dir / "sensitivity.csv",
+                        "parameter,sparsity,top1,top5,loss\n"
+                        "a.weight,0,90,99,0.30\n"
+                        "a.weight,0.25,89.9,99,0.31\n"
+                        "a.weight,0.5,89.5,99,0.35\n"
+                        "a.weight,0.75,80,95,0.90\n"
+                        "b.weight,0,90,99,0.30\n"
+                        "b.weight,0.25,89.0,99,0.50\n"
+                        "b.weight,0.5,89.9,99,0.32\n"
+                        "b.weight,0.75,70,90,1.50\n");
+  write_text_atomically(dir / "sensitivity.json", "{\"mode\": \"" + mode + "\"}\n");
+  return dir / "sensitivity.csv";
+}
+
+}  // namespace
+
+// The highest level at which this and every lower level stay within the budget: b's dip at 0.25
+// stops it there even though 0.5 is within the budget again.
+TEST(SuggestSchedule, PicksTheHighestLevelWithinTheBudgetAndWritesALoadableSchedule) {
+  test::TempDir tmp;
+  const auto table = read_sensitivity_csv(suggestion_csv(tmp.path() / "e", "element"));
+  EXPECT_EQ(table.metrics, (std::vector<std::string>{"top1", "top5", "loss"}));
+  SuggestOptions o;
+  o.max_drop = 0.6;
+  o.start_epoch = 0;
+  o.end_epoch = 4;
+  auto s = suggest_schedule(table, o);
+  ASSERT_EQ(s.choices.size(), 2u);
+  EXPECT_DOUBLE_EQ(s.choices[0].sparsity, 0.5);
+  EXPECT_NEAR(s.choices[0].drop, 0.5, 1e-9);
+  EXPECT_DOUBLE_EQ(s.choices[1].sparsity, 0.0);  // 1.0 down at 0.25
+  o.max_drop = 1.0;
+  s = suggest_schedule(table, o);
+  EXPECT_DOUBLE_EQ(s.choices[1].sparsity, 0.5);
+  EXPECT_NE(s.yaml.find("class: AutomatedGradualPruner"), std::string::npos) << s.yaml;
+  EXPECT_NE(s.yaml.find("final_sparsity: 0.5000"), std::string::npos) << s.yaml;
+  EXPECT_NE(s.yaml.find("#   b.weight: 0.50 (top1 90.0000, drop 0.1000)"), std::string::npos)
+      << s.yaml;
+  // The loss metric drops when it rises: a within 0.06 up to 0.5, b only at 0.
+  o.metric = "loss";
+  o.max_drop = 0.06;
+  s = suggest_schedule(table, o);
+  EXPECT_DOUBLE_EQ(s.choices[0].sparsity, 0.5);
+  EXPECT_DOUBLE_EQ(s.choices[1].sparsity, 0.0);
+
+  // Loadable by the scheduler on a model with those names.
+  auto m = make("resnet20_cifar");
+  const auto t2 = read_sensitivity_csv([&] {
+    const auto dir = tmp.path() / "f";
+    fs::create_directories(dir);
+    write_text_atomically(dir / "sensitivity.csv",
+                          "parameter,sparsity,top1\nlayer1.0.conv1.weight,0,90\n"
+                          "layer1.0.conv1.weight,0.25,89.8\nlayer2.0.conv1.weight,0,90\n"
+                          "layer2.0.conv1.weight,0.25,89.9\nfc.weight,0,90\nfc.weight,0.25,80\n");
+    write_text_atomically(dir / "sensitivity.json", "{\"mode\": \"filter\"}\n");
+    return dir / "sensitivity.csv";
+  }());
+  SuggestOptions f;
+  f.max_drop = 0.5;
+  f.end_epoch = 3;
+  const auto agp = suggest_schedule(t2, f);
+  EXPECT_NE(agp.yaml.find("class: L1RankedStructureParameterPruner_AGP"), std::string::npos);
+  EXPECT_NE(agp.yaml.find("group_type: Filters"), std::string::npos);
+  auto sched =
+      compress::CompressionScheduler::from_text(agp.yaml, "suggested.yaml", *m, 0.1, nullptr);
+  ASSERT_NE(sched, nullptr);
+  f.kind = "sensitivity";
+  EXPECT_THROW(suggest_schedule(t2, f), InputError);  // a filter sweep
+}
+
+TEST(SuggestSchedule, SensitivityPrunerMultipliersAndErrors) {
+  test::TempDir tmp;
+  const auto table = read_sensitivity_csv(suggestion_csv(tmp.path() / "e", "element"));
+  SuggestOptions o;
+  o.kind = "sensitivity";
+  o.max_drop = 1.0;
+  o.start_epoch = 2;
+  o.end_epoch = 5;
+  // Normal approximation: half of a normal distribution's |w| lie within 0.6745 std.
+  auto s = suggest_schedule(table, o);
+  EXPECT_NE(s.yaml.find("a.weight: 0.6745  # sparsity 0.50, s normal approximation"),
+            std::string::npos)
+      << s.yaml;
+  EXPECT_NE(s.yaml.find("starting_epoch: 2\n    ending_epoch: 3\n"), std::string::npos) << s.yaml;
+  // From the weights: |w| of 1..8 (std of ±1..±8 with alternating signs), median |w| 4.5.
+  auto w = torch::tensor({1., -2., 3., -4., 5., -6., 7., -8.});
+  o.weights["a.weight"] = w;
+  s = suggest_schedule(table, o);
+  const double expected = 4.5 / w.std().item<double>();
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "a.weight: %.4f", expected);
+  EXPECT_NE(s.yaml.find(buf), std::string::npos) << s.yaml;
+  EXPECT_NE(s.yaml.find("s from the weights"), std::string::npos);
+
+  o.metric = "top3";
+  EXPECT_THROW(suggest_schedule(table, o), InputError);
+  o.metric = "";
+  o.end_epoch = 2;
+  EXPECT_THROW(suggest_schedule(table, o), InputError);
+  write_text_atomically(tmp.path() / "bad.csv", "parameter,sparsity,top1\na,0.1,x\n");
+  try {
+    read_sensitivity_csv(tmp.path() / "bad.csv");
+    ADD_FAILURE() << "read a malformed table";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.csv:2: 'x' is not a number"), std::string::npos)
+        << e.what();
+  }
+  write_text_atomically(tmp.path() / "nozero.csv", "parameter,sparsity,top1\na,0.1,1\n");
+  o.end_epoch = 5;
+  EXPECT_THROW(suggest_schedule(read_sensitivity_csv(tmp.path() / "nozero.csv"), o), InputError);
 }
 
 }  // namespace igb::tools
