@@ -17,6 +17,7 @@ void register_builtin_datasets() {
   std::call_once(once, [] {
     auto& r = dataset_registry();
     register_sr_datasets(r);
+    register_deblur_datasets(r);
     register_classify_datasets(r);
     r.freeze();
   });

@@ -6,6 +6,7 @@
 
 #include "core/registry.h"
 #include "data/classify_data.h"
+#include "data/deblur_data.h"
 #include "data/sr_data.h"
 
 namespace igb::data {
@@ -23,8 +24,16 @@ using SrDatasetFactory =
 using SrEvalFactory =
     std::function<std::vector<SrEvalImage>(const std::string& data, const SrDataOptions& options)>;
 
+/// Builds the training and validation pairs of a deblurring dataset.
+using DeblurDatasetFactory =
+    std::function<DeblurData(const std::string& data, const DeblurDataOptions& options)>;
+/// Builds only the validation pairs of a deblurring dataset (testing a checkpoint).
+using DeblurEvalFactory = std::function<std::vector<DeblurPair>(const std::string& data,
+                                                                const DeblurDataOptions& options)>;
+
 /// One dataset reader or generator. An entry belongs to one application family and fills that
-/// family's factories only ("classify": `classify`; "sr": `sr` and `sr_eval`).
+/// family's factories only ("classify": `classify`; "sr": `sr` and `sr_eval`; "deblur": `deblur`
+/// and `deblur_eval`).
 ///
 ///   DatasetSpec s;
 ///   s.family = "classify";
@@ -33,7 +42,7 @@ using SrEvalFactory =
 ///   s.classify = load_cifar10;
 ///   registry.add("classify/cifar10", s, "CIFAR-10 binary version");
 struct DatasetSpec {
-  /// The application family that reads it: "classify" or "sr".
+  /// The application family that reads it: "classify", "sr" or "deblur".
   std::string family;
   /// The `--data` value or folder layout that selects it (shown by `igb-tools list datasets`).
   std::string selected_by;
@@ -48,6 +57,10 @@ struct DatasetSpec {
   SrDatasetFactory sr;
   /// family "sr": builds the validation images alone.
   SrEvalFactory sr_eval;
+  /// family "deblur": builds training and validation pairs.
+  DeblurDatasetFactory deblur;
+  /// family "deblur": builds the validation pairs alone.
+  DeblurEvalFactory deblur_eval;
 };
 
 /// Every dataset reader and generator, named "<family>/<name>" ("classify/cifar10").
@@ -60,6 +73,8 @@ void register_builtin_datasets();
 void register_classify_datasets(Registry<DatasetSpec>& registry);
 /// Adds the super-resolution datasets (defined with their readers in sr_data.cpp).
 void register_sr_datasets(Registry<DatasetSpec>& registry);
+/// Adds the deblurring datasets (defined with their readers in deblur_data.cpp).
+void register_deblur_datasets(Registry<DatasetSpec>& registry);
 
 /// The dataset names of one family without the family prefix ("cifar10", "mnist", ...).
 std::vector<std::string> dataset_names(const std::string& family);
