@@ -130,12 +130,17 @@ ScheduleSuggestion suggest_schedule(const SensitivityTable& table, const Suggest
   y << "version: 1\npruners:\n";
   std::vector<std::string> instances;
   if (o.kind == "agp") {
-    // One pruner per final sparsity, its weights those that reach it.
+    // One pruner per final sparsity, its weights those that reach it. Element sparsities are the
+    // sweep's levels up to the floor of level · size (0.5998 for 0.6), so they group by two
+    // decimals; a filter or channel fraction (3/32 = 0.0938) is kept as it is, since rounding it
+    // could change the number of structures pruned.
     std::map<std::string, std::vector<std::string>> groups;
     std::vector<std::string> order;
     for (const auto& c : s.choices) {
       if (c.sparsity <= 0) continue;
-      const std::string key = number(c.sparsity, 4);
+      const std::string key = table.mode == "element" && c.sparsity >= 0.01
+                                  ? number(std::round(c.sparsity * 100) / 100, 4)
+                                  : number(c.sparsity, 4);
       if (!groups.count(key)) order.push_back(key);
       groups[key].push_back(c.parameter);
     }

@@ -245,6 +245,20 @@ TEST(SuggestSchedule, PicksTheHighestLevelWithinTheBudgetAndWritesALoadableSched
   EXPECT_DOUBLE_EQ(s.choices[0].sparsity, 0.5);
   EXPECT_DOUBLE_EQ(s.choices[1].sparsity, 0.0);
 
+  // Element sparsities a hair under their level (floor of level · size) share one pruner.
+  SensitivityTable near;
+  near.metrics = {"top1"};
+  near.parameters = {"a", "b"};
+  near.rows["a"] = {{0, {90}}, {0.5998, {89.9}}};
+  near.rows["b"] = {{0, {90}}, {0.6, {89.9}}};
+  SuggestOptions n;
+  n.end_epoch = 2;
+  const auto grouped = suggest_schedule(near, n);
+  EXPECT_EQ(grouped.yaml.find("agp_1"), std::string::npos) << grouped.yaml;
+  EXPECT_NE(grouped.yaml.find("final_sparsity: 0.6000\n    weights:\n      - a\n      - b\n"),
+            std::string::npos)
+      << grouped.yaml;
+
   // Loadable by the scheduler on a model with those names.
   auto m = make("resnet20_cifar");
   const auto t2 = read_sensitivity_csv([&] {
