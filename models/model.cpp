@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "models/classify/classifier.h"
+#include "models/deblur/deblur_models.h"
 #include "models/sr/sr_models.h"
 
 namespace igb::models {
@@ -30,6 +31,7 @@ void register_builtin_models() {
     auto& r = model_registry();
     sr::register_sr_models(r);
     classify::register_classify_models(r);
+    deblur::register_deblur_models(r);
     r.freeze();
   });
 }

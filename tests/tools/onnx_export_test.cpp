@@ -302,6 +302,47 @@ INSTANTIATE_TEST_SUITE_P(
                       "preact_resnet34", "preact_resnet50"),
     [](const auto& info) { return info.param; });
 
+INSTANTIATE_TEST_SUITE_P(Deblur, OnnxRuntimeMatches, ::testing::Values("patchgan"),
+                         [](const auto& info) { return info.param; });
+
+// The generator's side must be a multiple of 4 (two stride-2 stages and back), which the sizes of
+// check_against_onnxruntime are not: reflection pads, instance norms, transposed convs, tanh and
+// the clamped global skip, exported with dynamic H and W and run at three sizes.
+TEST(OnnxExport, DeblurGanSmallMatchesOnnxRuntime) {
+  const std::string name = "deblurgan_small";
+  auto m = make(name);
+  m->eval();
+  const auto graph = graph_of(m, name);
+  const auto dir = onnx_test_folder(name);
+  const auto path = dir / (name + ".onnx");
+  export_onnx(*m, graph, OnnxExportOptions().dynamic_batch(true).dynamic_hw(true), path);
+  EXPECT_NO_THROW(onnx::checker::check_model(path.string()));
+  std::set<std::string> ops;
+  const auto proto = load_onnx_model(path);
+  for (const auto& node : proto.graph().node()) {
+    ops.insert(node.op_type());
+    if (node.op_type() == "Pad")
+      for (const auto& a : node.attribute())
+        if (a.name() == "mode") EXPECT_EQ(a.s(), "reflect");
+  }
+  for (const char* op :
+       {"Pad", "Conv", "InstanceNormalization", "Relu", "ConvTranspose", "Tanh", "Add", "Clip"})
+    EXPECT_TRUE(ops.count(op)) << op;
+  torch::manual_seed(1);
+  for (const Shape& s : {Shape{2, 3, 64, 64}, Shape{1, 3, 48, 72}, Shape{2, 3, 36, 28}}) {
+    const auto x = torch::rand(s) * 2 - 1;
+    const auto expected = forward_no_grad(m, x);
+    const auto got = onnx_runtime_forward(path, x, dir);
+    if (!got.defined()) return;
+    ASSERT_EQ(got.sizes(), expected.sizes()) << shape_to_string(s);
+    const auto d = onnx_compare(expected, got);
+    std::printf("[ onnx     ] %s %s: max |torch - ort| = %.3g (max |y| = %.3g)\n", name.c_str(),
+                shape_to_string(s).c_str(), d.max_abs, d.scale);
+    EXPECT_LE(d.max_abs, 1e-4 * d.scale) << shape_to_string(s);
+  }
+  if (!::testing::Test::HasFailure()) fs::remove_all(dir);
+}
+
 }  // namespace igb::tools
 
 // ---- INT8 Q/DQ and FP16 export ----

@@ -51,6 +51,22 @@ TEST(Macs, TotalsMatchTheReferenceTable) {
   }
 }
 
+// REFERENCE.md §6: the DeblurGAN generator at 256×256, 49.55 GMACs. By hand: the 7×7 convs
+// 2 · 64·3·49 · 256² = 1,233,125,376; the stride-2 convs 128·64·9 · 128² + 256·128·9 · 64²
+// = 2,415,919,104; the 18 block convs 18 · 256·256·9 · 64² = 43,486,543,872; the transposed
+// convs, per input pixel, 256·128·9 · 64² + 128·64·9 · 128² = 2,415,919,104.
+TEST(Macs, DeblurGanGeneratorAndCriticAt256) {
+  auto g = macs_of("deblurgan", {}, {1, 3, 256, 256});
+  EXPECT_EQ(g.total_params, 11'378'179);
+  EXPECT_EQ(g.total_macs, 49'551'507'456);
+  EXPECT_EQ(g.layers.size(), 24u);
+  // PatchGAN: 64·3·16 · 128² + 128·64·16 · 64² + 256·128·16 · 32² + 512·256·16 · 31²
+  // + 1·512·16 · 30².
+  auto d = macs_of("patchgan", {}, {1, 3, 256, 256});
+  EXPECT_EQ(d.total_params, 2'764'737);
+  EXPECT_EQ(d.total_macs, 3'146'809'344);
+}
+
 TEST(Macs, SimplenetPerLayerMatchesDistiller) {
   auto s = macs_of("simplenet_cifar");
   std::vector<int64_t> macs;

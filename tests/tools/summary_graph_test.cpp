@@ -140,7 +140,7 @@ TEST(SummaryGraph, PixelShuffleIsABarrierForChannelWalks) {
 
 TEST(SummaryGraph, EveryZooModelTraces) {
   models::register_builtin_models();
-  for (const auto& family : {"classify", "sr"})
+  for (const auto& family : {"classify", "sr", "deblur"})
     for (const auto& name : models::model_names(family)) {
       nlohmann::json opts = nlohmann::json::object();
       // The ImageNet models at 224 would make this test slow; their layers are the same at 96.

@@ -329,6 +329,13 @@ void emit_pad(OnnxWriter& w, const OpNode& op) {
     if (mode != "constant" && mode != "reflect" && mode != "edge")
       w.fail(op, "pad mode '" + mode + "' (ONNX has constant, reflect and edge)");
   }
+  if (op.kind == "aten::_pad_enum") {
+    // at::padding_mode: reflect, replicate, circular, constant.
+    const auto code = static_cast<int64_t>(w.number_arg(op, "mode").value_or(3));
+    if (code < 0 || code > 3 || code == 2)
+      w.fail(op, "pad mode " + std::to_string(code) + " (ONNX has constant, reflect and edge)");
+    mode = code == 0 ? "reflect" : code == 1 ? "edge" : "constant";
+  }
   std::vector<std::string> inputs = {w.input(op), w.int64s(op.name + ".pads", begins)};
   if (mode == "constant") {
     const double value = w.number_arg(op, "value").value_or(0);

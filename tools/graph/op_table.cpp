@@ -168,8 +168,9 @@ std::vector<OpInfo> build_table() {
           .attrs({{"upscale_factor", A::kFactor}})
           .onnx("DepthToSpace", emit_pixel_shuffle),
       Row(K::kPad, "Pad",
+          // torch::nn::ReflectionPad2d and F::pad trace as aten::_pad_enum in LibTorch 1.13.
           {"aten::constant_pad_nd", "aten::reflection_pad2d", "aten::replication_pad2d",
-           "aten::pad"},
+           "aten::pad", "aten::_pad_enum"},
           F::kPads, true, Fam::kShape)
           .attrs({{"pad", A::kPads}, {"padding", A::kPads}})
           .modules({"ReflectionPad", "ReplicationPad", "ZeroPad", "ConstantPad", "ChannelPad"})

@@ -100,7 +100,7 @@ TEST_F(SrModels, BadNamesAndOptionsAreInputErrors) {
     FAIL();
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find(
-                  "valid models: alexnet, alexnet_bn, densenet_cifar, espcn, fsrcnn"),
+                  "valid models: alexnet, alexnet_bn, deblurgan, deblurgan_small, densenet_cifar"),
               std::string::npos)
         << e.what();
   }
