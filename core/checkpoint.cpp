@@ -360,6 +360,11 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& me
     parts.scheduler(sched_archive);
     archive.write("scheduler", sched_archive);
   }
+  if (parts.task) {
+    torch::serialize::OutputArchive task_archive;
+    parts.task(task_archive);
+    archive.write("task", task_archive);
+  }
   archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
   auto zip = std::make_shared<std::string>();
   archive.save_to([&](const void* data, size_t size) -> size_t {
@@ -520,6 +525,14 @@ bool Checkpoint::scheduler_archive(torch::serialize::InputArchive& out) const {
   } catch (const std::exception& e) {
     throw InputError("checkpoint " + path_.string() + " has a malformed scheduler record" +
                      detail(e));
+  }
+}
+
+bool Checkpoint::task_archive(torch::serialize::InputArchive& out) const {
+  try {
+    return archive_->try_read("task", out);
+  } catch (const std::exception& e) {
+    throw InputError("checkpoint " + path_.string() + " has a malformed task record" + detail(e));
   }
 }
 

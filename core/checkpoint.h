@@ -59,6 +59,8 @@ struct CheckpointParts {
   torch::optim::Optimizer* optimizer = nullptr;
   /// Writes the compression scheduler's state (masks, policy state, ...).
   std::function<void(torch::serialize::OutputArchive&)> scheduler;
+  /// Writes the training task's own state (a GAN's critic and its optimizer).
+  std::function<void(torch::serialize::OutputArchive&)> task;
 };
 
 /// Saves a checkpoint atomically (temporary file, fsync, rename), including the CPU RNG state.
@@ -88,6 +90,8 @@ class Checkpoint {
   bool load_optimizer(torch::optim::Optimizer& optimizer) const;
   /// Opens the scheduler section; returns false when there is none.
   bool scheduler_archive(torch::serialize::InputArchive& out) const;
+  /// Opens the training task's section; returns false when there is none.
+  bool task_archive(torch::serialize::InputArchive& out) const;
   /// Restores the CPU generator state saved with the checkpoint.
   void restore_rng() const;
 

@@ -156,6 +156,14 @@ void Trainer::resume_from(const Checkpoint& ckpt) {
                       " holds no optimizer state; starting it afresh");
   torch::serialize::InputArchive sched;
   if (ckpt.scheduler_archive(sched)) hooks_.load_state(sched);
+  if (task_.has_state()) {
+    torch::serialize::InputArchive task_state;
+    if (ckpt.task_archive(task_state))
+      task_.load_state(task_state);
+    else
+      ctx_.logger->warn("checkpoint " + ckpt.path().string() +
+                        " holds no training-task state (a critic); starting it afresh");
+  }
   ckpt.restore_rng();
   const auto& m = ckpt.meta();
   start_epoch_ = m.epoch + 1;
@@ -259,6 +267,7 @@ double Trainer::train_minibatch(const compress::MinibatchInfo& info, const data:
     AutocastScope autocast(config_.amp, ctx_.device.type());
     output = model_->forward(input);
   }
+  task_.after_forward(info, input, output, target);
   // The loss, the schedule's terms and backward run in float32, outside autocast.
   auto loss = task_.loss(output.to(at::kFloat), target);
   auto total = hooks_.before_backward_pass(info, loss, *optimizer_);
@@ -336,6 +345,8 @@ void Trainer::save(const fs::path& path, int64_t epoch, const Metrics& last) {
   parts.optimizer = optimizer_.get();
   if (hooks_.has_state())
     parts.scheduler = [this](torch::serialize::OutputArchive& a) { hooks_.save_state(a); };
+  if (task_.has_state())
+    parts.task = [this](torch::serialize::OutputArchive& a) { task_.save_state(a); };
   save_checkpoint(path, meta, parts);
 }
 
@@ -516,6 +527,8 @@ nlohmann::json Trainer::run() {
     EpochRecord record = train_and_validate(epoch);
     record.improved = update_best(record);
     record.scalars = hooks_.epoch_scalars();
+    for (const auto& [name, value] : task_.train_scalars())
+      record.scalars.push_back({name, "train/" + name, value});
     log_epoch(record);
     // The metrics row of an epoch follows its checkpoint: a run stopped between the two resumes
     // after that epoch and never writes a second row for it.

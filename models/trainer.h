@@ -47,6 +47,18 @@ class TrainingTask {
   virtual std::string describe(const Metrics& metrics) const = 0;
   /// Family-specific keys of summary.json, given the last and the best metrics.
   virtual nlohmann::json summary(const Metrics& last, const Metrics& best) const = 0;
+
+  /// Called in each training step after the model's forward pass and before loss(): a GAN
+  /// trains its critic here on the detached output. Default: nothing.
+  virtual void after_forward(const compress::MinibatchInfo& info, const at::Tensor& input,
+                             const at::Tensor& output, const at::Tensor& target) {}
+  /// Scalars of the epoch just trained for metrics.csv and TensorBoard (a GAN's critic loss),
+  /// called once after each training epoch. Default: none.
+  virtual Metrics train_scalars() { return {}; }
+  /// The task's own state in checkpoints (a critic and its optimizer). Default: none.
+  virtual bool has_state() const { return false; }
+  virtual void save_state(torch::serialize::OutputArchive& archive) const {}
+  virtual void load_state(torch::serialize::InputArchive& archive) {}
 };
 
 /// Everything a training run writes about itself besides tensors.

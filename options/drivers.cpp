@@ -35,6 +35,8 @@ void register_builtin_optforms() {
     r.add("classify", {make_classify_optform},
           "image classification: CIFAR/ImageNet/MNIST zoo; top-1, top-5");
     r.add("sr", {make_sr_optform}, "super-resolution: srcnn, fsrcnn, espcn, vdsr; PSNR/SSIM on Y");
+    r.add("deblur", {make_deblur_optform},
+          "deblurring: DeblurGAN generator against a PatchGAN critic; PSNR (RGB), SSIM (Y)");
     r.freeze();
   });
 }

@@ -64,6 +64,7 @@ void register_builtin_optforms();
 
 /// Defined in one file per application.
 std::unique_ptr<OptForm> make_sr_optform();
+std::unique_ptr<OptForm> make_deblur_optform();
 std::unique_ptr<OptForm> make_classify_optform();
 
 }  // namespace igb::options

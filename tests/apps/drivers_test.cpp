@@ -366,6 +366,47 @@ TEST_F(Drivers, SensitivitySweepSuggestAndTrain) {
   EXPECT_TRUE(fs::exists(dir_ / "t" / "test_summary.json"));
 }
 
+// --optform=deblur: a tiny generator against a tiny critic; the checkpoint holds the critic, so a
+// resume continues both; igb-test writes the restored images; lsgan and no GAN train too.
+TEST_F(Drivers, DeblurTrainsTestsAndResumesWithItsCritic) {
+  const std::string tiny =
+      " --threads 1 --batch-size 2 --patch-size 32 --max-batches 2 --model deblurgan "
+      "--model-arg ngf=4 --model-arg blocks=1 --critic-arg ndf=4 ";
+  const std::string run_dir = (dir_ / "d").string();
+  auto r = run("igb-train --optform=deblur --epochs 1 --out " + run_dir + tiny);
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto s = nlohmann::json::parse(std::ifstream(dir_ / "d" / "summary.json"));
+  EXPECT_EQ(s["optform"], "deblur");
+  EXPECT_EQ(s["gan"], "wgan-gp");
+  EXPECT_GT(s["blurred_psnr"].get<double>(), 15.0);
+  EXPECT_TRUE(s.contains("best_psnr"));
+  std::ifstream csv(dir_ / "d" / "metrics.csv");
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_NE(header.find("psnr,ssim,blurred_psnr,blurred_ssim,content_loss,adversarial_loss,"
+                        "critic_loss,gradient_penalty"),
+            std::string::npos)
+      << header;
+  auto resumed = run("igb-train --optform=deblur --epochs 2 --resume " +
+                     (dir_ / "d" / "checkpoint.ckpt").string() + " --out " + run_dir + tiny);
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_EQ(resumed.output.find("holds no training-task state"), std::string::npos)
+      << resumed.output;
+  auto t = run("igb-test --optform=deblur --threads 1 --checkpoint " +
+               (dir_ / "d" / "best.ckpt").string() + " --save-images " + (dir_ / "img").string() +
+               " --out " + (dir_ / "t").string());
+  ASSERT_EQ(t.code, 0) << t.output;
+  EXPECT_NE(t.output.find("PSNR gain over the blurred input"), std::string::npos) << t.output;
+  EXPECT_TRUE(fs::exists(dir_ / "img" / "synthetic_0_restored.png"));
+  for (const char* gan : {"lsgan", "none"}) {
+    auto g = run("igb-train --optform=deblur --epochs 1 --gan " + std::string(gan) + " --out " +
+                 (dir_ / gan).string() +
+                 " --threads 1 --batch-size 2 --patch-size 32 --max-batches 2 --model deblurgan "
+                 "--model-arg ngf=4 --model-arg blocks=1");
+    EXPECT_EQ(g.code, 0) << gan << "\n" << g.output;
+  }
+}
+
 TEST_F(Drivers, ClassifyTrainsOnCifarFilesAndTests) {
   // A tiny CIFAR-10 folder in the real binary format: 40 training and 20 test records.
   fs::create_directories(dir_ / "cifar");

@@ -1,0 +1,342 @@
+#include "models/deblur/deblur_solver.h"
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <iostream>
+#include <optional>
+
+#include "core/checkpoint.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/logger.h"
+#include "core/table.h"
+#include "core/train_mode_guard.h"
+#include "data/image.h"
+#include "data/image_metrics.h"
+#include "models/model.h"
+
+namespace igb::models::deblur {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// The generator works on [−1, 1]; the data is on [0, 1].
+at::Tensor to_signed(const at::Tensor& x) { return x * 2 - 1; }
+at::Tensor to_unit(const at::Tensor& x) { return (x + 1) / 2; }
+
+/// Crops H and W down to multiples of 4 (the generator's two stride-2 stages).
+at::Tensor crop4(const at::Tensor& image) {
+  return image.narrow(-2, 0, image.size(-2) - image.size(-2) % 4)
+      .narrow(-1, 0, image.size(-1) - image.size(-1) % 4);
+}
+
+/// The training pairs mapped to [−1, 1].
+class SignedPairs : public data::Dataset {
+ public:
+  explicit SignedPairs(const data::Dataset& pairs) : pairs_(pairs) {}
+  int64_t size() const override { return pairs_.size(); }
+  data::Example get(int64_t index, int64_t epoch) const override {
+    auto e = pairs_.get(index, epoch);
+    return {to_signed(e.input), to_signed(e.target)};
+  }
+
+ private:
+  const data::Dataset& pairs_;
+};
+
+data::DeblurDataOptions data_options(const std::string& blur_dir, const std::string& sharp_dir,
+                                     uint64_t seed, int64_t patch) {
+  data::DeblurDataOptions o;
+  o.blur_dir = blur_dir;
+  o.sharp_dir = sharp_dir;
+  o.seed = seed;
+  o.patch_size = patch;
+  return o;
+}
+
+class DeblurTask : public TrainingTask {
+ public:
+  DeblurTask(Model model, Model critic, data::DeblurData data, const DeblurConfig& config,
+             c10::Device device)
+      : model_(std::move(model)),
+        critic_(std::move(critic)),
+        data_(std::move(data)),
+        train_(*data_.train),
+        config_(config),
+        device_(device) {
+    if (critic_) {
+      critic_->to(device_);
+      critic_opt_ = std::make_unique<torch::optim::Adam>(
+          critic_->parameters(), torch::optim::AdamOptions(config_.critic_lr).betas({0.5, 0.999}));
+    }
+  }
+
+  Model model() override { return model_; }
+  const data::Dataset& train_set() const override { return train_; }
+
+  void after_forward(const compress::MinibatchInfo&, const at::Tensor&, const at::Tensor& output,
+                     const at::Tensor& target) override {
+    if (!critic_) return;
+    TrainModeGuard train(*critic_, /*train=*/true);
+    const auto fake = output.detach().to(at::kFloat);
+    for (int64_t i = 0; i < config_.critic_iters; ++i) {
+      critic_opt_->zero_grad();
+      at::Tensor loss;
+      if (config_.gan == "wgan-gp") {
+        const auto gp = gradient_penalty(
+            *critic_, [this](const at::Tensor& x) { return critic_->forward(x); }, target, fake);
+        loss = critic_->forward(fake).mean() - critic_->forward(target).mean() +
+               config_.gp_weight * gp;
+        gp_sum_ += gp.item<double>();
+      } else {
+        loss = 0.5 * (critic_->forward(target) - 1).pow(2).mean() +
+               0.5 * critic_->forward(fake).pow(2).mean();
+      }
+      loss.backward();
+      critic_opt_->step();
+      critic_sum_ += loss.item<double>();
+      ++critic_steps_;
+    }
+  }
+
+  at::Tensor loss(const at::Tensor& output, const at::Tensor& target) override {
+    auto content =
+        config_.loss == "l1" ? torch::l1_loss(output, target) : torch::mse_loss(output, target);
+    content_sum_ += content.item<double>();
+    ++generator_steps_;
+    if (!critic_) return content;
+    const auto score = critic_->forward(output);
+    const auto adv = config_.gan == "wgan-gp" ? -score.mean() : 0.5 * (score - 1).pow(2).mean();
+    adv_sum_ += adv.item<double>();
+    return content + config_.adv_weight * adv;
+  }
+
+  Metrics train_scalars() override {
+    Metrics m;
+    const auto per = [](double sum, int64_t n) { return n ? sum / static_cast<double>(n) : 0.0; };
+    m.emplace_back("content_loss", per(content_sum_, generator_steps_));
+    if (critic_) {
+      m.emplace_back("adversarial_loss", per(adv_sum_, generator_steps_));
+      m.emplace_back("critic_loss", per(critic_sum_, critic_steps_));
+      if (config_.gan == "wgan-gp") m.emplace_back("gradient_penalty", per(gp_sum_, critic_steps_));
+    }
+    content_sum_ = adv_sum_ = critic_sum_ = gp_sum_ = 0;
+    generator_steps_ = critic_steps_ = 0;
+    return m;
+  }
+
+  Metrics validate() override {
+    const auto ev = evaluate_deblur(*model_, data_.val, device_);
+    return {{"psnr", ev.psnr},
+            {"ssim", ev.ssim},
+            {"blurred_psnr", ev.blurred_psnr},
+            {"blurred_ssim", ev.blurred_ssim}};
+  }
+  std::string primary_metric() const override { return "psnr"; }
+  std::string secondary_metric() const override { return "ssim"; }
+  std::string describe(const Metrics& m) const override {
+    return "PSNR " + fixed(metric(m, "psnr"), 2) + " dB  SSIM " + fixed(metric(m, "ssim"), 4) +
+           "  (blurred " + fixed(metric(m, "blurred_psnr"), 2) + " dB / " +
+           fixed(metric(m, "blurred_ssim"), 4) + ")";
+  }
+  nlohmann::json summary(const Metrics& last, const Metrics& best) const override {
+    return {{"psnr", metric(last, "psnr")},
+            {"ssim", metric(last, "ssim")},
+            {"best_psnr", metric(best, "psnr")},
+            {"best_ssim", metric(best, "ssim")},
+            {"blurred_psnr", metric(last, "blurred_psnr")},
+            {"blurred_ssim", metric(last, "blurred_ssim")},
+            {"gan", config_.gan},
+            {"data", data_.description}};
+  }
+
+  bool has_state() const override { return critic_ != nullptr; }
+  void save_state(torch::serialize::OutputArchive& archive) const override {
+    torch::serialize::OutputArchive weights, optimizer;
+    critic_->save(weights);
+    critic_opt_->save(optimizer);
+    archive.write("critic", weights);
+    archive.write("critic_optimizer", optimizer);
+  }
+  void load_state(torch::serialize::InputArchive& archive) override {
+    torch::serialize::InputArchive weights, optimizer;
+    try {
+      archive.read("critic", weights);
+      critic_->load(weights);
+      archive.read("critic_optimizer", optimizer);
+      critic_opt_->load(optimizer);
+    } catch (const c10::Error& e) {
+      std::string why = e.what_without_backtrace();
+      throw InputError("the checkpoint's critic does not match --critic " + config_.critic + ": " +
+                       why.substr(0, why.find('\n')));
+    }
+  }
+
+ private:
+  Model model_, critic_;
+  data::DeblurData data_;
+  SignedPairs train_;
+  DeblurConfig config_;
+  c10::Device device_;
+  std::unique_ptr<torch::optim::Adam> critic_opt_;
+  double content_sum_ = 0, adv_sum_ = 0, critic_sum_ = 0, gp_sum_ = 0;
+  int64_t generator_steps_ = 0, critic_steps_ = 0;
+};
+
+}  // namespace
+
+at::Tensor gradient_penalty(torch::nn::Module& critic,
+                            const std::function<at::Tensor(const at::Tensor&)>& forward,
+                            const at::Tensor& real, const at::Tensor& fake) {
+  const int64_t n = real.size(0);
+  const auto alpha = torch::rand({n, 1, 1, 1}, real.options());
+  auto mixed = (alpha * real.detach() + (1 - alpha) * fake.detach()).requires_grad_(true);
+  const auto score = forward(mixed);
+  const auto grad = torch::autograd::grad({score}, {mixed}, {torch::ones_like(score)},
+                                          /*retain_graph=*/true, /*create_graph=*/true)[0];
+  return (grad.reshape({n, -1}).norm(2, 1) - 1).pow(2).mean();
+}
+
+DeblurEvaluation evaluate_deblur(ModelImpl& model, const std::vector<data::DeblurPair>& pairs,
+                                 const c10::Device& device, const std::string& save_dir) {
+  torch::NoGradGuard no_grad;
+  TrainModeGuard eval(model, /*train=*/false);
+  DeblurEvaluation ev;
+  for (const auto& p : pairs) {
+    const auto blurred = crop4(p.blurred), sharp = crop4(p.sharp);
+    auto out = to_unit(model.forward(to_signed(blurred).unsqueeze(0).to(device)))
+                   .squeeze(0)
+                   .cpu()
+                   .to(at::kFloat);
+    ev.loss +=
+        torch::mse_loss(out.clamp(0, 1), sharp).item<double>() / static_cast<double>(pairs.size());
+    out = data::quantize_8bit(out);
+    DeblurEvaluation::Row row{
+        p.name, data::psnr(out, sharp), data::ssim(data::rgb_to_y(out), data::rgb_to_y(sharp)),
+        data::psnr(blurred, sharp), data::ssim(data::rgb_to_y(blurred), data::rgb_to_y(sharp))};
+    ev.rows.push_back(row);
+    if (!save_dir.empty()) {
+      fs::path name = fs::path(p.name).stem().string() + "_restored.png";
+      const fs::path dir = fs::path(save_dir) / fs::path(p.name).parent_path();
+      fs::create_directories(dir);
+      data::write_image(dir / name, out);
+    }
+  }
+  const double n = static_cast<double>(std::max<size_t>(1, ev.rows.size()));
+  for (const auto& r : ev.rows) {
+    ev.psnr += r.psnr / n;
+    ev.ssim += r.ssim / n;
+    ev.blurred_psnr += r.blurred_psnr / n;
+    ev.blurred_ssim += r.blurred_ssim / n;
+  }
+  return ev;
+}
+
+nlohmann::json train_deblur(const DeblurConfig& config, RunContext& ctx, const RunInfo& info) {
+  torch::manual_seed(static_cast<uint64_t>(config.train.seed));
+  if (config.patch_size % 4 != 0)
+    throw InputError("--patch-size " + std::to_string(config.patch_size) +
+                     " is not a multiple of 4 (the generator halves it twice)");
+  std::optional<Checkpoint> ckpt;
+  Model model;
+  if (!config.train.resume.empty()) {
+    ckpt = load_checkpoint_for(config.train.resume, "deblur");
+    if (ckpt->meta().model != config.train.model)
+      throw InputError("checkpoint " + config.train.resume + " holds model '" + ckpt->meta().model +
+                       "', but --model is '" + config.train.model + "'");
+    model = model_from_checkpoint(*ckpt);
+  } else {
+    check_model_family(config.train.model, "deblur");
+    model = create_model(config.train.model, config.model_args);
+  }
+  Model critic;
+  if (config.gan != "none") {
+    check_model_family(config.critic, "deblur");
+    critic = create_model(config.critic, config.critic_args);
+  }
+  const auto options =
+      data_options(config.blur_dir, config.sharp_dir, config.train.seed, config.patch_size);
+  if (config.train.data == "synthetic" && config.blur_dir.empty() &&
+      config.patch_size > options.synthetic_size)
+    throw InputError("--patch-size " + std::to_string(config.patch_size) + " is larger than the " +
+                     std::to_string(options.synthetic_size) + "x" +
+                     std::to_string(options.synthetic_size) + " synthetic training images");
+  auto data = data::load_deblur_data(config.train.data, options);
+  const std::string data_line = "data: " + data.description;
+  const std::string model_line =
+      "model: " + config.train.model + " " + model->options_json().dump() + ", " +
+      std::to_string(count_parameters(*model)) + " parameters; " +
+      (critic ? "critic " + config.critic + " " + critic->options_json().dump() + ", " +
+                    std::to_string(count_parameters(*critic)) + " parameters, " + config.gan +
+                    " (adversarial weight " + fixed(config.adv_weight, 4) + ", " +
+                    std::to_string(config.critic_iters) + " critic step(s) a batch)"
+              : std::string("no critic (--gan none)"));
+  DeblurTask task(model, critic, std::move(data), config, ctx.device);
+  auto schedule = make_schedule(config.train, *model, ctx.logger, ckpt ? &*ckpt : nullptr);
+  Trainer trainer(config.train, ctx, task, *schedule, info);
+  if (ckpt) trainer.resume_from(*ckpt);
+  trainer.note(data_line);
+  trainer.note(model_line);
+  return trainer.run();
+}
+
+nlohmann::json test_deblur(const DeblurTestConfig& config, RunContext& ctx) {
+  Checkpoint ckpt = load_checkpoint_for(config.checkpoint, "deblur");
+  Model model = model_from_checkpoint(ckpt);
+  model->to(ctx.device);
+  const auto pairs = data::load_deblur_eval_data(
+      config.data, data_options(config.blur_dir, config.sharp_dir, 0, 64));
+  const auto ev = evaluate_deblur(*model, pairs, ctx.device, config.save_images);
+  Table table;
+  table.columns = {"Image", "PSNR (dB)", "SSIM", "Blurred PSNR (dB)", "Blurred SSIM"};
+  nlohmann::json per_image = nlohmann::json::array();
+  for (const auto& r : ev.rows) {
+    table.rows.push_back({r.name, fixed(r.psnr, 2), fixed(r.ssim, 4), fixed(r.blurred_psnr, 2),
+                          fixed(r.blurred_ssim, 4)});
+    per_image.push_back({{"image", r.name},
+                         {"psnr", r.psnr},
+                         {"ssim", r.ssim},
+                         {"blurred_psnr", r.blurred_psnr},
+                         {"blurred_ssim", r.blurred_ssim}});
+  }
+  table.rows.push_back({"mean", fixed(ev.psnr, 2), fixed(ev.ssim, 4), fixed(ev.blurred_psnr, 2),
+                        fixed(ev.blurred_ssim, 4)});
+  std::cout << table.to_text();
+  std::cout << "PSNR gain over the blurred input: " << fixed(ev.psnr - ev.blurred_psnr, 2)
+            << " dB (RGB; SSIM on Y)\n";
+  nlohmann::json summary = {
+      {"optform", "deblur"},
+      {"checkpoint", config.checkpoint},
+      {"model", ckpt.meta().model},
+      {"epoch", ckpt.meta().epoch},
+      {"data", config.blur_dir.empty() ? config.data : config.blur_dir + " + " + config.sharp_dir},
+      {"images", ev.rows.size()},
+      {"psnr", ev.psnr},
+      {"ssim", ev.ssim},
+      {"blurred_psnr", ev.blurred_psnr},
+      {"blurred_ssim", ev.blurred_ssim},
+      {"per_image", per_image}};
+  fs::path out =
+      config.out.empty() ? fs::path(config.checkpoint).parent_path() : fs::path(config.out);
+  if (out.empty()) out = ".";
+  write_text_atomically(out / "test_summary.json", summary.dump(2) + "\n");
+  ctx.logger->info("wrote " + (out / "test_summary.json").string());
+  return summary;
+}
+
+std::function<Metrics()> deblur_evaluator(ModelImpl& model, const std::string& data, int64_t images,
+                                          const c10::Device& device, std::string* description) {
+  auto pairs = data::load_deblur_eval_data(data, data_options("", "", 0, 64));
+  if (images > 0 && static_cast<size_t>(images) < pairs.size())
+    pairs.resize(static_cast<size_t>(images));
+  if (description) *description = std::to_string(pairs.size()) + " evaluation pairs of " + data;
+  auto kept = std::make_shared<std::vector<data::DeblurPair>>(std::move(pairs));
+  return [&model, kept, device]() -> Metrics {
+    const auto ev = evaluate_deblur(model, *kept, device);
+    return {{"psnr", ev.psnr}, {"ssim", ev.ssim}, {"loss", ev.loss}};
+  };
+}
+
+}  // namespace igb::models::deblur

@@ -1,0 +1,85 @@
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/run_context.h"
+#include "data/deblur_data.h"
+#include "models/trainer.h"
+
+namespace igb::models::deblur {
+
+/// Options of `igb-train --optform=deblur`.
+struct DeblurConfig {
+  TrainConfig train;
+  /// Side of the training crops in pixels (a multiple of 4).
+  int64_t patch_size = 64;
+  /// Two folders of pairs instead of --data.
+  std::string blur_dir, sharp_dir;
+  /// Content loss between the restored and the sharp image: "l1" or "mse".
+  std::string loss = "l1";
+  /// Adversarial loss: "wgan-gp", "lsgan" or "none".
+  std::string gan = "wgan-gp";
+  /// Critic steps per generator step, on the same batch (DeblurGAN's critic_updates).
+  int64_t critic_iters = 1;
+  /// WGAN-GP's gradient penalty weight λ.
+  double gp_weight = 10;
+  /// Weight of the adversarial term against the content loss.
+  double adv_weight = 0.01;
+  /// The critic: a registry model of the deblur family, its options, its Adam learning rate.
+  std::string critic = "patchgan";
+  nlohmann::json critic_args = nlohmann::json::object();
+  double critic_lr = 1e-4;
+  /// Extra generator options (--model-arg).
+  nlohmann::json model_args = nlohmann::json::object();
+};
+
+/// Options of `igb-test --optform=deblur`.
+struct DeblurTestConfig {
+  std::string checkpoint, data = "synthetic", blur_dir, sharp_dir;
+  /// Folder for the restored images (PNG); empty = none.
+  std::string save_images;
+  /// Folder for test_summary.json; empty = the checkpoint's folder.
+  std::string out;
+};
+
+/// Mean quality of a generator's restorations against the sharp images, and of the blurred inputs.
+struct DeblurEvaluation {
+  struct Row {
+    std::string name;
+    double psnr, ssim, blurred_psnr, blurred_ssim;
+  };
+  std::vector<Row> rows;
+  double psnr = 0, ssim = 0, blurred_psnr = 0, blurred_ssim = 0;
+  /// Mean squared error of the restored image on [0, 1].
+  double loss = 0;
+};
+
+/// Runs the generator on every pair (images mapped to its [−1, 1] range and back, rounded to 8
+/// bits); PSNR on RGB, SSIM on the luma. With `save_dir`, writes each restored image as PNG.
+DeblurEvaluation evaluate_deblur(ModelImpl& model, const std::vector<data::DeblurPair>& pairs,
+                                 const c10::Device& device, const std::string& save_dir = {});
+
+/// Gradient penalty of WGAN-GP: the mean over the batch of (‖∇_x̂ critic(x̂)‖₂ − 1)² at x̂ = α·real +
+/// (1 − α)·fake with α ~ U[0, 1] per sample, through double backward (the graph is kept, so the
+/// penalty's gradient reaches the critic's weights).
+at::Tensor gradient_penalty(torch::nn::Module& critic,
+                            const std::function<at::Tensor(const at::Tensor&)>& forward,
+                            const at::Tensor& real, const at::Tensor& fake);
+
+/// Trains a deblurring generator (and its critic) as `config` says; returns summary.json.
+nlohmann::json train_deblur(const DeblurConfig& config, RunContext& ctx, const RunInfo& info);
+
+/// Tests a checkpoint: per-image table, test_summary.json.
+nlohmann::json test_deblur(const DeblurTestConfig& config, RunContext& ctx);
+
+/// The evaluation pairs of `data` as a repeatable evaluator (sensitivity sweep): the first
+/// `images` of them (0: all): {psnr, ssim, loss}.
+std::function<Metrics()> deblur_evaluator(ModelImpl& model, const std::string& data, int64_t images,
+                                          const c10::Device& device,
+                                          std::string* description = nullptr);
+
+}  // namespace igb::models::deblur

@@ -1,0 +1,124 @@
+// --optform=deblur: a DeblurGAN generator trained against a critic on blurred/sharp pairs.
+#include <CLI/CLI.hpp>
+
+#include "core/checkpoint.h"
+#include "core/error.h"
+#include "models/deblur/deblur_solver.h"
+#include "options/common_options.h"
+#include "options/optform.h"
+
+namespace igb::options {
+
+namespace {
+
+class DeblurOptForm : public OptForm {
+ public:
+  std::string default_model() const override { return "deblurgan_small"; }
+
+  void add_train_options(CLI::App& app, models::TrainConfig& train) override {
+    app_ = &app;
+    train_ = &train;
+    // The defaults: deblurgan_small on synthetic motion blur, well above the blurred input in
+    // minutes on two cores.
+    train.epochs = 20;
+    train.lr_decay = "cosine";
+    train.batch_size = 8;
+    train.lr = 5e-4;
+    train.optimizer = "adam";
+    add_common_train_options(app, train);
+    int_range(app.add_option("--patch-size", config_.patch_size,
+                             "Training crop side in pixels (a multiple of 4)")
+                  ->capture_default_str(),
+              8, 4096);
+    app.add_option("--blur-dir", config_.blur_dir,
+                   "Folder of blurred images (with --sharp-dir, pairs by file name) instead of "
+                   "--data");
+    app.add_option("--sharp-dir", config_.sharp_dir, "Folder of the sharp partners");
+    app.add_option("--loss", config_.loss, "Content loss")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"l1", "mse"}));
+    app.add_option("--gan", config_.gan, "Adversarial loss")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"wgan-gp", "lsgan", "none"}));
+    int_range(app.add_option("--critic-iters", config_.critic_iters,
+                             "Critic steps per generator step, on the same batch")
+                  ->capture_default_str(),
+              1, 100);
+    real_range(app.add_option("--gp-weight", config_.gp_weight, "WGAN-GP's penalty weight")
+                   ->capture_default_str(),
+               0, 1e6);
+    real_range(app.add_option("--adv-weight", config_.adv_weight,
+                              "Weight of the adversarial term against the content loss")
+                   ->capture_default_str(),
+               0, 1e6);
+    app.add_option("--critic", config_.critic, "The critic model (deblur family)")
+        ->capture_default_str();
+    app.add_option("--critic-arg", critic_args_, "Critic option KEY=VALUE, repeatable (ndf)");
+    real_range(app.add_option("--critic-lr", config_.critic_lr, "The critic's Adam learning rate")
+                   ->capture_default_str(),
+               0, 10, /*min_excluded=*/true);
+    app.add_option("--model-arg", model_args_,
+                   "Generator option KEY=VALUE, repeatable (ngf, blocks, dropout)");
+  }
+
+  nlohmann::json run_train(RunContext& ctx, const std::string& config_yaml,
+                           const nlohmann::json& config_json) override {
+    config_.train = *train_;
+    config_.model_args = parse_model_args(model_args_);
+    config_.critic_args = parse_model_args(critic_args_);
+    if (!critic_args_.empty() && config_.gan == "none")
+      throw InputError("--critic-arg has no critic to configure with --gan none");
+    if (!config_.train.resume.empty()) {
+      auto ckpt = Checkpoint::load(config_.train.resume);
+      check_model_args_match(config_.model_args, ckpt);
+      if (!app_->get_option("--model")->count()) config_.train.model = ckpt.meta().model;
+    }
+    models::RunInfo info{"deblur", config_yaml, config_json};
+    return models::deblur::train_deblur(config_, ctx, info);
+  }
+
+  void add_test_options(CLI::App& app) override {
+    app.add_option("--save-images", save_images_, "Folder to write the restored images (PNG) to");
+    app.add_option("--blur-dir", test_blur_dir_,
+                   "Folder of blurred images (with --sharp-dir) instead of --data");
+    app.add_option("--sharp-dir", test_sharp_dir_, "Folder of the sharp partners");
+  }
+
+  std::function<models::Metrics()> evaluator(models::ModelImpl& model, const std::string& data,
+                                             int64_t batches, const c10::Device& device,
+                                             std::string* description) override {
+    return models::deblur::deblur_evaluator(model, data, batches, device, description);
+  }
+
+  nlohmann::json run_test(RunContext& ctx, const std::string& checkpoint, const std::string& data,
+                          const std::string& out,
+                          const compress::QuantizeEvalRequest& quantize_eval,
+                          const models::ExternalForward& external) override {
+    if (quantize_eval.enabled())
+      throw InputError("--quantize-eval is not available for deblurring yet (sr, classify)");
+    if (external.enabled())
+      throw InputError("--onnx is not available for deblurring yet (sr, classify)");
+    if (!save_images_.empty()) check_output_folder("--save-images", save_images_);
+    models::deblur::DeblurTestConfig t;
+    t.checkpoint = checkpoint;
+    t.data = data;
+    t.out = out;
+    t.save_images = save_images_;
+    t.blur_dir = test_blur_dir_;
+    t.sharp_dir = test_sharp_dir_;
+    return models::deblur::test_deblur(t, ctx);
+  }
+
+ private:
+  CLI::App* app_ = nullptr;
+  models::TrainConfig* train_ = nullptr;
+  models::deblur::DeblurConfig config_;
+  std::vector<std::string> model_args_, critic_args_;
+  std::string save_images_, test_blur_dir_, test_sharp_dir_;
+};
+
+}  // namespace
+
+std::unique_ptr<OptForm> make_deblur_optform() { return std::make_unique<DeblurOptForm>(); }
+
+}  // namespace igb::options
