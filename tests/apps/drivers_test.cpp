@@ -42,10 +42,11 @@ class Drivers : public ::testing::Test {
 };
 
 TEST_F(Drivers, OptformIsRequiredAndValidated) {
-  expect_input_error("igb-train --model fsrcnn", "valid optforms: classify, sr");
+  expect_input_error("igb-train --model fsrcnn", "valid optforms: classify, deblur, sr");
   expect_input_error("igb-train --optform=nope",
-                     "unknown optform 'nope'; valid optforms: classify, sr");
-  expect_input_error("igb-test --optform nope --checkpoint x", "valid optforms: classify, sr");
+                     "unknown optform 'nope'; valid optforms: classify, deblur, sr");
+  expect_input_error("igb-test --optform nope --checkpoint x",
+                     "valid optforms: classify, deblur, sr");
   auto help = run("igb-train --optform=sr --help");
   EXPECT_EQ(help.code, 0);
   for (const char* opt :

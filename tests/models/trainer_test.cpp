@@ -204,6 +204,7 @@ TEST(Trainer, BestEpochIsTheSparsestThenTheBestMetricThenTheLatest) {
 // A 2-bit symmetric weight grid rounds many small weights to zero, more or fewer at each step: the
 // ranking counts the float master copies instead, so those zeros do not make an epoch "sparser".
 TEST(Trainer, NonzeroWeightsCountTheFloatMasterOfAQuantizedWeight) {
+  register_builtin_models();
   torch::manual_seed(0);
   auto m = create_model("fsrcnn", {{"scale", 2}, {"d", 8}, {"s", 4}, {"m", 1}});
   int64_t all = 0;
