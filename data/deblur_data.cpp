@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <map>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -20,8 +21,9 @@ constexpr uint64_t kDeblurTrainSeed = 3000;
 constexpr uint64_t kDeblurValSeed = 950000;
 }  // namespace
 
-DeblurTrainSet::DeblurTrainSet(std::vector<DeblurPair> pairs, DeblurDataOptions options)
-    : pairs_(std::move(pairs)), options_(options) {}
+DeblurTrainSet::DeblurTrainSet(std::vector<DeblurPair> pairs, DeblurDataOptions options,
+                               bool reblur)
+    : pairs_(std::move(pairs)), options_(options), reblur_(reblur) {}
 
 int64_t DeblurTrainSet::size() const {
   return static_cast<int64_t>(pairs_.size()) * options_.patches_per_image;
@@ -34,8 +36,22 @@ Example DeblurTrainSet::get(int64_t index, int64_t epoch) const {
   const int64_t p = options_.patch_size;
   const int64_t y = rng.integer(0, pair.sharp.size(1) - p),
                 x = rng.integer(0, pair.sharp.size(2) - p);
-  auto blurred = pair.blurred.narrow(1, y, p).narrow(2, x, p);
   auto sharp = pair.sharp.narrow(1, y, p).narrow(2, x, p);
+  at::Tensor blurred;
+  if (reblur_) {
+    // Blur a window reaching up to the kernel's radius beyond the crop (less at image borders,
+    // where blur_image reflects), then keep the crop.
+    const int64_t r = options_.blur.kernel_size / 2;
+    const int64_t y0 = std::max<int64_t>(0, y - r), x0 = std::max<int64_t>(0, x - r);
+    const int64_t y1 = std::min<int64_t>(pair.sharp.size(1), y + p + r),
+                  x1 = std::min<int64_t>(pair.sharp.size(2), x + p + r);
+    const auto window = pair.sharp.narrow(1, y0, y1 - y0).narrow(2, x0, x1 - x0);
+    blurred = synthetic_motion_blur(window, rng.next(), options_.blur)
+                  .narrow(1, y - y0, p)
+                  .narrow(2, x - x0, p);
+  } else {
+    blurred = pair.blurred.narrow(1, y, p).narrow(2, x, p);
+  }
   if (options_.augment) {
     if (rng.coin()) blurred = blurred.flip({2}), sharp = sharp.flip({2});
     if (rng.coin()) blurred = blurred.flip({1}), sharp = sharp.flip({1});
@@ -68,21 +84,33 @@ void check_patch(const std::vector<DeblurPair>& pairs, const DeblurDataOptions& 
 }
 
 DeblurData make_data(std::vector<DeblurPair> train, std::vector<DeblurPair> val,
-                     const DeblurDataOptions& o, std::string description) {
+                     const DeblurDataOptions& o, std::string description, bool reblur = false) {
   check_patch(train, o);
   DeblurData d;
   d.description = std::move(description);
-  d.train = std::make_unique<DeblurTrainSet>(std::move(train), o);
+  d.train = std::make_unique<DeblurTrainSet>(std::move(train), o, reblur);
   d.val = std::move(val);
   return d;
 }
 
+/// 5 -> "5", 0.01 -> "0.01" (six significant digits at most).
+std::string format_number(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
 DeblurData load_synthetic(const std::string&, const DeblurDataOptions& o) {
+  const auto& b = o.blur;
   return make_data(synthetic_pairs(o.synthetic_train_images, kDeblurTrainSeed, o),
                    synthetic_pairs(o.synthetic_val_images, kDeblurValSeed, o), o,
                    "synthetic (" + std::to_string(o.synthetic_train_images) + " training, " +
                        std::to_string(o.synthetic_val_images) +
-                       " validation pairs, random motion blur and noise)");
+                       " validation pairs; motion blur of " + format_number(b.min_length) + "-" +
+                       format_number(b.max_length) + " px, " + format_number(100 * b.linear_share) +
+                       "% straight, noise sigma up to " + format_number(b.max_noise) +
+                       (o.fresh_blur ? "; a fresh blur for every training crop" : "") + ")",
+                   o.fresh_blur);
 }
 
 std::vector<DeblurPair> load_synthetic_eval(const std::string&, const DeblurDataOptions& o) {

@@ -32,6 +32,10 @@ struct DeblurDataOptions {
   int64_t synthetic_val_images = 10;
   int64_t synthetic_size = 144;
   MotionBlurOptions blur;
+  /// Synthetic data only: every training crop is blurred anew from its sharp image (a kernel and
+  /// noise of its own, different each epoch) instead of cropped from one fixed blurred image, so
+  /// the generator never sees the same blur twice. Validation pairs stay fixed.
+  bool fresh_blur = true;
 };
 
 /// One aligned pair: blurred input and sharp target, RGB [3, H, W] in [0, 1].
@@ -41,16 +45,19 @@ struct DeblurPair {
 };
 
 /// Training set: aligned random crops (and, with augment, the same flips and transposes) of the
-/// training pairs; input blurred, target sharp.
+/// training pairs; input blurred, target sharp. With `reblur`, the input is instead the sharp
+/// crop blurred by a fresh random kernel (`options.blur`), drawn per crop and epoch: the window
+/// around the crop is blurred and its centre kept, so crop borders see real image content.
 class DeblurTrainSet : public Dataset {
  public:
-  DeblurTrainSet(std::vector<DeblurPair> pairs, DeblurDataOptions options);
+  DeblurTrainSet(std::vector<DeblurPair> pairs, DeblurDataOptions options, bool reblur = false);
   int64_t size() const override;
   Example get(int64_t index, int64_t epoch) const override;
 
  private:
   std::vector<DeblurPair> pairs_;
   DeblurDataOptions options_;
+  bool reblur_;
 };
 
 /// Training and validation data of one deblurring run.

@@ -3,6 +3,7 @@
 
 #include "core/checkpoint.h"
 #include "core/error.h"
+#include "core/table.h"
 #include "models/deblur/deblur_solver.h"
 #include "options/common_options.h"
 #include "options/optform.h"
@@ -34,6 +35,21 @@ class DeblurOptForm : public OptForm {
                    "Folder of blurred images (with --sharp-dir, pairs by file name) instead of "
                    "--data");
     app.add_option("--sharp-dir", config_.sharp_dir, "Folder of the sharp partners");
+    app.add_option("--blur-length", blur_length_,
+                   "Synthetic data: shortest and longest motion path in pixels")
+        ->expected(2)
+        ->capture_default_str();
+    real_range(app.add_option("--blur-noise", config_.blur.max_noise,
+                              "Synthetic data: largest noise sigma (on [0, 1])")
+                   ->capture_default_str(),
+               0, 1);
+    real_range(app.add_option("--straight-blur", config_.blur.linear_share,
+                              "Synthetic data: share of straight kernels (the rest camera shake)")
+                   ->capture_default_str(),
+               0, 1);
+    app.add_flag("--fixed-blur", fixed_blur_,
+                 "Synthetic data: crop each image's one blurred version instead of blurring "
+                 "every training crop anew");
     app.add_option("--loss", config_.loss, "Content loss")
         ->capture_default_str()
         ->check(CLI::IsMember({"l1", "mse"}));
@@ -57,6 +73,13 @@ class DeblurOptForm : public OptForm {
     real_range(app.add_option("--critic-lr", config_.critic_lr, "The critic's Adam learning rate")
                    ->capture_default_str(),
                0, 10, /*min_excluded=*/true);
+    app.add_option("--perceptual-weights", config_.perceptual_weights,
+                   "VGG-19 weights (a LibTorch archive of its features up to conv3_3) for "
+                   "DeblurGAN's perceptual loss; without it the loss is off");
+    real_range(app.add_option("--perceptual-weight", config_.perceptual_weight,
+                              "Weight of the perceptual loss against the content loss")
+                   ->capture_default_str(),
+               0, 1e6);
     app.add_option("--model-arg", model_args_,
                    "Generator option KEY=VALUE, repeatable (ngf, blocks, dropout)");
   }
@@ -64,6 +87,14 @@ class DeblurOptForm : public OptForm {
   nlohmann::json run_train(RunContext& ctx, const std::string& config_yaml,
                            const nlohmann::json& config_json) override {
     config_.train = *train_;
+    config_.fresh_blur = !fixed_blur_;
+    config_.blur.min_length = blur_length_[0];
+    config_.blur.max_length = blur_length_[1];
+    const double longest = static_cast<double>(config_.blur.kernel_size);
+    if (!(blur_length_[0] >= 1 && blur_length_[0] <= blur_length_[1] && blur_length_[1] <= longest))
+      throw InputError("--blur-length " + fixed(blur_length_[0], 1) + " " +
+                       fixed(blur_length_[1], 1) +
+                       ": needs 1 <= MIN <= MAX <= " + fixed(longest, 0) + " (the kernel side)");
     config_.model_args = parse_model_args(model_args_);
     config_.critic_args = parse_model_args(critic_args_);
     if (!critic_args_.empty() && config_.gan == "none")
@@ -114,6 +145,9 @@ class DeblurOptForm : public OptForm {
   models::TrainConfig* train_ = nullptr;
   models::deblur::DeblurConfig config_;
   std::vector<std::string> model_args_, critic_args_;
+  std::vector<double> blur_length_{data::MotionBlurOptions().min_length,
+                                   data::MotionBlurOptions().max_length};
+  bool fixed_blur_ = false;
   std::string save_images_, test_blur_dir_, test_sharp_dir_;
 };
 

@@ -7,11 +7,24 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
 
+#include "core/error.h"
+
 namespace igb::test {
+
+/// The message of the igb::InputError that `f` throws, or "(no InputError)" when it throws none.
+inline std::string input_error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no InputError)";
+}
 
 /// A fresh, empty folder under the system's temporary directory, removed with everything in it
 /// when the object goes out of scope (also when a test fails or throws). The name is unique

@@ -14,6 +14,7 @@
 #include "core/train_mode_guard.h"
 #include "data/image.h"
 #include "data/image_metrics.h"
+#include "models/deblur/perceptual_loss.h"
 #include "models/model.h"
 
 namespace igb::models::deblur {
@@ -58,10 +59,11 @@ data::DeblurDataOptions data_options(const std::string& blur_dir, const std::str
 
 class DeblurTask : public TrainingTask {
  public:
-  DeblurTask(Model model, Model critic, data::DeblurData data, const DeblurConfig& config,
-             c10::Device device)
+  DeblurTask(Model model, Model critic, std::unique_ptr<PerceptualLoss> perceptual,
+             data::DeblurData data, const DeblurConfig& config, c10::Device device)
       : model_(std::move(model)),
         critic_(std::move(critic)),
+        perceptual_(std::move(perceptual)),
         data_(std::move(data)),
         train_(*data_.train),
         config_(config),
@@ -106,6 +108,11 @@ class DeblurTask : public TrainingTask {
         config_.loss == "l1" ? torch::l1_loss(output, target) : torch::mse_loss(output, target);
     content_sum_ += content.item<double>();
     ++generator_steps_;
+    if (perceptual_) {
+      const auto perceptual = (*perceptual_)(output, target);
+      perceptual_sum_ += perceptual.item<double>();
+      content = content + config_.perceptual_weight * perceptual;
+    }
     if (!critic_) return content;
     const auto score = critic_->forward(output);
     const auto adv = config_.gan == "wgan-gp" ? -score.mean() : 0.5 * (score - 1).pow(2).mean();
@@ -117,12 +124,13 @@ class DeblurTask : public TrainingTask {
     Metrics m;
     const auto per = [](double sum, int64_t n) { return n ? sum / static_cast<double>(n) : 0.0; };
     m.emplace_back("content_loss", per(content_sum_, generator_steps_));
+    if (perceptual_) m.emplace_back("perceptual_loss", per(perceptual_sum_, generator_steps_));
     if (critic_) {
       m.emplace_back("adversarial_loss", per(adv_sum_, generator_steps_));
       m.emplace_back("critic_loss", per(critic_sum_, critic_steps_));
       if (config_.gan == "wgan-gp") m.emplace_back("gradient_penalty", per(gp_sum_, critic_steps_));
     }
-    content_sum_ = adv_sum_ = critic_sum_ = gp_sum_ = 0;
+    content_sum_ = perceptual_sum_ = adv_sum_ = critic_sum_ = gp_sum_ = 0;
     generator_steps_ = critic_steps_ = 0;
     return m;
   }
@@ -176,12 +184,13 @@ class DeblurTask : public TrainingTask {
 
  private:
   Model model_, critic_;
+  std::unique_ptr<PerceptualLoss> perceptual_;
   data::DeblurData data_;
   SignedPairs train_;
   DeblurConfig config_;
   c10::Device device_;
   std::unique_ptr<torch::optim::Adam> critic_opt_;
-  double content_sum_ = 0, adv_sum_ = 0, critic_sum_ = 0, gp_sum_ = 0;
+  double content_sum_ = 0, perceptual_sum_ = 0, adv_sum_ = 0, critic_sum_ = 0, gp_sum_ = 0;
   int64_t generator_steps_ = 0, critic_steps_ = 0;
 };
 
@@ -251,13 +260,19 @@ nlohmann::json train_deblur(const DeblurConfig& config, RunContext& ctx, const R
     check_model_family(config.train.model, "deblur");
     model = create_model(config.train.model, config.model_args);
   }
+  // Weights are checked before any data is made.
+  std::unique_ptr<PerceptualLoss> perceptual;
+  if (!config.perceptual_weights.empty())
+    perceptual = std::make_unique<PerceptualLoss>(config.perceptual_weights, ctx.device);
   Model critic;
   if (config.gan != "none") {
     check_model_family(config.critic, "deblur");
     critic = create_model(config.critic, config.critic_args);
   }
-  const auto options =
+  auto options =
       data_options(config.blur_dir, config.sharp_dir, config.train.seed, config.patch_size);
+  options.blur = config.blur;
+  options.fresh_blur = config.fresh_blur;
   if (config.train.data == "synthetic" && config.blur_dir.empty() &&
       config.patch_size > options.synthetic_size)
     throw InputError("--patch-size " + std::to_string(config.patch_size) + " is larger than the " +
@@ -273,12 +288,16 @@ nlohmann::json train_deblur(const DeblurConfig& config, RunContext& ctx, const R
                     " (adversarial weight " + fixed(config.adv_weight, 4) + ", " +
                     std::to_string(config.critic_iters) + " critic step(s) a batch)"
               : std::string("no critic (--gan none)"));
-  DeblurTask task(model, critic, std::move(data), config, ctx.device);
+  DeblurTask task(model, critic, std::move(perceptual), std::move(data), config, ctx.device);
   auto schedule = make_schedule(config.train, *model, ctx.logger, ckpt ? &*ckpt : nullptr);
   Trainer trainer(config.train, ctx, task, *schedule, info);
   if (ckpt) trainer.resume_from(*ckpt);
   trainer.note(data_line);
   trainer.note(model_line);
+  trainer.note(config.perceptual_weights.empty()
+                   ? "perceptual loss: off (no --perceptual-weights)"
+                   : "perceptual loss: VGG-19 conv3_3 features of " + config.perceptual_weights +
+                         ", weight " + fixed(config.perceptual_weight, 4));
   return trainer.run();
 }
 

@@ -19,6 +19,10 @@ struct DeblurConfig {
   int64_t patch_size = 64;
   /// Two folders of pairs instead of --data.
   std::string blur_dir, sharp_dir;
+  /// The synthetic data's motion blur (--blur-length, --blur-noise, --straight-blur) and whether
+  /// each training crop gets a fresh one (--fixed-blur turns that off).
+  data::MotionBlurOptions blur;
+  bool fresh_blur = true;
   /// Content loss between the restored and the sharp image: "l1" or "mse".
   std::string loss = "l1";
   /// Adversarial loss: "wgan-gp", "lsgan" or "none".
@@ -33,6 +37,10 @@ struct DeblurConfig {
   std::string critic = "patchgan";
   nlohmann::json critic_args = nlohmann::json::object();
   double critic_lr = 1e-4;
+  /// VGG-19 weights for the perceptual loss (a LibTorch archive); empty = no perceptual loss.
+  std::string perceptual_weights;
+  /// Weight of the perceptual loss against the content loss.
+  double perceptual_weight = 1;
   /// Extra generator options (--model-arg).
   nlohmann::json model_args = nlohmann::json::object();
 };

@@ -408,6 +408,44 @@ TEST_F(Drivers, DeblurTrainsTestsAndResumesWithItsCritic) {
   }
 }
 
+// schedules/deblur/ run unchanged on the default generator (deblurgan_small): AGP reaches its 50%
+// in the ten layers it names; filter pruning thins the three residual blocks' first convs to half
+// their filters at epoch 10 (94,765,056 -> 66,453,504 MACs at 64x64, see the schedule's comment).
+TEST_F(Drivers, DeblurSchedulesRunUnchanged) {
+  const std::string quick = " --gan none --threads 1 --batch-size 2 --max-batches 1 ";
+  auto agp =
+      run("igb-train --optform=deblur --epochs 15 --compress " + std::string(IGB_SOURCE_DIR) +
+          "/schedules/deblur/deblurgan_agp.yaml --out " + (dir_ / "agp").string() + quick);
+  ASSERT_EQ(agp.code, 0) << agp.output;
+  EXPECT_NE(agp.output.find("perceptual loss: off (no --perceptual-weights)"), std::string::npos);
+  auto a = nlohmann::json::parse(std::ifstream(dir_ / "agp" / "summary.json"));
+  EXPECT_NEAR(a["sparsity"].get<double>(), 0.4914, 0.002);
+  auto fp =
+      run("igb-train --optform=deblur --epochs 11 --compress " + std::string(IGB_SOURCE_DIR) +
+          "/schedules/deblur/deblurgan_filter_prune.yaml --out " + (dir_ / "fp").string() + quick);
+  ASSERT_EQ(fp.code, 0) << fp.output;
+  auto f = nlohmann::json::parse(std::ifstream(dir_ / "fp" / "summary.json"));
+  ASSERT_EQ(f["thinning"].size(), 1u) << f.dump(2);
+  EXPECT_EQ(f["thinning"][0]["epoch"], 10);
+  EXPECT_EQ(f["thinning"][0]["macs_before"], 94765056);
+  EXPECT_EQ(f["thinning"][0]["macs_after"], 66453504);
+}
+
+// The synthetic blur options and the perceptual loss's weights are checked before anything runs.
+TEST_F(Drivers, DeblurBlurOptionsAndPerceptualWeightsAreChecked) {
+  const std::string out = " --epochs 1 --max-batches 1 --threads 1 --out " + (dir_ / "x").string();
+  auto r = run("igb-train --optform=deblur --blur-length 9 3" + out);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--blur-length 9.0 3.0: needs 1 <= MIN <= MAX <= 21"), std::string::npos)
+      << r.output;
+  const std::string missing = (dir_ / "vgg19.pt").string();
+  r = run("igb-train --optform=deblur --perceptual-weights " + missing + out);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--perceptual-weights " + missing + " does not exist"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "x" / "summary.json"));
+}
+
 TEST_F(Drivers, ClassifyTrainsOnCifarFilesAndTests) {
   // A tiny CIFAR-10 folder in the real binary format: 40 training and 20 test records.
   fs::create_directories(dir_ / "cifar");

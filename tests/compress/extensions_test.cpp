@@ -13,6 +13,7 @@
 #include "compress/yaml_reader.h"
 #include "core/error.h"
 #include "models/model.h"
+#include "tests/support.h"
 
 namespace igb::compress {
 
@@ -30,14 +31,7 @@ std::unique_ptr<Extension> build(const std::string& yaml) {
   return ext;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no InputError)";
-}
+using test::input_error_of;
 
 }  // namespace
 
@@ -61,12 +55,14 @@ TEST(Extensions, FilterRemoverChecksItsThinningFunction) {
   EXPECT_EQ(ext->hyperparams(),
             nlohmann::json({{"class", "FilterRemover"}, {"thinning_func_str", "remove_filters"}}));
 
-  EXPECT_EQ(error_of([] { build("class: FilterRemover\nthinning_func_str: remove_layers\n"); }),
-            "e.yaml:2: extensions.t (FilterRemover).thinning_func_str 'remove_layers' is unknown; "
-            "valid: remove_filters, remove_channels");
-  EXPECT_EQ(error_of([] { build("class: FilterRemover\nthining_func_str: remove_filters\n"); }),
-            "e.yaml:2: unknown key 'thining_func_str' in extensions.t (FilterRemover); valid keys: "
-            "class, thinning_func_str, arch, dataset; did you mean thinning_func_str?");
+  EXPECT_EQ(
+      input_error_of([] { build("class: FilterRemover\nthinning_func_str: remove_layers\n"); }),
+      "e.yaml:2: extensions.t (FilterRemover).thinning_func_str 'remove_layers' is unknown; "
+      "valid: remove_filters, remove_channels");
+  EXPECT_EQ(
+      input_error_of([] { build("class: FilterRemover\nthining_func_str: remove_filters\n"); }),
+      "e.yaml:2: unknown key 'thining_func_str' in extensions.t (FilterRemover); valid keys: "
+      "class, thinning_func_str, arch, dataset; did you mean thinning_func_str?");
 }
 
 // distiller/thinning.py: FilterRemover and ChannelRemover are aliases of StructureRemover, whose
@@ -82,11 +78,12 @@ TEST(Extensions, TheThreeClassesAreAliasesChosenByThinningFunction) {
       "dataset: cifar10\n");
   EXPECT_EQ(structure->class_name(), "StructureRemover");
   EXPECT_EQ(dynamic_cast<ThinningExtension&>(*structure).options().kind(), ThinningKind::kChannels);
-  EXPECT_EQ(error_of([] { build("class: StructureRemover\narch: resnet20_cifar\n"); }),
+  EXPECT_EQ(input_error_of([] { build("class: StructureRemover\narch: resnet20_cifar\n"); }),
             "e.yaml:1: extensions.t (StructureRemover) is missing the key 'thinning_func_str'");
-  EXPECT_EQ(error_of([] { build("class: StructureRemover\nthining_func_str: remove_filters\n"); }),
-            "e.yaml:2: unknown key 'thining_func_str' in extensions.t (StructureRemover); did you "
-            "mean thinning_func_str?");
+  EXPECT_EQ(
+      input_error_of([] { build("class: StructureRemover\nthining_func_str: remove_filters\n"); }),
+      "e.yaml:2: unknown key 'thining_func_str' in extensions.t (StructureRemover); did you "
+      "mean thinning_func_str?");
 }
 
 TEST(Extensions, ChannelRemoverDefaultsItsThinningFunction) {

@@ -16,14 +16,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no InputError)";
-}
+using test::input_error_of;
 
 void touch(const fs::path& p) {
   fs::create_directories(p.parent_path());
@@ -50,12 +43,12 @@ TEST(Datasets, EachFamilyListsItsEntriesAndEveryEntryFillsItsFamilysFactories) {
 TEST(Datasets, AnUnknownNameListsTheValidOnes) {
   const std::string want =
       "unknown dataset 'cifar100'; valid datasets: cifar10, imagefolder, mnist, synthetic";
-  EXPECT_EQ(error_of([] { dataset_spec("classify", "cifar100"); }), want);
+  EXPECT_EQ(input_error_of([] { dataset_spec("classify", "cifar100"); }), want);
   test::TempDir tmp;
   ClassifyDataOptions o;
   o.dataset = "cifar100";
-  EXPECT_EQ(error_of([&] { load_classify_data(tmp.path().string(), o); }), want);
-  EXPECT_EQ(error_of([] { dataset_spec("sr", "div2k"); }),
+  EXPECT_EQ(input_error_of([&] { load_classify_data(tmp.path().string(), o); }), want);
+  EXPECT_EQ(input_error_of([] { dataset_spec("sr", "div2k"); }),
             "unknown dataset 'div2k'; valid datasets: folder, synthetic");
 }
 

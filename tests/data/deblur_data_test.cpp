@@ -97,6 +97,38 @@ TEST(DeblurData, SyntheticPairsAndAlignedCrops) {
   EXPECT_TRUE(torch::equal(eval[1].blurred, d.val[1].blurred));
 }
 
+// With a fresh blur each training crop is the sharp crop under a kernel of its own: the same
+// (index, epoch) gives the same input, another epoch another blur; kernels sum to 1, so a flat
+// image stays flat, and blur lowers the image's gradient energy.
+TEST(DeblurData, FreshBlurDrawsAKernelPerCropAndEpoch) {
+  DeblurDataOptions o;
+  o.patch_size = 32;
+  o.patches_per_image = 2;
+  o.blur.max_noise = 0;
+  DeblurPair textured{"t.png", deblur_image(64, 64, 7), deblur_image(64, 64, 7)};
+  DeblurPair flat{"f.png", torch::full({3, 64, 64}, 0.4f), torch::full({3, 64, 64}, 0.4f)};
+  DeblurTrainSet fresh({textured, flat}, o, /*reblur=*/true);
+  DeblurTrainSet fixed({textured, flat}, o, /*reblur=*/false);
+  const auto grad_energy = [](const at::Tensor& x) {
+    return (x.narrow(2, 1, x.size(2) - 1) - x.narrow(2, 0, x.size(2) - 1))
+        .abs()
+        .sum()
+        .item<double>();
+  };
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    const auto a = fresh.get(0, epoch);
+    EXPECT_TRUE(torch::equal(a.input, fresh.get(0, epoch).input));
+    EXPECT_FALSE(torch::equal(a.input, a.target));
+    EXPECT_LT(grad_energy(a.input), 0.8 * grad_energy(a.target));
+    // The fixed set's "blurred" image is the sharp one here: it crops it unchanged.
+    const auto b = fixed.get(0, epoch);
+    EXPECT_TRUE(torch::equal(b.input, b.target));
+    const auto f = fresh.get(1, epoch);
+    EXPECT_LT((f.input - 0.4).abs().max().item<double>(), 0.5 / 255 + 1e-6);
+  }
+  EXPECT_FALSE(torch::equal(fresh.get(0, 0).input, fresh.get(0, 1).input));
+}
+
 // Crops and flips are the same for both images of a pair: with blurred = sharp / 2 built in, every
 // training example keeps input = target / 2.
 TEST(DeblurData, GoProFolderIsRecognisedAndCropsStayAligned) {
