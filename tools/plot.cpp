@@ -62,12 +62,16 @@ void draw(cairo_t* cr, const LinePlot& p) {
   cairo_paint(cr);
   cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
 
+  // On a log axis every x is drawn at its log10.
+  const auto tx = [&](double x) {
+    return !p.log_x ? x : x > 0 ? std::log10(x) : std::numeric_limits<double>::quiet_NaN();
+  };
   double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
   for (const auto& s : p.series)
     for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
-      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;
-      x0 = std::min(x0, s.x[i]);
-      x1 = std::max(x1, s.x[i]);
+      if (!std::isfinite(tx(s.x[i])) || !std::isfinite(s.y[i])) continue;
+      x0 = std::min(x0, tx(s.x[i]));
+      x1 = std::max(x1, tx(s.x[i]));
       y0 = std::min(y0, s.y[i]);
       y1 = std::max(y1, s.y[i]);
     }
@@ -77,13 +81,32 @@ void draw(cairo_t* cr, const LinePlot& p) {
   const double pad = (y1 - y0) * 0.05;
   y0 -= pad;
   y1 += pad;
-  auto sx = [&](double x) { return left + (x - x0) / (x1 - x0) * pw; };
+  // Points (and their labels) keep off the frame.
+  if (std::any_of(p.series.begin(), p.series.end(), [](const PlotSeries& s) { return !s.lines; })) {
+    const double xpad = (x1 - x0) * 0.08;
+    x0 -= xpad;
+    x1 += xpad;
+  }
+  auto sx = [&](double x) { return left + (tx(x) - x0) / (x1 - x0) * pw; };
   auto sy = [&](double y) { return top + ph - (y - y0) / (y1 - y0) * ph; };
 
   // Grid, ticks and tick labels.
   cairo_set_font_size(cr, 12);
   cairo_set_line_width(cr, 1);
-  for (double t : nice_ticks(x0, x1, 8)) {
+  std::vector<double> x_ticks;  // in data units
+  if (p.log_x) {
+    for (double d = std::ceil(x0); d <= x1; ++d) x_ticks.push_back(std::pow(10.0, d));
+    if (x_ticks.size() < 3) {  // less than two decades: 1, 2, 5 of each
+      x_ticks.clear();
+      for (double d = std::floor(x0); d <= x1; ++d)
+        for (double m : {1.0, 2.0, 5.0})
+          if (const double t = m * std::pow(10.0, d); std::log10(t) >= x0 && std::log10(t) <= x1)
+            x_ticks.push_back(t);
+    }
+  } else {
+    x_ticks = nice_ticks(x0, x1, 8);
+  }
+  for (double t : x_ticks) {
     cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
     cairo_move_to(cr, sx(t), top);
     cairo_line_to(cr, sx(t), top + ph);
@@ -115,6 +138,7 @@ void draw(cairo_t* cr, const LinePlot& p) {
   text_at(cr, p.title, left + pw / 2, 18, 0.5, 0);
 
   // Series, clipped to the plot area, then the legend.
+  std::vector<std::pair<double, double>> placed;  // labels drawn so far
   const double legend_font = p.series.size() > 30 ? 9 : 11;
   const double legend_step = legend_font + 4;
   for (size_t k = 0; k < p.series.size(); ++k) {
@@ -128,8 +152,8 @@ void draw(cairo_t* cr, const LinePlot& p) {
     cairo_rectangle(cr, left, top, pw, ph);
     cairo_clip(cr);
     bool pen = false;
-    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
-      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) {
+    for (size_t i = 0; s.lines && i < s.x.size() && i < s.y.size(); ++i) {
+      if (!std::isfinite(tx(s.x[i])) || !std::isfinite(s.y[i])) {
         pen = false;
         continue;
       }
@@ -141,16 +165,36 @@ void draw(cairo_t* cr, const LinePlot& p) {
     }
     cairo_stroke(cr);
     for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i)
-      if (std::isfinite(s.x[i]) && std::isfinite(s.y[i])) {
-        cairo_arc(cr, sx(s.x[i]), sy(s.y[i]), 2.2, 0, 2 * M_PI);
+      if (std::isfinite(tx(s.x[i])) && std::isfinite(s.y[i])) {
+        cairo_arc(cr, sx(s.x[i]), sy(s.y[i]), s.lines ? 2.2 : 5, 0, 2 * M_PI);
         cairo_fill(cr);
       }
     cairo_restore(cr);
+    cairo_set_font_size(cr, 11);
+    for (size_t i = 0; i < s.labels.size() && i < s.x.size() && i < s.y.size(); ++i)
+      if (std::isfinite(tx(s.x[i])) && std::isfinite(s.y[i]) && !s.labels[i].empty()) {
+        // Right of the point (left of it in the plot's right quarter), above it; below it where
+        // an earlier label sits close by, or at the top of the plot.
+        const double px = sx(s.x[i]), py = sy(s.y[i]);
+        const bool left_side = px > left + 0.75 * pw;
+        bool below = py - 9 < top + 8;
+        for (const auto& [lx, ly] : placed)
+          if (std::abs(lx - px) < 70 && std::abs(ly - (py - 9)) < 13) below = true;
+        const double ly = below ? py + 10 : py - 9;
+        placed.emplace_back(px, ly);
+        text_at(cr, s.labels[i], px + (left_side ? -9 : 9), ly, left_side ? 1 : 0, 0.5);
+      }
+    cairo_set_source_rgb(cr, c[0], c[1], c[2]);
     const double ly = top + 6 + legend_step * static_cast<double>(k);
     if (ly > h - 10) continue;
-    cairo_move_to(cr, left + pw + 14, ly);
-    cairo_line_to(cr, left + pw + 38, ly);
-    cairo_stroke(cr);
+    if (s.lines) {
+      cairo_move_to(cr, left + pw + 14, ly);
+      cairo_line_to(cr, left + pw + 38, ly);
+      cairo_stroke(cr);
+    } else {
+      cairo_arc(cr, left + pw + 26, ly, 5, 0, 2 * M_PI);
+      cairo_fill(cr);
+    }
     cairo_set_dash(cr, nullptr, 0, 0);
     cairo_set_source_rgb(cr, 0, 0, 0);
     cairo_set_font_size(cr, legend_font);

@@ -1,0 +1,27 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace igb {
+
+/// Starts `argv[0]` (a path) with the rest of `argv` as its arguments, stdin from /dev/null and
+/// stdout and stderr appended to `log` (created when missing). Returns the child's pid; a program
+/// that cannot be started still gets a pid, whose exit code is 127 with the reason in `log`.
+pid_t start_process(const std::vector<std::string>& argv, const std::filesystem::path& log);
+
+/// The exit code of a finished child (128 + signal when a signal ended it), or nothing while it
+/// runs. Reaps the child once it has finished; call it again only for running children.
+std::optional<int> poll_process(pid_t pid);
+
+/// Waits for the child and returns its exit code as poll_process does.
+int wait_process(pid_t pid);
+
+/// The folder of the running executable (/proc/self/exe), where the other igb programs are.
+std::filesystem::path executable_dir();
+
+}  // namespace igb
