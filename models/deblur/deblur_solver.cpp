@@ -57,6 +57,25 @@ data::DeblurDataOptions data_options(const std::string& blur_dir, const std::str
   return o;
 }
 
+/// The synthetic blur a run trained with, from its resolved options (a checkpoint's config):
+/// --blur-length, --blur-noise, --straight-blur; the defaults where absent.
+data::MotionBlurOptions blur_of_run(const nlohmann::json& config) {
+  data::MotionBlurOptions b;
+  if (!config.is_object()) return b;
+  const auto number = [&](const char* key, double& out) {
+    if (config.contains(key) && config[key].is_number()) out = config[key].get<double>();
+  };
+  if (config.contains("blur-length") && config["blur-length"].is_array() &&
+      config["blur-length"].size() == 2 && config["blur-length"][0].is_number() &&
+      config["blur-length"][1].is_number()) {
+    b.min_length = config["blur-length"][0].get<double>();
+    b.max_length = config["blur-length"][1].get<double>();
+  }
+  number("blur-noise", b.max_noise);
+  number("straight-blur", b.linear_share);
+  return b;
+}
+
 class DeblurTask : public TrainingTask {
  public:
   DeblurTask(Model model, Model critic, std::unique_ptr<PerceptualLoss> perceptual,
@@ -305,8 +324,10 @@ nlohmann::json test_deblur(const DeblurTestConfig& config, RunContext& ctx) {
   Checkpoint ckpt = load_checkpoint_for(config.checkpoint, "deblur");
   Model model = model_from_checkpoint(ckpt);
   model->to(ctx.device);
-  const auto pairs = data::load_deblur_eval_data(
-      config.data, data_options(config.blur_dir, config.sharp_dir, 0, 64));
+  // Synthetic pairs are blurred as the run's own validation pairs were.
+  auto options = data_options(config.blur_dir, config.sharp_dir, 0, 64);
+  options.blur = blur_of_run(ckpt.meta().config);
+  const auto pairs = data::load_deblur_eval_data(config.data, options);
   const auto ev = evaluate_deblur(*model, pairs, ctx.device, config.save_images);
   Table table;
   table.columns = {"Image", "PSNR (dB)", "SSIM", "Blurred PSNR (dB)", "Blurred SSIM"};
