@@ -24,7 +24,7 @@ class DeblurOptForm : public OptForm {
     train.epochs = 20;
     train.lr_decay = "cosine";
     train.batch_size = 8;
-    train.lr = 5e-4;
+    train.lr = 1e-3;
     train.optimizer = "adam";
     add_common_train_options(app, train);
     int_range(app.add_option("--patch-size", config_.patch_size,

@@ -14,6 +14,7 @@
 #include "core/train_mode_guard.h"
 #include "data/image.h"
 #include "data/image_metrics.h"
+#include "models/deblur/deblurgan.h"
 #include "models/deblur/perceptual_loss.h"
 #include "models/model.h"
 
@@ -215,6 +216,18 @@ class DeblurTask : public TrainingTask {
 
 }  // namespace
 
+void start_as_identity(ModelImpl& model) {
+  auto* gan = dynamic_cast<DeblurGanImpl*>(&model);
+  if (!gan) return;
+  torch::NoGradGuard no_grad;
+  for (size_t i = gan->model->size(); i-- > 0;)
+    if (auto* conv = gan->model[i]->as<torch::nn::Conv2d>()) {
+      conv->weight.zero_();
+      if (conv->bias.defined()) conv->bias.zero_();
+      return;
+    }
+}
+
 at::Tensor gradient_penalty(torch::nn::Module& critic,
                             const std::function<at::Tensor(const at::Tensor&)>& forward,
                             const at::Tensor& real, const at::Tensor& fake) {
@@ -278,6 +291,7 @@ nlohmann::json train_deblur(const DeblurConfig& config, RunContext& ctx, const R
   } else {
     check_model_family(config.train.model, "deblur");
     model = create_model(config.train.model, config.model_args);
+    start_as_identity(*model);
   }
   // Weights are checked before any data is made.
   std::unique_ptr<PerceptualLoss> perceptual;

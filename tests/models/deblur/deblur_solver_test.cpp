@@ -82,4 +82,22 @@ TEST(DeblurSolver, AnIdentityGeneratorScoresAsTheBlurredInput) {
   EXPECT_GT(ev.loss, 0.0);
 }
 
+// A fresh generator starts as the identity: its output is the clamped input, and its last conv
+// still gets a gradient, so training moves it.
+TEST(DeblurSolver, AFreshGeneratorStartsAsTheIdentity) {
+  torch::manual_seed(2);
+  register_builtin_models();
+  auto g = create_model("deblurgan_small", nlohmann::json::object());
+  const auto x = torch::rand({2, 3, 16, 16}) * 2.2 - 1.1;
+  EXPECT_FALSE(torch::allclose(g->forward(x), x.clamp(-1, 1)));
+  start_as_identity(*g);
+  const auto y = g->forward(x);
+  EXPECT_TRUE(torch::equal(y, x.clamp(-1, 1)));
+  (y - torch::zeros_like(y)).pow(2).mean().backward();
+  int64_t with_grad = 0;
+  for (const auto& p : g->parameters())
+    with_grad += p.grad().defined() && p.grad().abs().sum().item<double>() > 0;
+  EXPECT_GE(with_grad, 1);
+}
+
 }  // namespace igb::models::deblur
