@@ -37,26 +37,6 @@ std::string shape_str(const torch::Tensor& t) {
   return s + "]";
 }
 
-// " (first line of a LibTorch message)", or nothing when the message is empty or speaks of
-// LibTorch's internals rather than of the file.
-std::string detail(const std::exception& e) {
-  std::string msg;
-  if (const auto* c = dynamic_cast<const c10::Error*>(&e))
-    msg = first_line(c->what_without_backtrace());
-  else
-    return "";
-  // "[enforce fail at inline_container.cc:252] . file in archive ..." -> "file in archive ..."
-  if (msg.rfind("[enforce fail at ", 0) == 0) {
-    const size_t end = msg.find("] ");
-    msg = end == std::string::npos ? "" : msg.substr(end + 2);
-    if (msg.rfind(". ", 0) == 0) msg = msg.substr(2);
-  }
-  if (msg.empty() || msg.find("INTERNAL ASSERT") != std::string::npos ||
-      msg.find("report a bug") != std::string::npos)
-    return "";
-  return " (" + msg + ")";
-}
-
 // Reads from a byte buffer, never past its end (LibTorch's MemoryReadAdapter does not check, and a
 // corrupt central directory can point anywhere).
 class BufferReader final : public serialize::ReadAdapterInterface {
@@ -105,7 +85,8 @@ bool verify_records(const std::shared_ptr<const std::string>& bytes, const std::
         std::make_unique<serialize::PyTorchStreamReader>(std::make_shared<BufferReader>(bytes));
     names = reader->getAllRecords();
   } catch (const std::exception& e) {
-    throw InputError(where + " is corrupt or truncated: not a readable archive" + detail(e));
+    throw InputError(where + " is corrupt or truncated: not a readable archive" +
+                     library_error_detail(e));
   }
   if (std::find(names.begin(), names.end(), kChecksumRecord) == names.end()) return false;
 
@@ -117,7 +98,8 @@ bool verify_records(const std::shared_ptr<const std::string>& bytes, const std::
       if (text) text->assign(data, size);
       return crc32c(data, size);
     } catch (const std::exception& e) {
-      throw InputError(where + " is corrupt: record " + name + " cannot be read" + detail(e));
+      throw InputError(where + " is corrupt: record " + name + " cannot be read" +
+                       library_error_detail(e));
     }
   };
   std::string text;
@@ -274,6 +256,24 @@ void check_quantization(const json& q) {
 
 }  // namespace
 
+std::string library_error_detail(const std::exception& e) {
+  std::string msg;
+  if (const auto* c = dynamic_cast<const c10::Error*>(&e))
+    msg = first_line(c->what_without_backtrace());
+  else
+    return "";
+  // "[enforce fail at inline_container.cc:252] . file in archive ..." -> "file in archive ..."
+  if (msg.rfind("[enforce fail at ", 0) == 0) {
+    const size_t end = msg.find("] ");
+    msg = end == std::string::npos ? "" : msg.substr(end + 2);
+    if (msg.rfind(". ", 0) == 0) msg = msg.substr(2);
+  }
+  if (msg.empty() || msg.find("INTERNAL ASSERT") != std::string::npos ||
+      msg.find("report a bug") != std::string::npos)
+    return "";
+  return " (" + msg + ")";
+}
+
 nlohmann::json CheckpointMeta::to_json() const {
   json best = std::isnan(best_metric) ? json(nullptr) : json(best_metric);
   return {{"format", kFormatVersion},
@@ -397,7 +397,7 @@ Checkpoint Checkpoint::load(const std::filesystem::path& path) {
                                   size_t n) { return BufferReader(bytes).read(pos, buf, n, ""); },
                           [bytes] { return bytes->size(); });
   } catch (const std::exception& e) {
-    throw InputError(where + " is corrupt or truncated" + detail(e));
+    throw InputError(where + " is corrupt or truncated" + library_error_detail(e));
   }
   c10::IValue meta;
   try {
@@ -457,7 +457,7 @@ void Checkpoint::load_model(torch::nn::Module& model) const {
   } catch (const InputError&) {
     throw;
   } catch (const std::exception& e) {
-    throw InputError(where + " has a malformed model record" + detail(e));
+    throw InputError(where + " has a malformed model record" + library_error_detail(e));
   }
   std::map<std::string, int64_t> index;
   for (size_t i = 0; i < names.size(); ++i) index[names[i]] = static_cast<int64_t>(i);
@@ -479,7 +479,7 @@ void Checkpoint::load_model(torch::nn::Module& model) const {
       throw;
     } catch (const std::exception& e) {
       throw InputError(where + " has a malformed model record (tensor '" + kv.first +
-                       "' cannot be read)" + detail(e));
+                       "' cannot be read)" + library_error_detail(e));
     }
     if (!saved.sizes().equals(kv.second.sizes()))
       throw InputError(where + ": tensor '" + kv.first + "' has shape " + shape_str(saved) +
@@ -494,7 +494,8 @@ void Checkpoint::load_model(torch::nn::Module& model) const {
     try {
       kv.second.copy_(saved);
     } catch (const std::exception& e) {
-      throw InputError(where + ": tensor '" + kv.first + "' cannot be loaded" + detail(e));
+      throw InputError(where + ": tensor '" + kv.first + "' cannot be loaded" +
+                       library_error_detail(e));
     }
   }
   if (state.size() != names.size()) {
@@ -514,7 +515,7 @@ bool Checkpoint::load_optimizer(torch::optim::Optimizer& optimizer) const {
     optimizer.load(opt_archive);
   } catch (const std::exception& e) {
     throw InputError("checkpoint " + path_.string() + ": optimizer state does not match" +
-                     detail(e));
+                     library_error_detail(e));
   }
   return true;
 }
@@ -524,7 +525,7 @@ bool Checkpoint::scheduler_archive(torch::serialize::InputArchive& out) const {
     return archive_->try_read("scheduler", out);
   } catch (const std::exception& e) {
     throw InputError("checkpoint " + path_.string() + " has a malformed scheduler record" +
-                     detail(e));
+                     library_error_detail(e));
   }
 }
 
@@ -532,7 +533,8 @@ bool Checkpoint::task_archive(torch::serialize::InputArchive& out) const {
   try {
     return archive_->try_read("task", out);
   } catch (const std::exception& e) {
-    throw InputError("checkpoint " + path_.string() + " has a malformed task record" + detail(e));
+    throw InputError("checkpoint " + path_.string() + " has a malformed task record" +
+                     library_error_detail(e));
   }
 }
 
@@ -545,7 +547,7 @@ void Checkpoint::restore_rng() const {
     }
   } catch (const std::exception& e) {
     throw InputError("checkpoint " + path_.string() +
-                     ": record rng_cpu is not a CPU generator state" + detail(e));
+                     ": record rng_cpu is not a CPU generator state" + library_error_detail(e));
   }
 }
 

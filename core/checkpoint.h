@@ -5,6 +5,7 @@
 #include <torch/serialize/archive.h>
 
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -14,6 +15,11 @@
 #include <nlohmann/json.hpp>
 
 namespace igb {
+
+/// " (first line of a LibTorch error)" for a message about a file LibTorch could not read, or
+/// nothing when the error is not LibTorch's or speaks of its internals (an assertion, "report a
+/// bug") rather than of the file; "[enforce fail at …]" prefixes are dropped.
+std::string library_error_detail(const std::exception& e);
 
 /// Everything a checkpoint says about itself, besides tensors. Stored as JSON inside the archive.
 struct CheckpointMeta {

@@ -29,6 +29,7 @@
 #include "core/table.h"
 #include "core/text.h"
 #include "tools/plot.h"
+#include "tools/report.h"
 
 namespace igb::options {
 
@@ -264,12 +265,6 @@ std::string number_or_blank(const json& j, const char* key, int digits) {
              : "";
 }
 
-std::string with_commas(int64_t v) {
-  std::string s = std::to_string(v < 0 ? -v : v);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return (v < 0 ? "-" : "") + s;
-}
-
 class Bench {
  public:
   Bench(BenchPlan plan, fs::path out, int64_t jobs, bool resume, int64_t threads)
@@ -365,9 +360,12 @@ class Bench {
       fs::create_directories(s.dir / "bench_test");
     }
     const fs::path log = log_of(s, s.stage == RunState::kTrain ? "train" : "test");
-    std::ofstream(log, std::ios::app) << "$";
-    for (const auto& a : argv) std::ofstream(log, std::ios::app) << " " << a;
-    std::ofstream(log, std::ios::app) << "\n";
+    {
+      std::ofstream head(log, std::ios::app);
+      head << "$";
+      for (const auto& a : argv) head << " " << a;
+      head << "\n";
+    }
     s.pid = start_process(argv, log);
     s.started = std::chrono::steady_clock::now();
   }
@@ -571,9 +569,9 @@ class Bench {
         const json lat = rec.value("latency_ms", json::object());
         const double b1 = lat.value("1", kNan), bb = lat.value(batch, kNan);
         const double secs = summary.value("train_seconds", kNan);
-        cells.insert(cells.end(),
-                     {with_commas(params), with_commas(nnz), fixed(sparsity, 2), with_commas(macs),
-                      fixed(mb, 3), fixed(b1, 3), fixed(bb, 3), fixed(secs, 1)});
+        cells.insert(cells.end(), {tools::grouped(params), tools::grouped(nnz), fixed(sparsity, 2),
+                                   tools::grouped(macs), fixed(mb, 3), fixed(b1, 3), fixed(bb, 3),
+                                   fixed(secs, 1)});
         row.update({{"params", params},
                     {"nonzero_params", nnz},
                     {"sparsity", sparsity / 100},

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/checkpoint.h"
 #include "core/error.h"
-#include "core/text.h"
 
 namespace igb::models::deblur {
 
@@ -22,18 +22,6 @@ std::string shape_text(at::IntArrayRef s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
   return out + "]";
-}
-
-/// The message of a LibTorch error, first line only, without its "[enforce fail at …]" prefix.
-std::string why(const std::exception& e) {
-  std::string msg = e.what();
-  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) msg = c->what_without_backtrace();
-  msg = first_line(msg);
-  if (msg.rfind("[enforce fail at ", 0) == 0) {
-    const size_t end = msg.find("] ");
-    msg = end == std::string::npos ? "" : msg.substr(end + 2);
-  }
-  return msg;
 }
 
 }  // namespace
@@ -63,8 +51,7 @@ PerceptualLoss::PerceptualLoss(const fs::path& weights, const c10::Device& devic
   try {
     archive.load_from(weights.string());
   } catch (const std::exception& e) {
-    const std::string msg = why(e);
-    throw InputError(where + " is not a LibTorch archive" + (msg.empty() ? "" : " (" + msg + ")"));
+    throw InputError(where + " is not a LibTorch archive" + library_error_detail(e));
   }
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < net_->size(); ++i) {
