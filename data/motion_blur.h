@@ -22,9 +22,9 @@ struct MotionBlurOptions {
   /// Kernel side (odd): every kernel fits in it.
   int64_t kernel_size = 21;
   /// Path length in pixels, drawn uniformly in [min_length, max_length].
-  double min_length = 5, max_length = 17;
+  double min_length = 3, max_length = 9;
   /// Share of straight kernels; the others are camera shake.
-  double linear_share = 0.5;
+  double linear_share = 1;
   /// Gaussian noise sigma (on [0, 1]) drawn uniformly in [0, max_noise].
   double max_noise = 0.01;
 };

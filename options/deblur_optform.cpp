@@ -21,7 +21,7 @@ class DeblurOptForm : public OptForm {
     train_ = &train;
     // The defaults: deblurgan_small on synthetic motion blur, well above the blurred input in
     // minutes on two cores.
-    train.epochs = 20;
+    train.epochs = 80;
     train.lr_decay = "cosine";
     train.batch_size = 8;
     train.lr = 1e-3;
@@ -67,8 +67,9 @@ class DeblurOptForm : public OptForm {
                               "Weight of the adversarial term against the content loss")
                    ->capture_default_str(),
                0, 1e6);
-    app.add_option("--critic", config_.critic, "The critic model (deblur family)")
-        ->capture_default_str();
+    app.add_option("--critic", config_.critic,
+                   "The critic model (deblur family); default patchgan for deblurgan, "
+                   "patchgan_small (ndf 16) for other generators");
     app.add_option("--critic-arg", critic_args_, "Critic option KEY=VALUE, repeatable (ndf)");
     real_range(app.add_option("--critic-lr", config_.critic_lr, "The critic's Adam learning rate")
                    ->capture_default_str(),

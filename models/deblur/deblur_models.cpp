@@ -30,10 +30,13 @@ void register_deblur_models(Registry<ModelSpec>& registry) {
   add_model(registry, "deblurgan", "deblur", make_deblurgan,
             "DeblurGAN ResNet generator, 9 blocks, global skip (Kupyn et al. 2018)");
   add_model(registry, "deblurgan_small", "deblur", make_deblurgan,
-            "DeblurGAN generator with ngf 16 and 3 blocks (quick runs)",
-            DeblurGanOptions().ngf(16).blocks(3));
+            "DeblurGAN generator with ngf 16, 3 blocks and no dropout (quick runs)",
+            DeblurGanOptions().ngf(16).blocks(3).dropout(0));
   add_model(registry, "patchgan", "deblur", make_patchgan,
             "70x70 PatchGAN critic of pix2pix and DeblurGAN (instance norm, no sigmoid)");
+  add_model(registry, "patchgan_small", "deblur", make_patchgan,
+            "PatchGAN critic with ndf 16 (deblurgan_small's default critic)",
+            PatchGanOptions().ndf(16));
 }
 
 }  // namespace igb::models::deblur

@@ -275,7 +275,13 @@ DeblurEvaluation evaluate_deblur(ModelImpl& model, const std::vector<data::Deblu
   return ev;
 }
 
-nlohmann::json train_deblur(const DeblurConfig& config, RunContext& ctx, const RunInfo& info) {
+std::string default_critic(const std::string& generator) {
+  return generator == "deblurgan" ? "patchgan" : "patchgan_small";
+}
+
+nlohmann::json train_deblur(const DeblurConfig& requested, RunContext& ctx, const RunInfo& info) {
+  DeblurConfig config = requested;
+  if (config.critic.empty()) config.critic = default_critic(config.train.model);
   torch::manual_seed(static_cast<uint64_t>(config.train.seed));
   if (config.patch_size % 4 != 0)
     throw InputError("--patch-size " + std::to_string(config.patch_size) +

@@ -440,12 +440,12 @@ TEST_F(Drivers, DeblurBlurOptionsAndPerceptualWeightsAreChecked) {
       << r.output;
   // igb-test blurs the synthetic pairs as the run did: the same blurred PSNR as its validation.
   r =
-      run("igb-train --optform=deblur --blur-length 3 4 --straight-blur 1 --gan none "
+      run("igb-train --optform=deblur --blur-length 3 4 --straight-blur 0 --gan none "
           "--batch-size 2 --model-arg ngf=4 --model-arg blocks=1" +
           out);
   ASSERT_EQ(r.code, 0) << r.output;
   const auto trained = nlohmann::json::parse(std::ifstream(dir_ / "x" / "summary.json"));
-  EXPECT_NE(trained["data"].get<std::string>().find("motion blur of 3-4 px, 100% straight"),
+  EXPECT_NE(trained["data"].get<std::string>().find("motion blur of 3-4 px, 0% straight"),
             std::string::npos)
       << trained.dump();
   r = run("igb-test --optform=deblur --threads 1 --checkpoint " +
@@ -453,7 +453,7 @@ TEST_F(Drivers, DeblurBlurOptionsAndPerceptualWeightsAreChecked) {
   ASSERT_EQ(r.code, 0) << r.output;
   const auto tested = nlohmann::json::parse(std::ifstream(dir_ / "t" / "test_summary.json"));
   EXPECT_DOUBLE_EQ(tested["blurred_psnr"].get<double>(), trained["blurred_psnr"].get<double>());
-  EXPECT_GT(trained["blurred_psnr"].get<double>(), 26.0);  // milder than the default's 24.64
+  EXPECT_GT(trained["blurred_psnr"].get<double>(), 27.5);  // milder than the default's 26.90
   fs::remove_all(dir_ / "x");
   const std::string missing = (dir_ / "vgg19.pt").string();
   r = run("igb-train --optform=deblur --perceptual-weights " + missing + out);

@@ -131,8 +131,9 @@ TEST_F(ModelOptions, RegistryDefaultsAreTheCheckpointKeysOfBefore) {
       {"mobilenet_075", with(imagenet, {{"channel_multiplier", 0.75}})},
       {"mobilenet_v2", imagenet},
       {"deblurgan", {{"ngf", 64}, {"blocks", 9}, {"dropout", 0.5}}},
-      {"deblurgan_small", {{"ngf", 16}, {"blocks", 3}, {"dropout", 0.5}}},
-      {"patchgan", {{"ndf", 64}, {"n_layers", 3}}}};
+      {"deblurgan_small", {{"ngf", 16}, {"blocks", 3}, {"dropout", 0.0}}},
+      {"patchgan", {{"ndf", 64}, {"n_layers", 3}}},
+      {"patchgan_small", {{"ndf", 16}, {"n_layers", 3}}}};
   EXPECT_EQ(model_registry().names().size(), expected.size());
   for (const auto& name : model_registry().names()) {
     ASSERT_TRUE(expected.count(name)) << name;

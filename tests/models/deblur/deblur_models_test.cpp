@@ -94,7 +94,9 @@ TEST_F(DeblurModels, GeneratorKeepsTheImageSize) {
     EXPECT_EQ(count_parameters(*again), count_parameters(*m)) << name;
   }
   EXPECT_EQ(create_model("deblurgan_small", {})->options_json(),
-            (nlohmann::json{{"ngf", 16}, {"blocks", 3}, {"dropout", 0.5}}));
+            (nlohmann::json{{"ngf", 16}, {"blocks", 3}, {"dropout", 0.0}}));
+  EXPECT_EQ(create_model("patchgan_small", {})->options_json(),
+            (nlohmann::json{{"ndf", 16}, {"n_layers", 3}}));
 }
 
 // learn_residual: the network predicts a correction, so with its last conv at zero it returns the
@@ -124,13 +126,13 @@ TEST_F(DeblurModels, OriginalParameterNamesAndDropout) {
   EXPECT_EQ(params["model.26.weight"].sizes(), torch::IntArrayRef({3, 64, 7, 7}));
   EXPECT_EQ(params.size(), 2u * (3 + 2 * 9 + 2 + 1));  // weight and bias of 24 convs
   // Without dropout the second conv of a block moves up to index 5, as in the original.
-  auto plain = create_model("deblurgan_small", {{"dropout", 0}})->named_parameters();
+  auto plain = create_model("deblurgan_small", {})->named_parameters();
   EXPECT_TRUE(plain.contains("model.10.conv_block.5.weight"));
   EXPECT_FALSE(plain.contains("model.10.conv_block.6.weight"));
   // Dropout acts in training only.
   torch::NoGradGuard no_grad;
   torch::manual_seed(0);
-  auto m = create_model("deblurgan_small", {});
+  auto m = create_model("deblurgan_small", {{"dropout", 0.5}});
   const auto x = torch::rand({1, 3, 16, 16}) * 2 - 1;
   m->train();
   EXPECT_FALSE(torch::equal(m->forward(x), m->forward(x)));
@@ -169,8 +171,8 @@ TEST_F(DeblurModels, PatchGanScoresOverlappingPatches) {
 }
 
 TEST_F(DeblurModels, FamilyAndBadOptions) {
-  EXPECT_EQ(model_names("deblur"),
-            (std::vector<std::string>{"deblurgan", "deblurgan_small", "patchgan"}));
+  EXPECT_EQ(model_names("deblur"), (std::vector<std::string>{"deblurgan", "deblurgan_small",
+                                                             "patchgan", "patchgan_small"}));
   EXPECT_NO_THROW(check_model_family("patchgan", "deblur"));
   EXPECT_THROW(check_model_family("deblurgan", "sr"), InputError);
   EXPECT_THROW(create_model("deblurgan", {{"ngf", 0}}), InputError);
@@ -191,7 +193,10 @@ TEST_F(DeblurModels, FamilyAndBadOptions) {
 // Every op of the three models is in the op table, so MACs, thinning and export follow them.
 TEST_F(DeblurModels, SummaryGraphKnowsEveryOp) {
   for (const char* name : {"deblurgan_small", "patchgan"}) {
-    auto m = create_model(name, {});
+    // deblurgan_small has no dropout by default; DeblurGAN's blocks have it.
+    const bool generator = std::string(name) == "deblurgan_small";
+    auto m =
+        create_model(name, generator ? nlohmann::json{{"dropout", 0.5}} : nlohmann::json::object());
     const auto g = deblur_graph(m);
     std::set<tools::OpKind> kinds;
     for (const auto& op : g.ops()) {
@@ -220,8 +225,8 @@ TEST_F(DeblurModels, PrunedGeneratorThinsToTheMaskedOutput) {
   m->eval();
   const auto g = deblur_graph(m);
   EXPECT_EQ(deblur_zero_group(m, g, "model.7", 9),
-            (std::set<std::string>{"model.7@9", "model.10.conv_block.6@9",
-                                   "model.11.conv_block.6@9", "model.12.conv_block.6@9"}));
+            (std::set<std::string>{"model.7@9", "model.10.conv_block.5@9",
+                                   "model.11.conv_block.5@9", "model.12.conv_block.5@9"}));
   EXPECT_EQ(deblur_zero_group(m, g, "model.1", 3), (std::set<std::string>{"model.1@3"}));
   EXPECT_EQ(deblur_zero_group(m, g, "model.11.conv_block.1", 5),
             (std::set<std::string>{"model.11.conv_block.1@5"}));
@@ -248,7 +253,7 @@ TEST_F(DeblurModels, PrunedGeneratorThinsToTheMaskedOutput) {
             2'220 + 4'352 + 18'207 + 2 * 72'703 + 71'568 + 17'608 + 4'480 + 2'355);
   auto params = m->named_parameters();
   EXPECT_EQ(params["model.7.weight"].size(0), 63);
-  EXPECT_EQ(params["model.12.conv_block.6.weight"].size(0), 63);
+  EXPECT_EQ(params["model.12.conv_block.5.weight"].size(0), 63);
   EXPECT_EQ(params["model.12.conv_block.1.weight"].size(1), 63);
   EXPECT_EQ(params["model.13.weight"].sizes(), torch::IntArrayRef({63, 31, 3, 3}));
   EXPECT_EQ(params["model.16.weight"].size(0), 31);
