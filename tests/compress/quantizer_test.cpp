@@ -651,7 +651,7 @@ TEST(Quantizers, QuantizedInputTracesAheadOfTheFirstConvAndRoundTrips) {
   meta.model = "resnet20_cifar";
   meta.model_options = model->options_json();
   meta.quantization = record;
-  save_checkpoint(tmp / "q.ckpt", meta, {model.get(), nullptr, nullptr});
+  save_checkpoint(tmp / "q.ckpt", meta, {model.get(), nullptr, nullptr, nullptr});
   auto rebuilt = models::model_from_checkpoint(Checkpoint::load(tmp / "q.ckpt"));
   ASSERT_TRUE(rebuilt->inputs_quant());
   rebuilt->eval();

@@ -51,7 +51,7 @@ TEST_F(CheckpointTest, RoundTripsModelOptimizerAndMeta) {
   meta.best_epoch = 6;
   meta.best_metric_name = "psnr";
   meta.schedule_text = "version: 1\n";
-  save_checkpoint(dir_ / "a.ckpt", meta, {a.get(), &opt, nullptr});
+  save_checkpoint(dir_ / "a.ckpt", meta, {a.get(), &opt, nullptr, nullptr});
   EXPECT_FALSE(fs::exists(dir_ / ("a.ckpt.tmp")));
 
   auto ck = Checkpoint::load(dir_ / "a.ckpt");
@@ -89,7 +89,7 @@ TEST_F(CheckpointTest, RoundTripsModelOptimizerAndMeta) {
 
 TEST_F(CheckpointTest, ShapeMismatchNamesTheTensor) {
   Net a(5), b(6);
-  save_checkpoint(dir_ / "a.ckpt", CheckpointMeta{}, {a.get(), nullptr, nullptr});
+  save_checkpoint(dir_ / "a.ckpt", CheckpointMeta{}, {a.get(), nullptr, nullptr, nullptr});
   auto ck = Checkpoint::load(dir_ / "a.ckpt");
   try {
     ck.load_model(*b);
@@ -104,7 +104,7 @@ TEST_F(CheckpointTest, ShapeMismatchNamesTheTensor) {
 
 TEST_F(CheckpointTest, TruncatedCorruptMissingAndForeignFilesAreInputErrors) {
   Net a;
-  save_checkpoint(dir_ / "a.ckpt", CheckpointMeta{}, {a.get(), nullptr, nullptr});
+  save_checkpoint(dir_ / "a.ckpt", CheckpointMeta{}, {a.get(), nullptr, nullptr, nullptr});
   auto size = fs::file_size(dir_ / "a.ckpt");
   fs::copy_file(dir_ / "a.ckpt", dir_ / "t.ckpt");
   fs::resize_file(dir_ / "t.ckpt", size / 2);
@@ -129,7 +129,7 @@ TEST_F(CheckpointTest, FailedWriteLeavesThePreviousFileIntact) {
   Net a;
   CheckpointMeta meta;
   meta.epoch = 1;
-  save_checkpoint(dir_ / "a.ckpt", meta, {a.get(), nullptr, nullptr});
+  save_checkpoint(dir_ / "a.ckpt", meta, {a.get(), nullptr, nullptr, nullptr});
   // A writer that dies half-way through its temporary file.
   EXPECT_THROW(write_atomically(dir_ / "a.ckpt",
                                 [](const fs::path& tmp) {
@@ -173,7 +173,7 @@ TEST_F(CheckpointTest, QuantizationMetaRoundTripsAndIsValidated) {
   meta.optform = "classify";
   meta.model = "net";
   meta.quantization = ck_quant_meta();
-  save_checkpoint(dir_ / "q.ckpt", meta, {a.get(), nullptr, nullptr});
+  save_checkpoint(dir_ / "q.ckpt", meta, {a.get(), nullptr, nullptr, nullptr});
   auto ck = Checkpoint::load(dir_ / "q.ckpt");
   EXPECT_EQ(ck.meta().quantization, ck_quant_meta());
   EXPECT_EQ(ck.meta().quantization["bits"]["conv1"]["bits_weights"], 3);

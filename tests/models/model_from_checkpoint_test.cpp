@@ -32,7 +32,7 @@ class ModelFromCheckpoint : public ::testing::Test {
     meta.optform = "sr";
     meta.model = "fsrcnn";
     meta.model_options = meta_options;
-    save_checkpoint(path_, meta, {model.get(), nullptr, nullptr});
+    save_checkpoint(path_, meta, {model.get(), nullptr, nullptr, nullptr});
     try {
       model_from_checkpoint(Checkpoint::load(path_));
     } catch (const InputError& e) {
@@ -99,7 +99,7 @@ TEST_F(ModelFromCheckpoint, AQuantizedModelIsPreparedAgainBeforeItsTensorsLoad) 
        {{"layer1.0.conv1", {{"bits_activations", 4}, {"bits_weights", 3}, {"bits_bias", none}}},
         {"layer1.0.relu1", {{"bits_activations", 4}, {"bits_weights", none}, {"bits_bias", none}}},
         {"layer1.0.bn1", {{"bits_activations", 4}, {"bits_weights", none}, {"bits_bias", none}}}}}};
-  save_checkpoint(path_, meta, {model.get(), nullptr, nullptr});
+  save_checkpoint(path_, meta, {model.get(), nullptr, nullptr, nullptr});
 
   Model rebuilt = model_from_checkpoint(Checkpoint::load(path_));
   rebuilt->eval();
@@ -113,7 +113,7 @@ TEST_F(ModelFromCheckpoint, AQuantizedModelIsPreparedAgainBeforeItsTensorsLoad) 
 
   // A record naming a module the model does not have is one line naming the checkpoint.
   meta.quantization["bits"]["layer9.conv"] = meta.quantization["bits"]["layer1.0.conv1"];
-  save_checkpoint(path_, meta, {model.get(), nullptr, nullptr});
+  save_checkpoint(path_, meta, {model.get(), nullptr, nullptr, nullptr});
   try {
     model_from_checkpoint(Checkpoint::load(path_));
     FAIL() << "expected InputError";
@@ -126,7 +126,7 @@ TEST_F(ModelFromCheckpoint, AQuantizedModelIsPreparedAgainBeforeItsTensorsLoad) 
   meta.quantization = {{"class", "QuantAwareTrainRangeLinearQuantizer"},
                        {"mode", "ASYMMETRIC_UNSIGNED"},
                        {"bits", nlohmann::json::object()}};
-  save_checkpoint(path_, meta, {model.get(), nullptr, nullptr});
+  save_checkpoint(path_, meta, {model.get(), nullptr, nullptr, nullptr});
   try {
     model_from_checkpoint(Checkpoint::load(path_));
     FAIL() << "expected InputError";

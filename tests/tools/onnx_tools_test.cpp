@@ -82,7 +82,7 @@ models::Model save_fsrcnn_checkpoint(const fs::path& path) {
   meta.optform = "sr";
   meta.model = "fsrcnn";
   meta.model_options = opts;
-  save_checkpoint(path, meta, {model.get(), nullptr, nullptr});
+  save_checkpoint(path, meta, {model.get(), nullptr, nullptr, nullptr});
   return model;
 }
 
