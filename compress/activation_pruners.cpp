@@ -109,7 +109,8 @@ void ActivationRankedFilterPruner::set_masks(ModelParams& params, MaskTable& mas
                          " yet to rank the filters of " + weights[i] +
                          ": its policy acts before any training batch has run (Distiller fails "
                          "here too); start it after the first epoch");
-      const auto value = criterion_ == ActivationCriterion::kApoz ? stats.apoz() : -stats.mean();
+      auto value = criterion_ == ActivationCriterion::kApoz ? stats.apoz() : -stats.mean();
+      if (reduce_) value = reduce_(value);
       const int64_t n = w.size(0);
       if (value.numel() != n)
         throw std::runtime_error("pruner " + name() + ": the statistics of " + act + " have " +

@@ -4,6 +4,7 @@
 #include <torch/nn/pimpl.h>
 #include <nlohmann/json_fwd.hpp>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -95,9 +96,16 @@ class ActivationRankedFilterPruner : public Pruner {
   /// (Distiller's names start with DataParallel's "module.", ours do not).
   static std::string activation_name(const std::string& weight);
 
+  /// In a data-parallel job: turns this rank's statistics into the job's (their mean over the
+  /// ranks), called on every rank before filters are ranked, so all ranks prune the same ones.
+  void set_reducer(std::function<at::Tensor(const at::Tensor&)> reduce) {
+    reduce_ = std::move(reduce);
+  }
+
  private:
   FilterPrunerOptions options_;
   ActivationCriterion criterion_;
+  std::function<at::Tensor(const at::Tensor&)> reduce_;
   std::vector<std::shared_ptr<ActivationStatisticsImpl>> statistics_;
   std::vector<std::string> activation_names_;
 };

@@ -9,6 +9,7 @@
 
 #include "compress/activation_pruners.h"
 #include "compress/yaml_reader.h"
+#include "core/distributed.h"
 #include "core/fs.h"
 #include "core/logger.h"
 #include "core/optim_lr.h"
@@ -459,6 +460,20 @@ void CompressionScheduler::setup_quantizer() {
                        quantizer_->name() + " (both keep a second copy of the weights)");
   }
   quantizer_->prepare_model(model_, logger_);
+}
+
+void CompressionScheduler::set_distributed(Distributed& dist) {
+  // Statistics are per-batch means and every rank trains as many batches: the mean of the ranks'
+  // means is the statistic of one process that saw all their batches.
+  for (auto& [name, pruner] : pruners_)
+    if (auto* ranked = dynamic_cast<ActivationRankedFilterPruner*>(pruner.get()))
+      ranked->set_reducer([&dist](const at::Tensor& local) {
+        const auto v = local.to(at::kDouble).contiguous();
+        auto sums =
+            dist.sum(std::vector<double>(v.data_ptr<double>(), v.data_ptr<double>() + v.numel()));
+        return (at::tensor(sums, at::kDouble) / static_cast<double>(dist.world_size()))
+            .to(local.scalar_type());
+      });
 }
 
 std::vector<ParamGroup> CompressionScheduler::param_groups() const {

@@ -87,6 +87,7 @@ class CompressionScheduler : public TrainingHooks {
   bool has_state() const override { return true; }
   std::vector<EpochScalar> epoch_scalars() const override;
   bool controls_lr() const override;
+  void set_distributed(Distributed& dist) override;
   void set_validation_metric(const std::string& primary, bool higher_is_better) override;
   std::string schedule_text() const override { return text_; }
   nlohmann::json take_thinning_recipes() override;

@@ -12,6 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
+namespace igb {
+class Distributed;
+}  // namespace igb
+
 namespace igb::compress {
 
 /// Where the training loop is when it calls a hook.
@@ -50,6 +54,9 @@ class TrainingHooks {
   virtual ~TrainingHooks() = default;
 
   virtual void on_epoch_begin(int64_t epoch, torch::optim::Optimizer& optimizer) {}
+  /// Called once before the first epoch of a data-parallel run: what the hooks compute from
+  /// each rank's own data (activation statistics) is then reduced over the ranks.
+  virtual void set_distributed(Distributed& dist) {}
   virtual void on_minibatch_begin(const MinibatchInfo& info, torch::optim::Optimizer& optimizer) {}
   /// Returns the loss to back-propagate (regularization terms added).
   virtual at::Tensor before_backward_pass(const MinibatchInfo& info, const at::Tensor& loss,

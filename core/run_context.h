@@ -7,6 +7,7 @@
 
 namespace igb {
 
+class Distributed;
 class Logger;
 
 /// What one run of a driver shares with everything it calls: where it writes, how it logs, which
@@ -19,6 +20,8 @@ struct RunContext {
   uint64_t seed = 0;
   /// Whether progress may redraw a status line.
   bool terminal = false;
+  /// The data-parallel job this process is a rank of; null when it trains alone.
+  Distributed* dist = nullptr;
 };
 
 }  // namespace igb

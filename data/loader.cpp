@@ -7,6 +7,10 @@ namespace igb::data {
 BatchLoader::BatchLoader(const Dataset& dataset, LoaderOptions options)
     : dataset_(dataset), options_(options) {
   TORCH_CHECK(options_.batch_size > 0, "batch size must be positive, got ", options_.batch_size);
+  TORCH_CHECK(options_.world_size > 0 && options_.rank >= 0 && options_.rank < options_.world_size,
+              "rank ", options_.rank, " outside a world of ", options_.world_size);
+  TORCH_CHECK(options_.world_size == 1 || options_.drop_last,
+              "a sharded loader drops the incomplete last round");
 }
 
 BatchLoader::~BatchLoader() { drain(); }
@@ -18,8 +22,9 @@ void BatchLoader::drain() {
 }
 
 int64_t BatchLoader::batches() const {
-  int64_t n = dataset_.size() / options_.batch_size;
-  if (!options_.drop_last && dataset_.size() % options_.batch_size) ++n;
+  const int64_t round = options_.batch_size * options_.world_size;
+  int64_t n = dataset_.size() / round;
+  if (!options_.drop_last && dataset_.size() % round) ++n;
   if (max_batches_ > 0) n = std::min(n, max_batches_);
   return n;
 }
@@ -42,7 +47,7 @@ void BatchLoader::start_epoch(int64_t epoch) {
 }
 
 Example BatchLoader::make_batch(int64_t b) const {
-  int64_t begin = b * options_.batch_size;
+  int64_t begin = (b * options_.world_size + options_.rank) * options_.batch_size;
   int64_t end = std::min<int64_t>(begin + options_.batch_size, dataset_.size());
   std::vector<at::Tensor> inputs, targets;
   for (int64_t i = begin; i < end; ++i) {

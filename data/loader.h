@@ -20,6 +20,12 @@ struct LoaderOptions {
   int64_t workers = 2;
   /// Seed of the shuffling order.
   uint64_t seed = 0;
+  /// Data-parallel sharding: this process takes every `world_size`-th batch-sized slice of the
+  /// epoch's order, starting at slice `rank`. Batch b of rank r then holds the examples of
+  /// positions [(b·world_size + r)·batch_size, +batch_size), so the ranks' batches b together are
+  /// the batch b of one process with batch_size·world_size, in the same order.
+  int64_t rank = 0;
+  int64_t world_size = 1;
 };
 
 /// Stacks examples into batches, with `workers` threads working ahead. The order and content of
@@ -29,7 +35,8 @@ class BatchLoader {
   BatchLoader(const Dataset& dataset, LoaderOptions options);
   ~BatchLoader();
 
-  /// Batches per epoch (capped by `max_batches` when it is positive).
+  /// Batches per epoch (capped by `max_batches` when it is positive); with sharding, the same on
+  /// every rank (the examples of an incomplete last round are skipped).
   int64_t batches() const;
   void set_max_batches(int64_t max_batches) { max_batches_ = max_batches; }
 

@@ -52,6 +52,11 @@ struct TrainConfig {
   bool force_loss_scaler = false;
   /// Clean steps between two growths of the loss scale (tests shorten it). Not an option.
   int64_t loss_scale_growth_interval = 2000;
+  /// Data-parallel processes to start on this machine (1 = train in this process). A process
+  /// started as a rank of a job (WORLD_SIZE in its environment) never starts more.
+  int64_t nproc = 1;
+  /// Seconds a rank waits for the others (rendezvous and each collective) before it stops.
+  double dist_timeout = 300;
 };
 
 }  // namespace igb::models

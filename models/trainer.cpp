@@ -9,6 +9,7 @@
 #include <set>
 
 #include "compress/scheduler.h"
+#include "core/distributed.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/logger.h"
@@ -194,14 +195,20 @@ data::LoaderOptions Trainer::loader_options() const {
   lo.batch_size = config_.batch_size;
   lo.workers = config_.workers;
   lo.seed = config_.seed;
+  if (ctx_.dist) {
+    lo.rank = ctx_.dist->rank();
+    lo.world_size = ctx_.dist->world_size();
+  }
   return lo;
 }
 
 int64_t Trainer::batches_of(const data::BatchLoader& loader) const {
   const int64_t batches = loader.batches();
   if (batches == 0)
-    throw InputError("the training set has " + std::to_string(task_.train_set().size()) +
-                     " examples, fewer than one batch of " + std::to_string(config_.batch_size));
+    throw InputError(
+        "the training set has " + std::to_string(task_.train_set().size()) +
+        " examples, fewer than one batch of " + std::to_string(config_.batch_size) +
+        (ctx_.dist ? " on each of " + std::to_string(ctx_.dist->world_size()) + " processes" : ""));
   return batches;
 }
 
@@ -255,6 +262,9 @@ double Trainer::train_epoch(int64_t epoch) {
     progress.batch_done(b, l, batch.input.size(0));
   }
   progress.end_epoch();
+  // The epoch's loss over all ranks (each validates the same model: weights and buffers agree).
+  if (ctx_.dist)
+    loss_sum = ctx_.dist->sum({loss_sum})[0] / static_cast<double>(ctx_.dist->world_size());
   return loss_sum / static_cast<double>(batches);
 }
 
@@ -274,10 +284,14 @@ double Trainer::train_minibatch(const compress::MinibatchInfo& info, const data:
   optimizer_->zero_grad();
   if (scaler_) {
     scaler_->scale(total).backward();
+    // Averaged while still scaled: an inf or NaN of any rank reaches every rank's gradients, so
+    // all of them skip the step and back off the scale together.
+    if (ctx_.dist) ctx_.dist->average(gradients_for_reduction(model_->parameters()));
     // The schedule sees true gradients; a step with inf or NaN in them is skipped.
     scaler_->unscale(*optimizer_);
   } else {
     total.backward();
+    if (ctx_.dist) ctx_.dist->average(gradients_for_reduction(model_->parameters()));
   }
   hooks_.before_parameter_optimization(info, *optimizer_);
   if (scaler_) {
@@ -287,6 +301,9 @@ double Trainer::train_minibatch(const compress::MinibatchInfo& info, const data:
     optimizer_->step();
   }
   hooks_.on_minibatch_end(info, *optimizer_);
+  // BatchNorm running statistics and a quantizer's activation ranges follow each rank's own data:
+  // rank 0's replace them after every step (as DistributedDataParallel's broadcast_buffers).
+  if (ctx_.dist) ctx_.dist->broadcast(model_buffers());
   double l = loss.item<double>();
   if (!std::isfinite(l))
     throw std::runtime_error("training diverged: loss is " + std::to_string(l) + " at epoch " +
@@ -370,8 +387,13 @@ void Trainer::log_run_start(const fs::path& out) {
                       (ctx_.device.is_cuda() ? "float16" : "bfloat16") +
                       " autocast, float32 weights" +
                       (scaler_ ? ", dynamic loss scale " + fixed(scaler_->scale_value(), 0) : ""));
-  if (!hooks_.schedule_text().empty())
+  if (!hooks_.schedule_text().empty() && (!ctx_.dist || ctx_.dist->is_main()))
     write_text_atomically(out / "schedule.yaml", hooks_.schedule_text());
+  if (ctx_.dist)
+    ctx_.logger->info("data-parallel over " + std::to_string(ctx_.dist->world_size()) +
+                      " processes: batch " + std::to_string(config_.batch_size) + " each, " +
+                      std::to_string(config_.batch_size * ctx_.dist->world_size()) +
+                      " a step in all; gradients averaged, rank 0 writes");
   if (hooks_.controls_lr() && config_.lr_decay != "none")
     ctx_.logger->info("the schedule's lr_schedulers set the learning rate; --lr-decay " +
                       config_.lr_decay + " is off");
@@ -511,14 +533,39 @@ nlohmann::json Trainer::write_summary(const EpochRecord& r, const fs::path& out)
   return summary;
 }
 
+std::vector<at::Tensor> Trainer::model_buffers() const {
+  // A quantizer's float master weights (float_*) are left out: every rank updates them alike
+  // from the averaged gradients.
+  std::vector<at::Tensor> buffers;
+  for (const auto& b : model_->named_buffers()) {
+    const auto& name = b.key();
+    const auto dot = name.rfind('.');
+    if (name.compare(dot == std::string::npos ? 0 : dot + 1, 6, "float_") == 0) continue;
+    buffers.push_back(b.value());
+  }
+  return buffers;
+}
+
 nlohmann::json Trainer::run() {
   const fs::path out = ctx_.out_dir;
   // Everything that can fail on the options, the data, the model and the first batch has run by
   // now, or runs here: a run that fails leaves an existing run directory as it was and creates
   // none.
   check_first_batch();
-  open_run_directory(out);
-  EventWriter events(out);
+  // In a data-parallel job every rank starts from rank 0's weights (the shared seed and a
+  // resumed checkpoint make them equal already) and only rank 0 writes.
+  const bool writes = !ctx_.dist || ctx_.dist->is_main();
+  if (ctx_.dist) {
+    ctx_.dist->broadcast(model_->parameters());
+    ctx_.dist->broadcast(model_buffers());
+    task_.set_distributed(*ctx_.dist);
+    hooks_.set_distributed(*ctx_.dist);
+  }
+  std::unique_ptr<EventWriter> events;
+  if (writes) {
+    open_run_directory(out);
+    events = std::make_unique<EventWriter>(out);
+  }
   log_run_start(out);
 
   std::unique_ptr<CsvAppender> csv;
@@ -530,12 +577,22 @@ nlohmann::json Trainer::run() {
     for (const auto& [name, value] : task_.train_scalars())
       record.scalars.push_back({name, "train/" + name, value});
     log_epoch(record);
+    if (!writes) {
+      summary = make_summary(record.metrics);
+      continue;
+    }
     // The metrics row of an epoch follows its checkpoint: a run stopped between the two resumes
     // after that epoch and never writes a second row for it.
     write_checkpoints(record, out);
-    write_metrics(record, out, csv, events);
+    write_metrics(record, out, csv, *events);
     summary = write_summary(record, out);
   }
+  if (ctx_.dist && ctx_.dist->average_calls() > 0)
+    ctx_.logger->info(
+        "gradient all-reduce over " + std::to_string(ctx_.dist->world_size()) + " processes: " +
+        fixed(1000 * ctx_.dist->average_seconds() / static_cast<double>(ctx_.dist->average_calls()),
+              2) +
+        " ms a step");
   return summary;
 }
 

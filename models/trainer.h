@@ -21,6 +21,7 @@
 
 namespace igb {
 class CsvAppender;
+class Distributed;
 class EventWriter;
 }  // namespace igb
 
@@ -59,6 +60,10 @@ class TrainingTask {
   virtual bool has_state() const { return false; }
   virtual void save_state(torch::serialize::OutputArchive& archive) const {}
   virtual void load_state(torch::serialize::InputArchive& archive) {}
+  /// Called once before the first epoch of a data-parallel run: a task that trains more than the
+  /// model (a GAN's critic) broadcasts those weights from rank 0 and averages their gradients
+  /// over the ranks before each of its steps. Default: nothing.
+  virtual void set_distributed(Distributed& dist) {}
 };
 
 /// Everything a training run writes about itself besides tensors.
@@ -118,6 +123,8 @@ class Trainer {
 
   // The steps of run(), in order.
   void check_first_batch();
+  /// The buffers a data-parallel job keeps equal across ranks (rank 0's win).
+  std::vector<at::Tensor> model_buffers() const;
   void open_run_directory(const std::filesystem::path& out);
   void log_run_start(const std::filesystem::path& out);
   EpochRecord train_and_validate(int64_t epoch);

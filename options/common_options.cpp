@@ -72,6 +72,16 @@ void add_common_train_options(CLI::App& app, models::TrainConfig& c) {
                "Mixed precision: bfloat16 autocast on CPU, float16 with dynamic loss scaling on "
                "CUDA; weights stay float32")
       ->default_str("false");
+  int_range(app.add_option("--nproc", c.nproc,
+                           "Data-parallel training in N processes on this machine, each with "
+                           "--batch-size examples a step (docs/distributed.md)")
+                ->capture_default_str(),
+            1, 256);
+  real_range(app.add_option("--dist-timeout", c.dist_timeout,
+                            "Seconds a rank of a data-parallel job waits for the others before "
+                            "it stops with an error")
+                 ->capture_default_str(),
+             1, 86400);
   int_range(app.add_option("--log-every", c.log_every,
                            "Progress log line every N minibatches when not on a terminal")
                 ->capture_default_str(),

@@ -3,15 +3,19 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <thread>
 
 #include "compress/scheduler.h"
 #include "core/checkpoint.h"
+#include "core/distributed.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/logger.h"
 #include "core/progress.h"
+#include "core/subprocess.h"
 #include "models/model.h"
 #include "options/common_options.h"
+#include "options/launch.h"
 #include "options/optform.h"
 #include "options/tool_commands.h"
 #include "options/yaml_config.h"
@@ -130,10 +134,18 @@ int train_main(int argc, char** argv) {
   app.allow_config_extras(CLI::config_extras_mode::error);
   if (parse(app, argc, argv, first, yaml.get())) return kExitOk;
 
+  // A rank of a data-parallel job (started by --nproc, torchrun, Slurm...) finds it in its
+  // environment; the ranks on one machine share its cores.
+  const auto dist_env = dist_env_from_environment();
+  int64_t threads = train.threads;
+  if (dist_env && threads == 0)
+    threads = std::max<int64_t>(
+        1, static_cast<int64_t>(std::thread::hardware_concurrency()) / dist_env->local_world_size);
+
   Logger logger;
   RunContext ctx;
   ctx.logger = &logger;
-  ctx.device = configure_runtime(train.threads, train.device);
+  ctx.device = configure_runtime(threads, train.device);
   ctx.seed = train.seed;
   ctx.terminal = Progress::stderr_is_terminal();
   if (!train.out.empty())
@@ -145,10 +157,33 @@ int train_main(int argc, char** argv) {
   if (ctx.out_dir.empty()) ctx.out_dir = ".";
   check_output_folder("--out", ctx.out_dir);
 
+  if (train.nproc > 1 && !dist_env) {
+    // The launcher: the same command in --nproc ranks, all writing to the one run directory.
+    LocalJob job;
+    job.argv.push_back((executable_dir() / "igb-train").string());
+    for (int i = 1; i < argc; ++i) job.argv.push_back(argv[i]);
+    if (train.out.empty()) job.argv.insert(job.argv.end(), {"--out", ctx.out_dir.string()});
+    job.nproc = train.nproc;
+    job.timeout_seconds = train.dist_timeout;
+    return run_local_job(job);
+  }
+  std::unique_ptr<Distributed> dist;
+  if (dist_env && dist_env->world_size > 1) {
+    dist = std::make_unique<Distributed>(
+        *dist_env, std::chrono::milliseconds(static_cast<int64_t>(train.dist_timeout * 1000)));
+    ctx.dist = dist.get();
+    // Rank 0 speaks for the job; the others print only their errors.
+    if (!dist->is_main()) {
+      logger.set_quiet(true);
+      ctx.terminal = false;
+    }
+  }
+
   nlohmann::json config_json = {{"optform", optform}};
   for (const auto& [k, v] : resolved_options(app)) config_json[k] = v;
   config_json["out"] = ctx.out_dir.string();
   auto summary = form->run_train(ctx, yaml->to_config(&app, true, false, ""), config_json);
+  if (dist && !dist->is_main()) return kExitOk;
   // MACs of the trained model (after any thinning), from the summary graph of the last checkpoint.
   if (fs::exists(ctx.out_dir / "checkpoint.ckpt") && fs::exists(ctx.out_dir / "summary.json")) {
     auto m = load_tool_model("", {}, (ctx.out_dir / "checkpoint.ckpt").string(), "");

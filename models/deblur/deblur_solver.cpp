@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "core/checkpoint.h"
+#include "core/distributed.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/logger.h"
@@ -98,6 +99,11 @@ class DeblurTask : public TrainingTask {
   Model model() override { return model_; }
   const data::Dataset& train_set() const override { return train_; }
 
+  void set_distributed(Distributed& dist) override {
+    dist_ = &dist;
+    if (critic_) dist.broadcast(critic_->parameters());
+  }
+
   void after_forward(const compress::MinibatchInfo&, const at::Tensor&, const at::Tensor& output,
                      const at::Tensor& target) override {
     if (!critic_) return;
@@ -117,6 +123,7 @@ class DeblurTask : public TrainingTask {
                0.5 * critic_->forward(fake).pow(2).mean();
       }
       loss.backward();
+      if (dist_) dist_->average(gradients_for_reduction(critic_->parameters()));
       critic_opt_->step();
       critic_sum_ += loss.item<double>();
       ++critic_steps_;
@@ -210,6 +217,8 @@ class DeblurTask : public TrainingTask {
   DeblurConfig config_;
   c10::Device device_;
   std::unique_ptr<torch::optim::Adam> critic_opt_;
+  /// The data-parallel job (critic gradients are averaged over it); null when training alone.
+  Distributed* dist_ = nullptr;
   double content_sum_ = 0, perceptual_sum_ = 0, adv_sum_ = 0, critic_sum_ = 0, gp_sum_ = 0;
   int64_t generator_steps_ = 0, critic_steps_ = 0;
 };

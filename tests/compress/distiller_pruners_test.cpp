@@ -416,6 +416,17 @@ TEST_F(DistillerPrunersTest, ActivationPrunersRankFiltersByTheirReluStatistics) 
   EXPECT_EQ(apoz->filter_targets(), std::vector<std::string>({"conv1.weight"}));
   expect_round_trip(*apoz);
   expect_round_trip(*mean);
+  // In a data-parallel job the ranking reads the job's statistics: here a reducer that averages
+  // this rank's APoZ (62.5, 0, 100, 18.75) with another rank's (0, 90, 0, 80) gives 31.25, 45,
+  // 50, 49.375, so filters 2 and 3 go instead of 2 and 0.
+  auto* ranked = dynamic_cast<ActivationRankedFilterPruner*>(apoz.get());
+  ASSERT_NE(ranked, nullptr);
+  ranked->set_reducer([](const at::Tensor& local) {
+    return (local + torch::tensor({0.0, 90.0, 0.0, 80.0}, local.options())) / 2;
+  });
+  masks_.clear();
+  apoz->set_masks(*params_, masks_, 0, {});
+  EXPECT_TRUE(torch::equal(masks_.at("conv1.weight"), dp_zero_filters(w("conv1.weight"), {2, 3})));
   // AGP: span 2, epoch 1 → 0.5 + (0.25 − 0.5)·0.125 = 0.46875 → floor(1.875) = 1: filter 2.
   auto agp = make("ActivationAPoZRankedFilterPruner_AGP",
                   "initial_sparsity: 0.25\nfinal_sparsity: 0.5\ngroup_type: Filters\n"

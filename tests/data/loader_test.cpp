@@ -45,6 +45,47 @@ TEST(BatchLoader, SameBatchesWhateverTheWorkers) {
   }
 }
 
+TEST(BatchLoader, RanksSplitTheBatchesOfOneProcessWithTheirCombinedBatch) {
+  // 37 examples: one process with batch 6 has 6 batches; three ranks of batch 2 have 6 each, and
+  // batch b of ranks 0, 1, 2 in that order is batch b of the single process.
+  ToyDataset ds;
+  LoaderOptions whole;
+  whole.batch_size = 6;
+  whole.seed = 9;
+  whole.workers = 0;
+  BatchLoader single(ds, whole);
+  ASSERT_EQ(single.batches(), 6);
+  std::vector<std::unique_ptr<BatchLoader>> ranks;
+  for (int64_t r = 0; r < 3; ++r) {
+    LoaderOptions o = whole;
+    o.batch_size = 2;
+    o.world_size = 3;
+    o.rank = r;
+    o.workers = r;  // prefetching changes nothing
+    ranks.push_back(std::make_unique<BatchLoader>(ds, o));
+    EXPECT_EQ(ranks.back()->batches(), 6);
+  }
+  for (int64_t epoch : {0, 3}) {
+    single.start_epoch(epoch);
+    for (auto& r : ranks) r->start_epoch(epoch);
+    Example all, part;
+    int64_t n = 0;
+    while (single.next(all)) {
+      std::vector<at::Tensor> pieces;
+      for (auto& r : ranks) {
+        ASSERT_TRUE(r->next(part));
+        ASSERT_EQ(part.input.size(0), 2);
+        pieces.push_back(part.input);
+      }
+      EXPECT_TRUE(torch::equal(torch::cat(pieces), all.input))
+          << "epoch " << epoch << " batch " << n;
+      ++n;
+    }
+    EXPECT_EQ(n, 6);
+    for (auto& r : ranks) EXPECT_FALSE(r->next(part));
+  }
+}
+
 TEST(BatchLoader, ShufflesAPermutationPerEpoch) {
   ToyDataset ds;
   LoaderOptions o;

@@ -7,11 +7,15 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <map>
+#include <thread>
 
 #include "compress/scheduler.h"
 #include "core/checkpoint.h"
+#include "core/distributed.h"
 #include "core/error.h"
 #include "core/logger.h"
+#include "core/subprocess.h"
 #include "models/loss_scaler.h"
 #include "models/sr/sr_solver.h"
 #include "tests/support.h"
@@ -541,6 +545,74 @@ TEST(Trainer, AmpOnCpuKeepsConvWeightsChannelsLast) {
   auto saved = amp->named_parameters();
   for (const auto& kv : loaded->named_parameters())
     EXPECT_TRUE(torch::equal(kv.value(), saved[kv.key()])) << kv.key();
+}
+
+// A data-parallel job with the loss scaler: rank 1 alone gets an infinite loss at epoch 0,
+// batch 1. The gradients are averaged while scaled, so the inf reaches rank 0 too: both skip
+// that step and halve the scale, and the ranks end with equal weights. Only rank 0 writes.
+TEST(Trainer, DataParallelRanksAgreeToSkipANonFiniteStep) {
+  class InfOnRank : public compress::TrainingHooks {
+   public:
+    explicit InfOnRank(bool poison) : poison_(poison) {}
+    at::Tensor before_backward_pass(const compress::MinibatchInfo& i, const at::Tensor& loss,
+                                    torch::optim::Optimizer&) override {
+      const bool now = poison_ && i.epoch == 0 && i.batch == 1;
+      return now ? loss * std::numeric_limits<double>::infinity() : loss;
+    }
+
+   private:
+    bool poison_;
+  };
+  test::TempDir tmp;
+  const int64_t port = free_local_port();
+  std::vector<std::map<std::string, at::Tensor>> weights(2);
+  std::vector<double> scales(2, 0);
+  std::vector<std::string> errors(2);
+  const auto rank = [&](int64_t r) {
+    try {
+      DistEnv env;
+      env.rank = env.local_rank = r;
+      env.world_size = env.local_world_size = 2;
+      env.master_port = port;
+      Distributed dist(env, std::chrono::seconds(30));
+      TinySrTask task;
+      InfOnRank hooks(r == 1);
+      Logger logger;
+      logger.set_quiet(true);
+      RunContext ctx;
+      ctx.logger = &logger;
+      ctx.out_dir = tmp / ("rank" + std::to_string(r));
+      ctx.dist = &dist;
+      TrainConfig cfg;
+      cfg.model = "espcn";
+      cfg.epochs = 2;
+      cfg.batch_size = 2;  // 2 ranks: 4 a step, as the single-process tests
+      cfg.workers = 0;
+      cfg.amp = true;
+      cfg.force_loss_scaler = true;
+      Trainer trainer(cfg, ctx, task, hooks, RunInfo{"sr", "optform: sr\n", {}});
+      trainer.run();
+      scales[r] = trainer.loss_scaler()->scale_value();
+      for (const auto& kv : task.model()->named_parameters())
+        weights[r][kv.key()] = kv.value().clone();
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+    }
+  };
+  torch::set_num_threads(1);
+  std::thread rank0(rank, 0), rank1(rank, 1);
+  rank0.join();
+  rank1.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  // Step 0 clean, step 1 inf on rank 1: 2^16 · 0.5 on both ranks; steps 2 and 3 clean.
+  EXPECT_EQ(scales[0], 32768.0);
+  EXPECT_EQ(scales[1], 32768.0);
+  ASSERT_FALSE(weights[0].empty());
+  for (const auto& [name, value] : weights[0])
+    EXPECT_TRUE(torch::equal(value, weights[1][name])) << name;
+  EXPECT_TRUE(std::filesystem::exists(tmp / "rank0" / "checkpoint.ckpt"));
+  EXPECT_FALSE(std::filesystem::exists(tmp / "rank1"));
 }
 
 // The trainer skips the step whose gradients are not finite (the loss times infinity at epoch 0,
