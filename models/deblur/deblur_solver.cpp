@@ -225,13 +225,13 @@ class DeblurTask : public TrainingTask {
 
 }  // namespace
 
-void start_as_identity(ModelImpl& model) {
+void start_near_identity(ModelImpl& model, double scale) {
   auto* gan = dynamic_cast<DeblurGanImpl*>(&model);
   if (!gan) return;
   torch::NoGradGuard no_grad;
   for (size_t i = gan->model->size(); i-- > 0;)
     if (auto* conv = gan->model[i]->as<torch::nn::Conv2d>()) {
-      conv->weight.zero_();
+      conv->weight.mul_(scale);
       if (conv->bias.defined()) conv->bias.zero_();
       return;
     }
@@ -306,7 +306,7 @@ nlohmann::json train_deblur(const DeblurConfig& requested, RunContext& ctx, cons
   } else {
     check_model_family(config.train.model, "deblur");
     model = create_model(config.train.model, config.model_args);
-    start_as_identity(*model);
+    start_near_identity(*model);
   }
   // Weights are checked before any data is made.
   std::unique_ptr<PerceptualLoss> perceptual;

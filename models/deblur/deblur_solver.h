@@ -24,7 +24,7 @@ struct DeblurConfig {
   data::MotionBlurOptions blur;
   bool fresh_blur = true;
   /// Content loss between the restored and the sharp image: "l1" or "mse".
-  std::string loss = "mse";
+  std::string loss = "l1";
   /// Adversarial loss: "wgan-gp", "lsgan" or "none".
   std::string gan = "wgan-gp";
   /// Critic steps per generator step, on the same batch (DeblurGAN's critic_updates).
@@ -32,7 +32,7 @@ struct DeblurConfig {
   /// WGAN-GP's gradient penalty weight λ.
   double gp_weight = 10;
   /// Weight of the adversarial term against the content loss. DeblurGAN weighs its perceptual
-  /// loss 100 : 1 against the critic; against a pixel MSE, whose gradient per pixel is far
+  /// loss 100 : 1 against the critic; against a pixel loss, whose gradient per pixel is far
   /// smaller than a WGAN critic's, 0.01 lets the critic outweigh the content and costs PSNR.
   double adv_weight = 1e-4;
   /// The critic: a registry model of the deblur family (empty: default_critic of the generator),
@@ -81,11 +81,13 @@ at::Tensor gradient_penalty(torch::nn::Module& critic,
                             const std::function<at::Tensor(const at::Tensor&)>& forward,
                             const at::Tensor& real, const at::Tensor& fake);
 
-/// Zeroes a DeblurGAN generator's last convolution, so that a fresh run starts as the exact
-/// identity (clamp(input + tanh(0))) and learns the correction from there; DeblurGAN's code draws
-/// it from N(0, 0.02) like every conv, which starts below the blurred input and learns markedly
-/// slower (docs/igb-train.md). Other models are left as they are.
-void start_as_identity(ModelImpl& model);
+/// Scales a DeblurGAN generator's last convolution's weights by `scale` and zeroes its bias, so a
+/// fresh run starts near the identity (clamp(input + tanh(small))) and learns the correction from
+/// there. DeblurGAN's code draws that conv from N(0, 0.02) like every conv, which starts below the
+/// blurred input and learns markedly slower; a zeroed one (scale 0) is the exact identity but
+/// passes no gradient to the layers before it until it has grown, and the first epochs gain
+/// nothing; 0.1 (N(0, 0.002)) does neither (docs/igb-train.md). Other models are left as they are.
+void start_near_identity(ModelImpl& model, double scale = 0.1);
 
 /// The critic a generator trains against when --critic is not given: `patchgan` (ndf 64, as
 /// DeblurGAN) for `deblurgan`, `patchgan_small` (ndf 16) for the others, so that the critic of a
