@@ -10,11 +10,9 @@
 // Prints a table and one JSON line.
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <future>
 #include <iostream>
 #include <regex>
-#include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -28,13 +26,6 @@
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 /// The last "N samples/s" of a train.log's progress lines for the final epoch, and the
 /// all-reduce figure when the job printed one.
@@ -50,7 +41,7 @@ TrainMeasure measure_run(const std::vector<std::string>& argv, const fs::path& o
   if (code != 0)
     throw std::runtime_error("igb-train failed (exit " + std::to_string(code) + "), see " +
                              out.string() + ".log");
-  const std::string log = read_file(out / "train.log");
+  const std::string log = igb::read_text_file(out / "train.log");
   TrainMeasure m;
   const std::regex rate(R"(([0-9.]+) samples/s)");
   const std::regex reduce(R"(all-reduce over \d+ processes: ([0-9.]+) ms a step)");
