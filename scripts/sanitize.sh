@@ -6,6 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR="${IGB_SANITIZE_BUILD_DIR:-build-sanitize}"
+# clang (setup.sh's compiler) keeps its sanitizer runtimes in a package of their own.
+scripts/install_packages.sh sanitize clang libclang-rt-14-dev
 IGB_CMAKE_ARGS="-DIGB_SANITIZE=address,undefined -DIGB_BUILD_BENCH=OFF" scripts/setup.sh "$BUILD_DIR"
 # Leaks inside system libraries (LibTorch, Fontconfig, Graphviz) are suppressed: tests/lsan.supp.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"

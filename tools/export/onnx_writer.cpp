@@ -57,7 +57,7 @@ bool is_tensor_value(const jit::Value* v) { return v->type()->cast<c10::TensorTy
 }  // namespace
 
 OnnxWriter::OnnxWriter(torch::nn::Module& model, const SummaryGraph& graph, Dynamic dynamic)
-    : model_(model), graph_(graph), dynamic_(dynamic), impl_(std::make_unique<Impl>()) {
+    : graph_(graph), dynamic_(dynamic), impl_(std::make_unique<Impl>()) {
   for (const auto& p : model.named_parameters()) tensors_[p.key()] = p.value();
   for (const auto& b : model.named_buffers()) tensors_[b.key()] = b.value();
   // Summary-graph values by traced value: graph inputs, then each op's tensor outputs in order.

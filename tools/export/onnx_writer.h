@@ -150,7 +150,6 @@ class OnnxWriter {
   const torch::jit::Value* arg(const OpNode& op, const char* name) const;
   std::string unique(const std::string& name);
 
-  torch::nn::Module& model_;
   const SummaryGraph& graph_;
   Dynamic dynamic_;
   struct Impl;
