@@ -80,7 +80,7 @@ at::Tensor shake_motion_kernel(int64_t size, double length, uint64_t seed) {
   for (int i = 0; i < steps; ++i) {
     const double jolt = rng.coin(0.1) ? 1.5 : 0.4;
     // Sum of uniforms: a cheap, deterministic bell-shaped draw.
-    auto bell = [&] { return (rng.uniform() + rng.uniform() + rng.uniform() - 1.5) * 2.0; };
+    auto bell = [&] { return (rng.sum_of_three() - 1.5) * 2.0; };
     vx = 0.7 * vx + jolt * bell();
     vy = 0.7 * vy + jolt * bell();
     const double speed = std::hypot(vx, vy);

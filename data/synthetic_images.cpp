@@ -10,12 +10,15 @@ namespace igb::data {
 namespace {
 
 cv::Scalar random_color(Rng& rng) {
-  return cv::Scalar(rng.uniform(0, 255), rng.uniform(0, 255), rng.uniform(0, 255));
+  const auto v = rng.uniform3(0, 255);
+  return cv::Scalar(v[0], v[1], v[2]);
 }
 
 void gradient_background(cv::Mat& img, Rng& rng) {
-  cv::Vec3f a(rng.uniform(0, 255), rng.uniform(0, 255), rng.uniform(0, 255));
-  cv::Vec3f b(rng.uniform(0, 255), rng.uniform(0, 255), rng.uniform(0, 255));
+  const auto va = rng.uniform3(0, 255);
+  const auto vb = rng.uniform3(0, 255);
+  cv::Vec3f a(static_cast<float>(va[0]), static_cast<float>(va[1]), static_cast<float>(va[2]));
+  cv::Vec3f b(static_cast<float>(vb[0]), static_cast<float>(vb[1]), static_cast<float>(vb[2]));
   const bool radial = rng.coin(0.3);
   const double angle = rng.uniform(0, 2 * M_PI);
   const double cx = rng.uniform(0, img.cols), cy = rng.uniform(0, img.rows);
@@ -38,8 +41,10 @@ void gradient_background(cv::Mat& img, Rng& rng) {
 // A texture tile: stripes, checkers or smoothed noise, in two colours.
 cv::Mat texture(int h, int w, Rng& rng) {
   cv::Mat t(h, w, CV_8UC3);
-  cv::Vec3b c0(rng.integer(0, 255), rng.integer(0, 255), rng.integer(0, 255));
-  cv::Vec3b c1(rng.integer(0, 255), rng.integer(0, 255), rng.integer(0, 255));
+  // Components drawn last first, as uniform3 does.
+  cv::Vec3b c0, c1;
+  for (int i = 2; i >= 0; --i) c0[i] = static_cast<uchar>(rng.integer(0, 255));
+  for (int i = 2; i >= 0; --i) c1[i] = static_cast<uchar>(rng.integer(0, 255));
   int kind = static_cast<int>(rng.integer(0, 2));
   double period = rng.uniform(2.5, 12.0), angle = rng.uniform(0, M_PI);
   double ca = std::cos(angle), sa = std::sin(angle);
@@ -91,7 +96,9 @@ void draw_shape(cv::Mat& img, Rng& rng) {
   const int W = img.cols, H = img.rows;
   cv::Scalar color = random_color(rng);
   int thickness = rng.coin(0.5) ? -1 : static_cast<int>(rng.integer(1, 4));
-  cv::Point c(static_cast<int>(rng.integer(0, W - 1)), static_cast<int>(rng.integer(0, H - 1)));
+  // y before x here and below: the order these generators have always drawn points in.
+  const int cy = static_cast<int>(rng.integer(0, H - 1));
+  const cv::Point c(static_cast<int>(rng.integer(0, W - 1)), cy);
   int size = static_cast<int>(rng.integer(std::max(3, W / 20), std::max(4, W / 4)));
   switch (rng.integer(0, 4)) {
     case 0:
@@ -101,27 +108,31 @@ void draw_shape(cv::Mat& img, Rng& rng) {
     case 1:
       cv::circle(img, c, size / 2, color, thickness, cv::LINE_AA);
       break;
-    case 2:
-      cv::ellipse(img, c, cv::Size(size / 2, static_cast<int>(size * rng.uniform(0.1, 0.5))),
-                  rng.uniform(0, 180), 0, 360, color, thickness, cv::LINE_AA);
+    case 2: {
+      const double angle = rng.uniform(0, 180);
+      const cv::Size axes(size / 2, static_cast<int>(size * rng.uniform(0.1, 0.5)));
+      cv::ellipse(img, c, axes, angle, 0, 360, color, thickness, cv::LINE_AA);
       break;
+    }
     case 3: {
       std::vector<cv::Point> pts;
       int n = static_cast<int>(rng.integer(3, 6));
-      for (int i = 0; i < n; ++i)
-        pts.emplace_back(c.x + static_cast<int>(rng.integer(-size, size)),
-                         c.y + static_cast<int>(rng.integer(-size, size)));
+      for (int i = 0; i < n; ++i) {
+        const int dy = static_cast<int>(rng.integer(-size, size));
+        pts.emplace_back(c.x + static_cast<int>(rng.integer(-size, size)), c.y + dy);
+      }
       if (thickness < 0)
         cv::fillPoly(img, std::vector<std::vector<cv::Point>>{pts}, color, cv::LINE_AA);
       else
         cv::polylines(img, pts, true, color, thickness, cv::LINE_AA);
       break;
     }
-    default:
-      cv::line(img, c,
-               cv::Point(static_cast<int>(rng.integer(0, W - 1)),
-                         static_cast<int>(rng.integer(0, H - 1))),
-               color, static_cast<int>(rng.integer(1, 3)), cv::LINE_AA);
+    default: {
+      const int width = static_cast<int>(rng.integer(1, 3));
+      const int ey = static_cast<int>(rng.integer(0, H - 1));
+      const cv::Point end(static_cast<int>(rng.integer(0, W - 1)), ey);
+      cv::line(img, c, end, color, width, cv::LINE_AA);
+    }
   }
 }
 
@@ -135,9 +146,10 @@ void draw_text(cv::Mat& img, Rng& rng) {
   for (int i = 0; i < len; ++i) s += kChars[rng.integer(0, sizeof(kChars) - 2)];
   int font = kFonts[rng.integer(0, 5)];
   double scale = rng.uniform(0.3, 1.4) * img.cols / 128.0;
-  cv::Point org(static_cast<int>(rng.integer(-img.cols / 8, img.cols - 8)),
-                static_cast<int>(rng.integer(8, img.rows + 4)));
-  cv::putText(img, s, org, font, scale, random_color(rng), rng.coin(0.7) ? 1 : 2, cv::LINE_AA);
+  const int oy = static_cast<int>(rng.integer(8, img.rows + 4));
+  const cv::Point org(static_cast<int>(rng.integer(-img.cols / 8, img.cols - 8)), oy);
+  const int thickness = rng.coin(0.7) ? 1 : 2;
+  cv::putText(img, s, org, font, scale, random_color(rng), thickness, cv::LINE_AA);
 }
 
 }  // namespace
@@ -163,7 +175,7 @@ at::Tensor render_synthetic_image(int64_t height, int64_t width, uint64_t seed) 
     for (int x = 0; x < f.cols; ++x)
       for (int c = 0; c < 3; ++c) {
         // Approximately normal noise from a sum of uniforms (portable across compilers).
-        double n = rng.uniform() + rng.uniform() + rng.uniform() - 1.5;
+        double n = rng.sum_of_three() - 1.5;
         row[x][c] = std::min(1.0f, std::max(0.0f, static_cast<float>(row[x][c] + noise * 2 * n)));
       }
   }

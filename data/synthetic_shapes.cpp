@@ -56,8 +56,10 @@ at::Tensor render_synthetic_shape(int64_t label, int64_t size, uint64_t seed) {
   const int n = static_cast<int>(size);
   cv::Mat img(n, n, CV_8UC3);
   // Background: a gradient between two random colours.
-  cv::Vec3d b0(rng.uniform(0, 255), rng.uniform(0, 255), rng.uniform(0, 255));
-  cv::Vec3d b1 = b0 + cv::Vec3d(rng.uniform(-80, 80), rng.uniform(-80, 80), rng.uniform(-80, 80));
+  const auto v0 = rng.uniform3(0, 255);
+  const cv::Vec3d b0(v0[0], v0[1], v0[2]);
+  const auto dv = rng.uniform3(-80, 80);
+  const cv::Vec3d b1 = b0 + cv::Vec3d(dv[0], dv[1], dv[2]);
   double ga = rng.uniform(0, 2 * M_PI);
   for (int y = 0; y < n; ++y)
     for (int x = 0; x < n; ++x) {
@@ -69,18 +71,22 @@ at::Tensor render_synthetic_shape(int64_t label, int64_t size, uint64_t seed) {
     }
   auto contrasting = [&]() {
     for (int tries = 0;; ++tries) {
-      cv::Vec3d c(rng.uniform(0, 255), rng.uniform(0, 255), rng.uniform(0, 255));
+      const auto v = rng.uniform3(0, 255);
+      const cv::Vec3d c(v[0], v[1], v[2]);
       if (cv::norm(c - b0) > 120 || tries > 20) return cv::Scalar(c[0], c[1], c[2]);
     }
   };
   // Clutter: strokes and dots that are not the class shape.
   int clutter = static_cast<int>(rng.integer(1, 4));
   for (int i = 0; i < clutter; ++i) {
-    cv::Scalar col(rng.uniform(0, 255), rng.uniform(0, 255), rng.uniform(0, 255));
-    cv::Point p0(static_cast<int>(rng.integer(0, n - 1)), static_cast<int>(rng.integer(0, n - 1)));
+    const auto v = rng.uniform3(0, 255);
+    const cv::Scalar col(v[0], v[1], v[2]);
+    // y before x: the order this generator has always drawn points in.
+    const int y0 = static_cast<int>(rng.integer(0, n - 1));
+    const cv::Point p0(static_cast<int>(rng.integer(0, n - 1)), y0);
     if (rng.coin()) {
-      cv::Point p1 = p0 + cv::Point(static_cast<int>(rng.integer(-n / 4, n / 4)),
-                                    static_cast<int>(rng.integer(-n / 4, n / 4)));
+      const int dy = static_cast<int>(rng.integer(-n / 4, n / 4));
+      const cv::Point p1 = p0 + cv::Point(static_cast<int>(rng.integer(-n / 4, n / 4)), dy);
       cv::line(img, p0, p1, col, 1, cv::LINE_AA);
     } else {
       cv::circle(img, p0, static_cast<int>(rng.integer(1, 2)), col, -1, cv::LINE_AA);
@@ -88,8 +94,8 @@ at::Tensor render_synthetic_shape(int64_t label, int64_t size, uint64_t seed) {
   }
 
   const double r = rng.uniform(0.22, 0.36) * n;  // shape radius
-  const cv::Point2f c(static_cast<float>(rng.uniform(r * 0.9, n - r * 0.9)),
-                      static_cast<float>(rng.uniform(r * 0.9, n - r * 0.9)));
+  const auto cy = static_cast<float>(rng.uniform(r * 0.9, n - r * 0.9));
+  const cv::Point2f c(static_cast<float>(rng.uniform(r * 0.9, n - r * 0.9)), cy);
   const double a = rng.uniform(0, 2 * M_PI);
   const cv::Scalar col = contrasting();
   const cv::Scalar bg(b0[0], b0[1], b0[2]);
@@ -145,8 +151,7 @@ at::Tensor render_synthetic_shape(int64_t label, int64_t size, uint64_t seed) {
   for (int y = 0; y < n; ++y)
     for (int x = 0; x < n; ++x)
       for (int k = 0; k < 3; ++k) {
-        double v = img.at<cv::Vec3b>(y, x)[k] +
-                   sigma * (rng.uniform() + rng.uniform() + rng.uniform() - 1.5) * 2;
+        double v = img.at<cv::Vec3b>(y, x)[k] + sigma * (rng.sum_of_three() - 1.5) * 2;
         img.at<cv::Vec3b>(y, x)[k] = cv::saturate_cast<uchar>(v);
       }
   auto t = torch::from_blob(img.data, {n, n, 3}, torch::kUInt8).clone();
