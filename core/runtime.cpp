@@ -1,12 +1,37 @@
 #include "core/runtime.h"
 
 #include <malloc.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "core/cpu_block_cache.h"
+#include "core/error.h"
 
 namespace igb {
 
 void tune_allocator() {
   mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
   mallopt(M_TRIM_THRESHOLD, 1024 * 1024 * 1024);
+  // Blocks above the mmap threshold: kept by LibTorch's allocator instead, up to 2 GiB or an
+  // eighth of the memory.
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  const size_t memory = pages > 0 && page > 0
+                            ? static_cast<size_t>(pages) * static_cast<size_t>(page)
+                            : size_t{16} << 30;
+  size_t cap = std::min(size_t{2} << 30, memory / 8);
+  // IGB_CPU_BLOCK_CACHE_MB sets the limit in MiB; 0 leaves LibTorch's allocator as it is.
+  if (const char* mb = std::getenv("IGB_CPU_BLOCK_CACHE_MB"); mb != nullptr && *mb != '\0') {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(mb, &end, 10);
+    if (end == nullptr || *end != '\0' || *mb == '-' || v > (1ull << 24))
+      throw InputError(std::string("IGB_CPU_BLOCK_CACHE_MB is '") + mb +
+                       "'; it takes a whole number of MiB up to 16777216 (0 turns the cache off)");
+    cap = static_cast<size_t>(v) << 20;
+  }
+  if (cap > 0) install_cpu_block_cache(size_t{32} << 20, cap);
 }
 
 }  // namespace igb
