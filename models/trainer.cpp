@@ -5,6 +5,8 @@
 #include <torch/optim/sgd.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <set>
 
@@ -187,6 +189,9 @@ void Trainer::resume_from(const Checkpoint& ckpt) {
                      " epochs; --epochs is the total, so raise it above " +
                      std::to_string(start_epoch_) + " to continue");
   resumed_from_ = ckpt.path().string();
+  resumed_epoch_ = m.epoch;
+  resumed_metrics_ = m.extra.value("metrics", nlohmann::json::object());
+  resumed_row_ = m.extra.value("epoch_row", nlohmann::json());
   recipes_ = m.thinning_recipes;
 }
 
@@ -335,7 +340,8 @@ nlohmann::json Trainer::make_summary(const Metrics& last) const {
   return s;
 }
 
-void Trainer::save(const fs::path& path, int64_t epoch, const Metrics& last) {
+void Trainer::save(const fs::path& path, int64_t epoch, const Metrics& last,
+                   const EpochRecord* record) {
   CheckpointMeta meta;
   meta.optform = info_.optform;
   meta.model = config_.model;
@@ -357,6 +363,15 @@ void Trainer::save(const fs::path& path, int64_t epoch, const Metrics& last) {
                 {"best_nonzero_weights", best_nonzero_},
                 {"train_seconds", train_seconds_}};
   if (scaler_) meta.extra["loss_scaler"] = scaler_->state();
+  if (record) {
+    nlohmann::json scalars = nlohmann::json::array();
+    for (const auto& sc : record->scalars)
+      scalars.push_back({{"column", sc.column}, {"tag", sc.tag}, {"value", sc.value}});
+    meta.extra["epoch_row"] = {{"lr", record->lr},
+                               {"train_loss", record->train_loss},
+                               {"seconds", record->seconds},
+                               {"scalars", scalars}};
+  }
   CheckpointParts parts;
   parts.model = model_.get();
   parts.optimizer = optimizer_.get();
@@ -516,8 +531,42 @@ void Trainer::write_metrics(const EpochRecord& r, const fs::path& out,
   events.flush();
 }
 
+void Trainer::complete_metrics_row(const fs::path& out, std::unique_ptr<CsvAppender>& csv,
+                                   EventWriter& events) {
+  if (!resumed_row_.is_object() || !fs::exists(out / "metrics.csv")) return;
+  // The epoch of the file's last row (-1: none).
+  int64_t last = -1;
+  std::ifstream in(out / "metrics.csv");
+  std::string line;
+  for (bool header = true; std::getline(in, line); header = false) {
+    if (header || line.empty()) continue;
+    char* end = nullptr;
+    const long long e = std::strtoll(line.c_str(), &end, 10);
+    if (end != line.c_str() && *end == ',') last = e;
+  }
+  if (last >= resumed_epoch_) return;
+  // JSON has no NaN: a value that was not finite is null.
+  const auto number = [](const nlohmann::json& v) {
+    return v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
+  };
+  EpochRecord r;
+  r.epoch = resumed_epoch_;
+  r.lr = number(resumed_row_.value("lr", nlohmann::json()));
+  r.train_loss = number(resumed_row_.value("train_loss", nlohmann::json()));
+  r.seconds = number(resumed_row_.value("seconds", nlohmann::json()));
+  for (const auto& kv : resumed_metrics_.items())
+    r.metrics.emplace_back(kv.key(), number(kv.value()));
+  for (const auto& sc : resumed_row_.value("scalars", nlohmann::json::array()))
+    r.scalars.push_back(
+        {sc.value("column", ""), sc.value("tag", ""), number(sc.value("value", nlohmann::json()))});
+  write_metrics(r, out, csv, events);
+  ctx_.logger->info("metrics.csv had no row for epoch " + std::to_string(r.epoch) +
+                    ", whose checkpoint was written before the run stopped; written from the "
+                    "checkpoint");
+}
+
 void Trainer::write_checkpoints(const EpochRecord& r, const fs::path& out) {
-  save(out / "checkpoint.ckpt", r.epoch, r.metrics);
+  save(out / "checkpoint.ckpt", r.epoch, r.metrics, &r);
   if (r.improved) {
     write_atomically(out / "best.ckpt", [&](const fs::path& tmp) {
       fs::copy_file(out / "checkpoint.ckpt", tmp, fs::copy_options::overwrite_existing);
@@ -569,6 +618,7 @@ nlohmann::json Trainer::run() {
   log_run_start(out);
 
   std::unique_ptr<CsvAppender> csv;
+  if (writes) complete_metrics_row(out, csv, *events);
   nlohmann::json summary;
   for (int64_t epoch = start_epoch_; epoch < config_.epochs; ++epoch) {
     EpochRecord record = train_and_validate(epoch);
@@ -581,8 +631,9 @@ nlohmann::json Trainer::run() {
       summary = make_summary(record.metrics);
       continue;
     }
-    // The metrics row of an epoch follows its checkpoint: a run stopped between the two resumes
-    // after that epoch and never writes a second row for it.
+    // The metrics row of an epoch follows its checkpoint, which holds the row too: a run stopped
+    // between the two resumes after that epoch, writes the row then (complete_metrics_row) and
+    // never a second one.
     write_checkpoints(record, out);
     write_metrics(record, out, csv, *events);
     summary = write_summary(record, out);

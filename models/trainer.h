@@ -142,7 +142,13 @@ class Trainer {
   /// Batches per epoch of `loader`; InputError when the data holds less than one batch.
   int64_t batches_of(const data::BatchLoader& loader) const;
 
-  void save(const std::filesystem::path& path, int64_t epoch, const Metrics& last);
+  /// `record`: the epoch's metrics row, kept in the checkpoint for complete_metrics_row.
+  void save(const std::filesystem::path& path, int64_t epoch, const Metrics& last,
+            const EpochRecord* record = nullptr);
+  /// On resume into the checkpoint's own folder: a run stopped after an epoch's checkpoint and
+  /// before its metrics.csv row gets that row now, from the checkpoint.
+  void complete_metrics_row(const std::filesystem::path& out, std::unique_ptr<CsvAppender>& csv,
+                            EventWriter& events);
   nlohmann::json make_summary(const Metrics& last) const;
 
   TrainConfig config_;
@@ -163,6 +169,9 @@ class Trainer {
   Metrics best_metrics_;
   double train_seconds_ = 0;
   std::string resumed_from_;
+  /// The resumed checkpoint's epoch, metrics and metrics row (null when it has none).
+  int64_t resumed_epoch_ = -1;
+  nlohmann::json resumed_metrics_, resumed_row_;
   /// Thinning recipes of the model, from the checkpoint resumed and this run's thinning.
   nlohmann::json recipes_ = nlohmann::json::array();
   /// Validation metrics of the previous epoch (recorded with a thinning).

@@ -128,11 +128,31 @@ TEST_F(Drivers, ShortRunWritesTheRunDirectoryAndTestReadsItBack) {
   EXPECT_NE(cfg_text.find("epochs: 2"), std::string::npos) << cfg_text;
   EXPECT_NE(cfg_text.find("optform: sr"), std::string::npos) << cfg_text;
 
-  // Resuming for a third epoch continues the same run directory.
+  // A run stopped after epoch 1's checkpoint but before its metrics.csv row: drop that row.
+  std::string metrics;
+  {
+    std::ifstream m(run_dir / "metrics.csv");
+    metrics.assign(std::istreambuf_iterator<char>(m), std::istreambuf_iterator<char>());
+  }
+  const size_t row1 = metrics.rfind("\n1,");
+  ASSERT_NE(row1, std::string::npos) << metrics;
+  std::ofstream(run_dir / "metrics.csv", std::ios::trunc) << metrics.substr(0, row1 + 1);
+
+  // Resuming for a third epoch continues the same run directory, first writing the missing row
+  // from the checkpoint, as it was.
   auto resumed = run("igb-train --optform=sr --threads 1 --config " +
                      (run_dir / "config.yaml").string() + " --epochs 3 --resume " +
                      (run_dir / "checkpoint.ckpt").string() + " --out " + run_dir.string());
   ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("metrics.csv had no row for epoch 1"), std::string::npos)
+      << resumed.output;
+  {
+    std::ifstream m(run_dir / "metrics.csv");
+    const std::string now((std::istreambuf_iterator<char>(m)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(now.substr(0, metrics.size()), metrics);
+    EXPECT_EQ(now.find("\n1,", row1 + 1), std::string::npos) << now;
+    EXPECT_NE(now.find("\n2,", metrics.size() - 1), std::string::npos) << now;
+  }
   EXPECT_NE(resumed.output.find("training fsrcnn for epochs 2-2"), std::string::npos)
       << resumed.output;
   auto again = run("igb-train --optform=sr --threads 1 --epochs 3 --resume " +

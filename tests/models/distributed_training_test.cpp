@@ -98,6 +98,15 @@ pid_t rank_process(pid_t parent, int rank) {
   return -1;
 }
 
+/// An AGP schedule from 20% to 50% sparsity over epochs 0-3 on `weights` (a YAML list's items).
+void write_agp(const fs::path& path, const std::string& weights) {
+  std::ofstream(path) << "version: 1\npruners:\n  p:\n    class: AutomatedGradualPruner\n"
+                         "    initial_sparsity: 0.2\n    final_sparsity: 0.5\n    weights: ["
+                      << weights
+                      << "]\npolicies:\n  - pruner:\n      instance_name: p\n"
+                         "    starting_epoch: 0\n    ending_epoch: 3\n    frequency: 1\n";
+}
+
 }  // namespace
 
 TEST(DistributedTraining, TwoProcessesOfBatchBTrainAsOneProcessOfBatch2B) {
@@ -106,19 +115,7 @@ TEST(DistributedTraining, TwoProcessesOfBatchBTrainAsOneProcessOfBatch2B) {
   // statistic of each rank's own activations that the job averages. Neither model has
   // BatchNorm, so both runs compute the same gradients up to the order of float sums.
   test::TempDir tmp;
-  std::ofstream(tmp / "agp.yaml") << "version: 1\n"
-                                     "pruners:\n"
-                                     "  p:\n"
-                                     "    class: AutomatedGradualPruner\n"
-                                     "    initial_sparsity: 0.2\n"
-                                     "    final_sparsity: 0.5\n"
-                                     "    weights: [mid_part.1.weight, mid_part.3.weight]\n"
-                                     "policies:\n"
-                                     "  - pruner:\n"
-                                     "      instance_name: p\n"
-                                     "    starting_epoch: 0\n"
-                                     "    ending_epoch: 3\n"
-                                     "    frequency: 1\n";
+  write_agp(tmp / "agp.yaml", "mid_part.1.weight, mid_part.3.weight");
   std::ofstream(tmp / "apoz.yaml") << "version: 1\n"
                                       "pruners:\n"
                                       "  p:\n"
@@ -180,6 +177,37 @@ TEST(DistributedTraining, TwoProcessesOfBatchBTrainAsOneProcessOfBatch2B) {
     // Both runs report the same loss, metrics and sparsity (all but the last column, time_s).
     expect_same_metrics(read_file(one / "metrics.csv"), read_file(two / "metrics.csv"));
   }
+}
+
+TEST(DistributedTraining, AResumedJobContinuesAsTheUninterruptedJob) {
+  // Two processes under AGP pruning with SGD momentum: 3 epochs in one go, against 1 epoch and a
+  // resume to 3 (both epochs after the checkpoint's, the data order, masks and momentum restored).
+  test::TempDir tmp;
+  write_agp(tmp / "agp.yaml", "mid_part.1.weight");
+  const std::string common =
+      "igb-train --optform=sr --model fsrcnn --lr 0.002 --optimizer sgd --lr-decay none "
+      "--max-batches 3 --workers 0 --threads 1 --seed 5 --batch-size 4 --nproc 2 --compress " +
+      (tmp / "agp.yaml").string();
+  const auto whole = tmp / "whole", parts = tmp / "parts";
+  const auto r1 = test::run_app(common + " --epochs 3 --out " + whole.string());
+  ASSERT_EQ(r1.code, 0) << r1.output;
+  const auto r2 = test::run_app(common + " --epochs 1 --out " + parts.string());
+  ASSERT_EQ(r2.code, 0) << r2.output;
+  const auto r3 =
+      test::run_app(common + " --epochs 3 --resume " + (parts / "checkpoint.ckpt").string());
+  ASSERT_EQ(r3.code, 0) << r3.output;
+
+  const auto a = state_of(whole / "checkpoint.ckpt"), b = state_of(parts / "checkpoint.ckpt");
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) {
+    ASSERT_TRUE(b.count(name)) << name;
+    EXPECT_LT((t - b.at(name)).abs().max().item<double>(), 1e-6) << name;
+  }
+  const auto& w = b.at("mid_part.1.weight");
+  EXPECT_GT((w == 0).sum().item<double>() / static_cast<double>(w.numel()), 0.4);
+  expect_same_metrics(read_file(whole / "metrics.csv"), read_file(parts / "metrics.csv"));
+  EXPECT_EQ(count(read_file(parts / "metrics.csv"), "\n"), 4u);
+  EXPECT_EQ(count(read_file(parts / "train.log"), "data-parallel over 2 processes"), 2u);
 }
 
 TEST(DistributedTraining, AKilledRankEndsTheJobWithAClearErrorBeforeTheTimeout) {
