@@ -122,6 +122,12 @@ void to_channels_last(torch::nn::Module& model) {
     if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
 }
 
+/// A number stored in a checkpoint's JSON; null (JSON has no NaN: a value that was not finite)
+/// reads as NaN.
+double number_or_nan(const nlohmann::json& v) {
+  return v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
+}
+
 }  // namespace
 
 double metric(const Metrics& metrics, const std::string& name) {
@@ -175,9 +181,7 @@ void Trainer::resume_from(const Checkpoint& ckpt) {
   if (m.extra.contains("best_metrics"))
     for (const auto& kv : m.extra["best_metrics"].items())
       // A metric that was not finite is stored as null (JSON has no NaN).
-      best_metrics_.emplace_back(kv.key(), kv.value().is_number()
-                                               ? kv.value().get<double>()
-                                               : std::numeric_limits<double>::quiet_NaN());
+      best_metrics_.emplace_back(kv.key(), number_or_nan(kv.value()));
   train_seconds_ = m.extra.value("train_seconds", 0.0);
   best_nonzero_ = m.extra.value("best_nonzero_weights", int64_t{-1});
   // A checkpoint of a run without loss scaling leaves the scaler at its initial state.
@@ -340,15 +344,14 @@ nlohmann::json Trainer::make_summary(const Metrics& last) const {
   return s;
 }
 
-void Trainer::save(const fs::path& path, int64_t epoch, const Metrics& last,
-                   const EpochRecord* record) {
+void Trainer::save(const fs::path& path, const EpochRecord& record) {
   CheckpointMeta meta;
   meta.optform = info_.optform;
   meta.model = config_.model;
   meta.model_options = model_->options_json();
   // RunInfo{..., {}} holds null: the checkpoint's config is always an object.
   meta.config = info_.config_json.is_null() ? nlohmann::json::object() : info_.config_json;
-  meta.epoch = epoch;
+  meta.epoch = record.epoch;
   meta.best_metric_name = task_.primary_metric();
   meta.best_metric = best_value_;
   meta.best_epoch = best_epoch_;
@@ -356,22 +359,20 @@ void Trainer::save(const fs::path& path, int64_t epoch, const Metrics& last,
   meta.thinning_recipes = recipes_;
   meta.quantization = hooks_.quantization();
   nlohmann::json last_j = nlohmann::json::object(), best_j = nlohmann::json::object();
-  for (const auto& kv : last) last_j[kv.first] = kv.second;
+  for (const auto& kv : record.metrics) last_j[kv.first] = kv.second;
   for (const auto& kv : best_metrics_) best_j[kv.first] = kv.second;
   meta.extra = {{"metrics", last_j},
                 {"best_metrics", best_j},
                 {"best_nonzero_weights", best_nonzero_},
                 {"train_seconds", train_seconds_}};
   if (scaler_) meta.extra["loss_scaler"] = scaler_->state();
-  if (record) {
-    nlohmann::json scalars = nlohmann::json::array();
-    for (const auto& sc : record->scalars)
-      scalars.push_back({{"column", sc.column}, {"tag", sc.tag}, {"value", sc.value}});
-    meta.extra["epoch_row"] = {{"lr", record->lr},
-                               {"train_loss", record->train_loss},
-                               {"seconds", record->seconds},
-                               {"scalars", scalars}};
-  }
+  nlohmann::json scalars = nlohmann::json::array();
+  for (const auto& sc : record.scalars)
+    scalars.push_back({{"column", sc.column}, {"tag", sc.tag}, {"value", sc.value}});
+  meta.extra["epoch_row"] = {{"lr", record.lr},
+                             {"train_loss", record.train_loss},
+                             {"seconds", record.seconds},
+                             {"scalars", scalars}};
   CheckpointParts parts;
   parts.model = model_.get();
   parts.optimizer = optimizer_.get();
@@ -545,20 +546,16 @@ void Trainer::complete_metrics_row(const fs::path& out, std::unique_ptr<CsvAppen
     if (end != line.c_str() && *end == ',') last = e;
   }
   if (last >= resumed_epoch_) return;
-  // JSON has no NaN: a value that was not finite is null.
-  const auto number = [](const nlohmann::json& v) {
-    return v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
-  };
   EpochRecord r;
   r.epoch = resumed_epoch_;
-  r.lr = number(resumed_row_.value("lr", nlohmann::json()));
-  r.train_loss = number(resumed_row_.value("train_loss", nlohmann::json()));
-  r.seconds = number(resumed_row_.value("seconds", nlohmann::json()));
+  r.lr = number_or_nan(resumed_row_.value("lr", nlohmann::json()));
+  r.train_loss = number_or_nan(resumed_row_.value("train_loss", nlohmann::json()));
+  r.seconds = number_or_nan(resumed_row_.value("seconds", nlohmann::json()));
   for (const auto& kv : resumed_metrics_.items())
-    r.metrics.emplace_back(kv.key(), number(kv.value()));
+    r.metrics.emplace_back(kv.key(), number_or_nan(kv.value()));
   for (const auto& sc : resumed_row_.value("scalars", nlohmann::json::array()))
-    r.scalars.push_back(
-        {sc.value("column", ""), sc.value("tag", ""), number(sc.value("value", nlohmann::json()))});
+    r.scalars.push_back({sc.value("column", ""), sc.value("tag", ""),
+                         number_or_nan(sc.value("value", nlohmann::json()))});
   write_metrics(r, out, csv, events);
   ctx_.logger->info("metrics.csv had no row for epoch " + std::to_string(r.epoch) +
                     ", whose checkpoint was written before the run stopped; written from the "
@@ -566,7 +563,7 @@ void Trainer::complete_metrics_row(const fs::path& out, std::unique_ptr<CsvAppen
 }
 
 void Trainer::write_checkpoints(const EpochRecord& r, const fs::path& out) {
-  save(out / "checkpoint.ckpt", r.epoch, r.metrics, &r);
+  save(out / "checkpoint.ckpt", r);
   if (r.improved) {
     write_atomically(out / "best.ckpt", [&](const fs::path& tmp) {
       fs::copy_file(out / "checkpoint.ckpt", tmp, fs::copy_options::overwrite_existing);

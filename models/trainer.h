@@ -142,9 +142,8 @@ class Trainer {
   /// Batches per epoch of `loader`; InputError when the data holds less than one batch.
   int64_t batches_of(const data::BatchLoader& loader) const;
 
-  /// `record`: the epoch's metrics row, kept in the checkpoint for complete_metrics_row.
-  void save(const std::filesystem::path& path, int64_t epoch, const Metrics& last,
-            const EpochRecord* record = nullptr);
+  /// The checkpoint of epoch `record`, which holds its metrics row for complete_metrics_row.
+  void save(const std::filesystem::path& path, const EpochRecord& record);
   /// On resume into the checkpoint's own folder: a run stopped after an epoch's checkpoint and
   /// before its metrics.csv row gets that row now, from the checkpoint.
   void complete_metrics_row(const std::filesystem::path& out, std::unique_ptr<CsvAppender>& csv,
