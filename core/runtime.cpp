@@ -1,11 +1,14 @@
 #include "core/runtime.h"
 
+#include <dlfcn.h>
 #include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <string>
+
+#include <ATen/Parallel.h>
 
 #include "core/cpu_block_cache.h"
 #include "core/error.h"
@@ -32,6 +35,29 @@ void tune_allocator() {
     cap = static_cast<size_t>(v) << 20;
   }
   if (cap > 0) install_cpu_block_cache(size_t{32} << 20, cap);
+}
+
+namespace {
+
+// The OpenMP runtime is LibTorch's own (libgomp), already loaded: looked up rather than linked, so
+// that no second OpenMP runtime comes in with the compiler.
+using SetThreads = void (*)(int);
+SetThreads omp_set_threads() {
+  static const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  return set;
+}
+
+}  // namespace
+
+SerialScope::SerialScope() {
+  // LibTorch sets a thread's OpenMP thread count to its global one at the thread's first parallel
+  // operator (get_num_threads runs that first): lowered after it, the count stays lowered.
+  previous_ = at::get_num_threads();
+  if (previous_ > 1 && omp_set_threads()) omp_set_threads()(1);
+}
+
+SerialScope::~SerialScope() {
+  if (previous_ > 1 && omp_set_threads()) omp_set_threads()(previous_);
 }
 
 }  // namespace igb

@@ -1,6 +1,7 @@
 #include "data/loader.h"
 
 #include "core/rng.h"
+#include "core/runtime.h"
 
 namespace igb::data {
 
@@ -13,7 +14,46 @@ BatchLoader::BatchLoader(const Dataset& dataset, LoaderOptions options)
               "a sharded loader drops the incomplete last round");
 }
 
-BatchLoader::~BatchLoader() { drain(); }
+BatchLoader::~BatchLoader() {
+  drain();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void BatchLoader::submit(int64_t b) {
+  if (threads_.empty())
+    for (int64_t i = 0; i < options_.workers; ++i) threads_.emplace_back([this] { work(); });
+  std::promise<Example> result;
+  pending_.push_back(result.get_future());
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    jobs_.emplace_back(b, std::move(result));
+  }
+  wake_.notify_one();
+}
+
+void BatchLoader::work() {
+  SerialScope serial;
+  for (;;) {
+    std::pair<int64_t, std::promise<Example>> job;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    try {
+      job.second.set_value(make_batch(job.first));
+    } catch (...) {
+      job.second.set_exception(std::current_exception());
+    }
+  }
+}
 
 void BatchLoader::drain() {
   for (auto& f : pending_)
@@ -62,20 +102,17 @@ bool BatchLoader::next(Example& batch) {
   const int64_t total = batches();
   if (next_take_ >= total) return false;
   if (options_.workers <= 0) {
+    SerialScope serial;  // the same bits as a worker's batch
     batch = make_batch(next_take_++);
     return true;
   }
-  while (next_submit_ < total && static_cast<int64_t>(pending_.size()) < options_.workers) {
-    int64_t b = next_submit_++;
-    pending_.push_back(std::async(std::launch::async, [this, b] { return make_batch(b); }));
-  }
-  batch = pending_.front().get();
+  while (next_submit_ < total && static_cast<int64_t>(pending_.size()) < options_.workers)
+    submit(next_submit_++);
+  std::future<Example> front = std::move(pending_.front());
   pending_.pop_front();
   ++next_take_;
-  if (next_submit_ < total) {
-    int64_t b = next_submit_++;
-    pending_.push_back(std::async(std::launch::async, [this, b] { return make_batch(b); }));
-  }
+  if (next_submit_ < total) submit(next_submit_++);
+  batch = front.get();
   return true;
 }
 

@@ -1,8 +1,13 @@
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <future>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "data/dataset.h"
 
@@ -29,7 +34,9 @@ struct LoaderOptions {
 };
 
 /// Stacks examples into batches, with `workers` threads working ahead. The order and content of
-/// every batch depend only on (seed, epoch), never on the number of workers.
+/// every batch depend only on (seed, epoch), never on the number of workers. The worker threads
+/// live as long as the loader: a thread started per batch cost LibTorch a new OpenMP team and a
+/// rebuilt thread pool (whose fresh threads spin for tens of milliseconds) at every batch.
 class BatchLoader {
  public:
   BatchLoader(const Dataset& dataset, LoaderOptions options);
@@ -51,6 +58,9 @@ class BatchLoader {
  private:
   Example make_batch(int64_t b) const;
   void drain();
+  /// Queues batch `b` for the worker threads (started on first use).
+  void submit(int64_t b);
+  void work();
 
   const Dataset& dataset_;
   LoaderOptions options_;
@@ -59,6 +69,12 @@ class BatchLoader {
   std::vector<int64_t> order_;
   int64_t next_submit_ = 0, next_take_ = 0;
   std::deque<std::future<Example>> pending_;
+
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::pair<int64_t, std::promise<Example>>> jobs_;
+  bool stopping_ = false;
 };
 
 }  // namespace igb::data

@@ -2,9 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <ATen/Parallel.h>
+
+#include <atomic>
 #include <set>
+#include <stdexcept>
+#include <thread>
 
 #include "core/rng.h"
+#include "core/runtime.h"
 
 namespace igb::data {
 
@@ -19,7 +25,89 @@ class ToyDataset : public Dataset {
             torch::tensor(index)};
   }
 };
+
+// Records the largest intra-op thread count LibTorch reports where the examples are built, and
+// fails on example `bad`.
+class ThreadCountDataset : public Dataset {
+ public:
+  mutable std::atomic<int> most_threads{0};
+  int64_t bad = -1;
+  int64_t size() const override { return 12; }
+  Example get(int64_t index, int64_t) const override {
+    if (index == bad) throw std::runtime_error("example " + std::to_string(index) + " is broken");
+    int seen = at::get_num_threads();
+    int prev = most_threads.load();
+    while (seen > prev && !most_threads.compare_exchange_weak(prev, seen)) {
+    }
+    return {torch::full({2}, float(index)), torch::tensor(index)};
+  }
+};
+
+// Sets LibTorch's thread count for a test and restores it after.
+struct ThreadCount {
+  int saved = at::get_num_threads();
+  explicit ThreadCount(int n) { at::set_num_threads(n); }
+  ~ThreadCount() { at::set_num_threads(saved); }
+};
 }  // namespace
+
+TEST(SerialScope, OneThreadInsideOnlyOnItsOwnThread) {
+  ThreadCount two(2);
+  {
+    SerialScope serial;
+    EXPECT_EQ(at::get_num_threads(), 1);
+    int elsewhere = 0;
+    std::thread([&] { elsewhere = at::get_num_threads(); }).join();
+    EXPECT_EQ(elsewhere, 2);
+    {
+      SerialScope nested;
+      EXPECT_EQ(at::get_num_threads(), 1);
+    }
+    EXPECT_EQ(at::get_num_threads(), 1);
+  }
+  EXPECT_EQ(at::get_num_threads(), 2);
+}
+
+TEST(BatchLoader, BuildsBatchesSeriallyOnWorkersAndOnTheCaller) {
+  ThreadCount two(2);
+  for (int64_t workers : {0, 2}) {
+    ThreadCountDataset ds;
+    LoaderOptions o;
+    o.batch_size = 3;
+    o.workers = workers;
+    BatchLoader loader(ds, o);
+    loader.start_epoch(0);
+    Example b;
+    int64_t batches = 0;
+    while (loader.next(b)) ++batches;
+    EXPECT_EQ(batches, 4);
+    EXPECT_EQ(ds.most_threads.load(), 1) << workers << " workers";
+    EXPECT_EQ(at::get_num_threads(), 2) << "the caller's thread count is restored";
+  }
+}
+
+TEST(BatchLoader, AWorkersErrorReachesTheCallerAtItsBatch) {
+  ThreadCountDataset ds;
+  ds.bad = 7;
+  LoaderOptions o;
+  o.batch_size = 3;
+  o.shuffle = false;
+  o.workers = 2;
+  BatchLoader loader(ds, o);
+  loader.start_epoch(0);
+  Example b;
+  EXPECT_TRUE(loader.next(b));
+  EXPECT_TRUE(loader.next(b));
+  EXPECT_EQ(b.input[0][0].item<float>(), 3.f);
+  try {
+    loader.next(b);
+    FAIL() << "batch 2 holds the broken example";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "example 7 is broken");
+  }
+  EXPECT_TRUE(loader.next(b)) << "the batches after it still come";
+  EXPECT_EQ(b.input[0][0].item<float>(), 9.f);
+}
 
 TEST(BatchLoader, SameBatchesWhateverTheWorkers) {
   ToyDataset ds;
