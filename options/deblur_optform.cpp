@@ -21,7 +21,7 @@ class DeblurOptForm : public OptForm {
     train_ = &train;
     // The defaults: deblurgan_small on synthetic motion blur, well above the blurred input in
     // minutes on two cores.
-    train.epochs = 80;
+    train.epochs = 100;
     train.lr_decay = "cosine";
     train.batch_size = 8;
     train.lr = 1e-3;
@@ -47,6 +47,10 @@ class DeblurOptForm : public OptForm {
                               "Synthetic data: share of straight kernels (the rest camera shake)")
                    ->capture_default_str(),
                0, 1);
+    int_range(app.add_option("--synthetic-train", config_.synthetic_train,
+                             "Synthetic data: sharp training images the crops are cut from")
+                  ->capture_default_str(),
+              1, 1000000);
     app.add_flag("--fixed-blur", fixed_blur_,
                  "Synthetic data: crop each image's one blurred version instead of blurring "
                  "every training crop anew");

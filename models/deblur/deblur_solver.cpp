@@ -109,18 +109,22 @@ class DeblurTask : public TrainingTask {
     if (!critic_) return;
     TrainModeGuard train(*critic_, /*train=*/true);
     const auto fake = output.detach().to(at::kFloat);
+    // Real and restored images go through the critic as one batch: its instance norm works per
+    // image, so the scores are those of two calls, for one call's overhead.
+    const auto both = torch::cat({target, fake});
+    const int64_t n = target.size(0);
     for (int64_t i = 0; i < config_.critic_iters; ++i) {
       critic_opt_->zero_grad();
+      const auto scores = critic_->forward(both);
+      const auto real_score = scores.narrow(0, 0, n), fake_score = scores.narrow(0, n, n);
       at::Tensor loss;
       if (config_.gan == "wgan-gp") {
         const auto gp = gradient_penalty(
             *critic_, [this](const at::Tensor& x) { return critic_->forward(x); }, target, fake);
-        loss = critic_->forward(fake).mean() - critic_->forward(target).mean() +
-               config_.gp_weight * gp;
+        loss = fake_score.mean() - real_score.mean() + config_.gp_weight * gp;
         gp_sum_ += gp.item<double>();
       } else {
-        loss = 0.5 * (critic_->forward(target) - 1).pow(2).mean() +
-               0.5 * critic_->forward(fake).pow(2).mean();
+        loss = 0.5 * (real_score - 1).pow(2).mean() + 0.5 * fake_score.pow(2).mean();
       }
       loss.backward();
       if (dist_) dist_->average(gradients_for_reduction(critic_->parameters()));
@@ -321,6 +325,7 @@ nlohmann::json train_deblur(const DeblurConfig& requested, RunContext& ctx, cons
       data_options(config.blur_dir, config.sharp_dir, config.train.seed, config.patch_size);
   options.blur = config.blur;
   options.fresh_blur = config.fresh_blur;
+  options.synthetic_train_images = config.synthetic_train;
   if (config.train.data == "synthetic" && config.blur_dir.empty() &&
       config.patch_size > options.synthetic_size)
     throw InputError("--patch-size " + std::to_string(config.patch_size) + " is larger than the " +

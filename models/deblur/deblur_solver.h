@@ -23,10 +23,12 @@ struct DeblurConfig {
   /// each training crop gets a fresh one (--fixed-blur turns that off).
   data::MotionBlurOptions blur;
   bool fresh_blur = true;
+  /// Sharp images the synthetic training pairs are cut from (--synthetic-train).
+  int64_t synthetic_train = data::DeblurDataOptions().synthetic_train_images;
   /// Content loss between the restored and the sharp image: "l1" or "mse".
   std::string loss = "l1";
   /// Adversarial loss: "wgan-gp", "lsgan" or "none".
-  std::string gan = "wgan-gp";
+  std::string gan = "lsgan";
   /// Critic steps per generator step, on the same batch (DeblurGAN's critic_updates).
   int64_t critic_iters = 1;
   /// WGAN-GP's gradient penalty weight λ.
