@@ -17,6 +17,10 @@ namespace igb {
 class Logger;
 }
 
+namespace igb::tools {
+struct OnnxExportReport;
+}  // namespace igb::tools
+
 namespace igb::options {
 
 /// The model a tool works on: built from the registry (`--model` with options) or rebuilt from a
@@ -73,6 +77,9 @@ class ToolCommands {
   int run_profile();
   int run_thin();
   int run_export_onnx();
+  /// export-onnx --check-layers: the written INT8 file against the model, layer by layer.
+  int check_onnx_layers(ToolModel& m, const tools::SummaryGraph& graph,
+                        const tools::OnnxExportReport& r);
   int run_model();
 
   CLI::App *list_ = nullptr, *macs_ = nullptr, *sparsity_ = nullptr, *draw_ = nullptr,
@@ -91,7 +98,7 @@ class ToolCommands {
   std::string onnx_out_;
   int64_t onnx_opset_ = 13;
   bool onnx_dynamic_batch_ = false, onnx_dynamic_hw_ = false;
-  bool onnx_int8_ = false, onnx_fp16_ = false;
+  bool onnx_int8_ = false, onnx_fp16_ = false, onnx_check_layers_ = false;
   int64_t onnx_calibrate_ = 0;
   std::string onnx_calibration_method_ = "max";
   double onnx_percentile_ = 99.99;

@@ -209,9 +209,14 @@ async function main() {
   const results = await run();
   fs.mkdirSync(opts.outputDir, { recursive: true });
   const outputs = [];
+  const taken = new Set();
   for (const name of session.outputNames) {
     const t = results[name];
-    const file = path.join(opts.outputDir, `${name.replace(/[^A-Za-z0-9._-]/g, '_')}.npy`);
+    // Names differing only in characters a file name cannot hold get distinct files.
+    let stem = name.replace(/[^A-Za-z0-9._-]/g, '_');
+    while (taken.has(stem)) stem += '_';
+    taken.add(stem);
+    const file = path.join(opts.outputDir, `${stem}.npy`);
     writeNpy(file, t);
     outputs.push({ name, shape: t.dims.map(Number), dtype: t.type, file });
   }

@@ -323,6 +323,40 @@ TEST_F(Drivers, TestEvaluatesAnOnnxExportInOnnxRuntime) {
   EXPECT_FALSE(fs::exists(dir_ / "t2" / "test_summary.json"));
 }
 
+// export-onnx --check-layers: a QAT ResNet-20's INT8 file against the model in onnxruntime, one
+// quantized layer at a time; a float model has nothing to compare and writes nothing.
+TEST_F(Drivers, ExportOnnxChecksAQatModelLayerByLayer) {
+  auto r =
+      run("igb-train --optform=classify --model resnet20_cifar --threads 1 --epochs 1 "
+          "--max-batches 2 --batch-size 8 --compress " +
+          std::string(IGB_SOURCE_DIR) + "/schedules/classify/resnet20_int8_qat.yaml --out " +
+          (dir_ / "run").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string out = (dir_ / "q.onnx").string();
+  auto e = run("igb-tools export-onnx --threads 1 --checkpoint " +
+               (dir_ / "run" / "checkpoint.ckpt").string() + " --int8-qdq --dynamic-batch " +
+               "--check-layers --out " + out);
+  ASSERT_EQ(e.code, 0) << e.output;
+  EXPECT_NE(e.output.find("Layer by layer in onnxruntime, input 32x3x32x32"), std::string::npos)
+      << e.output;
+  const auto j = nlohmann::json::parse(std::ifstream(dir_ / "q.layers.json"));
+  ASSERT_EQ(j["layers"].size(), 20u);  // the input and the 19 ReLUs
+  for (const auto& l : j["layers"]) EXPECT_GE(l["within_one_step"].get<double>(), 0.999) << l;
+  EXPECT_EQ(j["layers"][1]["layer"], "relu.fakequantize");
+  EXPECT_LT(j["output_max_abs_diff"].get<double>(), 1e-4 * j["output_max_abs"].get<double>());
+  EXPECT_TRUE(fs::exists(dir_ / "q.layers.csv"));
+  auto f =
+      run("igb-tools export-onnx --threads 1 --model resnet20_cifar --int8-qdq --calibrate 1 "
+          "--check-layers --out " +
+          (dir_ / "f.onnx").string());
+  EXPECT_EQ(f.code, 2) << f.output;
+  ASSERT_EQ(f.lines().size(), 1u) << f.output;
+  EXPECT_NE(f.lines()[0].find("--check-layers: resnet20_cifar has no fake quantization"),
+            std::string::npos)
+      << f.output;
+  EXPECT_FALSE(fs::exists(dir_ / "f.onnx"));
+}
+
 // export-onnx: a model that cannot be traced at the given size and an output that cannot be
 // written are each one line, exit 2, and no file of the three is left.
 TEST_F(Drivers, ExportOnnxErrorsLeaveNoFile) {

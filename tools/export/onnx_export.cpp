@@ -57,6 +57,7 @@ OnnxExportReport export_onnx(torch::nn::Module& model, const SummaryGraph& graph
   if (qdq) {
     r.activation_scales = qdq->record().activation_scales;
     r.weight_scales = qdq->record().weight_scales;
+    r.quantized_values = qdq->record().quantized_values;
     r.lines = qdq->record().lines;
     if (r.activation_scales.empty() && r.weight_scales.empty())
       r.lines.push_back(

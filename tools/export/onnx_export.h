@@ -75,6 +75,8 @@ struct OnnxExportReport {
   /// int8: per-channel weight scales, keyed by the weight initializer's name (the parameter name,
   /// "layer1.0.conv1.weight"), one scale per output channel along axis 0.
   std::map<std::string, std::vector<float>> weight_scales;
+  /// int8: the model's fake quantization ops as written (check_qdq_layers compares each).
+  std::vector<OnnxQuantizedValue> quantized_values;
   /// Notes for the user, one line each: grids that do not map exactly onto int8 (which layer and
   /// why), quantized layers whose input stays float, residual skips left float.
   std::vector<std::string> lines;

@@ -77,19 +77,6 @@ OnnxCalibration calibrate_onnx(torch::nn::Module& model, const SummaryGraph& gra
   c.method = method;
   c.percentile = percentile;
   const auto want = calibrated_values(graph);
-  // Summary-graph value ids of the traced values, as OnnxWriter maps them.
-  std::unordered_map<const jit::Value*, int> id_of;
-  const auto is_tensor = [](const jit::Value* v) {
-    return v->type()->cast<c10::TensorType>() != nullptr;
-  };
-  size_t k = 0;
-  for (const auto* in : graph.jit_graph()->inputs())
-    if (is_tensor(in) && k < graph.inputs().size()) id_of[in] = graph.inputs()[k++];
-  for (const auto& op : graph.ops()) {
-    size_t slot = 0;
-    for (const auto* out : graph.jit_node(op.id)->outputs())
-      if (is_tensor(out) && slot < op.outputs.size()) id_of[out] = op.outputs[slot++];
-  }
   std::map<int, double> sum;
   const bool was_training = model.is_training();
   model.eval();
@@ -109,29 +96,8 @@ OnnxCalibration calibrate_onnx(torch::nn::Module& model, const SummaryGraph& gra
       sum[id] += v;
     }
   };
-  auto run = [&](const at::Tensor& x) {
-    std::unordered_map<const jit::Value*, c10::IValue> env;
-    auto& g = *graph.jit_graph();
-    env[g.inputs()[0]] = x;
-    if (auto it = id_of.find(g.inputs()[0]); it != id_of.end()) observe(it->second, x);
-    for (jit::Node* node : g.nodes()) {
-      if (node->kind() == c10::prim::Constant) {
-        env[node->output()] = *jit::toIValue(node->output());
-        continue;
-      }
-      jit::Stack stack;
-      for (const auto* in : node->inputs()) stack.push_back(env.at(in));
-      run_traced_node(node, stack);
-      for (size_t i = 0; i < node->outputs().size(); ++i) {
-        env[node->outputs()[i]] = stack.at(i);
-        auto it = id_of.find(node->outputs()[i]);
-        if (it != id_of.end() && stack.at(i).isTensor())
-          observe(it->second, stack.at(i).toTensor());
-      }
-    }
-  };
   batches([&](const at::Tensor& x) {
-    run(x);
+    replay_trace(graph, x, [&](int id, at::Tensor& t) { observe(id, t); });
     ++c.batches;
   });
   if (was_training) model.train();
@@ -310,6 +276,7 @@ void OnnxQdqPass::emit_fake_quantize(const OpNode& op) {
   w_.node("DequantizeLinear", op.name, {op.name + "/q", s, z}, {out});
   dq_[op.outputs.at(0)] = {out, scale};
   record_.activation_scales[x] = scale;
+  record_.quantized_values.push_back({op.name, op.outputs.at(0), out, scale});
 }
 
 }  // namespace igb::tools

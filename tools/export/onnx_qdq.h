@@ -39,8 +39,22 @@ OnnxCalibration calibrate_onnx(torch::nn::Module& model, const SummaryGraph& gra
                                const OnnxBatchSource& batches, const std::string& method,
                                double percentile);
 
+/// A fake quantization op of the model written as QuantizeLinear → DequantizeLinear: where its
+/// grid values are in the file and in the traced graph.
+struct OnnxQuantizedValue {
+  /// The fake quantization op's name ("layer1.0.relu1.replacement").
+  std::string layer;
+  /// Its output: the summary-graph value id and the ONNX value (the DequantizeLinear's output).
+  int value = -1;
+  std::string onnx_name;
+  /// The int8 scale written (one step of the grid).
+  double scale = 0;
+};
+
 /// What the Q/DQ pass wrote, gathered into OnnxExportReport.
 struct OnnxQdqRecord {
+  /// Every fake quantization op, in trace order.
+  std::vector<OnnxQuantizedValue> quantized_values;
   /// Activation value name (the tensor before QuantizeLinear) → its scale.
   std::map<std::string, double> activation_scales;
   /// Weight initializer name → its per-output-channel scales (axis 0).

@@ -99,7 +99,9 @@ OnnxRuntimeRunner::OnnxRuntimeRunner(fs::path model, fs::path work_dir, OnnxRunt
   fs::create_directories(work_dir_);
 }
 
-at::Tensor OnnxRuntimeRunner::run(const at::Tensor& x) {
+at::Tensor OnnxRuntimeRunner::run(const at::Tensor& x) { return run_all(x).front().second; }
+
+std::vector<std::pair<std::string, at::Tensor>> OnnxRuntimeRunner::run_all(const at::Tensor& x) {
   if (x.dim() != static_cast<int64_t>(input_.dims.size()))
     throw InputError(model_.string() + ": input '" + input_.name + "' has " +
                      std::to_string(input_.dims.size()) + " dims, given " +
@@ -138,8 +140,11 @@ at::Tensor OnnxRuntimeRunner::run(const at::Tensor& x) {
   if (!report.contains("outputs") || report["outputs"].empty())
     throw InputError(model_.string() + ": onnxruntime returned no output");
   if (options_.repeat() > 0) last_median_ms_ = report["latency_ms"]["median"].get<double>();
-  const fs::path file = report["outputs"][0]["file"].get<std::string>();
-  return read_npy(file).to(x.device());
+  std::vector<std::pair<std::string, at::Tensor>> outputs;
+  for (const auto& o : report["outputs"])
+    outputs.emplace_back(o["name"].get<std::string>(),
+                         read_npy(o["file"].get<std::string>()).to(x.device()));
+  return outputs;
 }
 
 }  // namespace igb::tools

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace igb::tools {
@@ -46,6 +47,9 @@ class OnnxRuntimeRunner {
   /// The model's output for `x` (float32; returned on x's device). A shape the model's fixed dims
   /// do not take is refused before onnxruntime runs, naming the export flag that lifts it.
   at::Tensor run(const at::Tensor& x);
+  /// Every graph output of the model for `x`, in the file's order, as (name, tensor): what
+  /// check_qdq_layers reads after adding intermediate values as outputs.
+  std::vector<std::pair<std::string, at::Tensor>> run_all(const at::Tensor& x);
   /// With options.repeat > 0: the median latency of the last run, in ms.
   double last_median_ms() const { return last_median_ms_; }
   const OnnxValueShape& input() const { return input_; }

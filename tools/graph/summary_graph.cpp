@@ -776,4 +776,51 @@ void run_traced_node(torch::jit::Node* node, torch::jit::Stack& stack) {
   }
 }
 
+at::Tensor replay_trace(const SummaryGraph& graph, const at::Tensor& input,
+                        const TraceVisitor& visit) {
+  namespace jit = torch::jit;
+  auto& g = *graph.jit_graph();
+  const auto is_tensor = [](const jit::Value* v) {
+    return v->type()->cast<c10::TensorType>() != nullptr;
+  };
+  // Summary-graph value ids of the traced values, in the order GraphBuilder numbered them.
+  std::unordered_map<const jit::Value*, int> id_of;
+  size_t k = 0;
+  for (const auto* in : g.inputs())
+    if (is_tensor(in) && k < graph.inputs().size()) id_of[in] = graph.inputs()[k++];
+  for (const auto& op : graph.ops()) {
+    size_t slot = 0;
+    for (const auto* out : graph.jit_node(op.id)->outputs())
+      if (is_tensor(out) && slot < op.outputs.size()) id_of[out] = op.outputs[slot++];
+  }
+  std::unordered_map<const jit::Value*, c10::IValue> env;
+  const auto seen = [&](const jit::Value* v, c10::IValue& value) {
+    auto it = id_of.find(v);
+    if (it == id_of.end() || !value.isTensor() || !visit) return;
+    at::Tensor t = value.toTensor();
+    visit(it->second, t);
+    value = t;
+  };
+  c10::IValue first = input;
+  seen(g.inputs()[0], first);
+  env[g.inputs()[0]] = first;
+  for (jit::Node* node : g.nodes()) {
+    if (node->kind() == c10::prim::Constant) {
+      env[node->output()] = *jit::toIValue(node->output());
+      continue;
+    }
+    jit::Stack stack;
+    for (const auto* in : node->inputs()) stack.push_back(env.at(in));
+    run_traced_node(node, stack);
+    for (size_t i = 0; i < node->outputs().size(); ++i) {
+      seen(node->outputs()[i], stack.at(i));
+      env[node->outputs()[i]] = stack.at(i);
+    }
+  }
+  const auto& out = env.at(g.outputs()[0]);
+  if (out.isTensor()) return out.toTensor();
+  if (out.isTuple()) return out.toTupleRef().elements().at(0).toTensor();
+  throw InputError("model " + graph.model_name() + ": the traced graph returns no tensor");
+}
+
 }  // namespace igb::tools

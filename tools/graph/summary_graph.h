@@ -187,4 +187,15 @@ class SummaryGraph {
 /// calibration replay the trace node by node).
 void run_traced_node(torch::jit::Node* node, torch::jit::Stack& stack);
 
+/// Called by replay_trace with each data value as it is computed, by summary-graph value id; what
+/// it leaves in `tensor` is what later nodes read.
+using TraceVisitor = std::function<void(int value, at::Tensor& tensor)>;
+
+/// Replays `graph`'s trace on `input` node by node (under the caller's grad mode) and returns its
+/// first output (a tensor, or a tuple's first tensor). `visit` sees the input, then each op's data
+/// outputs right after the op runs: calibration reads ranges this way, check_qdq_layers feeds
+/// another runtime's values back into the pass.
+at::Tensor replay_trace(const SummaryGraph& graph, const at::Tensor& input,
+                        const TraceVisitor& visit);
+
 }  // namespace igb::tools
