@@ -20,6 +20,9 @@ struct TrainConfig {
   /// Built-in learning-rate decay over the epochs: "none", or "cosine" (from lr down to lr/100
   /// at the last epoch). Set per epoch; a schedule's lr_schedulers replace it.
   std::string lr_decay = "none";
+  /// Epochs of linear warm-up before the decay: epoch e < lr_warmup trains at
+  /// lr·(e + 1)/lr_warmup, later epochs at the decay's rate for their epoch. 0 = none.
+  int64_t lr_warmup = 0;
   /// "sgd" or "adam".
   std::string optimizer = "adam";
   /// SGD momentum.

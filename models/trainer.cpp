@@ -65,6 +65,8 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
 }
 
 double decayed_lr(const TrainConfig& config, int64_t epoch) {
+  if (epoch < config.lr_warmup)
+    return config.lr * static_cast<double>(epoch + 1) / static_cast<double>(config.lr_warmup);
   if (config.lr_decay != "cosine" || config.epochs <= 1) return config.lr;
   const double lo = config.lr / 100,
                t = static_cast<double>(epoch) / static_cast<double>(config.epochs - 1);
@@ -259,7 +261,7 @@ double Trainer::train_epoch(int64_t epoch) {
   progress.begin_epoch(epoch, config_.epochs, batches);
 
   model_->train();
-  if (config_.lr_decay != "none" && !hooks_.controls_lr())
+  if ((config_.lr_decay != "none" || config_.lr_warmup > 0) && !hooks_.controls_lr())
     set_lr(*optimizer_, decayed_lr(config_, epoch));
   hooks_.on_epoch_begin(epoch, *optimizer_);
   loader.start_epoch(epoch);
@@ -410,9 +412,12 @@ void Trainer::log_run_start(const fs::path& out) {
                       " processes: batch " + std::to_string(config_.batch_size) + " each, " +
                       std::to_string(config_.batch_size * ctx_.dist->world_size()) +
                       " a step in all; gradients averaged, rank 0 writes");
-  if (hooks_.controls_lr() && config_.lr_decay != "none")
+  if (hooks_.controls_lr() && (config_.lr_decay != "none" || config_.lr_warmup > 0))
     ctx_.logger->info("the schedule's lr_schedulers set the learning rate; --lr-decay " +
-                      config_.lr_decay + " is off");
+                      config_.lr_decay +
+                      (config_.lr_warmup > 0
+                           ? " and --lr-warmup " + std::to_string(config_.lr_warmup) + " are off"
+                           : " is off"));
 }
 
 Trainer::EpochRecord Trainer::train_and_validate(int64_t epoch) {

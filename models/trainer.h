@@ -178,7 +178,7 @@ class Trainer {
   std::vector<std::string> notes_;
 };
 
-/// The learning rate of `epoch` under config.lr_decay.
+/// The learning rate of `epoch` under config.lr_warmup, then config.lr_decay.
 double decayed_lr(const TrainConfig& config, int64_t epoch);
 
 /// Loads a checkpoint and checks it was trained with `optform` (InputError otherwise).

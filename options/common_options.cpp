@@ -39,6 +39,11 @@ void add_common_train_options(CLI::App& app, models::TrainConfig& c) {
                  "Learning-rate decay over the epochs (cosine: down to lr/100)")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "cosine"}));
+  int_range(app.add_option("--lr-warmup", c.lr_warmup,
+                           "Epochs of linear learning-rate warm-up: epoch e < N trains at "
+                           "lr*(e+1)/N, then --lr-decay's rate (0 = none)")
+                ->capture_default_str(),
+            0, kNoIntMax);
   app.add_option("--optimizer", c.optimizer, "Optimizer")
       ->capture_default_str()
       ->check(CLI::IsMember({"sgd", "adam"}));
