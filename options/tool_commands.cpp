@@ -559,11 +559,15 @@ int ToolCommands::check_onnx_layers(ToolModel& m, const tools::SummaryGraph& gra
                                     const tools::OnnxExportReport& r) {
   at::Tensor x;
   synthetic_batches(m, 1)([&](const at::Tensor& batch) { x = batch; });
-  // A file with a fixed batch takes the traced one.
-  if (!onnx_dynamic_batch_ && x.size(0) > m.input[0]) x = x.narrow(0, 0, m.input[0]);
-  if (x.size(0) != m.input[0] && !onnx_dynamic_batch_) {
-    torch::manual_seed(0);
-    x = torch::rand(m.input);
+  // A file with a fixed batch takes the traced one: the first images, or seeded noise when the
+  // data has fewer.
+  if (!onnx_dynamic_batch_ && x.size(0) != m.input[0]) {
+    if (x.size(0) > m.input[0]) {
+      x = x.narrow(0, 0, m.input[0]);
+    } else {
+      torch::manual_seed(0);
+      x = torch::rand(m.input);
+    }
   }
   TempDir scratch("igb-onnx-check");
   const auto check = tools::check_qdq_layers(*m.model, graph, r, x, scratch.path(),
@@ -584,18 +588,14 @@ int ToolCommands::check_onnx_layers(ToolModel& m, const tools::SummaryGraph& gra
                       {"within_one_step", l.within_one_step},
                       {"max_steps", l.max_steps}});
   }
-  const std::string base = r.path.string();
-  write_text_atomically(
-      base.substr(0, base.size() - r.path.extension().string().size()) + ".layers.csv", t.to_csv());
+  write_text_atomically(fs::path(r.path).replace_extension(".layers.csv"), t.to_csv());
   const nlohmann::json j = {{"model", m.name},
-                            {"onnx", base},
+                            {"onnx", r.path.string()},
                             {"input_shape", x.sizes().vec()},
                             {"layers", layers},
                             {"output_max_abs_diff", check.output_max_abs},
                             {"output_max_abs", check.output_max}};
-  write_text_atomically(
-      base.substr(0, base.size() - r.path.extension().string().size()) + ".layers.json",
-      j.dump(2) + "\n");
+  write_text_atomically(fs::path(r.path).replace_extension(".layers.json"), j.dump(2) + "\n");
   std::cout << "\nLayer by layer in onnxruntime, input " << tools::shape_to_string(x.sizes().vec())
             << " (each layer fed onnxruntime's values of the layers before it):\n"
             << t.to_text() << "output from onnxruntime's layers: max |ours - onnxruntime| = "

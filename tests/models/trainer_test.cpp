@@ -139,49 +139,6 @@ TEST(Trainer, CallsTheSixHooksInOrder) {
     EXPECT_TRUE(fs::exists(ctx.out_dir / f)) << f;
 }
 
-// --lr-warmup: epoch e < N at lr·(e + 1)/N, then the decay's own rate for the epoch (cosine from
-// lr at epoch 0 to lr/100 at the last).
-TEST(Trainer, WarmupRampsTheLearningRateBeforeTheDecay) {
-  TrainConfig c;
-  c.lr = 1e-3;
-  c.epochs = 11;
-  c.lr_decay = "cosine";
-  c.lr_warmup = 2;
-  EXPECT_DOUBLE_EQ(decayed_lr(c, 0), 0.5e-3);
-  EXPECT_DOUBLE_EQ(decayed_lr(c, 1), 1e-3);
-  EXPECT_NEAR(decayed_lr(c, 2), 1e-5 + 0.5 * (1e-3 - 1e-5) * (1 + std::cos(M_PI * 0.2)), 1e-15);
-  EXPECT_NEAR(decayed_lr(c, 10), 1e-5, 1e-15);
-  c.lr_warmup = 0;
-  EXPECT_DOUBLE_EQ(decayed_lr(c, 0), 1e-3);
-  // Without a decay the trainer still sets the warm-up's rates: metrics.csv's lr column.
-  test::TempDir tmp;
-  TinySrTask task;
-  compress::TrainingHooks hooks;
-  Logger logger;
-  logger.set_quiet(true);
-  RunContext ctx;
-  ctx.logger = &logger;
-  ctx.out_dir = tmp / "warmup";
-  TrainConfig cfg;
-  cfg.model = "espcn";
-  cfg.epochs = 4;
-  cfg.batch_size = 4;
-  cfg.workers = 0;
-  cfg.lr = 1e-3;
-  cfg.lr_warmup = 3;
-  Trainer(cfg, ctx, task, hooks, RunInfo{"sr", "optform: sr\n", {}}).run();
-  std::ifstream csv(ctx.out_dir / "metrics.csv");
-  std::string line;
-  std::getline(csv, line);
-  ASSERT_EQ(line.rfind("epoch,lr,", 0), 0u) << line;
-  std::vector<std::string> lrs;
-  while (std::getline(csv, line)) {
-    const auto a = line.find(',') + 1;
-    lrs.push_back(line.substr(a, line.find(',', a) - a));
-  }
-  EXPECT_EQ(lrs, (std::vector<std::string>{"0.000333", "0.000667", "0.001000", "0.001000"}));
-}
-
 // best.ckpt follows Distiller's SparsityAccuracyTracker: fewest non-zero weights first, then the
 // primary metric, then the later epoch. From epoch 1 on, half of a conv weight is held at zero;
 // the PSNR per epoch is 30, 20, 25, 25 — the dense epoch 0 has the best PSNR but is not the best.
@@ -533,6 +490,39 @@ Model train_tiny(TrainConfig cfg, const fs::path& out, compress::TrainingHooks& 
 }
 
 }  // namespace
+
+// --lr-warmup: epoch e < N at lr·(e + 1)/N, then the decay's own rate for the epoch (cosine from
+// lr at epoch 0 to lr/100 at the last).
+TEST(Trainer, WarmupRampsTheLearningRateBeforeTheDecay) {
+  TrainConfig c;
+  c.lr = 1e-3;
+  c.epochs = 11;
+  c.lr_decay = "cosine";
+  c.lr_warmup = 2;
+  EXPECT_DOUBLE_EQ(decayed_lr(c, 0), 0.5e-3);
+  EXPECT_DOUBLE_EQ(decayed_lr(c, 1), 1e-3);
+  EXPECT_NEAR(decayed_lr(c, 2), 1e-5 + 0.5 * (1e-3 - 1e-5) * (1 + std::cos(M_PI * 0.2)), 1e-15);
+  EXPECT_NEAR(decayed_lr(c, 10), 1e-5, 1e-15);
+  c.lr_warmup = 0;
+  EXPECT_DOUBLE_EQ(decayed_lr(c, 0), 1e-3);
+  // Without a decay the trainer still sets the warm-up's rates: metrics.csv's lr column.
+  test::TempDir tmp;
+  compress::TrainingHooks hooks;
+  TrainConfig cfg;
+  cfg.lr = 1e-3;
+  cfg.lr_warmup = 3;
+  train_tiny(cfg, tmp / "warmup", hooks, 4);
+  std::ifstream csv(tmp / "warmup" / "metrics.csv");
+  std::string line;
+  std::getline(csv, line);
+  ASSERT_EQ(line.rfind("epoch,lr,", 0), 0u) << line;
+  std::vector<std::string> lrs;
+  while (std::getline(csv, line)) {
+    const auto a = line.find(',') + 1;
+    lrs.push_back(line.substr(a, line.find(',', a) - a));
+  }
+  EXPECT_EQ(lrs, (std::vector<std::string>{"0.000333", "0.000667", "0.001000", "0.001000"}));
+}
 
 // --amp on CPU: bfloat16 autocast changes the training (the weights differ from float32's) but the
 // weights stay float32 and the loss finite; the loss scaler forced on CPU scales by powers of two,
