@@ -32,7 +32,12 @@ struct MotionBlurOptions {
 /// A random kernel (straight at a random angle, or shake) as `options` say; determined by `seed`.
 at::Tensor random_motion_kernel(uint64_t seed, const MotionBlurOptions& options = {});
 
-/// `image` [C, H, W] convolved with `kernel` [k, k] per channel, reflect-padded (same size).
+/// The smallest centred square of `kernel` [k, k] (k odd) that holds all its non-zero taps: a 5×5
+/// for a horizontal 5-pixel line in a 21×21 square.
+at::Tensor support_of(const at::Tensor& kernel);
+
+/// `image` [C, H, W] convolved with `kernel` [k, k] per channel, reflect-padded (same size). Only
+/// the kernel's support_of is convolved: zero taps beyond it change nothing.
 at::Tensor blur_image(const at::Tensor& image, const at::Tensor& kernel);
 
 /// The synthetic blurred version of a sharp RGB image in [0, 1]: a random kernel, Gaussian noise,

@@ -73,7 +73,7 @@ class DeblurOptForm : public OptForm {
                0, 1e6);
     app.add_option("--critic", config_.critic,
                    "The critic model (deblur family); default patchgan for deblurgan, "
-                   "patchgan_small (ndf 16) for other generators");
+                   "patchgan_tiny (ndf 8) for other generators, or the resumed run's critic");
     app.add_option("--critic-arg", critic_args_, "Critic option KEY=VALUE, repeatable (ndf)");
     real_range(app.add_option("--critic-lr", config_.critic_lr, "The critic's Adam learning rate")
                    ->capture_default_str(),

@@ -34,9 +34,11 @@ void register_deblur_models(Registry<ModelSpec>& registry) {
             DeblurGanOptions().ngf(16).blocks(3).dropout(0));
   add_model(registry, "patchgan", "deblur", make_patchgan,
             "70x70 PatchGAN critic of pix2pix and DeblurGAN (instance norm, no sigmoid)");
-  add_model(registry, "patchgan_small", "deblur", make_patchgan,
-            "PatchGAN critic with ndf 16 (deblurgan_small's default critic)",
+  add_model(registry, "patchgan_small", "deblur", make_patchgan, "PatchGAN critic with ndf 16",
             PatchGanOptions().ndf(16));
+  add_model(registry, "patchgan_tiny", "deblur", make_patchgan,
+            "PatchGAN critic with ndf 8 (deblurgan_small's default critic)",
+            PatchGanOptions().ndf(8));
 }
 
 }  // namespace igb::models::deblur

@@ -145,7 +145,13 @@ class DeblurTask : public TrainingTask {
       content = content + config_.perceptual_weight * perceptual;
     }
     if (!critic_) return content;
-    const auto score = critic_->forward(output);
+    at::Tensor score;
+    {
+      // The generator's term needs the critic's gradient for its input only: its weights' own
+      // gradient (a third of its backward pass) would be thrown away at the next critic step.
+      FrozenParameters frozen(*critic_);
+      score = critic_->forward(output);
+    }
     const auto adv = config_.gan == "wgan-gp" ? -score.mean() : 0.5 * (score - 1).pow(2).mean();
     adv_sum_ += adv.item<double>();
     return content + config_.adv_weight * adv;
@@ -198,6 +204,9 @@ class DeblurTask : public TrainingTask {
     critic_opt_->save(optimizer);
     archive.write("critic", weights);
     archive.write("critic_optimizer", optimizer);
+    // The critic's name and options, so that a resumed run rebuilds the same one.
+    archive.write("critic_model", c10::IValue(config_.critic));
+    archive.write("critic_options", c10::IValue(critic_->options_json().dump()));
   }
   void load_state(torch::serialize::InputArchive& archive) override {
     torch::serialize::InputArchive weights, optimizer;
@@ -289,12 +298,24 @@ DeblurEvaluation evaluate_deblur(ModelImpl& model, const std::vector<data::Deblu
 }
 
 std::string default_critic(const std::string& generator) {
-  return generator == "deblurgan" ? "patchgan" : "patchgan_small";
+  return generator == "deblurgan" ? "patchgan" : "patchgan_tiny";
+}
+
+std::pair<std::string, nlohmann::json> critic_of_checkpoint(const Checkpoint& ckpt,
+                                                            const std::string& generator) {
+  torch::serialize::InputArchive state;
+  if (!ckpt.task_archive(state)) return {default_critic(generator), nlohmann::json::object()};
+  c10::IValue name, options;
+  if (state.try_read("critic_model", name) && name.isString() &&
+      state.try_read("critic_options", options) && options.isString()) {
+    auto parsed = nlohmann::json::parse(options.toStringRef(), nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_object()) return {name.toStringRef(), parsed};
+  }
+  return {generator == "deblurgan" ? "patchgan" : "patchgan_small", nlohmann::json::object()};
 }
 
 nlohmann::json train_deblur(const DeblurConfig& requested, RunContext& ctx, const RunInfo& info) {
   DeblurConfig config = requested;
-  if (config.critic.empty()) config.critic = default_critic(config.train.model);
   torch::manual_seed(static_cast<uint64_t>(config.train.seed));
   if (config.patch_size % 4 != 0)
     throw InputError("--patch-size " + std::to_string(config.patch_size) +
@@ -307,6 +328,11 @@ nlohmann::json train_deblur(const DeblurConfig& requested, RunContext& ctx, cons
       throw InputError("checkpoint " + config.train.resume + " holds model '" + ckpt->meta().model +
                        "', but --model is '" + config.train.model + "'");
     model = model_from_checkpoint(*ckpt);
+    if (config.critic.empty()) {
+      auto [name, options] = critic_of_checkpoint(*ckpt, config.train.model);
+      config.critic = name;
+      if (config.critic_args.empty()) config.critic_args = options;
+    }
   } else {
     check_model_family(config.train.model, "deblur");
     model = create_model(config.train.model, config.model_args);
@@ -316,6 +342,7 @@ nlohmann::json train_deblur(const DeblurConfig& requested, RunContext& ctx, cons
   std::unique_ptr<PerceptualLoss> perceptual;
   if (!config.perceptual_weights.empty())
     perceptual = std::make_unique<PerceptualLoss>(config.perceptual_weights, ctx.device);
+  if (config.critic.empty()) config.critic = default_critic(config.train.model);
   Model critic;
   if (config.gan != "none") {
     check_model_family(config.critic, "deblur");

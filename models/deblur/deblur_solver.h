@@ -2,10 +2,12 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/checkpoint.h"
 #include "core/run_context.h"
 #include "data/deblur_data.h"
 #include "models/trainer.h"
@@ -92,9 +94,16 @@ at::Tensor gradient_penalty(torch::nn::Module& critic,
 void start_near_identity(ModelImpl& model, double scale = 0.1);
 
 /// The critic a generator trains against when --critic is not given: `patchgan` (ndf 64, as
-/// DeblurGAN) for `deblurgan`, `patchgan_small` (ndf 16) for the others, so that the critic of a
-/// small generator does not cost several times its generator's step.
+/// DeblurGAN) for `deblurgan`, `patchgan_tiny` (ndf 8) for the others, so that the critic of a
+/// small generator does not cost a large share of its generator's step.
 std::string default_critic(const std::string& generator);
+
+/// The critic (registry name and options) a run resumed from `ckpt` trains against when --critic
+/// is not given: the one its task state records; for a checkpoint written before critics were
+/// recorded, the default of then (`patchgan` for `deblurgan`, `patchgan_small` otherwise); for a
+/// checkpoint without a critic (--gan none), default_critic with default options.
+std::pair<std::string, nlohmann::json> critic_of_checkpoint(const Checkpoint& ckpt,
+                                                            const std::string& generator);
 
 /// Trains a deblurring generator (and its critic) as `config` says; returns summary.json.
 nlohmann::json train_deblur(const DeblurConfig& config, RunContext& ctx, const RunInfo& info);

@@ -5,6 +5,7 @@
 #include <torch/nn/modules/padding.h>
 
 #include "core/activation.h"
+#include "core/conv_space_to_depth.h"
 #include "core/conv_transpose.h"
 #include "core/error.h"
 #include "core/trace_scope.h"
@@ -63,12 +64,15 @@ DeblurGanImpl::DeblurGanImpl(DeblurGanOptions o) : options(o) {
 }
 
 torch::Tensor DeblurGanImpl::forward_impl(torch::Tensor x) {
-  // Sequential::forward, except that transposed convs take the fast sub-pixel path.
+  // Sequential::forward, except that transposed convs take the fast sub-pixel path and the last
+  // conv (7×7, 3 outputs) the space-to-depth one.
   auto y = x;
   for (auto& child : *model) {
     TraceScope scope(child.ptr().get());
     if (auto* up = child.ptr()->as<nn::ConvTranspose2d>())
       y = fast_conv_transpose2d(*up, y);
+    else if (auto* conv = child.ptr()->as<nn::Conv2d>())
+      y = fast_conv2d(*conv, y);
     else
       y = child.forward(std::move(y));
   }

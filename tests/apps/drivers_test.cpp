@@ -449,6 +449,16 @@ TEST_F(Drivers, DeblurTrainsTestsAndResumesWithItsCritic) {
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_EQ(resumed.output.find("holds no training-task state"), std::string::npos)
       << resumed.output;
+  // Without --critic and --critic-arg a resumed run rebuilds the critic its checkpoint records
+  // (ndf 4 here, not the default's 64).
+  const std::string no_critic_arg =
+      " --threads 1 --batch-size 2 --patch-size 32 --max-batches 2 --model deblurgan "
+      "--model-arg ngf=4 --model-arg blocks=1 ";
+  auto again = run("igb-train --optform=deblur --epochs 3 --resume " +
+                   (dir_ / "d" / "checkpoint.ckpt").string() + " --out " + run_dir + no_critic_arg);
+  ASSERT_EQ(again.code, 0) << again.output;
+  EXPECT_NE(again.output.find("critic patchgan {\"n_layers\":3,\"ndf\":4}"), std::string::npos)
+      << again.output;
   auto t = run("igb-test --optform=deblur --threads 1 --checkpoint " +
                (dir_ / "d" / "best.ckpt").string() + " --save-images " + (dir_ / "img").string() +
                " --out " + (dir_ / "t").string());

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/grad_check.h"
+
 namespace igb {
 
 struct Case {
@@ -19,13 +21,7 @@ TEST_P(SubpixelConvTranspose, MatchesLibTorchInValueAndGradient) {
   std::vector<int64_t> s{c.stride, c.stride}, p{c.pad, c.pad}, op{c.out_pad, c.out_pad};
   auto ref = torch::conv_transpose2d(x, w, b, s, p, op);
   auto ours = conv_transpose2d_subpixel(x, w, b, s, p, op);
-  ASSERT_EQ(ours.sizes(), ref.sizes());
-  EXPECT_TRUE(torch::allclose(ours, ref, 1e-10, 1e-10));
-
-  auto gout = torch::randn_like(ref);
-  auto gref = torch::autograd::grad({ref}, {x, w, b}, {gout});
-  auto gours = torch::autograd::grad({ours}, {x, w, b}, {gout});
-  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::allclose(gours[i], gref[i], 1e-10, 1e-10)) << i;
+  test::expect_same_value_and_gradients(ours, ref, {x, w, b}, 1e-10);
 }
 
 INSTANTIATE_TEST_SUITE_P(

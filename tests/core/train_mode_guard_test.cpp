@@ -49,4 +49,27 @@ TEST(TrainModeGuard, RestoresTheModeWhenAnExceptionLeavesTheScope) {
   EXPECT_TRUE(m[1]->is_training());
 }
 
+TEST(FrozenParameters, BackwardReachesTheInputNotTheWeightsAndFlagsComeBack) {
+  torch::manual_seed(0);
+  auto m = net();
+  m->eval();
+  auto bias = m->named_parameters()["0.bias"];
+  bias.set_requires_grad(false);  // a parameter frozen before keeps its own flag
+  auto x = torch::randn({3, 2}).requires_grad_();
+  at::Tensor y;
+  {
+    FrozenParameters frozen(*m);
+    for (const auto& p : m->parameters()) EXPECT_FALSE(p.requires_grad());
+    y = m->forward(x).sum();
+  }
+  y.backward();
+  ASSERT_TRUE(x.grad().defined());
+  // d(sum(W x + b))/dx is the column sums of W for every row.
+  const auto weight = m->named_parameters()["0.weight"];
+  EXPECT_TRUE(torch::allclose(x.grad(), weight.sum(0).expand({3, 2})));
+  EXPECT_FALSE(weight.grad().defined());
+  EXPECT_TRUE(weight.requires_grad());
+  EXPECT_FALSE(bias.requires_grad());
+}
+
 }  // namespace igb

@@ -77,6 +77,34 @@ TEST(MotionBlur, BlurIsAConvolutionThatKeepsConstants) {
   EXPECT_TRUE(torch::equal(a, quantize_8bit(a)));  // rounded to 8 bits
 }
 
+// The blur convolves the kernel's non-zero square only; the image is the one the whole kernel
+// gives (here against LibTorch's conv2d with the full 21×21 kernel, reflect-padded by 10).
+TEST(MotionBlur, ConvolvingTheSupportEqualsTheWholeKernel) {
+  const auto line = linear_motion_kernel(21, 5, 0);
+  EXPECT_EQ(support_of(line).sizes(), torch::IntArrayRef({5, 5}));
+  EXPECT_DOUBLE_EQ(support_of(line).sum().item<double>(), 1.0);
+  auto dot = torch::zeros({21, 21});
+  dot[10][10] = 1;
+  EXPECT_EQ(support_of(dot).sizes(), torch::IntArrayRef({1, 1}));
+  const auto sharp = deblur_image(40, 36, 3);
+  for (uint64_t seed : {1, 2, 3}) {
+    MotionBlurOptions o;
+    o.linear_share = 0.5;
+    const auto k = random_motion_kernel(seed, o);
+    ASSERT_EQ(k.size(0), 21);
+    EXPECT_LT(support_of(k).size(0), 21);
+    auto padded = torch::nn::functional::pad(
+        sharp.unsqueeze(0),
+        torch::nn::functional::PadFuncOptions({10, 10, 10, 10}).mode(torch::kReflect));
+    const auto ref =
+        torch::conv2d(padded,
+                      k.flip({0, 1}).view({1, 1, 21, 21}).expand({3, 1, 21, 21}).contiguous(),
+                      at::Tensor(), at::IntArrayRef{1}, at::IntArrayRef{0}, at::IntArrayRef{1}, 3)
+            .squeeze(0);
+    EXPECT_TRUE(torch::allclose(blur_image(sharp, k), ref, 0, 1e-6)) << seed;
+  }
+}
+
 TEST(DeblurData, SyntheticPairsAndAlignedCrops) {
   DeblurDataOptions o;
   o.synthetic_train_images = 3;

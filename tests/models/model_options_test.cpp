@@ -133,7 +133,8 @@ TEST_F(ModelOptions, RegistryDefaultsAreTheCheckpointKeysOfBefore) {
       {"deblurgan", {{"ngf", 64}, {"blocks", 9}, {"dropout", 0.5}}},
       {"deblurgan_small", {{"ngf", 16}, {"blocks", 3}, {"dropout", 0.0}}},
       {"patchgan", {{"ndf", 64}, {"n_layers", 3}}},
-      {"patchgan_small", {{"ndf", 16}, {"n_layers", 3}}}};
+      {"patchgan_small", {{"ndf", 16}, {"n_layers", 3}}},
+      {"patchgan_tiny", {{"ndf", 8}, {"n_layers", 3}}}};
   EXPECT_EQ(model_registry().names().size(), expected.size());
   for (const auto& name : model_registry().names()) {
     ASSERT_TRUE(expected.count(name)) << name;

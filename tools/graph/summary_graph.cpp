@@ -210,19 +210,11 @@ std::string last_op(jit::Graph& graph, const ParamIndex& index) {
 /// training mode) when tracing ends, however it ends.
 class TraceGuard {
  public:
-  explicit TraceGuard(torch::nn::Module& model) : eval_(model, /*train=*/false) {
-    for (auto& p : model.parameters()) {
-      saved_.emplace_back(p, p.requires_grad());
-      p.set_requires_grad(false);
-    }
-  }
-  ~TraceGuard() {
-    for (auto& [p, flag] : saved_) p.set_requires_grad(flag);
-  }
+  explicit TraceGuard(torch::nn::Module& model) : eval_(model, /*train=*/false), frozen_(model) {}
 
  private:
   TrainModeGuard eval_;
-  std::vector<std::pair<torch::Tensor, bool>> saved_;
+  FrozenParameters frozen_;
 };
 
 }  // namespace

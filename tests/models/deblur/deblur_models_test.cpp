@@ -97,6 +97,10 @@ TEST_F(DeblurModels, GeneratorKeepsTheImageSize) {
             (nlohmann::json{{"ngf", 16}, {"blocks", 3}, {"dropout", 0.0}}));
   EXPECT_EQ(create_model("patchgan_small", {})->options_json(),
             (nlohmann::json{{"ndf", 16}, {"n_layers", 3}}));
+  EXPECT_EQ(create_model("patchgan_tiny", {})->options_json(),
+            (nlohmann::json{{"ndf", 8}, {"n_layers", 3}}));
+  // 3·8·16 + 8, 8·16·16 + 16, 16·32·16 + 32, 32·64·16 + 64, 64·16 + 1.
+  EXPECT_EQ(count_parameters(*create_model("patchgan_tiny", {})), 44537);
 }
 
 // learn_residual: the network predicts a correction, so with its last conv at zero it returns the
@@ -171,8 +175,9 @@ TEST_F(DeblurModels, PatchGanScoresOverlappingPatches) {
 }
 
 TEST_F(DeblurModels, FamilyAndBadOptions) {
-  EXPECT_EQ(model_names("deblur"), (std::vector<std::string>{"deblurgan", "deblurgan_small",
-                                                             "patchgan", "patchgan_small"}));
+  EXPECT_EQ(model_names("deblur"),
+            (std::vector<std::string>{"deblurgan", "deblurgan_small", "patchgan", "patchgan_small",
+                                      "patchgan_tiny"}));
   EXPECT_NO_THROW(check_model_family("patchgan", "deblur"));
   EXPECT_THROW(check_model_family("deblurgan", "sr"), InputError);
   EXPECT_THROW(create_model("deblurgan", {{"ngf", 0}}), InputError);
