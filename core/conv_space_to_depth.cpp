@@ -2,6 +2,8 @@
 
 #include <torch/csrc/jit/frontend/tracer.h>
 
+#include "core/tensor_util.h"
+
 namespace igb {
 
 at::Tensor conv2d_space_to_depth(const at::Tensor& x, const at::Tensor& weight,
@@ -30,7 +32,7 @@ at::Tensor conv2d_space_to_depth(const at::Tensor& x, const at::Tensor& weight,
   const int64_t cells_h = (out_h + s - 1) / s, cells_w = (out_w + s - 1) / s;
   const int64_t need_h = (cells_h + th - 1) * s, need_w = (cells_w + tw - 1) * s;
   auto xs = at::constant_pad_nd(x, {0, need_w - x.size(3), 0, need_h - x.size(2)});
-  auto y = at::pixel_shuffle(at::conv2d(at::pixel_unshuffle(xs, s), w, b), s);
+  auto y = fast_pixel_shuffle(at::conv2d(fast_pixel_unshuffle(xs, s), w, b), s);
   return y.narrow(2, 0, out_h).narrow(3, 0, out_w);
 }
 

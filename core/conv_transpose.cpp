@@ -2,6 +2,8 @@
 
 #include <torch/csrc/jit/frontend/tracer.h>
 
+#include "core/tensor_util.h"
+
 namespace igb {
 
 at::Tensor conv_transpose2d_subpixel(const at::Tensor& x, const at::Tensor& weight,
@@ -33,7 +35,7 @@ at::Tensor conv_transpose2d_subpixel(const at::Tensor& x, const at::Tensor& weig
   const int64_t extra_h = std::max<int64_t>(0, need_h - (h + th - 1));
   const int64_t extra_w = std::max<int64_t>(0, need_w - (w + tw - 1));
   auto xp = torch::constant_pad_nd(x, {tw - 1, tw - 1 + extra_w, th - 1, th - 1 + extra_h});
-  auto full = torch::pixel_shuffle(torch::conv2d(xp, g, b), s);
+  auto full = fast_pixel_shuffle(torch::conv2d(xp, g, b), s);
   return full.narrow(2, py, out_h).narrow(3, px, out_w);
 }
 

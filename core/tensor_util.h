@@ -21,4 +21,12 @@ double zero_fraction(const at::Tensor& t);
 /// (e.g. the filters a thinning keeps).
 at::Tensor index_tensor(const std::vector<int64_t>& indices, c10::Device device = c10::kCPU);
 
+/// torch::pixel_shuffle(x, r) and torch::pixel_unshuffle(x, r) of a 4-D tensor [N, C, H, W], the
+/// same values and gradients, computed as a view, a permutation and one copy: LibTorch 1.13's own
+/// CPU kernels index every element (channels-last support) and ran 2.5 times (shuffle) to 20
+/// times (unshuffle) slower on DeblurGAN's feature maps (bench/deblur_step.cpp). Other ranks go
+/// to LibTorch's.
+at::Tensor fast_pixel_shuffle(const at::Tensor& x, int64_t r);
+at::Tensor fast_pixel_unshuffle(const at::Tensor& x, int64_t r);
+
 }  // namespace igb
