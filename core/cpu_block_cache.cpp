@@ -31,6 +31,14 @@ class BlockCacheAllocator final : public c10::Allocator {
     return stats_;
   }
 
+  /// Frees every cached block.
+  void drain() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [size, p] : free_) c10::free_cpu(p);
+    free_.clear();
+    stats_.cached_bytes = 0;
+  }
+
   static BlockCacheAllocator* instance;
 
  private:
@@ -93,6 +101,10 @@ void install_cpu_block_cache(size_t min_block, size_t max_cached) {
     BlockCacheAllocator::instance = new BlockCacheAllocator(min_block, max_cached);
     c10::SetCPUAllocator(BlockCacheAllocator::instance, /*priority=*/0);
   });
+}
+
+void drain_cpu_block_cache() {
+  if (auto* a = BlockCacheAllocator::instance) a->drain();
 }
 
 CpuBlockCacheStats cpu_block_cache_stats() {
