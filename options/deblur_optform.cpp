@@ -54,9 +54,10 @@ class DeblurOptForm : public OptForm {
     app.add_flag("--fixed-blur", fixed_blur_,
                  "Synthetic data: crop each image's one blurred version instead of blurring "
                  "every training crop anew");
-    app.add_option("--loss", config_.loss, "Content loss")
+    app.add_option("--loss", config_.loss,
+                   "Content loss: l1, mse, or psnr (the mean over images of 10·log10 MSE)")
         ->capture_default_str()
-        ->check(CLI::IsMember({"l1", "mse"}));
+        ->check(CLI::IsMember({"l1", "mse", "psnr"}));
     app.add_option("--gan", config_.gan, "Adversarial loss")
         ->capture_default_str()
         ->check(CLI::IsMember({"wgan-gp", "lsgan", "none"}));

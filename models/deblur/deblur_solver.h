@@ -27,7 +27,7 @@ struct DeblurConfig {
   bool fresh_blur = true;
   /// Sharp images the synthetic training pairs are cut from (--synthetic-train).
   int64_t synthetic_train = data::DeblurDataOptions().synthetic_train_images;
-  /// Content loss between the restored and the sharp image: "l1" or "mse".
+  /// Content loss between the restored and the sharp image: "l1", "mse" or "psnr" (content_loss).
   std::string loss = "l1";
   /// Adversarial loss: "wgan-gp", "lsgan" or "none".
   std::string gan = "lsgan";
@@ -51,6 +51,13 @@ struct DeblurConfig {
   /// Extra generator options (--model-arg).
   nlohmann::json model_args = nlohmann::json::object();
 };
+
+/// The content loss of restored images against sharp ones, both [N, C, H, W] on [−1, 1]: "l1"
+/// and "mse" over all pixels; "psnr", the mean over images of 10·log10(MSE + 1e-8), each image's
+/// PSNR negated up to a constant (the PSNR loss of HINet and NAFNet). Another kind is an
+/// InputError.
+at::Tensor content_loss(const std::string& kind, const at::Tensor& output,
+                        const at::Tensor& target);
 
 /// Options of `igb-test --optform=deblur`.
 struct DeblurTestConfig {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "core/error.h"
 #include "data/deblur_data.h"
 #include "models/model.h"
 
@@ -20,6 +21,33 @@ struct LinearCritic : torch::nn::Module {
 };
 
 }  // namespace
+
+// The content losses on images whose error is a constant per image (0.1, 0.01 and 0.001 at every
+// pixel): L1 and MSE over all pixels; the PSNR loss is the mean of 10·log10 of each image's MSE,
+// and its gradient on an image is inversely proportional to that image's error (MSE's is
+// proportional to it): images restored well pull as hard as the metric weighs them.
+TEST(DeblurSolver, ContentLossesAndThePsnrLossGradient) {
+  torch::manual_seed(2);
+  const auto target = torch::rand({3, 3, 4, 5}, torch::kDouble) * 2 - 1;
+  const auto error = torch::tensor({0.1, 0.01, 0.001}, torch::kDouble).view({3, 1, 1, 1});
+  const auto output = (target + error).requires_grad_();
+  EXPECT_NEAR(content_loss("l1", output, target).item<double>(), 0.111 / 3, 1e-12);
+  EXPECT_NEAR(content_loss("mse", output, target).item<double>(), (1e-2 + 1e-4 + 1e-6) / 3, 1e-12);
+  const auto psnr = content_loss("psnr", output, target);
+  double expected = 0;
+  for (double e : {0.1, 0.01, 0.001}) expected += 10 * std::log10(e * e + 1e-8) / 3;
+  EXPECT_NEAR(psnr.item<double>(), expected, 1e-9);
+  psnr.backward();
+  // d/dx of (10/ln 10)·ln(MSE_i + 1e-8)/3 = (10/ln 10)/3 · 2·e_i/(n·(MSE_i + 1e-8)) at each of
+  // image i's n values; summed over them, (20/ln 10)/3 · e_i/(e_i² + 1e-8).
+  const auto per_image = output.grad().flatten(1).sum(1);
+  for (int64_t i = 0; i < 3; ++i) {
+    const double e = error.flatten()[i].item<double>();
+    EXPECT_NEAR(per_image[i].item<double>(), 20 / std::log(10.0) / 3 * e / (e * e + 1e-8), 1e-6)
+        << i;
+  }
+  EXPECT_THROW(content_loss("ssim", output, target), InputError);
+}
 
 // For a linear critic the penalty is (‖w‖ − 1)² whatever the mixing, and its gradient reaches w:
 // d/dw (‖w‖ − 1)² = 2(‖w‖ − 1)·w/‖w‖.
