@@ -119,6 +119,9 @@ class DeblurOptForm : public OptForm {
     app.add_option("--blur-dir", test_blur_dir_,
                    "Folder of blurred images (with --sharp-dir) instead of --data");
     app.add_option("--sharp-dir", test_sharp_dir_, "Folder of the sharp partners");
+    app.add_flag("--self-ensemble", self_ensemble_,
+                 "Restore each image as the mean of the generator's outputs on its eight flips "
+                 "and transposes (8x the cost)");
   }
 
   std::function<models::Metrics()> evaluator(models::ModelImpl& model, const std::string& data,
@@ -143,6 +146,7 @@ class DeblurOptForm : public OptForm {
     t.save_images = save_images_;
     t.blur_dir = test_blur_dir_;
     t.sharp_dir = test_sharp_dir_;
+    t.self_ensemble = self_ensemble_;
     return models::deblur::test_deblur(t, ctx);
   }
 
@@ -153,7 +157,7 @@ class DeblurOptForm : public OptForm {
   std::vector<std::string> model_args_, critic_args_;
   std::vector<double> blur_length_{data::MotionBlurOptions().min_length,
                                    data::MotionBlurOptions().max_length};
-  bool fixed_blur_ = false;
+  bool fixed_blur_ = false, self_ensemble_ = false;
   std::string save_images_, test_blur_dir_, test_sharp_dir_;
 };
 

@@ -58,6 +58,9 @@ class SrOptForm : public OptForm {
   void add_test_options(CLI::App& app) override {
     app.add_option("--save-images", save_images_,
                    "Folder to write the super-resolved images (PNG) to");
+    app.add_flag("--self-ensemble", self_ensemble_,
+                 "Super-resolve each image as the mean of the model's outputs on its eight flips "
+                 "and transposes (8x the cost; not with --quantize-eval or --onnx)");
   }
 
   std::function<models::Metrics()> evaluator(models::ModelImpl& model, const std::string& data,
@@ -78,6 +81,7 @@ class SrOptForm : public OptForm {
     t.save_images = save_images_;
     t.quantize_eval = quantize_eval;
     t.external = external;
+    t.self_ensemble = self_ensemble_;
     return models::sr::test_sr(t, ctx);
   }
 
@@ -99,6 +103,7 @@ class SrOptForm : public OptForm {
   models::sr::SrConfig config_;
   std::vector<std::string> model_args_;
   std::string save_images_;
+  bool self_ensemble_ = false;
 };
 
 }  // namespace

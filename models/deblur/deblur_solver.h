@@ -66,6 +66,8 @@ struct DeblurTestConfig {
   std::string save_images;
   /// Folder for test_summary.json; empty = the checkpoint's folder.
   std::string out;
+  /// Restore each image as the mean over its eight flips and transposes (--self-ensemble).
+  bool self_ensemble = false;
 };
 
 /// Mean quality of a generator's restorations against the sharp images, and of the blurred inputs.
@@ -82,8 +84,11 @@ struct DeblurEvaluation {
 
 /// Runs the generator on every pair (images mapped to its [−1, 1] range and back, rounded to 8
 /// bits); PSNR on RGB, SSIM on the luma. With `save_dir`, writes each restored image as PNG.
+/// With `self_ensemble`, each image is restored as the mean of the generator's outputs on its
+/// eight flips and transposes (geometric_self_ensemble), at eight times the cost.
 DeblurEvaluation evaluate_deblur(ModelImpl& model, const std::vector<data::DeblurPair>& pairs,
-                                 const c10::Device& device, const std::string& save_dir = {});
+                                 const c10::Device& device, const std::string& save_dir = {},
+                                 bool self_ensemble = false);
 
 /// Gradient penalty of WGAN-GP: the mean over the batch of (‖∇_x̂ critic(x̂)‖₂ − 1)² at x̂ = α·real +
 /// (1 − α)·fake with α ~ U[0, 1] per sample, through double backward (the graph is kept, so the

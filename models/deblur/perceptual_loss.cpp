@@ -7,6 +7,7 @@
 
 #include "core/checkpoint.h"
 #include "core/error.h"
+#include "core/tensor_util.h"
 
 namespace igb::models::deblur {
 
@@ -17,12 +18,6 @@ namespace {
 
 /// VGG-19's layer list up to conv3_3: channel counts, 0 = ReLU, -1 = 2x2 max pool.
 const std::vector<int64_t> kLayers = {64, 0, 64, 0, -1, 128, 0, 128, 0, -1, 256, 0, 256, 0, 256};
-
-std::string shape_text(at::IntArrayRef s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
-  return out + "]";
-}
 
 }  // namespace
 

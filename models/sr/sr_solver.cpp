@@ -8,6 +8,7 @@
 #include "core/fs.h"
 #include "core/logger.h"
 #include "core/table.h"
+#include "core/tensor_util.h"
 #include "core/train_mode_guard.h"
 #include "data/image.h"
 #include "data/image_metrics.h"
@@ -196,9 +197,18 @@ nlohmann::json test_sr(const SrTestConfig& config, RunContext& ctx) {
   model->to(ctx.device);
   const int64_t scale = sr_model->scale();
   const bool y = sr_model->channels() == 1;
+  if (config.self_ensemble && (config.quantize_eval.enabled() || config.external.enabled()))
+    throw InputError("--self-ensemble evaluates the checkpoint's own model only: leave out " +
+                     std::string(config.external.enabled() ? "--onnx" : "--quantize-eval"));
   auto images = data::load_sr_eval_data(config.data, data_options(scale, y, 0, 96));
 
-  auto ev = evaluate_sr(*model, images, scale, y, ctx.device, config.save_images);
+  std::function<at::Tensor(const at::Tensor&)> ensemble;
+  if (config.self_ensemble)
+    ensemble = [&model](const at::Tensor& x) {
+      return geometric_self_ensemble([&model](const at::Tensor& t) { return model->forward(t); },
+                                     x);
+    };
+  auto ev = evaluate_sr(*model, images, scale, y, ctx.device, config.save_images, ensemble);
   // The external model runs before anything is printed, so a shape it refuses is the one line.
   SrEvaluation eev;
   if (config.external.enabled())
@@ -219,7 +229,8 @@ nlohmann::json test_sr(const SrTestConfig& config, RunContext& ctx) {
                         fixed(ev.bicubic_ssim, 4)});
   std::cout << table.to_text();
   std::cout << "PSNR gain over bicubic: " << fixed(ev.psnr - ev.bicubic_psnr, 2) << " dB (x"
-            << scale << ", " << (y ? "Y" : "RGB→Y") << ", border " << scale << ")\n";
+            << scale << ", " << (y ? "Y" : "RGB→Y") << ", border " << scale
+            << (config.self_ensemble ? ", x8 self-ensemble" : "") << ")\n";
 
   nlohmann::json summary = {{"optform", "sr"},
                             {"checkpoint", config.checkpoint},
@@ -232,6 +243,7 @@ nlohmann::json test_sr(const SrTestConfig& config, RunContext& ctx) {
                             {"ssim", ev.ssim},
                             {"bicubic_psnr", ev.bicubic_psnr},
                             {"bicubic_ssim", ev.bicubic_ssim},
+                            {"self_ensemble", config.self_ensemble},
                             {"per_image", per_image}};
   fs::path out =
       config.out.empty() ? fs::path(config.checkpoint).parent_path() : fs::path(config.out);

@@ -40,6 +40,9 @@ struct SrTestConfig {
   compress::QuantizeEvalRequest quantize_eval;
   /// --onnx: also evaluate the exported model in onnxruntime on the same images.
   ExternalForward external;
+  /// Super-resolve each image as the mean over its eight flips and transposes (--self-ensemble;
+  /// EDSR's "+"); not with quantize_eval or external.
+  bool self_ensemble = false;
 };
 
 /// Per-image and mean quality of an SR model against bicubic, on Y with a border of `scale`.

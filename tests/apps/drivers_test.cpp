@@ -289,6 +289,27 @@ TEST_F(Drivers, QuantizeEvalOfAnSrModel) {
   // 8-bit weights and activations of a barely trained model stay within 1 dB of it.
   EXPECT_LT(std::abs(qe["quantized"]["psnr"].get<double>() - s["psnr"].get<double>()), 1.0);
   EXPECT_TRUE(fs::exists(dir_ / "q" / "quant_stats.yaml"));
+  EXPECT_EQ(s["self_ensemble"], false);
+  // --self-ensemble scores the mean of the eight orientations; with --quantize-eval it is one
+  // line and exit 2.
+  auto e = run("igb-test --optform=sr --threads 1 --checkpoint " +
+               (dir_ / "run" / "best.ckpt").string() + " --self-ensemble --out " +
+               (dir_ / "e").string());
+  ASSERT_EQ(e.code, 0) << e.output;
+  EXPECT_NE(e.output.find(", x8 self-ensemble)"), std::string::npos) << e.output;
+  auto se = nlohmann::json::parse(std::ifstream(dir_ / "e" / "test_summary.json"));
+  EXPECT_EQ(se["self_ensemble"], true);
+  EXPECT_NE(se["psnr"], s["psnr"]);
+  auto both =
+      run("igb-test --optform=sr --threads 1 --checkpoint " +
+          (dir_ / "run" / "best.ckpt").string() + " --self-ensemble --quantize-eval " +
+          IGB_SOURCE_DIR + "/schedules/sr/fsrcnn_ptq_int8.yaml --out " + (dir_ / "both").string());
+  EXPECT_EQ(both.code, 2);
+  ASSERT_EQ(both.lines().size(), 1u) << both.output;
+  EXPECT_NE(both.output.find("--self-ensemble evaluates the checkpoint's own model only: leave "
+                             "out --quantize-eval"),
+            std::string::npos)
+      << both.output;
 }
 
 // igb-test --onnx: the export of the same checkpoint, run by onnxruntime on the same images.
@@ -465,6 +486,12 @@ TEST_F(Drivers, DeblurTrainsTestsAndResumesWithItsCritic) {
   ASSERT_EQ(t.code, 0) << t.output;
   EXPECT_NE(t.output.find("PSNR gain over the blurred input"), std::string::npos) << t.output;
   EXPECT_TRUE(fs::exists(dir_ / "img" / "synthetic_0_restored.png"));
+  auto e = run("igb-test --optform=deblur --threads 1 --self-ensemble --checkpoint " +
+               (dir_ / "d" / "best.ckpt").string() + " --out " + (dir_ / "e").string());
+  ASSERT_EQ(e.code, 0) << e.output;
+  EXPECT_NE(e.output.find("; x8 self-ensemble)"), std::string::npos) << e.output;
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(dir_ / "e" / "test_summary.json"))["self_ensemble"],
+            true);
   for (const char* gan : {"wgan-gp", "none"}) {
     auto g = run("igb-train --optform=deblur --epochs 1 --gan " + std::string(gan) + " --out " +
                  (dir_ / gan).string() +

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "core/error.h"
+
 namespace igb {
 
 TEST(ZeroFraction, CountsExactZerosOnly) {
@@ -72,6 +74,53 @@ TEST(FastPixelShuffle, MatchesLibTorchInValueAndGradient) {
   }
   EXPECT_THROW(fast_pixel_shuffle(torch::zeros({1, 6, 2, 2}), 2), c10::Error);
   EXPECT_THROW(fast_pixel_unshuffle(torch::zeros({1, 1, 3, 4}), 2), c10::Error);
+}
+
+// The self-ensemble of a per-pixel function is the function itself (up to the rounding of the
+// sum of eight equal values); that of a convolution (zero
+// padding, so every orientation pads alike) is, by linearity, the convolution with the mean of
+// its kernel's eight flips and transposes: an asymmetric kernel tells whether each of the eight
+// orientations was undone correctly, on a non-square image.
+TEST(GeometricSelfEnsemble, MatchesTheDihedralMeanOfAConvolutionKernel) {
+  torch::manual_seed(3);
+  const auto x = torch::rand({2, 3, 9, 14});
+  const auto per_pixel = [](const at::Tensor& t) { return t * 2 + 1; };
+  EXPECT_TRUE(torch::allclose(geometric_self_ensemble(per_pixel, x), per_pixel(x), 1e-6, 1e-6));
+
+  const auto k = torch::randn({4, 3, 3, 3});
+  const auto conv = [&k](const at::Tensor& t) {
+    return torch::conv2d(t, k, {}, /*stride=*/1, /*padding=*/1);
+  };
+  std::vector<at::Tensor> kernels;
+  for (const auto& base : {k, k.transpose(2, 3)})
+    for (const auto& h : {base, base.flip({2})})
+      for (const auto& w : {h, h.flip({3})}) kernels.push_back(w);
+  const auto mean_kernel = torch::stack(kernels).mean(0);
+  const auto expected = torch::conv2d(x, mean_kernel, {}, 1, 1);
+  const auto got = geometric_self_ensemble(conv, x);
+  ASSERT_EQ(got.sizes(), expected.sizes());
+  EXPECT_TRUE(torch::allclose(got, expected, 1e-5, 1e-5));
+  EXPECT_FALSE(torch::allclose(conv(x), expected, 1e-3, 1e-3)) << "the kernel is asymmetric";
+
+  // Scale 2 output (super-resolution): nearest upsampling commutes with every orientation.
+  const auto up = [](const at::Tensor& t) {
+    return t.repeat_interleave(2, 2).repeat_interleave(2, 3);
+  };
+  EXPECT_TRUE(torch::allclose(geometric_self_ensemble(up, x), up(x)));
+}
+
+TEST(GeometricSelfEnsemble, RefusesOtherRanksAndOrientationDependentShapes) {
+  const auto id = [](const at::Tensor& t) { return t; };
+  EXPECT_THROW(geometric_self_ensemble(id, torch::zeros({3, 4, 4})), InputError);
+  // Drops the last column: the transposed input maps back one row short.
+  const auto crop = [](const at::Tensor& t) { return t.narrow(3, 0, t.size(3) - 1); };
+  try {
+    geometric_self_ensemble(crop, torch::zeros({1, 1, 4, 6}));
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("[1x1x3x6], not [1x1x4x5]"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace igb
