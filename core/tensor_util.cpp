@@ -57,8 +57,7 @@ at::Tensor geometric_self_ensemble(const std::function<at::Tensor(const at::Tens
     if (t & 1) out = out.flip({3});
     if (t > 0 && out.sizes() != sum.sizes())
       throw InputError(
-          "self-ensemble: the output for the flipped or transposed input maps back "
-          "to " +
+          "self-ensemble: the output for the flipped or transposed input maps back to " +
           shape_text(out.sizes()) + ", not " + shape_text(sum.sizes()) +
           " (the model must take both orientations of the image)");
     sum = t == 0 ? out.clone() : sum.add_(out);
