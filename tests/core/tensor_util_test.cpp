@@ -77,10 +77,10 @@ TEST(FastPixelShuffle, MatchesLibTorchInValueAndGradient) {
 }
 
 // The self-ensemble of a per-pixel function is the function itself (up to the rounding of the
-// sum of eight equal values); that of a convolution (zero
-// padding, so every orientation pads alike) is, by linearity, the convolution with the mean of
-// its kernel's eight flips and transposes: an asymmetric kernel tells whether each of the eight
-// orientations was undone correctly, on a non-square image.
+// sum of eight equal values); that of a convolution (zero padding, so every orientation pads
+// alike) is, by linearity, the convolution with the mean of its kernel's eight flips and
+// transposes: an asymmetric kernel tells whether each of the eight orientations was undone
+// correctly, on a non-square image.
 TEST(GeometricSelfEnsemble, MatchesTheDihedralMeanOfAConvolutionKernel) {
   torch::manual_seed(3);
   const auto x = torch::rand({2, 3, 9, 14});
