@@ -21,10 +21,10 @@
 #include <CLI/CLI.hpp>
 
 #include "core/runtime.h"
+#include "deploy/onnx/onnx_export.h"
+#include "deploy/onnx/onnx_qdq.h"
+#include "deploy/onnx/onnx_runtime.h"
 #include "models/model.h"
-#include "tools/export/onnx_export.h"
-#include "tools/export/onnx_qdq.h"
-#include "tools/export/onnx_runtime.h"
 #include "tools/graph/summary_graph.h"
 
 namespace {
@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
   igb::tune_allocator();
   igb::models::register_builtin_models();
   fs::create_directories(dir);
-  const auto ort_options = igb::tools::OnnxRuntimeOptions()
+  const auto ort_options = igb::deploy::OnnxRuntimeOptions()
                                .node(node)
                                .source_dir(source_dir)
                                .threads(threads)
@@ -105,22 +105,23 @@ int main(int argc, char** argv) {
       const auto graph = igb::tools::SummaryGraph::build(
           *model, shape, [&](const torch::Tensor& x) { return model->forward(x); }, name);
       const fs::path onnx = fs::path(dir) / (name + ".onnx");
-      igb::tools::export_onnx(*model, graph, igb::tools::OnnxExportOptions().dynamic_batch(true),
-                              onnx);
+      igb::deploy::export_onnx(*model, graph, igb::deploy::OnnxExportOptions().dynamic_batch(true),
+                               onnx);
       const fs::path onnx_int8 = fs::path(dir) / (name + ".int8.onnx");
       if (int8) {
-        auto calibration = std::make_shared<igb::tools::OnnxCalibration>(igb::tools::calibrate_onnx(
-            *model, graph,
-            [&](const std::function<void(const at::Tensor&)>& f) {
-              for (int i = 0; i < 8; ++i) f(torch::rand(shape));
-            },
-            "max", 99.99));
-        igb::tools::export_onnx(*model, graph,
-                                igb::tools::OnnxExportOptions()
-                                    .dynamic_batch(true)
-                                    .precision(igb::tools::OnnxPrecision::kInt8)
-                                    .calibration(calibration),
-                                onnx_int8);
+        auto calibration =
+            std::make_shared<igb::deploy::OnnxCalibration>(igb::deploy::calibrate_onnx(
+                *model, graph,
+                [&](const std::function<void(const at::Tensor&)>& f) {
+                  for (int i = 0; i < 8; ++i) f(torch::rand(shape));
+                },
+                "max", 99.99));
+        igb::deploy::export_onnx(*model, graph,
+                                 igb::deploy::OnnxExportOptions()
+                                     .dynamic_batch(true)
+                                     .precision(igb::deploy::OnnxPrecision::kInt8)
+                                     .calibration(calibration),
+                                 onnx_int8);
       }
       for (const auto& b : split(batch_list)) {
         Row row;
@@ -145,7 +146,7 @@ int main(int argc, char** argv) {
         row.torch_ms = median(times);
         // onnxruntime's median latency on `model`, and the largest difference from LibTorch.
         auto ort = [&](const fs::path& model, double& ms, double& diff) {
-          igb::tools::OnnxRuntimeRunner runner(model, dir, ort_options);
+          igb::deploy::OnnxRuntimeRunner runner(model, dir, ort_options);
           diff = (runner.run(x) - y).abs().max().item<double>();
           ms = runner.last_median_ms();
         };

@@ -15,9 +15,8 @@
 
 #include "core/runtime.h"
 #include "core/table.h"
-#include "models/classify/classify_solver.h"
+#include "models/family.h"
 #include "models/model.h"
-#include "models/sr/sr_solver.h"
 #include "tools/graph/summary_graph.h"
 #include "tools/sensitivity.h"
 
@@ -61,13 +60,12 @@ int main(int argc, char** argv) {
     torch::manual_seed(0);
     auto model = igb::models::create_model(model_name, {});
     model->eval();
-    const std::string family = igb::models::model_registry().entry(model_name).factory.family;
-    const c10::Device cpu(c10::kCPU);
-    std::string loaded;
-    auto evaluate = family == "classify"
-                        ? igb::models::classify::classify_evaluator(*model, "synthetic", "auto",
-                                                                    batches, cpu, &loaded)
-                        : igb::models::sr::sr_evaluator(*model, "synthetic", batches, cpu, &loaded);
+    igb::models::EvalData data;
+    data.batches = batches;
+    const auto evaluator = igb::models::family_of_model(model_name)
+                               .make_evaluator(*model, data, c10::Device(c10::kCPU));
+    const std::string loaded = evaluator->description();
+    auto evaluate = [&] { return igb::models::evaluate_model(*evaluator, *model).metrics; };
     const auto graph = igb::tools::SummaryGraph::build(
         *model, model->input_shape(), [&](const torch::Tensor& x) { return model->forward(x); },
         model_name);

@@ -170,21 +170,13 @@ void check_group_fits(YamlReader& r, const ModelParams& params, const std::strin
     throw InputError(r.where() + ": " + r.path() + ": " + w + " is not a conv or linear weight");
 }
 
-/// The keys the ranked structure pruners share; `agp` selects the _AGP class's keys.
-RankedStructurePrunerOptions read_ranked(YamlReader& r, const ModelParams& params, bool agp,
-                                         bool fixed_fraction = true) {
-  RankedStructurePrunerOptions o;
-  o.agp(agp);
+/// The targets of a ranked pruner: the _AGP class's weights at their final sparsity, the
+/// regularizers' form {param: [fraction, group]} (reg_regims), or weights at desired_sparsity
+/// (0 when the fraction is not fixed, as for the AGP and hybrid classes' own keys).
+std::vector<RankedTarget> read_ranked_targets(YamlReader& r, const ModelParams& params,
+                                              RankedStructurePrunerOptions& o, bool agp,
+                                              bool fixed_fraction) {
   std::vector<RankedTarget> targets;
-  if (r.has("group_dependency")) {
-    auto dep = r.get<std::string>("group_dependency");
-    if (dep != "Leader")
-      throw InputError(r.where("group_dependency") + ": group_dependency '" + dep +
-                       "' is unknown; valid: Leader");
-    o.leader(true);
-  } else {
-    r.ignore({"group_dependency"});
-  }
   if (agp) {
     o.initial_sparsity(fraction(r, "initial_sparsity"));
     o.final_sparsity(fraction(r, "final_sparsity"));
@@ -192,7 +184,6 @@ RankedStructurePrunerOptions read_ranked(YamlReader& r, const ModelParams& param
     GroupType g = read_group(r, "group_type", r.node("group_type"));
     for (const auto& w : read_weights(r, params)) targets.push_back({w, o.final_sparsity(), g});
   } else if (fixed_fraction && r.has("reg_regims")) {
-    // The form Distiller's regularizers use: {param: [fraction, group]}.
     for (const auto& kv : r.node("reg_regims")) {
       const auto where = yaml_where(r.file(), kv.first);
       if (!kv.second.IsSequence() || kv.second.size() != 2)
@@ -213,7 +204,13 @@ RankedStructurePrunerOptions read_ranked(YamlReader& r, const ModelParams& param
     for (const auto& w : read_weights(r, params)) targets.push_back({w, s, g});
   }
   for (const auto& t : targets) check_group_fits(r, params, t.weight, t.group);
-  // Distiller's `kwargs: {block_shape: [repetitions, depth, 1, 1]}`, which Blocks needs.
+  return targets;
+}
+
+/// Distiller's `kwargs: {block_shape: [repetitions, depth, 1, 1]}`, which group_type Blocks needs
+/// and only it takes; every Blocks weight must divide into the shape.
+void read_block_shape(YamlReader& r, const ModelParams& params, RankedStructurePrunerOptions& o,
+                      const std::vector<RankedTarget>& targets) {
   const bool blocks = std::any_of(targets.begin(), targets.end(), [](const RankedTarget& t) {
     return t.group == GroupType::kBlocks;
   });
@@ -238,6 +235,24 @@ RankedStructurePrunerOptions read_ranked(YamlReader& r, const ModelParams& param
       throw InputError(r.where("kwargs") + ": " + r.path() + ": " + t.weight + " " +
                        shape_text(params.at(t.weight)) + ": " + problem);
   }
+}
+
+/// The keys the ranked structure pruners share; `agp` selects the _AGP class's keys.
+RankedStructurePrunerOptions read_ranked(YamlReader& r, const ModelParams& params, bool agp,
+                                         bool fixed_fraction = true) {
+  RankedStructurePrunerOptions o;
+  o.agp(agp);
+  if (r.has("group_dependency")) {
+    auto dep = r.get<std::string>("group_dependency");
+    if (dep != "Leader")
+      throw InputError(r.where("group_dependency") + ": group_dependency '" + dep +
+                       "' is unknown; valid: Leader");
+    o.leader(true);
+  } else {
+    r.ignore({"group_dependency"});
+  }
+  auto targets = read_ranked_targets(r, params, o, agp, fixed_fraction);
+  read_block_shape(r, params, o, targets);
   auto count_groups = [&](const RankedTarget& t) {
     const auto& w = params.at(t.weight);
     return t.group == GroupType::kBlocks ? block_magnitudes(w, o.block_shape()).numel()

@@ -25,9 +25,10 @@ using MaskTable = std::map<std::string, at::Tensor>;
 /// A value per parameter (resolved names), as the element-wise pruners take them.
 using ParamValues = std::map<std::string, double>;
 
-/// AGP's target sparsity at `epoch` of a policy (REFERENCE.md §2): with
-/// span = ((end − start − 1) // freq) · freq, final + (initial − final)·(1 − (epoch −
-/// start)/span)³; the last scheduled epoch reaches `final` exactly.
+/// AGP's target sparsity at `epoch` of a policy (Zhu and Gupta 2017, as Distiller's
+/// AutomatedGradualPrunerBase computes it; docs/schedules.md): with span = ((end − start − 1) //
+/// freq) · freq, final + (initial − final)·(1 − (epoch − start)/span)³; the last scheduled epoch
+/// reaches `final` exactly.
 double agp_target(double initial, double final_sparsity, int64_t epoch, const PolicyTiming& timing);
 
 /// A pruner sets masks for the parameters it names; the scheduler applies them.

@@ -11,6 +11,7 @@
 #include "compress/quant_modules.h"
 #include "core/activation.h"
 #include "core/error.h"
+#include "core/input_stage.h"
 
 namespace igb::compress {
 
@@ -74,9 +75,15 @@ bool holds_quantized_weights(torch::nn::Module& m) {
 
 }  // namespace
 
+FakeLinearQuant model_input_quant(const torch::nn::Module& model) {
+  const auto* slot = dynamic_cast<const InputStage*>(&model);
+  if (!slot) return FakeLinearQuant(nullptr);
+  return FakeLinearQuant(std::dynamic_pointer_cast<FakeLinearQuantImpl>(slot->input_stage()));
+}
+
 FakeLinearQuant quantize_model_input(torch::nn::Module& model, int64_t bits, double ema_decay,
                                      const std::string& who) {
-  auto* slot = dynamic_cast<InputQuantSlot*>(&model);
+  auto* slot = dynamic_cast<InputStage*>(&model);
   if (!slot)
     throw InputError(who +
                      ": quantize_inputs needs a model of the zoo (its input slot); set "
@@ -84,7 +91,11 @@ FakeLinearQuant quantize_model_input(torch::nn::Module& model, int64_t bits, dou
   if (bits < 2)
     throw InputError(who + ": the model input gets " + std::to_string(bits) +
                      " bits; the symmetric grid needs at least 2");
-  if (auto current = slot->inputs_quant()) {
+  if (auto stage = slot->input_stage()) {
+    auto current_impl = std::dynamic_pointer_cast<FakeLinearQuantImpl>(stage);
+    if (!current_impl)
+      throw InputError(who + ": the model input passes through another stage already");
+    FakeLinearQuant current(current_impl);
     const auto& o = current->options();
     if (o.bits() != bits || o.ema_decay() != ema_decay || o.mode() != LinearQuantMode::kSymmetric)
       throw InputError(who + ": the model input is quantized already with " +
@@ -94,7 +105,8 @@ FakeLinearQuant quantize_model_input(torch::nn::Module& model, int64_t bits, dou
     return current;
   }
   FakeLinearQuant q(FakeLinearQuantOptions(bits).ema_decay(ema_decay));
-  slot->set_inputs_quant(q);
+  slot->set_input_stage(kInputsQuantName, q.ptr(),
+                        [impl = q.ptr()](const at::Tensor& x) { return impl->forward(x); });
   return q;
 }
 

@@ -15,19 +15,9 @@ namespace igb::compress {
 /// `inputs_quant.tracked_min`, `inputs_quant.scale`, ...).
 inline constexpr char kInputsQuantName[] = "inputs_quant";
 
-/// A model whose input can pass through a quantizer before its layers (models::ModelImpl): the
-/// FakeLinearQuantization Distiller's QuantAwareTrainRangeLinearQuantizer puts in front of the
-/// model when `quantize_inputs` is true.
-class InputQuantSlot {
- public:
-  virtual ~InputQuantSlot() = default;
-  /// Registers `q` as the child module kInputsQuantName, replacing one set before.
-  virtual void set_inputs_quant(FakeLinearQuant q) = 0;
-  /// The input quantizer; empty (null) when none is set.
-  virtual FakeLinearQuant inputs_quant() const = 0;
-};
-
-/// Puts a symmetric FakeLinearQuant of `bits` (≥ 2) and `ema_decay` in front of `model`, or
+/// Puts a symmetric FakeLinearQuant of `bits` (≥ 2) and `ema_decay` in front of `model` (the
+/// FakeLinearQuantization Distiller's QuantAwareTrainRangeLinearQuantizer puts there when
+/// `quantize_inputs` is true), as its InputStage named kInputsQuantName, or
 /// adopts the one it holds already with these options (a model rebuilt from a checkpoint), and
 /// returns it. InputError naming `who` when `model` has no input slot (it is not a model of the
 /// zoo) or holds an input quantizer with other options.
@@ -35,6 +25,10 @@ class InputQuantSlot {
 ///   quantize_model_input(*model, 8, 0.999, "quantizer q");  // forward: inputs_quant, then layers
 FakeLinearQuant quantize_model_input(torch::nn::Module& model, int64_t bits, double ema_decay,
                                      const std::string& who);
+
+/// The fake quantization of `model`'s input (its InputStage, when that is a FakeLinearQuant);
+/// empty (null) when the model input is not quantized.
+FakeLinearQuant model_input_quant(const torch::nn::Module& model);
 
 /// Prepares a freshly built model the way the quantizer recorded in a checkpoint prepared it
 /// (CheckpointMeta::quantization: {"class", "bits": {module: {bits_activations, bits_weights,

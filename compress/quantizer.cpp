@@ -317,6 +317,75 @@ std::string list_or_none(const std::vector<std::string>& names) {
 
 }  // namespace
 
+void Quantizer::prepare_params(const std::string& name, torch::nn::Module& module,
+                               const QuantBits& b, std::vector<std::string>& done) {
+  QuantBits t;
+  // Held here: find() points into the dictionary, so a temporary one would leave it dangling.
+  const auto own_params = module.named_parameters(false);
+  for (const char* param : {"weight", "bias"}) {
+    const int64_t n = std::string(param) == "weight" ? b.weights : b.bias;
+    const auto* p = own_params.find(param);
+    if (n == QuantBits::kFloat || !p || !p->defined()) continue;
+    if (n < min_weight_bits())
+      throw InputError("quantizer " + name_ + " (" + class_name() + "): " + name + "." + param +
+                       " gets " + std::to_string(n) + " bits; this class needs at least " +
+                       std::to_string(min_weight_bits()));
+    try {
+      params_.push_back(QuantizedParam::prepare(module, param, n, method(), per_channel()));
+    } catch (const InputError& e) {
+      // A model prepared already (rebuilt from a checkpoint) whose bits differ.
+      throw InputError("quantizer " + name_ + " (" + class_name() + "): layer " + name + ": " +
+                       e.what());
+    }
+    (std::string(param) == "weight" ? t.weights : t.bias) = n;
+    done.push_back(name + "." + param + " " + std::to_string(n) + " bits");
+  }
+  targets_[name] = t;
+}
+
+void Quantizer::prepare_activation(const std::string& name, ActivationImpl& act, int64_t bits,
+                                   std::vector<std::string>& done) {
+  if (bits < min_activation_bits())
+    throw InputError("quantizer " + name_ + " (" + class_name() + "): " + name + " gets " +
+                     std::to_string(bits) + " activation bits; this class needs at least " +
+                     std::to_string(min_activation_bits()));
+  if (act.replaced()) {
+    auto current = slot_replacement(act);
+    if (!current || !adopts_activation(*current, bits))
+      throw InputError("quantizer " + name_ + " (" + class_name() + "): the activation " + name +
+                       " is already replaced by another module (activation statistics or a "
+                       "different quantizer); a schedule cannot both rank activations and "
+                       "quantize them");
+    activations_[name] = current;
+  } else {
+    act.replace(make_activation(name, bits));
+    activations_[name] = slot_replacement(act);
+  }
+  targets_[name].activations = bits;
+  done.push_back(name + " activations " + std::to_string(bits) + " bits");
+}
+
+void Quantizer::log_prepared(Logger& logger, const std::vector<std::string>& quantized,
+                             const std::vector<std::string>& float_acts,
+                             const std::vector<std::string>& float_weights) const {
+  logger.info("quantizer " + name_ + " (" + class_name() + "): " + list_or_none(quantized));
+  bool unrounded = false;
+  for (const auto& [n, t] : targets_)
+    unrounded = unrounded || std::max({t.activations, t.weights, t.bias}) > kMaxRoundedBits;
+  if (unrounded)
+    logger.info("quantizer " + name_ + ": widths above " + std::to_string(kMaxRoundedBits) +
+                " bits (Distiller's default is 32) are finer than float32 resolution, so only "
+                "their clamp and normalisation apply, not the rounding");
+  if (!float_acts.empty())
+    logger.info("quantizer " + name_ + ": activations left in floating point (" + class_name() +
+                " replaces ReLU only): " + join(float_acts));
+  if (!float_weights.empty())
+    logger.info("quantizer " + name_ +
+                ": weights left in floating point (Distiller quantizes Conv2d, Conv3d, Linear "
+                "and Embedding weights only): " +
+                join(float_weights));
+}
+
 void Quantizer::prepare_model(torch::nn::Module& model, Logger* logger) {
   const auto bits = resolve_quant_bits(options_, model, nullptr);
   targets_.clear();
@@ -327,77 +396,19 @@ void Quantizer::prepare_model(torch::nn::Module& model, Logger* logger) {
     const std::string& name = item.key();
     auto& module = *item.value();
     const QuantBits b = bits.at(name);
-    if (b.weights != QuantBits::kFloat || b.bias != QuantBits::kFloat) {
-      QuantBits t;
-      // Held here: find() points into the dictionary, so a temporary one would leave it dangling.
-      const auto own_params = module.named_parameters(false);
-      for (const char* param : {"weight", "bias"}) {
-        const int64_t n = std::string(param) == "weight" ? b.weights : b.bias;
-        const auto* p = own_params.find(param);
-        if (n == QuantBits::kFloat || !p || !p->defined()) continue;
-        if (n < min_weight_bits())
-          throw InputError("quantizer " + name_ + " (" + class_name() + "): " + name + "." + param +
-                           " gets " + std::to_string(n) + " bits; this class needs at least " +
-                           std::to_string(min_weight_bits()));
-        try {
-          params_.push_back(QuantizedParam::prepare(module, param, n, method(), per_channel()));
-        } catch (const InputError& e) {
-          // A model prepared already (rebuilt from a checkpoint) whose bits differ.
-          throw InputError("quantizer " + name_ + " (" + class_name() + "): layer " + name + ": " +
-                           e.what());
-        }
-        (std::string(param) == "weight" ? t.weights : t.bias) = n;
-        quantized.push_back(name + "." + param + " " + std::to_string(n) + " bits");
-      }
-      targets_[name] = t;
-    } else if (is_conv_transpose(module) && !module.parameters(false).empty()) {
+    if (b.weights != QuantBits::kFloat || b.bias != QuantBits::kFloat)
+      prepare_params(name, module, b, quantized);
+    else if (is_conv_transpose(module) && !module.parameters(false).empty())
       float_weights.push_back(name);
-    }
     auto* act = dynamic_cast<ActivationImpl*>(&module);
     if (!act || b.activations == QuantBits::kFloat) continue;
-    if (act->options().kind() != ActivationKind::kReLU) {
+    if (act->options().kind() != ActivationKind::kReLU)
       float_acts.push_back(name + " (" + activation_name(act->options().kind()) + ")");
-      continue;
-    }
-    if (b.activations < min_activation_bits())
-      throw InputError("quantizer " + name_ + " (" + class_name() + "): " + name + " gets " +
-                       std::to_string(b.activations) +
-                       " activation bits; this class needs at "
-                       "least " +
-                       std::to_string(min_activation_bits()));
-    if (act->replaced()) {
-      auto current = slot_replacement(*act);
-      if (!current || !adopts_activation(*current, b.activations))
-        throw InputError("quantizer " + name_ + " (" + class_name() + "): the activation " + name +
-                         " is already replaced by another module (activation statistics or a "
-                         "different quantizer); a schedule cannot both rank activations and "
-                         "quantize them");
-      activations_[name] = current;
-    } else {
-      act->replace(make_activation(name, b.activations));
-      activations_[name] = slot_replacement(*act);
-    }
-    targets_[name].activations = b.activations;
-    quantized.push_back(name + " activations " + std::to_string(b.activations) + " bits");
+    else
+      prepare_activation(name, *act, b.activations, quantized);
   }
   for (auto& line : prepare_more(model)) quantized.push_back(std::move(line));
-  if (!logger) return;
-  logger->info("quantizer " + name_ + " (" + class_name() + "): " + list_or_none(quantized));
-  bool unrounded = false;
-  for (const auto& [n, t] : targets_)
-    unrounded = unrounded || std::max({t.activations, t.weights, t.bias}) > kMaxRoundedBits;
-  if (unrounded)
-    logger->info("quantizer " + name_ + ": widths above " + std::to_string(kMaxRoundedBits) +
-                 " bits (Distiller's default is 32) are finer than float32 resolution, so only "
-                 "their clamp and normalisation apply, not the rounding");
-  if (!float_acts.empty())
-    logger->info("quantizer " + name_ + ": activations left in floating point (" + class_name() +
-                 " replaces ReLU only): " + join(float_acts));
-  if (!float_weights.empty())
-    logger->info("quantizer " + name_ +
-                 ": weights left in floating point (Distiller quantizes Conv2d, Conv3d, Linear "
-                 "and Embedding weights only): " +
-                 join(float_weights));
+  if (logger) log_prepared(*logger, quantized, float_acts, float_weights);
 }
 
 void Quantizer::before_step() {

@@ -21,8 +21,9 @@
 #include "core/registry.h"
 
 namespace igb {
+class ActivationImpl;
 class Logger;
-}
+}  // namespace igb
 
 namespace igb::compress {
 
@@ -207,6 +208,15 @@ class Quantizer {
  private:
   std::string name_;
   QuantizerOptions options_;
+  // The steps of prepare_model for module `name`; each appends what it quantized to `done`.
+  void prepare_params(const std::string& name, torch::nn::Module& module, const QuantBits& bits,
+                      std::vector<std::string>& done);
+  void prepare_activation(const std::string& name, ActivationImpl& act, int64_t bits,
+                          std::vector<std::string>& done);
+  void log_prepared(Logger& logger, const std::vector<std::string>& quantized,
+                    const std::vector<std::string>& float_acts,
+                    const std::vector<std::string>& float_weights) const;
+
   std::map<std::string, QuantBits> targets_;
   std::vector<QuantizedParam> params_;
 };

@@ -315,7 +315,8 @@ void CompressionScheduler::parse(const std::string& text, const std::string& fil
   for (const auto& n : instances)
     if (!used.count(n)) unused.push_back(file + ": '" + n + "' is defined but no policy uses it");
   warn_summarised(unused, "instances are defined but no policy uses them");
-  // LR policies act after all others within a hook (REFERENCE.md §1).
+  // LR policies act after all others within a hook (Distiller's CompressionScheduler;
+  // docs/schedules.md).
   std::stable_partition(policies_.begin(), policies_.end(),
                         [](const Policy& p) { return p.kind != Policy::Kind::kLrScheduler; });
   setup_quantizer();

@@ -53,7 +53,7 @@ struct Policy {
 };
 
 /// Distiller's compression scheduler, driven by a schedule in Distiller's YAML format
-/// (REFERENCE.md §1): pruners, regularizers, LR schedulers and extensions acting at the six
+/// (docs/schedules.md): pruners, regularizers, LR schedulers and extensions acting at the six
 /// training hooks by their policies' timing, with one mask per pruned parameter applied before
 /// every forward pass and after every optimizer step. Every name in the file is validated when it
 /// is loaded; nothing is silently ignored.

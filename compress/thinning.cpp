@@ -247,13 +247,33 @@ class Planner {
   ThinningPlan build() {
     ThinningPlan plan;
     plan.removed_groups = static_cast<int64_t>(removed_.size());
-    auto& recipe = plan.recipe;
-    recipe = {{"kind", kind_ == ThinningKind::kFilters ? "filters" : "channels"},
-              {"tensors", nlohmann::json::array()},
-              {"modules", nlohmann::json::array()}};
+    plan.recipe = {{"kind", kind_ == ThinningKind::kFilters ? "filters" : "channels"},
+                   {"tensors", nlohmann::json::array()},
+                   {"modules", nlohmann::json::array()}};
     if (kind_ == ThinningKind::kFilters) report_kept(plan);
     if (removed_.empty()) return plan;
-    // Groups written by more than one producer (residual adds): say which layers moved together.
+    report_joined_groups(plan);
+    for (const auto& op : g_.ops()) {
+      if (op.inputs.empty() || op.outputs.empty()) continue;
+      const int in = op.inputs[0], out = op.outputs[0];
+      const auto kin = keep(in), kout = keep(out);
+      const bool in_changed = static_cast<int64_t>(kin.size()) != channels(in);
+      const bool out_changed = static_cast<int64_t>(kout.size()) != channels(out);
+      if (!in_changed && !out_changed) continue;
+      if (producer(op))
+        thin_producer(plan, op, kin, kout, in_changed, out_changed);
+      else if (ties_.is_depthwise(op))
+        thin_depthwise(plan, op, kin);
+      else if (ties_.is_follower(op) || (!info(op).per_channel.empty() && op.params.empty()))
+        thin_per_channel(plan, op, kin);
+      else if (ties_.is_channel_pad_module(op))
+        thin_channel_pad(plan, op, kout);
+    }
+    return plan;
+  }
+
+  /// Groups written by more than one producer (residual adds): which layers moved together.
+  void report_joined_groups(ThinningPlan& plan) {
     std::map<int, std::set<std::string>> producers_of;
     for (const auto& op : g_.ops()) {
       if (!producer(op)) continue;
@@ -271,63 +291,67 @@ class Planner {
                          "thinned together: " +
                          join(list));
     }
+  }
 
-    for (const auto& op : g_.ops()) {
-      if (op.inputs.empty() || op.outputs.empty()) continue;
-      const int in = op.inputs[0], out = op.outputs[0];
-      const std::string weight = op.param("weight"), bias = op.param("bias");
-      const auto kin = keep(in), kout = keep(out);
-      const bool in_changed = static_cast<int64_t>(kin.size()) != channels(in);
-      const bool out_changed = static_cast<int64_t>(kout.size()) != channels(out);
-      if (!in_changed && !out_changed) continue;
-      if (producer(op)) {
-        const bool linear = op.op_kind == tools::OpKind::kLinear;
-        if (out_changed) {
-          slice(recipe, weight, info(op).weight_out_dim, kout);
-          slice(recipe, bias, 0, kout);
-          set(recipe, op.module, info(op).out_option, static_cast<int64_t>(kout.size()));
-          plan.log.push_back(op.name + ": " + (linear ? "outputs " : "filters ") +
-                             fmt_count(channels(out), kout.size()));
-        }
-        if (in_changed) {
-          slice(recipe, weight, info(op).weight_in_dim, kin);
-          set(recipe, op.module, info(op).in_option, static_cast<int64_t>(kin.size()));
-          plan.log.push_back(op.name + ": " + (linear ? "input features " : "input channels ") +
-                             fmt_count(channels(in), kin.size()));
-        }
-      } else if (ties_.is_depthwise(op)) {
-        slice(recipe, weight, 0, kin);
-        slice(recipe, bias, 0, kin);
-        const auto n = static_cast<int64_t>(kin.size());
-        set(recipe, op.module, "in_channels", n);
-        set(recipe, op.module, "out_channels", n);
-        set(recipe, op.module, "groups", n);
-        plan.log.push_back(op.name + ": depthwise channels " + fmt_count(channels(in), n));
-      } else if (ties_.is_follower(op) || (!info(op).per_channel.empty() && op.params.empty())) {
-        // Per-channel parameters and buffers (norm statistics) follow their channels.
-        for (const char* p : info(op).per_channel) {
-          const std::string t = op.param(p);
-          if (!t.empty() && tensor(t).dim() >= 1 && tensor(t).size(0) == channels(in))
-            slice(recipe, t, 0, kin);
-        }
-        set(recipe, op.module, info(op).count_option, static_cast<int64_t>(kin.size()));
-      } else if (ties_.is_channel_pad_module(op)) {
-        const auto rank = static_cast<int64_t>(g_.shape(in).size());
-        const int64_t before = op.pads[2 * static_cast<size_t>(rank - 2)];
-        int64_t kept_before = 0, kept_after = 0;
-        for (int64_t c : kout) {
-          if (c < before)
-            ++kept_before;
-          else if (c >= before + channels(in))
-            ++kept_after;
-        }
-        set(recipe, op.module, "before", kept_before);
-        set(recipe, op.module, "after", kept_after);
-        plan.log.push_back(op.name + ": padded channels " +
-                           fmt_count(channels(out) - channels(in), kept_before + kept_after));
-      }
+  /// A convolution's or linear layer's filters (outputs) and input channels (features).
+  void thin_producer(ThinningPlan& plan, const OpNode& op, const std::vector<int64_t>& kin,
+                     const std::vector<int64_t>& kout, bool in_changed, bool out_changed) {
+    const int in = op.inputs[0], out = op.outputs[0];
+    const std::string weight = op.param("weight"), bias = op.param("bias");
+    const bool linear = op.op_kind == tools::OpKind::kLinear;
+    if (out_changed) {
+      slice(plan.recipe, weight, info(op).weight_out_dim, kout);
+      slice(plan.recipe, bias, 0, kout);
+      set(plan.recipe, op.module, info(op).out_option, static_cast<int64_t>(kout.size()));
+      plan.log.push_back(op.name + ": " + (linear ? "outputs " : "filters ") +
+                         fmt_count(channels(out), kout.size()));
     }
-    return plan;
+    if (in_changed) {
+      slice(plan.recipe, weight, info(op).weight_in_dim, kin);
+      set(plan.recipe, op.module, info(op).in_option, static_cast<int64_t>(kin.size()));
+      plan.log.push_back(op.name + ": " + (linear ? "input features " : "input channels ") +
+                         fmt_count(channels(in), kin.size()));
+    }
+  }
+
+  /// A depthwise convolution keeps the channels it is given, in and out.
+  void thin_depthwise(ThinningPlan& plan, const OpNode& op, const std::vector<int64_t>& kin) {
+    slice(plan.recipe, op.param("weight"), 0, kin);
+    slice(plan.recipe, op.param("bias"), 0, kin);
+    const auto n = static_cast<int64_t>(kin.size());
+    set(plan.recipe, op.module, "in_channels", n);
+    set(plan.recipe, op.module, "out_channels", n);
+    set(plan.recipe, op.module, "groups", n);
+    plan.log.push_back(op.name + ": depthwise channels " + fmt_count(channels(op.inputs[0]), n));
+  }
+
+  /// Per-channel parameters and buffers (norm statistics) follow their channels.
+  void thin_per_channel(ThinningPlan& plan, const OpNode& op, const std::vector<int64_t>& kin) {
+    const int in = op.inputs[0];
+    for (const char* p : info(op).per_channel) {
+      const std::string t = op.param(p);
+      if (!t.empty() && tensor(t).dim() >= 1 && tensor(t).size(0) == channels(in))
+        slice(plan.recipe, t, 0, kin);
+    }
+    set(plan.recipe, op.module, info(op).count_option, static_cast<int64_t>(kin.size()));
+  }
+
+  /// A channel pad keeps the padded channels that stay, before and after its input's.
+  void thin_channel_pad(ThinningPlan& plan, const OpNode& op, const std::vector<int64_t>& kout) {
+    const int in = op.inputs[0], out = op.outputs[0];
+    const auto rank = static_cast<int64_t>(g_.shape(in).size());
+    const int64_t before = op.pads[2 * static_cast<size_t>(rank - 2)];
+    int64_t kept_before = 0, kept_after = 0;
+    for (int64_t c : kout) {
+      if (c < before)
+        ++kept_before;
+      else if (c >= before + channels(in))
+        ++kept_after;
+    }
+    set(plan.recipe, op.module, "before", kept_before);
+    set(plan.recipe, op.module, "after", kept_after);
+    plan.log.push_back(op.name + ": padded channels " +
+                       fmt_count(channels(out) - channels(in), kept_before + kept_after));
   }
 
   const SummaryGraph& g_;

@@ -51,11 +51,12 @@ void fill(cv::Mat& img, const std::vector<std::vector<cv::Point2f>>& polys, cv::
 
 }  // namespace
 
-at::Tensor render_synthetic_shape(int64_t label, int64_t size, uint64_t seed) {
-  Rng rng = Rng::from(seed, 0x54A9E5, static_cast<uint64_t>(label));
-  const int n = static_cast<int>(size);
-  cv::Mat img(n, n, CV_8UC3);
-  // Background: a gradient between two random colours.
+namespace {
+
+/// Fills `img` with a gradient between two random colours; returns the first (the background
+/// the shape must stand out from).
+cv::Vec3d draw_background(cv::Mat& img, Rng& rng) {
+  const int n = img.rows;
   const auto v0 = rng.uniform3(0, 255);
   const cv::Vec3d b0(v0[0], v0[1], v0[2]);
   const auto dv = rng.uniform3(-80, 80);
@@ -69,14 +70,12 @@ at::Tensor render_synthetic_shape(int64_t label, int64_t size, uint64_t seed) {
           cv::Vec3b(cv::saturate_cast<uchar>(c[0]), cv::saturate_cast<uchar>(c[1]),
                     cv::saturate_cast<uchar>(c[2]));
     }
-  auto contrasting = [&]() {
-    for (int tries = 0;; ++tries) {
-      const auto v = rng.uniform3(0, 255);
-      const cv::Vec3d c(v[0], v[1], v[2]);
-      if (cv::norm(c - b0) > 120 || tries > 20) return cv::Scalar(c[0], c[1], c[2]);
-    }
-  };
-  // Clutter: strokes and dots that are not the class shape.
+  return b0;
+}
+
+/// Clutter: one to four strokes and dots that are not the class shape.
+void draw_clutter(cv::Mat& img, Rng& rng) {
+  const int n = img.rows;
   int clutter = static_cast<int>(rng.integer(1, 4));
   for (int i = 0; i < clutter; ++i) {
     const auto v = rng.uniform3(0, 255);
@@ -92,13 +91,11 @@ at::Tensor render_synthetic_shape(int64_t label, int64_t size, uint64_t seed) {
       cv::circle(img, p0, static_cast<int>(rng.integer(1, 2)), col, -1, cv::LINE_AA);
     }
   }
+}
 
-  const double r = rng.uniform(0.22, 0.36) * n;  // shape radius
-  const auto cy = static_cast<float>(rng.uniform(r * 0.9, n - r * 0.9));
-  const cv::Point2f c(static_cast<float>(rng.uniform(r * 0.9, n - r * 0.9)), cy);
-  const double a = rng.uniform(0, 2 * M_PI);
-  const cv::Scalar col = contrasting();
-  const cv::Scalar bg(b0[0], b0[1], b0[2]);
+/// The shape of class `label` at centre `c`, radius `r`, angle `a`, in `col` (holes in `bg`).
+void draw_class_shape(cv::Mat& img, int64_t label, cv::Point2f c, double r, double a,
+                      const cv::Scalar& col, const cv::Scalar& bg) {
   switch (label) {
     case 0:
       fill(img, {regular(48, 0)}, c, r, a, col);
@@ -146,7 +143,11 @@ at::Tensor render_synthetic_shape(int64_t label, int64_t size, uint64_t seed) {
       fill(img, {regular(4, M_PI / 4, 0.6)}, c, r, a, bg);
       break;
   }
-  // Sensor noise.
+}
+
+/// Sensor noise: per pixel and channel, roughly Gaussian of a random sigma in [2, 12].
+void add_noise(cv::Mat& img, Rng& rng) {
+  const int n = img.rows;
   const double sigma = rng.uniform(2, 12);
   for (int y = 0; y < n; ++y)
     for (int x = 0; x < n; ++x)
@@ -154,6 +155,32 @@ at::Tensor render_synthetic_shape(int64_t label, int64_t size, uint64_t seed) {
         double v = img.at<cv::Vec3b>(y, x)[k] + sigma * (rng.sum_of_three() - 1.5) * 2;
         img.at<cv::Vec3b>(y, x)[k] = cv::saturate_cast<uchar>(v);
       }
+}
+
+}  // namespace
+
+at::Tensor render_synthetic_shape(int64_t label, int64_t size, uint64_t seed) {
+  Rng rng = Rng::from(seed, 0x54A9E5, static_cast<uint64_t>(label));
+  const int n = static_cast<int>(size);
+  cv::Mat img(n, n, CV_8UC3);
+  const cv::Vec3d b0 = draw_background(img, rng);
+  draw_clutter(img, rng);
+  const double r = rng.uniform(0.22, 0.36) * n;  // shape radius
+  const auto cy = static_cast<float>(rng.uniform(r * 0.9, n - r * 0.9));
+  const cv::Point2f c(static_cast<float>(rng.uniform(r * 0.9, n - r * 0.9)), cy);
+  const double a = rng.uniform(0, 2 * M_PI);
+  // A colour far enough from the background (after 21 tries, the last one).
+  cv::Scalar col;
+  for (int tries = 0;; ++tries) {
+    const auto v = rng.uniform3(0, 255);
+    const cv::Vec3d cc(v[0], v[1], v[2]);
+    if (cv::norm(cc - b0) > 120 || tries > 20) {
+      col = cv::Scalar(cc[0], cc[1], cc[2]);
+      break;
+    }
+  }
+  draw_class_shape(img, label, c, r, a, col, cv::Scalar(b0[0], b0[1], b0[2]));
+  add_noise(img, rng);
   auto t = torch::from_blob(img.data, {n, n, 3}, torch::kUInt8).clone();
   return t.permute({2, 0, 1}).contiguous();
 }

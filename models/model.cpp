@@ -1,39 +1,26 @@
 #include "models/model.h"
 
-#include "core/thinning_recipe.h"
-
-#include <mutex>
-
-#include "models/classify/classifier.h"
-#include "models/deblur/deblur_models.h"
-#include "models/sr/sr_models.h"
+#include "core/error.h"
 
 namespace igb::models {
 
 torch::Tensor ModelImpl::forward(torch::Tensor x) {
-  if (inputs_quant_) x = inputs_quant_->forward(x);
+  if (input_forward_) x = input_forward_(x);
   return forward_impl(std::move(x));
 }
 
-void ModelImpl::set_inputs_quant(compress::FakeLinearQuant q) {
-  inputs_quant_ = inputs_quant_ ? replace_module(compress::kInputsQuantName, std::move(q))
-                                : register_module(compress::kInputsQuantName, std::move(q));
+void ModelImpl::set_input_stage(const std::string& name, std::shared_ptr<torch::nn::Module> module,
+                                Forward forward) {
+  if (input_stage_)
+    input_stage_ = replace_module(name, std::move(module));
+  else
+    input_stage_ = register_module(name, std::move(module));
+  input_forward_ = std::move(forward);
 }
 
 Registry<ModelSpec>& model_registry() {
   static Registry<ModelSpec> registry("model");
   return registry;
-}
-
-void register_builtin_models() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    auto& r = model_registry();
-    sr::register_sr_models(r);
-    classify::register_classify_models(r);
-    deblur::register_deblur_models(r);
-    r.freeze();
-  });
 }
 
 Model create_model(const std::string& name, const nlohmann::json& options) {
@@ -80,51 +67,6 @@ void OptionReader::finish() const {
       throw InputError("model " + model_ + " has no option '" + kv.key() +
                        "'; valid options: " + join(known_));
   }
-}
-
-}  // namespace igb::models
-
-#include "compress/quantization_state.h"
-#include "core/checkpoint.h"
-
-namespace igb::models {
-
-Model model_from_checkpoint(const Checkpoint& checkpoint) {
-  const auto& meta = checkpoint.meta();
-  if (!model_registry().contains(meta.model))
-    throw InputError(
-        "checkpoint " + checkpoint.path().string() + " names model '" + meta.model +
-        "', which this build does not have; valid models: " + join(model_registry().names()));
-  const std::string where = "checkpoint " + checkpoint.path().string();
-  Model model;
-  try {
-    model = create_model(meta.model, meta.model_options);
-  } catch (const InputError& e) {
-    throw InputError(where + ": " + e.what());
-  } catch (const std::exception&) {
-    throw InputError(where + ": model '" + meta.model + "' cannot be built from its options " +
-                     meta.model_options.dump());
-  }
-  // A thinned model: replay its thinning recipes on the dense model, then load the weights.
-  for (size_t i = 0; i < meta.thinning_recipes.size(); ++i) {
-    const std::string recipe =
-        checkpoint.path().string() + " (thinning recipe " + std::to_string(i + 1) + ")";
-    try {
-      apply_thinning_recipe(*model, meta.thinning_recipes[i], recipe);
-    } catch (const InputError&) {
-      throw;
-    } catch (const std::exception&) {
-      throw InputError(recipe + ": the recipe does not fit model '" + meta.model + "'");
-    }
-  }
-  // A quantized model: its float copies, scales and activation slots, then every tensor by name.
-  try {
-    compress::restore_quantization(*model, meta.quantization);
-  } catch (const InputError& e) {
-    throw InputError(where + ": " + e.what());
-  }
-  checkpoint.load_model(*model);
-  return model;
 }
 
 }  // namespace igb::models

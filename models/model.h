@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "compress/quantization_state.h"
+#include "core/input_stage.h"
 #include "core/registry.h"
 
 namespace igb::models {
@@ -21,20 +21,18 @@ namespace igb::models {
 /// submodules with stable dotted names, which knows the input shape it expects (batch 1) and can
 /// emit the options it was built with, so a checkpoint can rebuild it exactly.
 ///
-/// Every model takes its input the same way: forward() passes it through the model's input
-/// quantizer when one is set (Distiller's `inputs_quant`, added by
-/// QuantAwareTrainRangeLinearQuantizer with quantize_inputs), then runs the model's own layers,
-/// forward_impl().
-class ModelImpl : public torch::nn::Module, public compress::InputQuantSlot {
+/// Every model takes its input the same way: forward() passes it through the model's input stage
+/// when one is set (a quantizer's fake quantization of the input, Distiller's `inputs_quant`),
+/// then runs the model's own layers, forward_impl().
+class ModelImpl : public torch::nn::Module, public InputStage {
  public:
   using torch::nn::Module::Module;
 
   /// The model's output for `x`, a batch of input_shape() inputs.
   torch::Tensor forward(torch::Tensor x);
-  /// Registers `q` as the child module `inputs_quant` (replacing one set before).
-  void set_inputs_quant(compress::FakeLinearQuant q) override;
-  /// The input quantizer; empty (null) when none is set.
-  compress::FakeLinearQuant inputs_quant() const override { return inputs_quant_; }
+  void set_input_stage(const std::string& name, std::shared_ptr<torch::nn::Module> module,
+                       Forward forward) override;
+  std::shared_ptr<torch::nn::Module> input_stage() const override { return input_stage_; }
   /// Shape of one dummy input, batch 1 (e.g. {1, 3, 32, 32}).
   virtual std::vector<int64_t> input_shape() const = 0;
   /// The resolved options, as accepted back by the registry factory: options_to_json() of the
@@ -42,16 +40,17 @@ class ModelImpl : public torch::nn::Module, public compress::InputQuantSlot {
   virtual nlohmann::json options_json() const = 0;
 
  protected:
-  /// The model's own layers, on the (possibly quantized) input.
+  /// The model's own layers, on the input after its input stage.
   virtual torch::Tensor forward_impl(torch::Tensor x) = 0;
 
  private:
-  compress::FakeLinearQuant inputs_quant_{nullptr};
+  std::shared_ptr<torch::nn::Module> input_stage_;
+  Forward input_forward_;
 };
 
 using Model = std::shared_ptr<ModelImpl>;
 
-/// A registry entry: the application family ("sr", "classify", "deblur"), a factory taking the
+/// A registry entry: the application family that registered it, a factory taking the
 /// model's options as a JSON object (unknown keys are InputErrors), and the option defaults.
 struct ModelSpec {
   std::string family;
@@ -63,7 +62,8 @@ struct ModelSpec {
 /// The model registry (filled by register_builtin_models()).
 Registry<ModelSpec>& model_registry();
 
-/// Registers every model of the zoo; safe to call more than once. Freezes the registry.
+/// Registers every model of the zoo, each family's (models/family.h); safe to call more than
+/// once. Freezes the registry.
 void register_builtin_models();
 
 /// Builds `name` with `options`; unknown names list the valid ones.
@@ -182,7 +182,7 @@ Options options_from_json(const std::string& model, const nlohmann::json& json,
 /// options_from_json (starting from `start`, for fields the name fixes, such as a ResNet's
 /// depth), then builds the model with `make`.
 ///
-///   add_model(registry, "fsrcnn", "sr", make_fsrcnn, "FSRCNN(d, s, m) (Dong et al. 2016)");
+///   add_model(registry, "fsrcnn", family, make_fsrcnn, "FSRCNN(d, s, m) (Dong et al. 2016)");
 template <class Options>
 void add_model(Registry<ModelSpec>& registry, const std::string& name, const std::string& family,
                Model (*make)(const Options&), std::string help, Options start = Options()) {
@@ -194,18 +194,5 @@ void add_model(Registry<ModelSpec>& registry, const std::string& name, const std
   spec.defaults = options_to_json(start);
   registry.add(name, std::move(spec), std::move(help));
 }
-
-}  // namespace igb::models
-
-namespace igb {
-class Checkpoint;
-}
-
-namespace igb::models {
-
-/// Rebuilds the exact model a checkpoint was saved from (registry name, options, thinning
-/// recipes, then the quantizer's preparation: compress::restore_quantization) and loads its
-/// weights.
-Model model_from_checkpoint(const Checkpoint& checkpoint);
 
 }  // namespace igb::models

@@ -15,6 +15,7 @@
 #include "core/run_context.h"
 #include "data/dataset.h"
 #include "data/loader.h"
+#include "models/evaluation.h"
 #include "models/loss_scaler.h"
 #include "models/model.h"
 #include "models/train_config.h"
@@ -26,9 +27,6 @@ class EventWriter;
 }  // namespace igb
 
 namespace igb::models {
-
-/// Validation metrics in display order.
-using Metrics = std::vector<std::pair<std::string, double>>;
 
 /// What one application family brings to the shared training loop.
 class TrainingTask {

@@ -13,37 +13,20 @@
 #include "core/logger.h"
 #include "core/progress.h"
 #include "core/subprocess.h"
+#include "deploy/onnx/onnx_runtime.h"
+#include "models/evaluate_checkpoint.h"
+#include "models/family.h"
 #include "models/model.h"
 #include "options/common_options.h"
 #include "options/launch.h"
-#include "options/optform.h"
-#include "options/tool_commands.h"
+#include "options/tool_commands/sensitivity_commands.h"
+#include "options/tool_commands/tool_command.h"
 #include "options/yaml_config.h"
-#include "tools/export/onnx_runtime.h"
 #include "tools/macs.h"
 
 namespace igb::options {
 
 namespace fs = std::filesystem;
-
-Registry<OptFormSpec>& optform_registry() {
-  static Registry<OptFormSpec> registry("optform");
-  return registry;
-}
-
-void register_builtin_optforms() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    models::register_builtin_models();
-    auto& r = optform_registry();
-    r.add("classify", {make_classify_optform},
-          "image classification: CIFAR/ImageNet/MNIST zoo; top-1, top-5");
-    r.add("sr", {make_sr_optform}, "super-resolution: srcnn, fsrcnn, espcn, vdsr; PSNR/SSIM on Y");
-    r.add("deblur", {make_deblur_optform},
-          "deblurring: DeblurGAN generator against a PatchGAN critic; PSNR (RGB), SSIM (Y)");
-    r.freeze();
-  });
-}
 
 namespace {
 
@@ -59,7 +42,7 @@ int take_optform(int argc, char** argv, std::string& optform) {
   if (a == "--optform") {
     if (argc < 3)
       throw InputError("--optform needs a value; valid optforms: " +
-                       join(optform_registry().names()));
+                       join(models::family_registry().names()));
     optform = argv[2];
     return 3;
   }
@@ -68,8 +51,8 @@ int take_optform(int argc, char** argv, std::string& optform) {
 
 int missing_optform(const std::string& program, int argc, char** argv) {
   std::string list;
-  for (const auto& n : optform_registry().names())
-    list += "  " + n + "  " + optform_registry().entry(n).help + "\n";
+  for (const auto& n : models::family_registry().names())
+    list += "  " + n + "  " + models::family_registry().entry(n).help + "\n";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -82,7 +65,7 @@ int missing_optform(const std::string& program, int argc, char** argv) {
     if (a.rfind("--optform", 0) == 0) throw InputError("--optform must be the first argument");
   }
   throw InputError("the first argument must be --optform=NAME; valid optforms: " +
-                   join(optform_registry().names()));
+                   join(models::family_registry().names()));
 }
 
 /// Parses argv[first..] with `app`; help prints and returns true (caller exits 0).
@@ -112,19 +95,58 @@ std::string default_run_dir(const std::string& model) {
 
 }  // namespace
 
+namespace {
+
+/// The run directory: --out, else the resumed checkpoint's folder, else a new one named after the
+/// model and the time.
+fs::path run_directory(const models::TrainConfig& train) {
+  fs::path dir;
+  if (!train.out.empty())
+    dir = train.out;
+  else if (!train.resume.empty())
+    dir = fs::path(train.resume).parent_path();
+  else
+    dir = default_run_dir(train.model);
+  return dir.empty() ? fs::path(".") : dir;
+}
+
+/// The launcher of --nproc N: the same command in N ranks, all writing to the one run directory.
+int launch_ranks(int argc, char** argv, const models::TrainConfig& train, const fs::path& out) {
+  LocalJob job;
+  job.argv.push_back((executable_dir() / "igb-train").string());
+  for (int i = 1; i < argc; ++i) job.argv.push_back(argv[i]);
+  if (train.out.empty()) job.argv.insert(job.argv.end(), {"--out", out.string()});
+  job.nproc = train.nproc;
+  job.timeout_seconds = train.dist_timeout;
+  return run_local_job(job);
+}
+
+/// Adds the MACs of the trained model (after any thinning), from the summary graph of the last
+/// checkpoint, to summary.json.
+void add_trained_macs(const fs::path& out, nlohmann::json& summary) {
+  if (!fs::exists(out / "checkpoint.ckpt") || !fs::exists(out / "summary.json")) return;
+  auto m = load_tool_model("", {}, (out / "checkpoint.ckpt").string(), "");
+  summary["macs"] = tools::compute_macs(tool_graph(m, m.input), *m.model).total_macs;
+  summary["macs_input"] = m.input;
+  write_text_atomically(out / "summary.json", summary.dump(2) + "\n");
+}
+
+}  // namespace
+
 int train_main(int argc, char** argv) {
-  register_builtin_optforms();
+  models::register_builtin_models();
   std::string optform;
   int first = take_optform(argc, argv, optform);
   if (!first) return missing_optform("igb-train", argc, argv);
-  auto form = optform_registry().get(optform).make();
+  auto form = models::family(optform).make_options();
 
   CLI::App app(
       "Train a model of the " + optform + " application, optionally under a compression schedule.",
       "igb-train --optform=" + optform);
   models::TrainConfig train;
-  train.model = form->default_model();
-  form->add_train_options(app, train);
+  form->set_train_defaults(train);
+  add_common_train_options(app, train);
+  form->add_train_options(app);
   auto yaml = std::make_shared<YamlConfig>(optform);
   yaml->set_app(&app);
   app.config_formatter(yaml);
@@ -148,25 +170,9 @@ int train_main(int argc, char** argv) {
   ctx.device = configure_runtime(threads, train.device);
   ctx.seed = train.seed;
   ctx.terminal = Progress::stderr_is_terminal();
-  if (!train.out.empty())
-    ctx.out_dir = train.out;
-  else if (!train.resume.empty())
-    ctx.out_dir = fs::path(train.resume).parent_path();
-  else
-    ctx.out_dir = default_run_dir(train.model);
-  if (ctx.out_dir.empty()) ctx.out_dir = ".";
+  ctx.out_dir = run_directory(train);
   check_output_folder("--out", ctx.out_dir);
-
-  if (train.nproc > 1 && !dist_env) {
-    // The launcher: the same command in --nproc ranks, all writing to the one run directory.
-    LocalJob job;
-    job.argv.push_back((executable_dir() / "igb-train").string());
-    for (int i = 1; i < argc; ++i) job.argv.push_back(argv[i]);
-    if (train.out.empty()) job.argv.insert(job.argv.end(), {"--out", ctx.out_dir.string()});
-    job.nproc = train.nproc;
-    job.timeout_seconds = train.dist_timeout;
-    return run_local_job(job);
-  }
+  if (train.nproc > 1 && !dist_env) return launch_ranks(argc, argv, train, ctx.out_dir);
   std::unique_ptr<Distributed> dist;
   if (dist_env && dist_env->world_size > 1) {
     dist = std::make_unique<Distributed>(
@@ -182,121 +188,132 @@ int train_main(int argc, char** argv) {
   nlohmann::json config_json = {{"optform", optform}};
   for (const auto& [k, v] : resolved_options(app)) config_json[k] = v;
   config_json["out"] = ctx.out_dir.string();
-  auto summary = form->run_train(ctx, yaml->to_config(&app, true, false, ""), config_json);
+  const models::RunInfo info{optform, yaml->to_config(&app, true, false, ""), config_json};
+  auto summary = form->run_train(train, app, ctx, info);
   if (dist && !dist->is_main()) return kExitOk;
-  // MACs of the trained model (after any thinning), from the summary graph of the last checkpoint.
-  if (fs::exists(ctx.out_dir / "checkpoint.ckpt") && fs::exists(ctx.out_dir / "summary.json")) {
-    auto m = load_tool_model("", {}, (ctx.out_dir / "checkpoint.ckpt").string(), "");
-    summary["macs"] = tools::compute_macs(tool_graph(m, m.input), *m.model).total_macs;
-    summary["macs_input"] = m.input;
-    write_text_atomically(ctx.out_dir / "summary.json", summary.dump(2) + "\n");
-  }
+  add_trained_macs(ctx.out_dir, summary);
   std::cout << summary.dump(2) << std::endl;
   logger.info("run directory: " + ctx.out_dir.string());
   return kExitOk;
 }
 
-int test_main(int argc, char** argv) {
-  register_builtin_optforms();
-  std::string optform;
-  int first = take_optform(argc, argv, optform);
-  if (!first) return missing_optform("igb-test", argc, argv);
-  auto form = optform_registry().get(optform).make();
+namespace {
 
-  CLI::App app("Test a checkpoint of the " + optform +
-                   " application: rebuilds the model from the checkpoint alone.",
-               "igb-test --optform=" + optform);
-  std::string checkpoint, data = "synthetic", out, device = "cpu";
+/// igb-test's own options; the family adds its data options to `request`.
+struct TestArgs {
+  models::TestRequest request;
+  std::string device = "cpu", onnx;
   int64_t threads = 0;
   std::vector<std::string> summary;
-  compress::QuantizeEvalRequest quantize_eval;
-  std::string onnx;
-  app.add_option("--checkpoint", checkpoint, "Checkpoint (.ckpt) to test")->required();
-  app.add_option("--summary", summary,
+};
+
+void add_test_options(CLI::App& app, TestArgs& a) {
+  auto& r = a.request;
+  app.add_option("--checkpoint", r.checkpoint, "Checkpoint (.ckpt) to test")->required();
+  app.add_option("--summary", a.summary,
                  "After testing, write these reports into the output folder: sparsity, macs, "
-                 "graph, profile "
-                 "(comma-separated)")
+                 "graph, profile, sensitivity (comma-separated)")
       ->delimiter(',')
       ->check(CLI::IsMember(summary_kinds()));
-  app.add_option("--data", data, "'synthetic' or a data folder")->capture_default_str();
-  app.add_option("--out", out, "Folder for test_summary.json (default: the checkpoint's folder)");
-  app.add_option("--device", device, "Device")
+  app.add_option("--data", r.data.data, "'synthetic' or a data folder")->capture_default_str();
+  app.add_option("--out", r.out, "Folder for test_summary.json (default: the checkpoint's folder)");
+  app.add_option("--device", a.device, "Device")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  int_range(app.add_option("--threads", threads, "Intra-op threads (0 = all cores)")
+  int_range(app.add_option("--threads", a.threads, "Intra-op threads (0 = all cores)")
                 ->capture_default_str(),
             0, 1024);
-  auto* qe = app.add_option("--quantize-eval", quantize_eval.schedule,
+  auto* qe = app.add_option("--quantize-eval", r.quantize_eval.schedule,
                             "Also evaluate the model post-training quantized by the "
                             "PostTrainLinearQuantizer of this Distiller YAML, next to FP32");
-  int_range(app.add_option("--calibration-batches", quantize_eval.calibration_batches,
+  int_range(app.add_option("--calibration-batches", r.quantize_eval.calibration_batches,
                            "Batches of the evaluation data the activation statistics are "
-                           "collected on (classify: 128 images a batch; sr: one image)")
+                           "collected on (classify: 128 images a batch; sr, deblur: one image)")
                 ->capture_default_str()
                 ->needs(qe),
             1, 1000000);
-  app.add_option("--qe-stats-file", quantize_eval.stats_file,
+  app.add_option("--qe-stats-file", r.quantize_eval.stats_file,
                  "Activation statistics (YAML, as --quantize-eval writes to quant_stats.yaml) to "
                  "use instead of calibrating")
       ->needs(qe)
       ->check(CLI::ExistingFile);
-  app.add_option("--onnx", onnx,
+  app.add_option("--onnx", a.onnx,
                  "Also evaluate this ONNX export of the checkpoint (igb-tools export-onnx) in "
                  "onnxruntime on the same data, next to the checkpoint (needs "
                  "scripts/install_onnxruntime.sh)")
       ->check(CLI::ExistingFile);
-  form->add_test_options(app);
+}
+
+/// The reports of --summary, written beside test_summary.json.
+void write_test_summaries(const TestArgs& a, const fs::path& out_dir, const c10::Device& device,
+                          Logger& logger) {
+  if (a.summary.empty()) return;
+  write_summaries(load_tool_model("", {}, a.request.checkpoint, ""), a.summary, out_dir, logger);
+  if (std::find(a.summary.begin(), a.summary.end(), "sensitivity") == a.summary.end()) return;
+  SensitivityArgs sweep;  // element pruning at 0, 0.05, ..., 0.95 on 4 evaluation batches
+  sweep.checkpoint = a.request.checkpoint;
+  sweep.data = a.request.data.data;
+  sweep.out = out_dir.string();
+  sweep_checkpoint(sweep, device, logger);
+}
+
+}  // namespace
+
+int test_main(int argc, char** argv) {
+  models::register_builtin_models();
+  std::string optform;
+  int first = take_optform(argc, argv, optform);
+  if (!first) return missing_optform("igb-test", argc, argv);
+  const auto& family = models::family(optform);
+  auto form = family.make_options();
+
+  CLI::App app("Test a checkpoint of the " + optform +
+                   " application: rebuilds the model from the checkpoint alone.",
+               "igb-test --optform=" + optform);
+  TestArgs a;
+  add_test_options(app, a);
+  form->add_test_options(app, a.request);
   if (parse(app, argc, argv, first, nullptr)) return kExitOk;
-  fs::path out_dir = out.empty() ? fs::path(checkpoint).parent_path() : fs::path(out);
+  auto& r = a.request;
+  fs::path out_dir = r.out.empty() ? fs::path(r.checkpoint).parent_path() : fs::path(r.out);
   if (out_dir.empty()) out_dir = ".";
   check_output_folder("--out", out_dir);
-
+  if (!r.save_images.empty()) check_output_folder("--save-images", r.save_images);
   // A bad post-training YAML or stats file fails before anything is evaluated.
-  if (quantize_eval.enabled()) {
-    compress::PostTrainOptions::load(quantize_eval.schedule);
-    if (!quantize_eval.stats_file.empty()) compress::read_quant_stats(quantize_eval.stats_file);
+  if (r.quantize_eval.enabled()) {
+    compress::PostTrainOptions::load(r.quantize_eval.schedule);
+    if (!r.quantize_eval.stats_file.empty()) compress::read_quant_stats(r.quantize_eval.stats_file);
   }
 
   Logger logger;
   RunContext ctx;
   ctx.logger = &logger;
-  ctx.device = configure_runtime(threads, device);
+  ctx.device = configure_runtime(a.threads, a.device);
   // The ONNX model runs in onnxruntime, one process per batch, through files in a scratch folder.
   std::unique_ptr<TempDir> ort_dir;
-  std::unique_ptr<tools::OnnxRuntimeRunner> ort;
-  models::ExternalForward external;
-  if (!onnx.empty()) {
+  std::unique_ptr<deploy::OnnxRuntimeRunner> ort;
+  if (!a.onnx.empty()) {
     ort_dir = std::make_unique<TempDir>("igb-onnx-eval");
-    ort = std::make_unique<tools::OnnxRuntimeRunner>(onnx, ort_dir->path(),
-                                                     tools::OnnxRuntimeOptions().threads(threads));
-    external.label = "onnxruntime";
-    external.source = onnx;
-    external.forward = [&](const at::Tensor& x) { return ort->run(x); };
+    ort = std::make_unique<deploy::OnnxRuntimeRunner>(
+        a.onnx, ort_dir->path(), deploy::OnnxRuntimeOptions().threads(a.threads));
+    r.external.label = "onnxruntime";
+    r.external.source = a.onnx;
+    r.external.forward = [&ort](const at::Tensor& x) { return ort->run(x); };
   }
-  form->run_test(ctx, checkpoint, data, out, quantize_eval, external);
-  if (!summary.empty())
-    write_summaries(load_tool_model("", {}, checkpoint, ""), summary, out_dir, logger);
-  if (std::find(summary.begin(), summary.end(), "sensitivity") != summary.end()) {
-    SensitivityArgs sweep;  // element pruning at 0, 0.05, ..., 0.95 on 4 evaluation batches
-    sweep.checkpoint = checkpoint;
-    sweep.data = data;
-    sweep.out = out_dir.string();
-    sweep_checkpoint(sweep, ctx.device, logger);
-  }
+  models::evaluate_checkpoint(optform, r, family.make_evaluator, ctx);
+  write_test_summaries(a, out_dir, ctx.device, logger);
   return kExitOk;
 }
 
 int tools_main(int argc, char** argv) {
-  register_builtin_optforms();
+  models::register_builtin_models();
   compress::register_builtin_compression();
   CLI::App app("Analysis and export tools for igb models and checkpoints.", "igb-tools");
   app.require_subcommand(1);
-  ToolCommands commands(app);
+  ToolCommandSet commands(app);
   // CLI11 would only say that a subcommand is required.
   if (argc > 1 && argv[1][0] != '-') {
-    std::vector<std::string> names;
-    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
-      names.push_back(sub->get_name());
+    const auto names = commands.names();
     if (std::find(names.begin(), names.end(), argv[1]) == names.end())
       throw InputError(std::string("unknown command '") + argv[1] +
                        "'; valid commands: " + join(names));

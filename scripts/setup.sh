@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR="${1:-build}"
 
 PACKAGES=(
-  build-essential clang cmake ninja-build ccache pkg-config clang-format
+  build-essential clang cmake ninja-build ccache pkg-config clang-format clang-tidy
   libtorch-dev libyaml-cpp-dev libonnx-dev libopencv-dev libjpeg-dev libpng-dev libcli11-dev
   libgraphviz-dev graphviz libcairo2-dev libexpat1-dev libgtest-dev libgmock-dev libgloo-dev
   nlohmann-json3-dev libfmt-dev

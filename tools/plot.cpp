@@ -54,24 +54,33 @@ void text_at(cairo_t* cr, const std::string& s, double x, double y, double align
   cairo_show_text(cr, s.c_str());
 }
 
-void draw(cairo_t* cr, const LinePlot& p) {
-  const double w = p.width, h = p.height;
-  const double left = 80, right = 250, top = 50, bottom = 60;
-  const double pw = w - left - right, ph = h - top - bottom;
-  cairo_set_source_rgb(cr, 1, 1, 1);
-  cairo_paint(cr);
-  cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+/// The plot area on the page and the data ranges it shows.
+struct Frame {
+  double left = 80, top = 50, pw = 0, ph = 0;
+  double x0 = 0, x1 = 1, y0 = 0, y1 = 1;
+  bool log_x = false;
+  /// On a log axis every x is drawn at its log10.
+  double tx(double x) const {
+    return !log_x ? x : x > 0 ? std::log10(x) : std::numeric_limits<double>::quiet_NaN();
+  }
+  double sx(double x) const { return left + (tx(x) - x0) / (x1 - x0) * pw; }
+  double sy(double y) const { return top + ph - (y - y0) / (y1 - y0) * ph; }
+  bool shown(double x, double y) const { return std::isfinite(tx(x)) && std::isfinite(y); }
+};
 
-  // On a log axis every x is drawn at its log10.
-  const auto tx = [&](double x) {
-    return !p.log_x ? x : x > 0 ? std::log10(x) : std::numeric_limits<double>::quiet_NaN();
-  };
+/// The frame of `p`: the data's ranges, padded, with room for point labels.
+Frame frame_of(const LinePlot& p) {
+  Frame f;
+  const double right = 250, bottom = 60;
+  f.pw = p.width - f.left - right;
+  f.ph = p.height - f.top - bottom;
+  f.log_x = p.log_x;
   double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
   for (const auto& s : p.series)
     for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
-      if (!std::isfinite(tx(s.x[i])) || !std::isfinite(s.y[i])) continue;
-      x0 = std::min(x0, tx(s.x[i]));
-      x1 = std::max(x1, tx(s.x[i]));
+      if (!f.shown(s.x[i], s.y[i])) continue;
+      x0 = std::min(x0, f.tx(s.x[i]));
+      x1 = std::max(x1, f.tx(s.x[i]));
       y0 = std::min(y0, s.y[i]);
       y1 = std::max(y1, s.y[i]);
     }
@@ -87,118 +96,142 @@ void draw(cairo_t* cr, const LinePlot& p) {
     x0 -= xpad;
     x1 += xpad;
   }
-  auto sx = [&](double x) { return left + (tx(x) - x0) / (x1 - x0) * pw; };
-  auto sy = [&](double y) { return top + ph - (y - y0) / (y1 - y0) * ph; };
+  f.x0 = x0, f.x1 = x1, f.y0 = y0, f.y1 = y1;
+  return f;
+}
 
-  // Grid, ticks and tick labels.
+/// Tick positions of the x axis, in data units: decades on a log axis (1, 2, 5 of each when it
+/// spans less than two), nice steps otherwise.
+std::vector<double> x_ticks(const Frame& f) {
+  if (!f.log_x) return nice_ticks(f.x0, f.x1, 8);
+  std::vector<double> ticks;
+  for (double d = std::ceil(f.x0); d <= f.x1; ++d) ticks.push_back(std::pow(10.0, d));
+  if (ticks.size() >= 3) return ticks;
+  ticks.clear();
+  for (double d = std::floor(f.x0); d <= f.x1; ++d)
+    for (double m : {1.0, 2.0, 5.0})
+      if (const double t = m * std::pow(10.0, d); std::log10(t) >= f.x0 && std::log10(t) <= f.x1)
+        ticks.push_back(t);
+  return ticks;
+}
+
+/// Grid, ticks and tick labels, the frame, the axis labels and the title.
+void draw_axes(cairo_t* cr, const LinePlot& p, const Frame& f) {
   cairo_set_font_size(cr, 12);
   cairo_set_line_width(cr, 1);
-  std::vector<double> x_ticks;  // in data units
-  if (p.log_x) {
-    for (double d = std::ceil(x0); d <= x1; ++d) x_ticks.push_back(std::pow(10.0, d));
-    if (x_ticks.size() < 3) {  // less than two decades: 1, 2, 5 of each
-      x_ticks.clear();
-      for (double d = std::floor(x0); d <= x1; ++d)
-        for (double m : {1.0, 2.0, 5.0})
-          if (const double t = m * std::pow(10.0, d); std::log10(t) >= x0 && std::log10(t) <= x1)
-            x_ticks.push_back(t);
-    }
-  } else {
-    x_ticks = nice_ticks(x0, x1, 8);
-  }
-  for (double t : x_ticks) {
+  for (double t : x_ticks(f)) {
     cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
-    cairo_move_to(cr, sx(t), top);
-    cairo_line_to(cr, sx(t), top + ph);
+    cairo_move_to(cr, f.sx(t), f.top);
+    cairo_line_to(cr, f.sx(t), f.top + f.ph);
     cairo_stroke(cr);
     cairo_set_source_rgb(cr, 0, 0, 0);
-    text_at(cr, tick_label(t), sx(t), top + ph + 8, 0.5, 0);
+    text_at(cr, tick_label(t), f.sx(t), f.top + f.ph + 8, 0.5, 0);
   }
-  for (double t : nice_ticks(y0, y1, 6)) {
+  for (double t : nice_ticks(f.y0, f.y1, 6)) {
     cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
-    cairo_move_to(cr, left, sy(t));
-    cairo_line_to(cr, left + pw, sy(t));
+    cairo_move_to(cr, f.left, f.sy(t));
+    cairo_line_to(cr, f.left + f.pw, f.sy(t));
     cairo_stroke(cr);
     cairo_set_source_rgb(cr, 0, 0, 0);
-    text_at(cr, tick_label(t), left - 8, sy(t), 1, 0.5);
+    text_at(cr, tick_label(t), f.left - 8, f.sy(t), 1, 0.5);
   }
   cairo_set_source_rgb(cr, 0, 0, 0);
-  cairo_rectangle(cr, left, top, pw, ph);
+  cairo_rectangle(cr, f.left, f.top, f.pw, f.ph);
   cairo_stroke(cr);
-
-  // Labels and title.
   cairo_set_font_size(cr, 14);
-  text_at(cr, p.x_label, left + pw / 2, h - 22, 0.5, 0);
+  text_at(cr, p.x_label, f.left + f.pw / 2, p.height - 22, 0.5, 0);
   cairo_save(cr);
-  cairo_translate(cr, 22, top + ph / 2);
+  cairo_translate(cr, 22, f.top + f.ph / 2);
   cairo_rotate(cr, -M_PI / 2);
   text_at(cr, p.y_label, 0, 0, 0.5, 0.5);
   cairo_restore(cr);
   cairo_set_font_size(cr, 16);
-  text_at(cr, p.title, left + pw / 2, 18, 0.5, 0);
+  text_at(cr, p.title, f.left + f.pw / 2, 18, 0.5, 0);
+}
 
-  // Series, clipped to the plot area, then the legend.
-  std::vector<std::pair<double, double>> placed;  // labels drawn so far
+/// A series' line and points, clipped to the plot area, in the current colour.
+void draw_series(cairo_t* cr, const PlotSeries& s, const Frame& f) {
+  cairo_save(cr);
+  cairo_rectangle(cr, f.left, f.top, f.pw, f.ph);
+  cairo_clip(cr);
+  bool pen = false;
+  for (size_t i = 0; s.lines && i < s.x.size() && i < s.y.size(); ++i) {
+    if (!f.shown(s.x[i], s.y[i])) {
+      pen = false;
+      continue;
+    }
+    if (pen)
+      cairo_line_to(cr, f.sx(s.x[i]), f.sy(s.y[i]));
+    else
+      cairo_move_to(cr, f.sx(s.x[i]), f.sy(s.y[i]));
+    pen = true;
+  }
+  cairo_stroke(cr);
+  for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i)
+    if (f.shown(s.x[i], s.y[i])) {
+      cairo_arc(cr, f.sx(s.x[i]), f.sy(s.y[i]), s.lines ? 2.2 : 5, 0, 2 * M_PI);
+      cairo_fill(cr);
+    }
+  cairo_restore(cr);
+}
+
+/// A series' point labels: right of the point (left of it in the plot's right quarter), above
+/// it; below it where an earlier label (`placed`) sits close by, or at the top of the plot.
+void draw_point_labels(cairo_t* cr, const PlotSeries& s, const Frame& f,
+                       std::vector<std::pair<double, double>>& placed) {
+  cairo_set_font_size(cr, 11);
+  for (size_t i = 0; i < s.labels.size() && i < s.x.size() && i < s.y.size(); ++i) {
+    if (!f.shown(s.x[i], s.y[i]) || s.labels[i].empty()) continue;
+    const double px = f.sx(s.x[i]), py = f.sy(s.y[i]);
+    const bool left_side = px > f.left + 0.75 * f.pw;
+    bool below = py - 9 < f.top + 8;
+    for (const auto& [lx, ly] : placed)
+      if (std::abs(lx - px) < 70 && std::abs(ly - (py - 9)) < 13) below = true;
+    const double ly = below ? py + 10 : py - 9;
+    placed.emplace_back(px, ly);
+    text_at(cr, s.labels[i], px + (left_side ? -9 : 9), ly, left_side ? 1 : 0, 0.5);
+  }
+}
+
+/// Series `k`'s legend entry: its line or point in its colour, and its name.
+void draw_legend_entry(cairo_t* cr, const LinePlot& p, const Frame& f, size_t k) {
+  const auto& s = p.series[k];
+  const auto* c = kColours[k % 10];
   const double legend_font = p.series.size() > 30 ? 9 : 11;
-  const double legend_step = legend_font + 4;
+  const double ly = f.top + 6 + (legend_font + 4) * static_cast<double>(k);
+  if (ly > p.height - 10) return;
+  cairo_set_source_rgb(cr, c[0], c[1], c[2]);
+  const double x = f.left + f.pw;
+  if (s.lines) {
+    cairo_move_to(cr, x + 14, ly);
+    cairo_line_to(cr, x + 38, ly);
+    cairo_stroke(cr);
+  } else {
+    cairo_arc(cr, x + 26, ly, 5, 0, 2 * M_PI);
+    cairo_fill(cr);
+  }
+  cairo_set_dash(cr, nullptr, 0, 0);
+  cairo_set_source_rgb(cr, 0, 0, 0);
+  cairo_set_font_size(cr, legend_font);
+  text_at(cr, s.name, x + 44, ly, 0, 0.5);
+}
+
+void draw(cairo_t* cr, const LinePlot& p) {
+  cairo_set_source_rgb(cr, 1, 1, 1);
+  cairo_paint(cr);
+  cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+  const Frame f = frame_of(p);
+  draw_axes(cr, p, f);
+  std::vector<std::pair<double, double>> placed;  // point labels drawn so far
   for (size_t k = 0; k < p.series.size(); ++k) {
-    const auto& s = p.series[k];
     const auto* c = kColours[k % 10];
     const double dash[] = {6, 3};
     cairo_set_source_rgb(cr, c[0], c[1], c[2]);
     cairo_set_line_width(cr, 1.8);
     cairo_set_dash(cr, dash, (k / 10) % 2 ? 2 : 0, 0);
-    cairo_save(cr);
-    cairo_rectangle(cr, left, top, pw, ph);
-    cairo_clip(cr);
-    bool pen = false;
-    for (size_t i = 0; s.lines && i < s.x.size() && i < s.y.size(); ++i) {
-      if (!std::isfinite(tx(s.x[i])) || !std::isfinite(s.y[i])) {
-        pen = false;
-        continue;
-      }
-      if (pen)
-        cairo_line_to(cr, sx(s.x[i]), sy(s.y[i]));
-      else
-        cairo_move_to(cr, sx(s.x[i]), sy(s.y[i]));
-      pen = true;
-    }
-    cairo_stroke(cr);
-    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i)
-      if (std::isfinite(tx(s.x[i])) && std::isfinite(s.y[i])) {
-        cairo_arc(cr, sx(s.x[i]), sy(s.y[i]), s.lines ? 2.2 : 5, 0, 2 * M_PI);
-        cairo_fill(cr);
-      }
-    cairo_restore(cr);
-    cairo_set_font_size(cr, 11);
-    for (size_t i = 0; i < s.labels.size() && i < s.x.size() && i < s.y.size(); ++i)
-      if (std::isfinite(tx(s.x[i])) && std::isfinite(s.y[i]) && !s.labels[i].empty()) {
-        // Right of the point (left of it in the plot's right quarter), above it; below it where
-        // an earlier label sits close by, or at the top of the plot.
-        const double px = sx(s.x[i]), py = sy(s.y[i]);
-        const bool left_side = px > left + 0.75 * pw;
-        bool below = py - 9 < top + 8;
-        for (const auto& [lx, ly] : placed)
-          if (std::abs(lx - px) < 70 && std::abs(ly - (py - 9)) < 13) below = true;
-        const double ly = below ? py + 10 : py - 9;
-        placed.emplace_back(px, ly);
-        text_at(cr, s.labels[i], px + (left_side ? -9 : 9), ly, left_side ? 1 : 0, 0.5);
-      }
-    cairo_set_source_rgb(cr, c[0], c[1], c[2]);
-    const double ly = top + 6 + legend_step * static_cast<double>(k);
-    if (ly > h - 10) continue;
-    if (s.lines) {
-      cairo_move_to(cr, left + pw + 14, ly);
-      cairo_line_to(cr, left + pw + 38, ly);
-      cairo_stroke(cr);
-    } else {
-      cairo_arc(cr, left + pw + 26, ly, 5, 0, 2 * M_PI);
-      cairo_fill(cr);
-    }
-    cairo_set_dash(cr, nullptr, 0, 0);
-    cairo_set_source_rgb(cr, 0, 0, 0);
-    cairo_set_font_size(cr, legend_font);
-    text_at(cr, s.name, left + pw + 44, ly, 0, 0.5);
+    draw_series(cr, p.series[k], f);
+    draw_point_labels(cr, p.series[k], f, placed);
+    draw_legend_entry(cr, p, f, k);
   }
   cairo_set_dash(cr, nullptr, 0, 0);
 }

@@ -85,12 +85,14 @@ SensitivityTable read_sensitivity_csv(const fs::path& csv) {
   return t;
 }
 
-ScheduleSuggestion suggest_schedule(const SensitivityTable& table, const SuggestOptions& o) {
-  const std::string metric = o.metric.empty() ? table.metrics.front() : o.metric;
+namespace {
+
+/// The column of the budget's metric; InputError for an option the table cannot serve.
+size_t check_suggest_options(const SensitivityTable& table, const SuggestOptions& o,
+                             const std::string& metric) {
   const auto it = std::find(table.metrics.begin(), table.metrics.end(), metric);
   if (it == table.metrics.end())
     throw InputError("--metric " + metric + " is not in the table; it has " + join(table.metrics));
-  const size_t k = static_cast<size_t>(it - table.metrics.begin());
   if (o.kind != "agp" && o.kind != "sensitivity")
     throw InputError("--kind " + o.kind + " is not one of agp, sensitivity");
   if (o.kind == "sensitivity" && table.mode != "element")
@@ -100,9 +102,14 @@ ScheduleSuggestion suggest_schedule(const SensitivityTable& table, const Suggest
     throw InputError("--epochs " + std::to_string(o.start_epoch) + ":" +
                      std::to_string(o.end_epoch) + ": the end must be after the start");
   if (!(o.max_drop >= 0)) throw InputError("--max-drop must be at least 0");
-  const bool lower_is_better = metric == "loss";
+  return static_cast<size_t>(it - table.metrics.begin());
+}
 
-  ScheduleSuggestion s;
+/// Per parameter, the highest swept sparsity whose drop of metric `k` stays within the budget
+/// (every level up to it within it too).
+std::vector<SuggestedSparsity> choose_sparsities(const SensitivityTable& table, size_t k,
+                                                 double max_drop, bool lower_is_better) {
+  std::vector<SuggestedSparsity> out;
   for (const auto& p : table.parameters) {
     auto rows = table.rows.at(p);
     std::stable_sort(rows.begin(), rows.end(),
@@ -112,12 +119,88 @@ ScheduleSuggestion suggest_schedule(const SensitivityTable& table, const Suggest
     SuggestedSparsity c{p, 0, 0, rows.front().second[k]};
     for (const auto& [sparsity, values] : rows) {
       const double drop = lower_is_better ? values[k] - c.baseline : c.baseline - values[k];
-      if (!(drop <= o.max_drop)) break;  // a NaN stops it too
+      if (!(drop <= max_drop)) break;  // a NaN stops it too
       c.sparsity = sparsity;
       c.drop = drop;
     }
-    s.choices.push_back(c);
+    out.push_back(c);
   }
+  return out;
+}
+
+/// One AGP pruner per final sparsity, its weights those that reach it; returns the instance
+/// names. Element sparsities are the sweep's levels up to the floor of level · size (0.5998 for
+/// 0.6), so they group by two decimals; a filter or channel fraction (3/32 = 0.0938) is kept as it
+/// is, since rounding it could change the number of structures pruned.
+std::vector<std::string> write_agp_pruners(std::ostream& y, const SensitivityTable& table,
+                                           const std::vector<SuggestedSparsity>& choices,
+                                           double initial_sparsity) {
+  std::map<std::string, std::vector<std::string>> groups;
+  std::vector<std::string> order, instances;
+  for (const auto& c : choices) {
+    if (c.sparsity <= 0) continue;
+    const std::string key = table.mode == "element" && c.sparsity >= 0.01
+                                ? number(std::round(c.sparsity * 100) / 100, 4)
+                                : number(c.sparsity, 4);
+    if (!groups.count(key)) order.push_back(key);
+    groups[key].push_back(c.parameter);
+  }
+  std::sort(order.begin(), order.end());
+  for (size_t g = 0; g < order.size(); ++g) {
+    const double final_sparsity = std::stod(order[g]);
+    const std::string name = "agp_" + std::to_string(g);
+    instances.push_back(name);
+    y << "  " << name << ":\n";
+    if (table.mode == "element") {
+      y << "    class: AutomatedGradualPruner\n";
+    } else {
+      y << "    class: L1RankedStructureParameterPruner_AGP\n"
+        << "    group_type: " << (table.mode == "filter" ? "Filters" : "Channels") << "\n";
+    }
+    y << "    initial_sparsity: " << number(std::min(initial_sparsity, final_sparsity / 2), 4)
+      << "\n"
+      << "    final_sparsity: " << number(final_sparsity, 4) << "\n    weights:\n";
+    for (const auto& w : groups[order[g]]) y << "      - " << w << "\n";
+  }
+  return instances;
+}
+
+/// One SensitivityPruner whose s per parameter prunes its chosen sparsity: the quantile of |w|
+/// over std(w) from the weights when given, else from a normal approximation. Returns the
+/// instance names (none when nothing is pruned).
+std::vector<std::string> write_sensitivity_pruner(
+    std::ostream& y, const std::vector<SuggestedSparsity>& choices,
+    const std::map<std::string, at::Tensor>& weights) {
+  bool any = false;
+  for (const auto& c : choices) any |= c.sparsity > 0;
+  if (!any) return {};
+  y << "  sensitivity_pruner:\n    class: SensitivityPruner\n    sensitivities:\n";
+  for (const auto& c : choices) {
+    if (c.sparsity <= 0) continue;
+    double mult =
+        std::sqrt(2.0) * at::erfinv(at::scalar_tensor(c.sparsity, at::kDouble)).item<double>();
+    std::string how = "normal approximation";
+    if (auto w = weights.find(c.parameter); w != weights.end()) {
+      const auto a = w->second.detach().to(at::kCPU, at::kDouble).abs().flatten();
+      const double sd = w->second.detach().to(at::kCPU, at::kDouble).std().item<double>();
+      if (sd > 0) {
+        mult = at::quantile(a, c.sparsity).item<double>() / sd;
+        how = "from the weights";
+      }
+    }
+    y << "      " << c.parameter << ": " << number(mult, 4) << "  # sparsity "
+      << number(c.sparsity, 2) << ", s " << how << "\n";
+  }
+  return {"sensitivity_pruner"};
+}
+
+}  // namespace
+
+ScheduleSuggestion suggest_schedule(const SensitivityTable& table, const SuggestOptions& o) {
+  const std::string metric = o.metric.empty() ? table.metrics.front() : o.metric;
+  const size_t k = check_suggest_options(table, o, metric);
+  ScheduleSuggestion s;
+  s.choices = choose_sparsities(table, k, o.max_drop, /*lower_is_better=*/metric == "loss");
 
   std::ostringstream y;
   y << "# Suggested by igb-tools suggest-schedule"
@@ -128,63 +211,9 @@ ScheduleSuggestion suggest_schedule(const SensitivityTable& table, const Suggest
     y << "#   " << c.parameter << ": " << number(c.sparsity, 2) << " (" << metric << " "
       << number(c.baseline, 4) << ", drop " << number(c.drop, 4) << ")\n";
   y << "version: 1\npruners:\n";
-  std::vector<std::string> instances;
-  if (o.kind == "agp") {
-    // One pruner per final sparsity, its weights those that reach it. Element sparsities are the
-    // sweep's levels up to the floor of level · size (0.5998 for 0.6), so they group by two
-    // decimals; a filter or channel fraction (3/32 = 0.0938) is kept as it is, since rounding it
-    // could change the number of structures pruned.
-    std::map<std::string, std::vector<std::string>> groups;
-    std::vector<std::string> order;
-    for (const auto& c : s.choices) {
-      if (c.sparsity <= 0) continue;
-      const std::string key = table.mode == "element" && c.sparsity >= 0.01
-                                  ? number(std::round(c.sparsity * 100) / 100, 4)
-                                  : number(c.sparsity, 4);
-      if (!groups.count(key)) order.push_back(key);
-      groups[key].push_back(c.parameter);
-    }
-    std::sort(order.begin(), order.end());
-    for (size_t g = 0; g < order.size(); ++g) {
-      const double final_sparsity = std::stod(order[g]);
-      const std::string name = "agp_" + std::to_string(g);
-      instances.push_back(name);
-      y << "  " << name << ":\n";
-      if (table.mode == "element") {
-        y << "    class: AutomatedGradualPruner\n";
-      } else {
-        y << "    class: L1RankedStructureParameterPruner_AGP\n"
-          << "    group_type: " << (table.mode == "filter" ? "Filters" : "Channels") << "\n";
-      }
-      y << "    initial_sparsity: " << number(std::min(o.initial_sparsity, final_sparsity / 2), 4)
-        << "\n"
-        << "    final_sparsity: " << number(final_sparsity, 4) << "\n    weights:\n";
-      for (const auto& w : groups[order[g]]) y << "      - " << w << "\n";
-    }
-  } else {
-    bool any = false;
-    for (const auto& c : s.choices) any |= c.sparsity > 0;
-    if (any) {
-      instances.push_back("sensitivity_pruner");
-      y << "  sensitivity_pruner:\n    class: SensitivityPruner\n    sensitivities:\n";
-      for (const auto& c : s.choices) {
-        if (c.sparsity <= 0) continue;
-        double mult =
-            std::sqrt(2.0) * at::erfinv(at::scalar_tensor(c.sparsity, at::kDouble)).item<double>();
-        std::string how = "normal approximation";
-        if (auto w = o.weights.find(c.parameter); w != o.weights.end()) {
-          const auto a = w->second.detach().to(at::kCPU, at::kDouble).abs().flatten();
-          const double sd = w->second.detach().to(at::kCPU, at::kDouble).std().item<double>();
-          if (sd > 0) {
-            mult = at::quantile(a, c.sparsity).item<double>() / sd;
-            how = "from the weights";
-          }
-        }
-        y << "      " << c.parameter << ": " << number(mult, 4) << "  # sparsity "
-          << number(c.sparsity, 2) << ", s " << how << "\n";
-      }
-    }
-  }
+  const auto instances = o.kind == "agp"
+                             ? write_agp_pruners(y, table, s.choices, o.initial_sparsity)
+                             : write_sensitivity_pruner(y, s.choices, o.weights);
   if (instances.empty()) {
     // No parameter can be pruned within the budget: an empty, valid schedule.
     y.str("");

@@ -20,8 +20,8 @@ class ClassifierImpl : public ModelImpl {
   std::vector<int64_t> input_shape_;
 };
 
-/// Adds every classification model to `registry`.
-void register_classify_models(Registry<ModelSpec>& registry);
+/// Adds every classification model to `registry`, filed under `family`.
+void register_classify_models(Registry<ModelSpec>& registry, const std::string& family);
 
 // Factories, one file per architecture family; the registry converts model args to the options.
 Model make_simplenet_cifar(const SimpleNetCifarOptions& options);

@@ -2,64 +2,63 @@
 
 namespace igb::models::classify {
 
-void register_classify_models(Registry<ModelSpec>& r) {
-  add_model(r, "simplenet_cifar", "classify", make_simplenet_cifar,
+void register_classify_models(Registry<ModelSpec>& r, const std::string& family) {
+  add_model(r, "simplenet_cifar", family, make_simplenet_cifar,
             "Distiller's simplenet: 2 conv + 3 fc, 32x32");
-  add_model(r, "simplenet_mnist", "classify", make_simplenet_mnist,
+  add_model(r, "simplenet_mnist", family, make_simplenet_mnist,
             "Distiller's simplenet_mnist: 2 conv + 2 fc, log-softmax output, 28x28");
-  add_model(r, "lenet5", "classify", make_lenet5, "LeNet-5 for 28x28 MNIST");
+  add_model(r, "lenet5", family, make_lenet5, "LeNet-5 for 28x28 MNIST");
   for (int64_t depth : {20, 32, 44, 56, 110}) {
     const std::string d = std::to_string(depth);
-    add_model(r, "resnet" + d + "_cifar", "classify", make_resnet_cifar,
+    add_model(r, "resnet" + d + "_cifar", family, make_resnet_cifar,
               "He et al. CIFAR ResNet, zero-padded identity shortcuts (shortcut=conv: Distiller's "
               "1x1 conv + BN), 32x32",
               ResNetCifarOptions().depth(depth));
-    add_model(r, "preact_resnet" + d + "_cifar", "classify", make_preact_resnet_cifar,
+    add_model(r, "preact_resnet" + d + "_cifar", family, make_preact_resnet_cifar,
               "Distiller's pre-activation CIFAR ResNet (shortcut=conv: 1x1 conv), 32x32",
               PreactResNetCifarOptions().depth(depth));
   }
-  add_model(r, "plain20_cifar", "classify", make_resnet_cifar,
+  add_model(r, "plain20_cifar", family, make_resnet_cifar,
             "Distiller's plain20: resnet20_cifar without shortcuts, 32x32",
             ResNetCifarOptions().depth(20).residual(false));
-  add_model(r, "vgg16_cifar", "classify", make_vgg16_cifar,
+  add_model(r, "vgg16_cifar", family, make_vgg16_cifar,
             "VGG-16 with BN for CIFAR as in Li et al. 2016 (layout=distiller: Distiller's), 32x32");
   for (int64_t depth : {18, 34, 50}) {
     const std::string d = std::to_string(depth);
-    add_model(r, "resnet" + d, "classify", make_resnet, "torchvision ResNet, 224x224",
+    add_model(r, "resnet" + d, family, make_resnet, "torchvision ResNet, 224x224",
               ResNetOptions().depth(depth));
-    add_model(r, "preact_resnet" + d, "classify", make_preact_resnet,
+    add_model(r, "preact_resnet" + d, family, make_preact_resnet,
               "Distiller's pre-activation ImageNet ResNet, 224x224",
               PreactResNetOptions().depth(depth));
   }
   for (int64_t depth : {11, 13, 16, 19}) {
     const std::string d = std::to_string(depth);
-    add_model(r, "vgg" + d, "classify", make_vgg, "torchvision VGG-" + d + " (no BN), 224x224",
+    add_model(r, "vgg" + d, family, make_vgg, "torchvision VGG-" + d + " (no BN), 224x224",
               VggOptions().depth(depth));
-    add_model(r, "vgg" + d + "_bn", "classify", make_vgg,
-              "torchvision VGG-" + d + " with BN, 224x224",
+    add_model(r, "vgg" + d + "_bn", family, make_vgg, "torchvision VGG-" + d + " with BN, 224x224",
               VggOptions().depth(depth).batch_norm(true));
     for (bool bn : {false, true}) {
       const std::string name = "vgg" + d + (bn ? "_bn" : "") + "_cifar";
       if (name == "vgg16_cifar") continue;  // Li et al.'s; layout=distiller gives Distiller's
       add_model(
-          r, name, "classify", make_vgg,
+          r, name, family, make_vgg,
           "Distiller's CIFAR VGG-" + d + (bn ? " with BN" : "") + ", one fc, 32x32",
           VggOptions().depth(depth).batch_norm(bn).cifar(true).num_classes(10).input_size(32));
     }
   }
-  add_model(r, "alexnet", "classify", make_alexnet, "torchvision AlexNet, 224x224");
-  add_model(r, "alexnet_bn", "classify", make_alexnet_bn,
+  add_model(r, "alexnet", family, make_alexnet, "torchvision AlexNet, 224x224");
+  add_model(r, "alexnet_bn", family, make_alexnet_bn,
             "Distiller's AlexNet with BatchNorm, 227x227");
-  add_model(r, "mobilenet", "classify", make_mobilenet,
+  add_model(r, "mobilenet", family, make_mobilenet,
             "Distiller's MobileNet v1 (channel_multiplier 1.0), 224x224");
   for (const auto& [suffix, multiplier] :
        {std::pair<const char*, double>{"025", 0.25}, {"050", 0.5}, {"075", 0.75}})
-    add_model(r, std::string("mobilenet_") + suffix, "classify", make_mobilenet,
+    add_model(r, std::string("mobilenet_") + suffix, family, make_mobilenet,
               "Distiller's MobileNet v1, channel_multiplier " +
                   std::to_string(multiplier).substr(0, 4) + ", 224x224",
               MobileNetOptions().channel_multiplier(multiplier));
-  add_model(r, "mobilenet_v2", "classify", make_mobilenet_v2, "torchvision MobileNetV2, 224x224");
-  add_model(r, "densenet_cifar", "classify", make_densenet_cifar,
+  add_model(r, "mobilenet_v2", family, make_mobilenet_v2, "torchvision MobileNetV2, 224x224");
+  add_model(r, "densenet_cifar", family, make_densenet_cifar,
             "DenseNet-BC (depth 40, growth 12) for 32x32");
 }
 

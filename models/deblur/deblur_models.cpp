@@ -26,17 +26,17 @@ void init_gan_weights(nn::Module& model) {
   }
 }
 
-void register_deblur_models(Registry<ModelSpec>& registry) {
-  add_model(registry, "deblurgan", "deblur", make_deblurgan,
+void register_deblur_models(Registry<ModelSpec>& registry, const std::string& family) {
+  add_model(registry, "deblurgan", family, make_deblurgan,
             "DeblurGAN ResNet generator, 9 blocks, global skip (Kupyn et al. 2018)");
-  add_model(registry, "deblurgan_small", "deblur", make_deblurgan,
+  add_model(registry, "deblurgan_small", family, make_deblurgan,
             "DeblurGAN generator with ngf 16, 3 blocks and no dropout (quick runs)",
             DeblurGanOptions().ngf(16).blocks(3).dropout(0));
-  add_model(registry, "patchgan", "deblur", make_patchgan,
+  add_model(registry, "patchgan", family, make_patchgan,
             "70x70 PatchGAN critic of pix2pix and DeblurGAN (instance norm, no sigmoid)");
-  add_model(registry, "patchgan_small", "deblur", make_patchgan, "PatchGAN critic with ndf 16",
+  add_model(registry, "patchgan_small", family, make_patchgan, "PatchGAN critic with ndf 16",
             PatchGanOptions().ndf(16));
-  add_model(registry, "patchgan_tiny", "deblur", make_patchgan,
+  add_model(registry, "patchgan_tiny", family, make_patchgan,
             "PatchGAN critic with ndf 8 (deblurgan_small's default critic)",
             PatchGanOptions().ndf(8));
 }

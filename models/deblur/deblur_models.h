@@ -6,8 +6,8 @@
 
 namespace igb::models::deblur {
 
-/// Adds deblurgan, deblurgan_small and patchgan to `registry`.
-void register_deblur_models(Registry<ModelSpec>& registry);
+/// Adds deblurgan, deblurgan_small and patchgan to `registry`, filed under `family`.
+void register_deblur_models(Registry<ModelSpec>& registry, const std::string& family);
 
 /// The norm of the deblurring models: instance norm over `channels`, non-affine, no running
 /// statistics (DeblurGAN's `InstanceNorm2d(affine=False)`).

@@ -2,39 +2,23 @@
 
 #include <torch/torch.h>
 
-#include <filesystem>
-#include <iostream>
 #include <optional>
 
 #include "core/checkpoint.h"
 #include "core/distributed.h"
 #include "core/error.h"
-#include "core/fs.h"
 #include "core/logger.h"
 #include "core/table.h"
-#include "core/tensor_util.h"
 #include "core/train_mode_guard.h"
-#include "data/image.h"
-#include "data/image_metrics.h"
+#include "models/deblur/deblur_evaluator.h"
 #include "models/deblur/deblurgan.h"
 #include "models/deblur/perceptual_loss.h"
 #include "models/model.h"
+#include "models/model_from_checkpoint.h"
 
 namespace igb::models::deblur {
 
-namespace fs = std::filesystem;
-
 namespace {
-
-/// The generator works on [−1, 1]; the data is on [0, 1].
-at::Tensor to_signed(const at::Tensor& x) { return x * 2 - 1; }
-at::Tensor to_unit(const at::Tensor& x) { return (x + 1) / 2; }
-
-/// Crops H and W down to multiples of 4 (the generator's two stride-2 stages).
-at::Tensor crop4(const at::Tensor& image) {
-  return image.narrow(-2, 0, image.size(-2) - image.size(-2) % 4)
-      .narrow(-1, 0, image.size(-1) - image.size(-1) % 4);
-}
 
 /// The training pairs mapped to [−1, 1].
 class SignedPairs : public data::Dataset {
@@ -60,25 +44,6 @@ data::DeblurDataOptions data_options(const std::string& blur_dir, const std::str
   return o;
 }
 
-/// The synthetic blur a run trained with, from its resolved options (a checkpoint's config):
-/// --blur-length, --blur-noise, --straight-blur; the defaults where absent.
-data::MotionBlurOptions blur_of_run(const nlohmann::json& config) {
-  data::MotionBlurOptions b;
-  if (!config.is_object()) return b;
-  const auto number = [&](const char* key, double& out) {
-    if (config.contains(key) && config[key].is_number()) out = config[key].get<double>();
-  };
-  if (config.contains("blur-length") && config["blur-length"].is_array() &&
-      config["blur-length"].size() == 2 && config["blur-length"][0].is_number() &&
-      config["blur-length"][1].is_number()) {
-    b.min_length = config["blur-length"][0].get<double>();
-    b.max_length = config["blur-length"][1].get<double>();
-  }
-  number("blur-noise", b.max_noise);
-  number("straight-blur", b.linear_share);
-  return b;
-}
-
 class DeblurTask : public TrainingTask {
  public:
   DeblurTask(Model model, Model critic, std::unique_ptr<PerceptualLoss> perceptual,
@@ -86,10 +51,12 @@ class DeblurTask : public TrainingTask {
       : model_(std::move(model)),
         critic_(std::move(critic)),
         perceptual_(std::move(perceptual)),
-        data_(std::move(data)),
-        train_(*data_.train),
+        train_data_(std::move(data.train)),
+        description_(data.description),
+        train_(*train_data_),
         config_(config),
-        device_(device) {
+        device_(device),
+        evaluator_(std::move(data.val), device, data.description, config.train.data) {
     if (critic_) {
       critic_->to(device_);
       critic_opt_ = std::make_unique<torch::optim::Adam>(
@@ -173,11 +140,7 @@ class DeblurTask : public TrainingTask {
   }
 
   Metrics validate() override {
-    const auto ev = evaluate_deblur(*model_, data_.val, device_);
-    return {{"psnr", ev.psnr},
-            {"ssim", ev.ssim},
-            {"blurred_psnr", ev.blurred_psnr},
-            {"blurred_ssim", ev.blurred_ssim}};
+    return validation_metrics(evaluate_model(evaluator_, *model_), evaluator_.layout(), {"loss"});
   }
   std::string primary_metric() const override { return "psnr"; }
   std::string secondary_metric() const override { return "ssim"; }
@@ -194,7 +157,7 @@ class DeblurTask : public TrainingTask {
             {"blurred_psnr", metric(last, "blurred_psnr")},
             {"blurred_ssim", metric(last, "blurred_ssim")},
             {"gan", config_.gan},
-            {"data", data_.description}};
+            {"data", description_}};
   }
 
   bool has_state() const override { return critic_ != nullptr; }
@@ -225,10 +188,12 @@ class DeblurTask : public TrainingTask {
  private:
   Model model_, critic_;
   std::unique_ptr<PerceptualLoss> perceptual_;
-  data::DeblurData data_;
+  std::unique_ptr<data::DeblurTrainSet> train_data_;
+  std::string description_;
   SignedPairs train_;
   DeblurConfig config_;
   c10::Device device_;
+  DeblurEvaluator evaluator_;
   std::unique_ptr<torch::optim::Adam> critic_opt_;
   /// The data-parallel job (critic gradients are averaged over it); null when training alone.
   Distributed* dist_ = nullptr;
@@ -276,44 +241,6 @@ at::Tensor gradient_penalty(torch::nn::Module& critic,
   return (grad.reshape({n, -1}).norm(2, 1) - 1).pow(2).mean();
 }
 
-DeblurEvaluation evaluate_deblur(ModelImpl& model, const std::vector<data::DeblurPair>& pairs,
-                                 const c10::Device& device, const std::string& save_dir,
-                                 bool self_ensemble) {
-  torch::NoGradGuard no_grad;
-  TrainModeGuard eval(model, /*train=*/false);
-  DeblurEvaluation ev;
-  for (const auto& p : pairs) {
-    const auto blurred = crop4(p.blurred), sharp = crop4(p.sharp);
-    const auto in = to_signed(blurred).unsqueeze(0).to(device);
-    const auto forward = [&model](const at::Tensor& x) { return model.forward(x); };
-    auto out = to_unit(self_ensemble ? geometric_self_ensemble(forward, in) : forward(in))
-                   .squeeze(0)
-                   .cpu()
-                   .to(at::kFloat);
-    ev.loss +=
-        torch::mse_loss(out.clamp(0, 1), sharp).item<double>() / static_cast<double>(pairs.size());
-    out = data::quantize_8bit(out);
-    DeblurEvaluation::Row row{
-        p.name, data::psnr(out, sharp), data::ssim(data::rgb_to_y(out), data::rgb_to_y(sharp)),
-        data::psnr(blurred, sharp), data::ssim(data::rgb_to_y(blurred), data::rgb_to_y(sharp))};
-    ev.rows.push_back(row);
-    if (!save_dir.empty()) {
-      fs::path name = fs::path(p.name).stem().string() + "_restored.png";
-      const fs::path dir = fs::path(save_dir) / fs::path(p.name).parent_path();
-      fs::create_directories(dir);
-      data::write_image(dir / name, out);
-    }
-  }
-  const double n = static_cast<double>(std::max<size_t>(1, ev.rows.size()));
-  for (const auto& r : ev.rows) {
-    ev.psnr += r.psnr / n;
-    ev.ssim += r.ssim / n;
-    ev.blurred_psnr += r.blurred_psnr / n;
-    ev.blurred_ssim += r.blurred_ssim / n;
-  }
-  return ev;
-}
-
 std::string default_critic(const std::string& generator) {
   return generator == "deblurgan" ? "patchgan" : "patchgan_tiny";
 }
@@ -340,7 +267,7 @@ nlohmann::json train_deblur(const DeblurConfig& requested, RunContext& ctx, cons
   std::optional<Checkpoint> ckpt;
   Model model;
   if (!config.train.resume.empty()) {
-    ckpt = load_checkpoint_for(config.train.resume, "deblur");
+    ckpt = load_checkpoint_for(config.train.resume, info.optform);
     if (ckpt->meta().model != config.train.model)
       throw InputError("checkpoint " + config.train.resume + " holds model '" + ckpt->meta().model +
                        "', but --model is '" + config.train.model + "'");
@@ -351,7 +278,7 @@ nlohmann::json train_deblur(const DeblurConfig& requested, RunContext& ctx, cons
       if (config.critic_args.empty()) config.critic_args = options;
     }
   } else {
-    check_model_family(config.train.model, "deblur");
+    check_model_family(config.train.model, info.optform);
     model = create_model(config.train.model, config.model_args);
     start_near_identity(*model);
   }
@@ -362,7 +289,7 @@ nlohmann::json train_deblur(const DeblurConfig& requested, RunContext& ctx, cons
   if (config.critic.empty()) config.critic = default_critic(config.train.model);
   Model critic;
   if (config.gan != "none") {
-    check_model_family(config.critic, "deblur");
+    check_model_family(config.critic, info.optform);
     critic = create_model(config.critic, config.critic_args);
   }
   auto options =
@@ -396,67 +323,6 @@ nlohmann::json train_deblur(const DeblurConfig& requested, RunContext& ctx, cons
                    : "perceptual loss: VGG-19 conv3_3 features of " + config.perceptual_weights +
                          ", weight " + fixed(config.perceptual_weight, 4));
   return trainer.run();
-}
-
-nlohmann::json test_deblur(const DeblurTestConfig& config, RunContext& ctx) {
-  Checkpoint ckpt = load_checkpoint_for(config.checkpoint, "deblur");
-  Model model = model_from_checkpoint(ckpt);
-  model->to(ctx.device);
-  // Synthetic pairs are blurred as the run's own validation pairs were.
-  auto options = data_options(config.blur_dir, config.sharp_dir, 0, 64);
-  options.blur = blur_of_run(ckpt.meta().config);
-  const auto pairs = data::load_deblur_eval_data(config.data, options);
-  const auto ev =
-      evaluate_deblur(*model, pairs, ctx.device, config.save_images, config.self_ensemble);
-  Table table;
-  table.columns = {"Image", "PSNR (dB)", "SSIM", "Blurred PSNR (dB)", "Blurred SSIM"};
-  nlohmann::json per_image = nlohmann::json::array();
-  for (const auto& r : ev.rows) {
-    table.rows.push_back({r.name, fixed(r.psnr, 2), fixed(r.ssim, 4), fixed(r.blurred_psnr, 2),
-                          fixed(r.blurred_ssim, 4)});
-    per_image.push_back({{"image", r.name},
-                         {"psnr", r.psnr},
-                         {"ssim", r.ssim},
-                         {"blurred_psnr", r.blurred_psnr},
-                         {"blurred_ssim", r.blurred_ssim}});
-  }
-  table.rows.push_back({"mean", fixed(ev.psnr, 2), fixed(ev.ssim, 4), fixed(ev.blurred_psnr, 2),
-                        fixed(ev.blurred_ssim, 4)});
-  std::cout << table.to_text();
-  std::cout << "PSNR gain over the blurred input: " << fixed(ev.psnr - ev.blurred_psnr, 2)
-            << " dB (RGB; SSIM on Y" << (config.self_ensemble ? "; x8 self-ensemble" : "") << ")\n";
-  nlohmann::json summary = {
-      {"optform", "deblur"},
-      {"checkpoint", config.checkpoint},
-      {"model", ckpt.meta().model},
-      {"epoch", ckpt.meta().epoch},
-      {"data", config.blur_dir.empty() ? config.data : config.blur_dir + " + " + config.sharp_dir},
-      {"images", ev.rows.size()},
-      {"psnr", ev.psnr},
-      {"ssim", ev.ssim},
-      {"blurred_psnr", ev.blurred_psnr},
-      {"blurred_ssim", ev.blurred_ssim},
-      {"self_ensemble", config.self_ensemble},
-      {"per_image", per_image}};
-  fs::path out =
-      config.out.empty() ? fs::path(config.checkpoint).parent_path() : fs::path(config.out);
-  if (out.empty()) out = ".";
-  write_text_atomically(out / "test_summary.json", summary.dump(2) + "\n");
-  ctx.logger->info("wrote " + (out / "test_summary.json").string());
-  return summary;
-}
-
-std::function<Metrics()> deblur_evaluator(ModelImpl& model, const std::string& data, int64_t images,
-                                          const c10::Device& device, std::string* description) {
-  auto pairs = data::load_deblur_eval_data(data, data_options("", "", 0, 64));
-  if (images > 0 && static_cast<size_t>(images) < pairs.size())
-    pairs.resize(static_cast<size_t>(images));
-  if (description) *description = std::to_string(pairs.size()) + " evaluation pairs of " + data;
-  auto kept = std::make_shared<std::vector<data::DeblurPair>>(std::move(pairs));
-  return [&model, kept, device]() -> Metrics {
-    const auto ev = evaluate_deblur(model, *kept, device);
-    return {{"psnr", ev.psnr}, {"ssim", ev.ssim}, {"loss", ev.loss}};
-  };
 }
 
 }  // namespace igb::models::deblur

@@ -59,37 +59,6 @@ struct DeblurConfig {
 at::Tensor content_loss(const std::string& kind, const at::Tensor& output,
                         const at::Tensor& target);
 
-/// Options of `igb-test --optform=deblur`.
-struct DeblurTestConfig {
-  std::string checkpoint, data = "synthetic", blur_dir, sharp_dir;
-  /// Folder for the restored images (PNG); empty = none.
-  std::string save_images;
-  /// Folder for test_summary.json; empty = the checkpoint's folder.
-  std::string out;
-  /// Restore each image as the mean over its eight flips and transposes (--self-ensemble).
-  bool self_ensemble = false;
-};
-
-/// Mean quality of a generator's restorations against the sharp images, and of the blurred inputs.
-struct DeblurEvaluation {
-  struct Row {
-    std::string name;
-    double psnr, ssim, blurred_psnr, blurred_ssim;
-  };
-  std::vector<Row> rows;
-  double psnr = 0, ssim = 0, blurred_psnr = 0, blurred_ssim = 0;
-  /// Mean squared error of the restored image on [0, 1].
-  double loss = 0;
-};
-
-/// Runs the generator on every pair (images mapped to its [−1, 1] range and back, rounded to 8
-/// bits); PSNR on RGB, SSIM on the luma. With `save_dir`, writes each restored image as PNG.
-/// With `self_ensemble`, each image is restored as the mean of the generator's outputs on its
-/// eight flips and transposes (geometric_self_ensemble), at eight times the cost.
-DeblurEvaluation evaluate_deblur(ModelImpl& model, const std::vector<data::DeblurPair>& pairs,
-                                 const c10::Device& device, const std::string& save_dir = {},
-                                 bool self_ensemble = false);
-
 /// Gradient penalty of WGAN-GP: the mean over the batch of (‖∇_x̂ critic(x̂)‖₂ − 1)² at x̂ = α·real +
 /// (1 − α)·fake with α ~ U[0, 1] per sample, through double backward (the graph is kept, so the
 /// penalty's gradient reaches the critic's weights).
@@ -119,14 +88,5 @@ std::pair<std::string, nlohmann::json> critic_of_checkpoint(const Checkpoint& ck
 
 /// Trains a deblurring generator (and its critic) as `config` says; returns summary.json.
 nlohmann::json train_deblur(const DeblurConfig& config, RunContext& ctx, const RunInfo& info);
-
-/// Tests a checkpoint: per-image table, test_summary.json.
-nlohmann::json test_deblur(const DeblurTestConfig& config, RunContext& ctx);
-
-/// The evaluation pairs of `data` as a repeatable evaluator (sensitivity sweep): the first
-/// `images` of them (0: all): {psnr, ssim, loss}.
-std::function<Metrics()> deblur_evaluator(ModelImpl& model, const std::string& data, int64_t images,
-                                          const c10::Device& device,
-                                          std::string* description = nullptr);
 
 }  // namespace igb::models::deblur

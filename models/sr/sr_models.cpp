@@ -24,13 +24,13 @@ void check_sr_channels(int64_t channels) {
                      std::to_string(channels));
 }
 
-void register_sr_models(Registry<ModelSpec>& registry) {
-  add_model(registry, "srcnn", "sr", make_srcnn,
+void register_sr_models(Registry<ModelSpec>& registry, const std::string& family) {
+  add_model(registry, "srcnn", family, make_srcnn,
             "SRCNN 9-5-5 (Dong et al. 2014) on the bicubic-upsampled input");
-  add_model(registry, "fsrcnn", "sr", make_fsrcnn,
+  add_model(registry, "fsrcnn", family, make_fsrcnn,
             "FSRCNN(d, s, m) with transposed-conv output (Dong et al. 2016)");
-  add_model(registry, "espcn", "sr", make_espcn, "ESPCN sub-pixel convolution (Shi et al. 2016)");
-  add_model(registry, "vdsr", "sr", make_vdsr,
+  add_model(registry, "espcn", family, make_espcn, "ESPCN sub-pixel convolution (Shi et al. 2016)");
+  add_model(registry, "vdsr", family, make_vdsr,
             "VDSR, depth-layer residual network (Kim et al. 2016)");
 }
 

@@ -4,7 +4,7 @@
 
 namespace igb::models::sr {
 
-/// Adds srcnn, fsrcnn, espcn and vdsr to `registry`.
-void register_sr_models(Registry<ModelSpec>& registry);
+/// Adds srcnn, fsrcnn, espcn and vdsr to `registry`, filed under `family`.
+void register_sr_models(Registry<ModelSpec>& registry, const std::string& family);
 
 }  // namespace igb::models::sr

@@ -445,6 +445,45 @@ TEST_F(Drivers, SensitivitySweepSuggestAndTrain) {
 // --optform=deblur: a tiny generator against a tiny critic; the checkpoint holds the critic, so a
 // resume continues both; igb-test writes the restored images; WGAN-GP (with its penalty column)
 // and no GAN train too.
+// Deblurring gets every evaluation mode of the other families: post-training quantization
+// (calibrated on the evaluation pairs) and an ONNX export in onnxruntime, on the same pairs.
+TEST_F(Drivers, DeblurTestsItsQuantizedFormAndItsOnnxExport) {
+  auto r = run(
+      "igb-train --optform=deblur --epochs 1 --gan none --threads 1 --batch-size 2 "
+      "--patch-size 32 --max-batches 2 --model deblurgan --model-arg ngf=4 --model-arg blocks=1 "
+      "--out " +
+      (dir_ / "d").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string ckpt = (dir_ / "d" / "best.ckpt").string();
+  const std::string test = "igb-test --optform=deblur --threads 1 --checkpoint " + ckpt;
+  auto q = run(test + " --quantize-eval " + IGB_SOURCE_DIR +
+               "/schedules/deblur/deblurgan_ptq_int8.yaml --calibration-batches 2 --out " +
+               (dir_ / "q").string());
+  ASSERT_EQ(q.code, 0) << q.output;
+  EXPECT_NE(q.output.find("Post-training quantization ("), std::string::npos) << q.output;
+  auto s = nlohmann::json::parse(std::ifstream(dir_ / "q" / "test_summary.json"));
+  const auto& qe = s["quantize_eval"];
+  EXPECT_EQ(qe["fp32"]["psnr"], s["psnr"]);
+  EXPECT_TRUE(qe.contains("psnr_drop"));
+  // 8-bit weights and activations of a small generator stay within 1 dB of it.
+  EXPECT_LT(std::abs(qe["quantized"]["psnr"].get<double>() - s["psnr"].get<double>()), 1.0);
+  EXPECT_NE(qe["quantized"]["psnr"], s["psnr"]);
+  EXPECT_TRUE(fs::exists(dir_ / "q" / "quant_stats.yaml"));
+
+  const std::string onnx = (dir_ / "g.onnx").string();
+  auto e =
+      run("igb-tools export-onnx --threads 1 --checkpoint " + ckpt + " --dynamic-hw --out " + onnx);
+  ASSERT_EQ(e.code, 0) << e.output;
+  auto t = run(test + " --onnx " + onnx + " --out " + (dir_ / "t").string());
+  ASSERT_EQ(t.code, 0) << t.output;
+  EXPECT_NE(t.output.find("onnxruntime (" + onnx + ")"), std::string::npos) << t.output;
+  auto o = nlohmann::json::parse(std::ifstream(dir_ / "t" / "test_summary.json"));
+  // FP32 in both runtimes: the same PSNR but for float rounding, on the same pairs.
+  EXPECT_NEAR(o["onnx"]["psnr"].get<double>(), o["psnr"].get<double>(), 1e-3);
+  EXPECT_EQ(o["psnr"], s["psnr"]);
+  EXPECT_GT(o["onnx"]["psnr"].get<double>(), 10.0);
+}
+
 TEST_F(Drivers, DeblurTrainsTestsAndResumesWithItsCritic) {
   const std::string tiny =
       " --threads 1 --batch-size 2 --patch-size 32 --max-batches 2 --model deblurgan "

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/logger.h"
 #include "models/model.h"
+#include "models/model_from_checkpoint.h"
 #include "models/trainer.h"
 #include "tests/support.h"
 #include "tools/graph/summary_graph.h"
@@ -532,7 +533,7 @@ TEST(Quantizers, QatQuantizesTheModelInputOnItsGrid) {
                      "    bits_activations: null\n    bits_weights: null\n    bits_bias: null\n"
                      "    ema_decay: 0.9\n    num_bits_inputs: 4\n"),
       "q.yaml", *model, 0.1, nullptr);
-  ASSERT_TRUE(model->inputs_quant());
+  ASSERT_TRUE(model_input_quant(*model));
   EXPECT_TRUE(model->named_buffers().contains("inputs_quant.tracked_max"));
   EXPECT_TRUE(model->named_modules().contains("inputs_quant"));
 
@@ -547,28 +548,28 @@ TEST(Quantizers, QatQuantizesTheModelInputOnItsGrid) {
   twin->eval();
   // One EMA update through the model's forward (only the input quantizer in training mode):
   // biased = 0.1·v, unbiased = biased/(1 − 0.9) = v, so the range is the batch's [−0.5, 2].
-  model->inputs_quant()->train();
+  model_input_quant(*model)->train();
   {
     torch::NoGradGuard no_grad;
     model->forward(x);
   }
-  model->inputs_quant()->eval();
-  EXPECT_FLOAT_EQ(model->inputs_quant()->tracked_min.item<float>(), -0.5f);
-  EXPECT_FLOAT_EQ(model->inputs_quant()->tracked_max.item<float>(), 2.0f);
+  model_input_quant(*model)->eval();
+  EXPECT_FLOAT_EQ(model_input_quant(*model)->tracked_min.item<float>(), -0.5f);
+  EXPECT_FLOAT_EQ(model_input_quant(*model)->tracked_max.item<float>(), 2.0f);
   // 4 bits symmetric: n = 2^3 − 1 = 7, S = m/n = 2/7; x/S = [−1.75, 1.05, 7, 1.75, 4.2] rounds to
   // q = [−2, 1, 7, 2, 4].
   const auto xq_values = torch::tensor({-2.0f, 1.0f, 7.0f, 2.0f, 4.0f}) * (2.0f / 7.0f);
   const auto xq = xq_values.index({pattern}).reshape(shape);
   torch::NoGradGuard no_grad;
-  EXPECT_TRUE(torch::allclose(model->inputs_quant()->forward(x), xq, 0, 1e-6));
+  EXPECT_TRUE(torch::allclose(model_input_quant(*model)->forward(x), xq, 0, 1e-6));
   EXPECT_TRUE(torch::allclose(model->forward(x), twin->forward(xq), 1e-5, 1e-6));
   EXPECT_FALSE(torch::allclose(model->forward(x), twin->forward(x), 1e-3, 1e-4));
   // A second batch with maximum 4: (0.9·0.2 + 0.1·4)/(1 − 0.81) = 0.58/0.19 = 3.0526316; the
   // minimum stays −0.5. The range is logged per epoch beside the ReLUs' ones.
-  model->inputs_quant()->train();
+  model_input_quant(*model)->train();
   model->forward(x2);
-  EXPECT_NEAR(model->inputs_quant()->tracked_max.item<float>(), 3.0526316f, 1e-5);
-  EXPECT_FLOAT_EQ(model->inputs_quant()->tracked_min.item<float>(), -0.5f);
+  EXPECT_NEAR(model_input_quant(*model)->tracked_max.item<float>(), 3.0526316f, 1e-5);
+  EXPECT_FLOAT_EQ(model_input_quant(*model)->tracked_min.item<float>(), -0.5f);
   bool logged = false;
   for (const auto& e : s->epoch_scalars())
     if (e.column == "act_amax/inputs_quant") logged = std::abs(e.value - 3.0526316) < 1e-5;
@@ -590,7 +591,7 @@ TEST(Quantizers, QatWithoutQuantizeInputsLeavesTheInputBitIdentical) {
                        "    bits_bias: null\n" +
                            std::string(inputs)),
         "q.yaml", *model, 0.1, nullptr);
-    EXPECT_FALSE(model->inputs_quant()) << inputs;
+    EXPECT_FALSE(model_input_quant(*model)) << inputs;
     EXPECT_FALSE(model->named_modules().contains("inputs_quant")) << inputs;
     model->eval();
     twin->eval();
@@ -621,7 +622,7 @@ TEST(Quantizers, QuantizedInputTracesAheadOfTheFirstConvAndRoundTrips) {
   model->train();
   auto fwd = [&](const at::Tensor& in) { return model->forward(in); };
   train_step(*model, fwd, *s, *opt, torch::randn({2, 3, 32, 32}));
-  const double m = model->inputs_quant()->range();
+  const double m = model_input_quant(*model)->range();
   EXPECT_GT(m, 0);
   const auto record = s->quantization();
   EXPECT_EQ(record["num_bits_inputs"], 8);  // bits_activations when absent
@@ -653,7 +654,7 @@ TEST(Quantizers, QuantizedInputTracesAheadOfTheFirstConvAndRoundTrips) {
   meta.quantization = record;
   save_checkpoint(tmp / "q.ckpt", meta, {model.get(), nullptr, nullptr, nullptr});
   auto rebuilt = models::model_from_checkpoint(Checkpoint::load(tmp / "q.ckpt"));
-  ASSERT_TRUE(rebuilt->inputs_quant());
+  ASSERT_TRUE(model_input_quant(*rebuilt));
   rebuilt->eval();
   torch::manual_seed(1);
   const auto x = torch::randn({2, 3, 32, 32});
@@ -661,10 +662,10 @@ TEST(Quantizers, QuantizedInputTracesAheadOfTheFirstConvAndRoundTrips) {
     torch::NoGradGuard no_grad;
     EXPECT_TRUE(torch::equal(rebuilt->forward(x), model->forward(x)));
   }
-  EXPECT_EQ(rebuilt->inputs_quant()->range(), m);
-  auto before = rebuilt->inputs_quant().get();
+  EXPECT_EQ(model_input_quant(*rebuilt)->range(), m);
+  auto before = model_input_quant(*rebuilt).get();
   CompressionScheduler::from_text(text, "q.yaml", *rebuilt, 0.1, nullptr);
-  EXPECT_EQ(rebuilt->inputs_quant().get(), before);  // adopted, not replaced
+  EXPECT_EQ(model_input_quant(*rebuilt).get(), before);  // adopted, not replaced
   try {
     CompressionScheduler::from_text(
         quant_schedule("QuantAwareTrainRangeLinearQuantizer", body + "    num_bits_inputs: 6\n"),

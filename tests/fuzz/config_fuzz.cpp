@@ -10,22 +10,24 @@
 
 #include "core/error.h"
 #include "fuzz_support.h"
+#include "models/family.h"
 #include "models/train_config.h"
-#include "options/optform.h"
+#include "options/common_options.h"
 #include "options/yaml_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const bool registered = [] {
-    igb::options::register_builtin_optforms();
+    igb::models::register_builtin_models();
     return true;
   }();
   (void)registered;
   const std::string file = igb::fuzz::write_input("config.yaml", data, size).string();
-  auto form = igb::options::optform_registry().get("sr").make();
+  auto form = igb::models::family("sr").make_options();
   CLI::App app("fuzz", "igb-train --optform=sr");
   igb::models::TrainConfig train;
-  train.model = form->default_model();
-  form->add_train_options(app, train);
+  form->set_train_defaults(train);
+  igb::options::add_common_train_options(app, train);
+  form->add_train_options(app);
   auto yaml = std::make_shared<igb::options::YamlConfig>("sr");
   yaml->set_app(&app);
   yaml->set_file(file);

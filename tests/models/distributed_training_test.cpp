@@ -12,6 +12,7 @@
 #include "core/checkpoint.h"
 #include "core/subprocess.h"
 #include "models/model.h"
+#include "models/model_from_checkpoint.h"
 #include "tests/apps/run_support.h"
 #include "tests/support.h"
 

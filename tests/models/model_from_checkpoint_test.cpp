@@ -10,6 +10,7 @@
 #include "core/checkpoint.h"
 #include "core/error.h"
 #include "models/model.h"
+#include "models/model_from_checkpoint.h"
 #include "tests/support.h"
 
 namespace igb::models {

@@ -17,6 +17,8 @@
 #include "core/logger.h"
 #include "core/subprocess.h"
 #include "models/loss_scaler.h"
+#include "models/model_from_checkpoint.h"
+#include "models/sr/sr_evaluator.h"
 #include "models/sr/sr_solver.h"
 #include "tests/support.h"
 
@@ -88,8 +90,8 @@ class TinySrTask : public TrainingTask {
     return torch::mse_loss(out, target);
   }
   Metrics validate() override {
-    auto ev = sr::evaluate_sr(*model_, data_.val, 2, true, torch::kCPU);
-    return {{"psnr", ev.psnr}};
+    const sr::SrEvaluator evaluator(data_.val, 2, true, torch::kCPU, "synthetic");
+    return {{"psnr", metric(evaluate_model(evaluator, *model_).metrics, "psnr")}};
   }
   std::string primary_metric() const override { return "psnr"; }
   std::string describe(const Metrics& m) const override {

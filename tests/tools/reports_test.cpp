@@ -29,7 +29,8 @@ MacsSummary macs_of(const std::string& name, nlohmann::json opts = nlohmann::jso
 
 }  // namespace
 
-// REFERENCE.md §5: parameters and MACs (batch 1) of each model, exactly.
+// The published parameters and MACs (torchvision, Distiller, Li et al. 2016) (batch 1) of each
+// model, exactly.
 TEST(Macs, TotalsMatchTheReferenceTable) {
   struct Row {
     std::string model;
@@ -51,7 +52,7 @@ TEST(Macs, TotalsMatchTheReferenceTable) {
   }
 }
 
-// REFERENCE.md §6: the DeblurGAN generator at 256×256, 49.55 GMACs. By hand: the 7×7 convs
+// The DeblurGAN generator (Kupyn et al. 2018) at 256×256, 49.55 GMACs. By hand: the 7×7 convs
 // 2 · 64·3·49 · 256² = 1,233,125,376; the stride-2 convs 128·64·9 · 128² + 256·128·9 · 64²
 // = 2,415,919,104; the 18 block convs 18 · 256·256·9 · 64² = 43,486,543,872; the transposed
 // convs, per input pixel, 256·128·9 · 64² + 128·64·9 · 128² = 2,415,919,104.

@@ -4,7 +4,6 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "tools/export/onnx_ops.h"
 #include "tools/graph/summary_graph.h"
 
 namespace igb::tools {
@@ -42,11 +41,6 @@ struct Row {
     info.count_option = count_option;
     return *this;
   }
-  Row& onnx(const char* op, OnnxEmit emit = nullptr) {
-    info.onnx = op;
-    info.onnx_emit = emit;
-    return *this;
-  }
   Row& quantized(bool input, bool weight) {
     info.quantize_input = input;
     info.quantize_weight = weight;
@@ -63,7 +57,8 @@ const std::vector<AttrArg> kPoolAttrs = {{"kernel_size", A::kKernel},
                                          {"padding", A::kPadding},
                                          {"dilation", A::kDilation}};
 
-std::vector<OpInfo> build_table() {
+// The table itself: one row per operator, exempt from the function-size limit.
+std::vector<OpInfo> build_table() {  // NOLINT(readability-function-size)
   using Fam = OpFamily;
   using K = OpKind;
   std::vector<Row> rows = {
@@ -72,138 +67,98 @@ std::vector<OpInfo> build_table() {
           .macs(MacRule::kPerOutputElement)
           .attrs(kConvAttrs)
           .weights(0, 1, "out_channels", "in_channels")
-          .onnx("Conv", emit_conv)
           .quantized(true, true),
       Row(K::kConvTranspose, "ConvTranspose", {"aten::conv_transpose2d", "aten::conv_transpose1d"},
           F::kMixes, true, Fam::kTransposedConvolution)
           .macs(MacRule::kPerInputElement)
           .attrs(kConvAttrs)
           .weights(1, 0, "out_channels", "in_channels")
-          .onnx("ConvTranspose", emit_conv_transpose)
           .quantized(true, true),
       Row(K::kLinear, "Linear", {"aten::linear", "aten::addmm"}, F::kMixes, true, Fam::kLinear)
           .macs(MacRule::kLinear)
           .weights(0, 1, "out_features", "in_features")
-          .onnx("Gemm", emit_linear)
           .quantized(true, true),
-      Row(K::kMatMul, "MatMul", {"aten::matmul"}, F::kBarrier, true, Fam::kLinear)
-          .onnx("MatMul", emit_matmul),
+      Row(K::kMatMul, "MatMul", {"aten::matmul"}, F::kBarrier, true, Fam::kLinear),
       Row(K::kBatchNorm, "BatchNorm", {"aten::batch_norm"}, F::kPreserves, true,
           Fam::kNormalization)
-          .per_channel({"weight", "bias", "running_mean", "running_var"}, "num_features")
-          .onnx("BatchNormalization", emit_batch_norm),
+          .per_channel({"weight", "bias", "running_mean", "running_var"}, "num_features"),
       Row(K::kInstanceNorm, "InstanceNorm", {"aten::instance_norm"}, F::kPreserves, true,
           Fam::kNormalization)
-          .per_channel({"weight", "bias", "running_mean", "running_var"}, "num_features")
-          .onnx("InstanceNormalization", emit_instance_norm),
-      Row(K::kLayerNorm, "LayerNorm", {"aten::layer_norm"}, F::kBarrier, false, Fam::kNormalization)
-          .onnx("LayerNormalization"),
+          .per_channel({"weight", "bias", "running_mean", "running_var"}, "num_features"),
+      Row(K::kLayerNorm, "LayerNorm", {"aten::layer_norm"}, F::kBarrier, false,
+          Fam::kNormalization),
       Row(K::kGroupNorm, "GroupNorm", {"aten::group_norm"}, F::kBarrier, false,
           Fam::kNormalization),
       Row(K::kReLU, "ReLU", {"aten::relu", "aten::relu_"}, F::kPreserves, true, Fam::kActivation)
-          .modules({"ReLU", "Activation"})
-          .onnx("Relu", emit_unary),
+          .modules({"ReLU", "Activation"}),
       Row(K::kReLU6, "ReLU6", {"aten::hardtanh", "aten::hardtanh_", "aten::relu6"}, F::kPreserves,
-          true, Fam::kActivation)
-          .onnx("Clip", emit_clip),
+          true, Fam::kActivation),
       Row(K::kPReLU, "PReLU", {"aten::prelu"}, F::kPreserves, true, Fam::kActivation)
-          .per_channel({"weight"}, "num_parameters")
-          .onnx("PRelu", emit_prelu),
+          .per_channel({"weight"}, "num_parameters"),
       Row(K::kLeakyReLU, "LeakyReLU", {"aten::leaky_relu", "aten::leaky_relu_"}, F::kPreserves,
-          true, Fam::kActivation)
-          .onnx("LeakyRelu", emit_leaky_relu),
-      Row(K::kTanh, "Tanh", {"aten::tanh", "aten::tanh_"}, F::kPreserves, true, Fam::kActivation)
-          .onnx("Tanh", emit_unary),
+          true, Fam::kActivation),
+      Row(K::kTanh, "Tanh", {"aten::tanh", "aten::tanh_"}, F::kPreserves, true, Fam::kActivation),
       Row(K::kSigmoid, "Sigmoid", {"aten::sigmoid", "aten::sigmoid_"}, F::kPreserves, false,
-          Fam::kActivation)
-          .onnx("Sigmoid", emit_unary),
+          Fam::kActivation),
       // SiLU and Hardswish: Sigmoid or HardSigmoid, then Mul (HardSwish is opset 14).
-      Row(K::kSiLU, "SiLU", {"aten::silu", "aten::silu_"}, F::kPreserves, true, Fam::kActivation)
-          .onnx("Sigmoid", emit_silu),
+      Row(K::kSiLU, "SiLU", {"aten::silu", "aten::silu_"}, F::kPreserves, true, Fam::kActivation),
       Row(K::kGELU, "GELU", {"aten::gelu"}, F::kPreserves, true, Fam::kActivation),
       Row(K::kHardswish, "Hardswish", {"aten::hardswish", "aten::hardswish_"}, F::kPreserves, true,
-          Fam::kActivation)
-          .onnx("HardSigmoid", emit_hardswish),
-      Row(K::kELU, "ELU", {"aten::elu", "aten::elu_"}, F::kPreserves, true, Fam::kActivation)
-          .onnx("Elu", emit_elu),
-      Row(K::kAbs, "Abs", {"aten::abs"}, F::kPreserves, true, Fam::kOther).onnx("Abs", emit_unary),
-      Row(K::kNeg, "Neg", {"aten::neg"}, F::kPreserves, true, Fam::kOther).onnx("Neg", emit_unary),
-      Row(K::kExp, "Exp", {"aten::exp"}, F::kPreserves, false, Fam::kOther).onnx("Exp", emit_unary),
-      Row(K::kSqrt, "Sqrt", {"aten::sqrt"}, F::kPreserves, true, Fam::kOther)
-          .onnx("Sqrt", emit_unary),
+          Fam::kActivation),
+      Row(K::kELU, "ELU", {"aten::elu", "aten::elu_"}, F::kPreserves, true, Fam::kActivation),
+      Row(K::kAbs, "Abs", {"aten::abs"}, F::kPreserves, true, Fam::kOther),
+      Row(K::kNeg, "Neg", {"aten::neg"}, F::kPreserves, true, Fam::kOther),
+      Row(K::kExp, "Exp", {"aten::exp"}, F::kPreserves, false, Fam::kOther),
+      Row(K::kSqrt, "Sqrt", {"aten::sqrt"}, F::kPreserves, true, Fam::kOther),
       Row(K::kMaxPool, "MaxPool", {"aten::max_pool2d", "aten::max_pool1d"}, F::kPreserves, true,
           Fam::kPooling)
-          .attrs(kPoolAttrs)
-          .onnx("MaxPool", emit_max_pool),
+          .attrs(kPoolAttrs),
       Row(K::kAvgPool, "AvgPool", {"aten::avg_pool2d"}, F::kPreserves, true, Fam::kPooling)
-          .attrs({{"kernel_size", A::kKernel}, {"stride", A::kStride}, {"padding", A::kPadding}})
-          .onnx("AveragePool", emit_avg_pool),
+          .attrs({{"kernel_size", A::kKernel}, {"stride", A::kStride}, {"padding", A::kPadding}}),
       Row(K::kAdaptiveAvgPool, "AdaptiveAvgPool", {"aten::adaptive_avg_pool2d"}, F::kPreserves,
           true, Fam::kPooling)
-          .attrs({{"output_size", A::kOutputSize}})
-          .onnx("GlobalAveragePool", emit_adaptive_pool),
+          .attrs({{"output_size", A::kOutputSize}}),
       Row(K::kAdaptiveMaxPool, "AdaptiveMaxPool", {"aten::adaptive_max_pool2d"}, F::kPreserves,
           true, Fam::kPooling)
-          .attrs({{"output_size", A::kOutputSize}})
-          .onnx("GlobalMaxPool", emit_adaptive_pool),
+          .attrs({{"output_size", A::kOutputSize}}),
       Row(K::kAdd, "Add", {"aten::add", "aten::add_"}, F::kPreserves, true, Fam::kJoin)
-          .onnx("Add", emit_arithmetic)
           .quantized(true, false),
-      Row(K::kSub, "Sub", {"aten::sub", "aten::sub_"}, F::kPreserves, true, Fam::kJoin)
-          .onnx("Sub", emit_arithmetic),
-      Row(K::kMul, "Mul", {"aten::mul", "aten::mul_"}, F::kPreserves, true, Fam::kJoin)
-          .onnx("Mul", emit_arithmetic),
-      Row(K::kDiv, "Div", {"aten::div", "aten::div_"}, F::kPreserves, true, Fam::kOther)
-          .onnx("Div", emit_arithmetic),
+      Row(K::kSub, "Sub", {"aten::sub", "aten::sub_"}, F::kPreserves, true, Fam::kJoin),
+      Row(K::kMul, "Mul", {"aten::mul", "aten::mul_"}, F::kPreserves, true, Fam::kJoin),
+      Row(K::kDiv, "Div", {"aten::div", "aten::div_"}, F::kPreserves, true, Fam::kOther),
       Row(K::kConcat, "Concat", {"aten::cat"}, F::kConcatenates, true, Fam::kJoin)
-          .attrs({{"dim", A::kDim}})
-          .onnx("Concat", emit_concat),
+          .attrs({{"dim", A::kDim}}),
       Row(K::kFlatten, "Flatten", {"aten::flatten"}, F::kReshapes, true, Fam::kShape)
-          .attrs({{"start_dim", A::kDim}, {"end_dim", A::kEndDim}})
-          .onnx("Flatten", emit_flatten),
-      Row(K::kReshape, "Reshape", {"aten::view", "aten::reshape"}, F::kReshapes, true, Fam::kShape)
-          .onnx("Reshape", emit_reshape),
+          .attrs({{"start_dim", A::kDim}, {"end_dim", A::kEndDim}}),
+      Row(K::kReshape, "Reshape", {"aten::view", "aten::reshape"}, F::kReshapes, true, Fam::kShape),
       Row(K::kPixelShuffle, "PixelShuffle", {"aten::pixel_shuffle"}, F::kRegroups, true,
           Fam::kShape)
-          .attrs({{"upscale_factor", A::kFactor}})
-          .onnx("DepthToSpace", emit_pixel_shuffle),
+          .attrs({{"upscale_factor", A::kFactor}}),
       Row(K::kPad, "Pad",
           // torch::nn::ReflectionPad2d and F::pad trace as aten::_pad_enum in LibTorch 1.13.
           {"aten::constant_pad_nd", "aten::reflection_pad2d", "aten::replication_pad2d",
            "aten::pad", "aten::_pad_enum"},
           F::kPads, true, Fam::kShape)
           .attrs({{"pad", A::kPads}, {"padding", A::kPads}})
-          .modules({"ReflectionPad", "ReplicationPad", "ZeroPad", "ConstantPad", "ChannelPad"})
-          .onnx("Pad", emit_pad),
+          .modules({"ReflectionPad", "ReplicationPad", "ZeroPad", "ConstantPad", "ChannelPad"}),
       Row(K::kUpsample, "Upsample",
           {"aten::upsample_bicubic2d", "aten::upsample_bilinear2d", "aten::upsample_nearest2d"},
-          F::kPreserves, true, Fam::kShape)
-          .onnx("Resize", emit_upsample),
+          F::kPreserves, true, Fam::kShape),
       Row(K::kSlice, "Slice", {"aten::slice"}, F::kPerDim, true, Fam::kShape)
-          .attrs({{"dim", A::kDim}})
-          .onnx("Slice", emit_slice),
+          .attrs({{"dim", A::kDim}}),
       Row(K::kDropout, "Dropout", {"aten::dropout", "aten::dropout_", "aten::feature_dropout"},
-          F::kPreserves, true, Fam::kOther)
-          .onnx("Identity", emit_pass_through),
+          F::kPreserves, true, Fam::kOther),
       Row(K::kClamp, "Clamp", {"aten::clamp", "aten::clamp_"}, F::kPreserves, true,
           Fam::kActivation)
-          .attrs({{"min", A::kMin}, {"max", A::kMax}})
-          .onnx("Clip", emit_clip),
-      Row(K::kMean, "Mean", {"aten::mean"}, F::kPerDim, true, Fam::kPooling)
-          .onnx("ReduceMean", emit_mean),
+          .attrs({{"min", A::kMin}, {"max", A::kMax}}),
+      Row(K::kMean, "Mean", {"aten::mean"}, F::kPerDim, true, Fam::kPooling),
       Row(K::kSoftmax, "Softmax", {"aten::softmax"}, F::kPerDim, false, Fam::kActivation)
-          .attrs({{"dim", A::kDim}})
-          .onnx("Softmax", emit_softmax),
+          .attrs({{"dim", A::kDim}}),
       Row(K::kLogSoftmax, "LogSoftmax", {"aten::log_softmax"}, F::kPerDim, false, Fam::kActivation)
-          .attrs({{"dim", A::kDim}})
-          .onnx("LogSoftmax", emit_softmax),
-      Row(K::kContiguous, "Contiguous", {"aten::contiguous"}, F::kPreserves, true, Fam::kShape)
-          .onnx("Identity", emit_pass_through),
-      Row(K::kClone, "Clone", {"aten::clone"}, F::kPreserves, true, Fam::kShape)
-          .onnx("Identity", emit_pass_through),
-      Row(K::kCast, "Cast", {"aten::to"}, F::kPreserves, true, Fam::kShape).onnx("Cast", emit_cast),
-      // The Q/DQ export writes a QuantizeLinear + DequantizeLinear pair (REFERENCE.md §4); the FP32
-      // exporter has no emitter for it.
+          .attrs({{"dim", A::kDim}}),
+      Row(K::kContiguous, "Contiguous", {"aten::contiguous"}, F::kPreserves, true, Fam::kShape),
+      Row(K::kClone, "Clone", {"aten::clone"}, F::kPreserves, true, Fam::kShape),
+      Row(K::kCast, "Cast", {"aten::to"}, F::kPreserves, true, Fam::kShape),
       Row(K::kFakeQuantize, "FakeQuantize",
           {"aten::fake_quantize_per_tensor_affine", "aten::fake_quantize_per_channel_affine"},
           F::kPreserves, true, Fam::kActivation)
@@ -212,8 +167,7 @@ std::vector<OpInfo> build_table() {
                   {"quant_min", A::kQuantMin},
                   {"quant_max", A::kQuantMax},
                   {"axis", A::kAxis}})
-          .modules({})
-          .onnx("QuantizeLinear"),
+          .modules({}),
       Row(K::kOther, "", {}, F::kBarrier, false, Fam::kOther).modules({}),
   };
   std::vector<OpInfo> table;

@@ -7,7 +7,6 @@
 namespace igb::tools {
 
 struct OpNode;
-class OnnxWriter;
 using Shape = std::vector<int64_t>;
 
 /// Every operator the summary graph knows. An operator the tracer records that is not in the
@@ -133,19 +132,16 @@ enum class OpAttr : uint8_t {
   kAxis
 };
 
-/// Writes the ONNX nodes of one op (tools/export/onnx_ops.h); throws InputError naming the op
-/// when its arguments have no ONNX equivalent.
-using OnnxEmit = void (*)(OnnxWriter& writer, const OpNode& op);
-
 /// One schema argument name and the OpNode attribute it fills.
 struct AttrArg {
   const char* argument;
   OpAttr attr;
 };
 
-/// Every fact about one operator kind that the graph walk, MACs, drawing, thinning, the
-/// exporter and the quantizers read. Adding an operator is adding one row to the table in
-/// op_table.cpp.
+/// Every fact about one operator kind that the graph walk, MACs, drawing, thinning and the
+/// quantizers read: what the op is, not how any file format writes it (the ONNX exporter keeps
+/// its own mapping from op kinds, deploy/onnx/onnx_ops.h). Adding an operator is adding one row
+/// to the table in op_table.cpp.
 struct OpInfo {
   OpKind kind = OpKind::kOther;
   /// Readable type ("Conv"), used in reports and for unnamed ops ("layer1.0.add").
@@ -176,11 +172,7 @@ struct OpInfo {
   std::vector<const char*> per_channel;
   const char* count_option = nullptr;
 
-  // Export and quantization.
-  /// ONNX operator the op exports to (REFERENCE.md §4), or nullptr when it has no mapping.
-  const char* onnx = nullptr;
-  /// Writes the op's ONNX nodes, or nullptr when the exporter has no mapping for it yet.
-  OnnxEmit onnx_emit = nullptr;
+  // Quantization.
   /// Whether a quantizer fake-quantizes the op's data input and its weight (TensorRT's Q/DQ
   /// placement: the inputs of Conv, ConvTranspose and Gemm).
   bool quantize_input = false;

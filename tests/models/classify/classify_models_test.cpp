@@ -20,7 +20,8 @@ class ClassifyModels : public ::testing::Test {
   static void SetUpTestSuite() { register_builtin_models(); }
 };
 
-// REFERENCE.md §5 and the published counts of the CIFAR ResNets with zero-padded shortcuts.
+// torchvision's published counts and the published counts of the CIFAR ResNets with zero-padded
+// shortcuts.
 TEST_F(ClassifyModels, ParameterCountsMatchThePublishedFigures) {
   const std::vector<std::pair<std::string, int64_t>> expected = {
       {"resnet18", 11'689'512},       {"resnet34", 21'797'672},

@@ -60,7 +60,8 @@ class DeblurModels : public ::testing::Test {
   static void SetUpTestSuite() { register_builtin_models(); }
 };
 
-// REFERENCE.md §6: 11,378,179 parameters with conv biases and non-affine instance norm.
+// DeblurGAN's generator (Kupyn et al. 2018): 11,378,179 parameters with conv biases and non-affine
+// instance norm.
 TEST_F(DeblurModels, ParameterCountsFollowTheLayerArithmetic) {
   EXPECT_EQ(deblurgan_count(64, 9), 11'378'179);
   EXPECT_EQ(count_parameters(*create_model("deblurgan", {})), 11'378'179);

@@ -6,9 +6,11 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/tensor_util.h"
 #include "data/deblur_data.h"
 #include "data/image.h"
 #include "data/image_metrics.h"
+#include "models/deblur/deblur_evaluator.h"
 #include "models/model.h"
 
 namespace igb::models::deblur {
@@ -105,11 +107,12 @@ TEST(DeblurSolver, AnIdentityGeneratorScoresAsTheBlurredInput) {
   o.synthetic_val_images = 2;
   o.synthetic_size = 48;
   const auto pairs = data::load_deblur_eval_data("synthetic", o);
-  const auto ev = evaluate_deblur(*g, pairs, c10::Device(c10::kCPU));
-  ASSERT_EQ(ev.rows.size(), 2u);
-  EXPECT_NEAR(ev.psnr, ev.blurred_psnr, 1e-9);
-  EXPECT_NEAR(ev.ssim, ev.blurred_ssim, 1e-9);
-  EXPECT_GT(ev.loss, 0.0);
+  const DeblurEvaluator evaluator(pairs, c10::Device(c10::kCPU), "two pairs", "synthetic");
+  const auto ev = evaluate_model(evaluator, *g);
+  ASSERT_EQ(ev.items.size(), 2u);
+  EXPECT_NEAR(metric(ev.metrics, "psnr"), metric(ev.baseline, "psnr"), 1e-9);
+  EXPECT_NEAR(metric(ev.metrics, "ssim"), metric(ev.baseline, "ssim"), 1e-9);
+  EXPECT_GT(metric(ev.metrics, "loss"), 0.0);
 }
 
 // A fresh generator starts near the identity: its last conv's weights are a tenth of
@@ -175,11 +178,14 @@ TEST(DeblurSolver, SelfEnsembleRestoresTheMeanOfTheEightOrientations) {
     expected = ((torch::stack(outs).mean(0).squeeze(0) + 1) / 2).clamp(0, 1);
   }
   const double want = data::psnr(data::quantize_8bit(expected), pairs[0].sharp);
-  const auto plain = evaluate_deblur(*g, pairs, c10::Device(c10::kCPU));
-  const auto ensembled = evaluate_deblur(*g, pairs, c10::Device(c10::kCPU), {}, true);
-  EXPECT_NEAR(ensembled.psnr, want, 1e-3);
-  EXPECT_GT(std::abs(ensembled.psnr - plain.psnr), 0.01);
-  EXPECT_DOUBLE_EQ(ensembled.blurred_psnr, plain.blurred_psnr);
+  const DeblurEvaluator evaluator(pairs, c10::Device(c10::kCPU), "one pair", "synthetic");
+  const auto plain = evaluate_model(evaluator, *g);
+  const auto ensembled = evaluator.evaluate([&g](const at::Tensor& x) {
+    return geometric_self_ensemble([&g](const at::Tensor& t) { return g->forward(t); }, x);
+  });
+  EXPECT_NEAR(metric(ensembled.metrics, "psnr"), want, 1e-3);
+  EXPECT_GT(std::abs(metric(ensembled.metrics, "psnr") - metric(plain.metrics, "psnr")), 0.01);
+  EXPECT_DOUBLE_EQ(metric(ensembled.baseline, "psnr"), metric(plain.baseline, "psnr"));
 }
 
 }  // namespace igb::models::deblur

@@ -1,0 +1,41 @@
+# Checks that the listed static libraries neither define nor reference a symbol of ONNX or of
+# protobuf (docs/architecture.md: the summary graph and compression know no file format; ONNX lives
+# in deploy/). Prints each offending symbol (the first ten per library) and fails.
+#
+#   cmake -DNM=/usr/bin/nm -DLIBRARIES="libigb_graph.a;libigb_compress.a" -P cmake/check_links.cmake
+cmake_policy(VERSION 3.21)
+if(NOT NM OR NOT LIBRARIES)
+  message(FATAL_ERROR "check_links.cmake: pass -DNM=<nm> and -DLIBRARIES=<lib;lib...>")
+endif()
+
+set(failed 0)
+foreach(lib ${LIBRARIES})
+  if(NOT EXISTS ${lib})
+    message(FATAL_ERROR "check_links.cmake: ${lib} does not exist (build it first)")
+  endif()
+  execute_process(COMMAND ${NM} -C ${lib} OUTPUT_VARIABLE symbols RESULT_VARIABLE rc
+                  ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "check_links.cmake: ${NM} ${lib} failed: ${err}")
+  endif()
+  string(REPLACE "\n" ";" symbols "${symbols}")
+  set(found 0)
+  foreach(s IN LISTS symbols)
+    if(s MATCHES "(^|[^A-Za-z_])(onnx|ONNX_NAMESPACE|google::protobuf)::")
+      math(EXPR found "${found} + 1")
+      if(found LESS_EQUAL 10)
+        message("${lib}: ${s}")
+      endif()
+    endif()
+  endforeach()
+  get_filename_component(name ${lib} NAME)
+  if(found GREATER 0)
+    message("${name}: ${found} ONNX or protobuf symbols")
+    set(failed 1)
+  else()
+    message("${name}: no ONNX or protobuf symbol")
+  endif()
+endforeach()
+if(failed)
+  message(FATAL_ERROR "a library that must not know ONNX links it")
+endif()

@@ -1,0 +1,88 @@
+#include "deploy/onnx/onnx_export.h"
+
+#include <fstream>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "deploy/onnx/onnx_ops.h"
+#include "deploy/onnx/onnx_writer.h"
+#include "tools/graph/op_table.h"
+
+namespace igb::deploy {
+
+OnnxExportReport export_onnx(torch::nn::Module& model, const SummaryGraph& graph,
+                             const OnnxExportOptions& options, const std::filesystem::path& out) {
+  if (options.opset() != 13)
+    throw InputError("ONNX opset " + std::to_string(options.opset()) +
+                     " is not supported; the exporter writes opset 13");
+  // Every op must have an emitter before anything is built.
+  const bool int8 = options.precision() == OnnxPrecision::kInt8;
+  if (options.calibration() && !int8)
+    throw InputError("a calibration applies to the INT8 Q/DQ export only");
+  for (const auto& op : graph.ops()) {
+    if (int8 && op.op_kind == OpKind::kFakeQuantize) continue;
+    if (op.op_kind == OpKind::kOther || !onnx_mapping(op.op_kind).emit)
+      throw InputError("cannot export " + op.type + " op '" + op.name + "' of " +
+                       graph.model_name() + " to ONNX: the exporter has no mapping for " +
+                       (op.op_kind == OpKind::kOther ? op.kind : std::string(op.type)));
+  }
+  OnnxWriter writer(model, graph, {options.dynamic_batch(), options.dynamic_hw()});
+  writer.set_fp16(options.precision() == OnnxPrecision::kFp16);
+  std::unique_ptr<OnnxQdqPass> qdq;
+  if (int8) qdq = std::make_unique<OnnxQdqPass>(writer, graph, options.calibration().get());
+  for (const auto& op : graph.ops()) {
+    if (qdq) qdq->before(op);
+    if (qdq && op.op_kind == OpKind::kFakeQuantize)
+      qdq->emit_fake_quantize(op);
+    else
+      onnx_mapping(op.op_kind).emit(writer, op);
+  }
+  const std::string version =
+      options.producer_version().empty() ? IGB_VERSION : options.producer_version();
+  const std::string bytes = writer.finish(options.opset(), options.producer_name(), version);
+  write_atomically(out, [&](const std::filesystem::path& tmp) {
+    std::ofstream f(tmp, std::ios::binary);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    f.close();
+    if (!f) throw InputError("cannot write " + out.string());
+  });
+  OnnxExportReport r;
+  r.path = out;
+  r.opset = options.opset();
+  r.nodes = writer.node_count();
+  r.initializers = writer.initializer_count();
+  for (const auto& io : writer.inputs()) r.inputs.push_back({io.name, io.dims});
+  for (const auto& io : writer.outputs()) r.outputs.push_back({io.name, io.dims});
+  r.precision = onnx_precision_name(options.precision());
+  if (qdq) {
+    r.activation_scales = qdq->record().activation_scales;
+    r.weight_scales = qdq->record().weight_scales;
+    r.quantized_values = qdq->record().quantized_values;
+    r.lines = qdq->record().lines;
+    if (r.activation_scales.empty() && r.weight_scales.empty())
+      r.lines.push_back(
+          "no layer has a quantized input and weight, so no Q/DQ pair was written: TensorRT runs "
+          "the model in float (--calibrate N gives float inputs activation ranges)");
+  }
+  return r;
+}
+
+std::string onnx_precision_name(OnnxPrecision p) {
+  switch (p) {
+    case OnnxPrecision::kFp16:
+      return "fp16";
+    case OnnxPrecision::kInt8:
+      return "int8";
+    case OnnxPrecision::kFp32:
+      break;
+  }
+  return "fp32";
+}
+
+std::string onnx_io_string(const OnnxIo& io) {
+  std::string s = io.name + " [";
+  for (size_t i = 0; i < io.dims.size(); ++i) s += (i ? "," : "") + io.dims[i];
+  return s + "]";
+}
+
+}  // namespace igb::deploy

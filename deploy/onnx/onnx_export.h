@@ -1,0 +1,99 @@
+#pragma once
+
+#include <torch/arg.h>
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "deploy/onnx/onnx_qdq.h"
+#include "tools/graph/summary_graph.h"
+
+namespace igb::deploy {
+
+/// The numeric precision of an exported model.
+enum class OnnxPrecision {
+  /// Float32 everywhere; a fake quantization op is refused.
+  kFp32,
+  /// Initializers and computation in float16; the graph's inputs and outputs stay float32, with a
+  /// Cast after each input and before each output (feed and read float32 as for FP32).
+  kFp16,
+  /// Explicit INT8 for TensorRT: fake quantizations become QuantizeLinear → DequantizeLinear
+  /// (int8, zero point 0), weights of quantized (or, with a calibration, of all) Conv,
+  /// ConvTranspose and Gemm layers FP32 initializer → Q → DQ per output channel (axis 0), data
+  /// inputs of those layers and residual skip inputs Q/DQ per tensor (TensorRT's explicit
+  /// quantization; docs/export.md).
+  kInt8,
+};
+
+/// "fp32", "fp16", "int8".
+std::string onnx_precision_name(OnnxPrecision p);
+
+/// How export_onnx writes a model.
+///
+///   auto report = export_onnx(*model, graph, OnnxExportOptions().dynamic_batch(true), "m.onnx");
+struct OnnxExportOptions {
+  /// ONNX opset of the default domain; only 13 is written.
+  TORCH_ARG(int64_t, opset) = 13;
+  /// Declare the batch dim of inputs and outputs as the symbol N.
+  TORCH_ARG(bool, dynamic_batch) = false;
+  /// Declare the spatial dims of 4-D inputs and outputs as symbols: H and W on the input (and on
+  /// an output of the same traced size), H_out and W_out on an output of another size.
+  TORCH_ARG(bool, dynamic_hw) = false;
+  /// Written into the model's producer_name and producer_version.
+  TORCH_ARG(std::string, producer_name) = "igb";
+  TORCH_ARG(std::string, producer_version) = "";
+  /// Numeric precision. Default kFp32.
+  TORCH_ARG(OnnxPrecision, precision) = OnnxPrecision::kFp32;
+  /// kInt8 only: activation ranges of a float model (calibrate_onnx on the same graph); null for a
+  /// model trained with fake quantization.
+  TORCH_ARG(std::shared_ptr<const OnnxCalibration>, calibration) = nullptr;
+};
+
+/// A graph input or output of the written model.
+struct OnnxIo {
+  std::string name;
+  /// Dims, a symbolic one as its name ("N", "H").
+  std::vector<std::string> dims;
+};
+
+/// What export_onnx wrote.
+struct OnnxExportReport {
+  std::filesystem::path path;
+  int64_t opset = 13;
+  int64_t nodes = 0;
+  int64_t initializers = 0;
+  std::vector<OnnxIo> inputs, outputs;
+  /// "fp32", "fp16" or "int8" (onnx_precision_name).
+  std::string precision = "fp32";
+  /// int8: per-tensor activation scales, keyed by the name of the ONNX value that enters the
+  /// QuantizeLinear (a graph input, a layer's output name); zero point 0, x ≈ q·scale.
+  std::map<std::string, double> activation_scales;
+  /// int8: per-channel weight scales, keyed by the weight initializer's name (the parameter name,
+  /// "layer1.0.conv1.weight"), one scale per output channel along axis 0.
+  std::map<std::string, std::vector<float>> weight_scales;
+  /// int8: the model's fake quantization ops as written (check_qdq_layers compares each).
+  std::vector<OnnxQuantizedValue> quantized_values;
+  /// Notes for the user, one line each: grids that do not map exactly onto int8 (which layer and
+  /// why), quantized layers whose input stays float, residual skips left float.
+  std::vector<std::string> lines;
+};
+
+/// Writes `model`, traced as `graph`, as an ONNX model of `options.precision()` (FP32 unless
+/// asked) to `out` (docs/export.md): IR 7,
+/// initializers named by parameter names, nodes by op names, graph input "input" and outputs
+/// "output", "output_1", ... The model is checked with onnx::checker and strict shape inference
+/// before it is written atomically. An op without an ONNX mapping, an argument without an ONNX
+/// equivalent or a failed check throws InputError naming the op type and layer; nothing is written
+/// then.
+OnnxExportReport export_onnx(torch::nn::Module& model, const SummaryGraph& graph,
+                             const OnnxExportOptions& options, const std::filesystem::path& out);
+
+/// "input [N,3,32,32]" lines of a report, for printing.
+std::string onnx_io_string(const OnnxIo& io);
+
+}  // namespace igb::deploy

@@ -1,0 +1,221 @@
+#include "models/evaluate_checkpoint.h"
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+
+#include "core/checkpoint.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/logger.h"
+#include "core/table.h"
+#include "core/tensor_util.h"
+#include "core/train_mode_guard.h"
+#include "models/model_from_checkpoint.h"
+#include "models/trainer.h"
+
+namespace igb::models {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// The baseline's key prefix: "bicubic" of "Bicubic".
+std::string baseline_key(const EvalLayout& layout) {
+  std::string key = layout.baseline;
+  for (auto& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return key;
+}
+
+std::string cell(const Metrics& m, const EvalLayout::Column& c, int min_digits = 0) {
+  return fixed(metric(m, c.key), std::max(c.digits, min_digits));
+}
+
+/// The tabulated metrics of `m` as JSON, under `prefix` ("bicubic_").
+nlohmann::json metrics_json(const Metrics& m, const std::string& prefix = "") {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [key, value] : m) j[prefix + key] = value;
+  return j;
+}
+
+/// Per-image results: a row per image and the mean, with the baseline beside; then the gain.
+void print_items(const Evaluation& ev, const EvalLayout& layout, const TestRequest& request) {
+  Table table;
+  table.columns = {"Image"};
+  for (const auto& c : layout.columns) table.columns.push_back(c.title);
+  for (const auto& c : layout.columns) table.columns.push_back(layout.baseline + " " + c.title);
+  auto row = [&](const std::string& name, const Metrics& m, const Metrics& b) {
+    std::vector<std::string> r = {name};
+    for (const auto& c : layout.columns) r.push_back(cell(m, c));
+    for (const auto& c : layout.columns) r.push_back(cell(b, c));
+    table.rows.push_back(r);
+  };
+  for (const auto& item : ev.items) row(item.name, item.metrics, item.baseline);
+  row("mean", ev.metrics, ev.baseline);
+  std::cout << table.to_text();
+  const auto& primary = layout.columns.front();
+  std::cout << primary.title.substr(0, primary.title.find(' ')) << " gain over "
+            << layout.baseline_phrase << ": "
+            << fixed(metric(ev.metrics, primary.key) - metric(ev.baseline, primary.key),
+                     primary.digits)
+            << " " << layout.unit << " (" << layout.note
+            << (request.self_ensemble ? layout.separator + "x8 self-ensemble" : "") << ")\n";
+}
+
+/// Whole-set results: one row for the checkpoint, then its metrics on one line.
+void print_totals(const Evaluation& ev, const EvalLayout& layout, const TestRequest& request,
+                  int64_t epoch) {
+  Table table;
+  table.columns = {"Checkpoint", "Epoch", "Images"};
+  std::vector<std::string> r = {request.checkpoint, std::to_string(epoch),
+                                std::to_string(ev.count)};
+  for (const auto& c : layout.columns) {
+    table.columns.push_back(c.title);
+    r.push_back(cell(ev.metrics, c));
+  }
+  table.rows.push_back(r);
+  std::cout << table.to_text() << "==> ";
+  for (size_t i = 0; i < layout.columns.size(); ++i) {
+    const auto& c = layout.columns[i];
+    std::cout << (i ? "    " : "") << c.title.substr(0, c.title.find(' ')) << ": "
+              << fixed(metric(ev.metrics, c.key), 3);
+  }
+  std::cout << std::endl;
+}
+
+/// A comparison of the checkpoint's own results with another form of the model on the same data:
+/// the two rows and their difference, each metric with at least `min_digits` decimals.
+void print_comparison(const std::string& title, const std::string& own_label, const Evaluation& own,
+                      const std::string& other_label, const Evaluation& other,
+                      const EvalLayout& layout, int extra_digits) {
+  Table t;
+  t.columns = {"Model"};
+  for (const auto& c : layout.columns) t.columns.push_back(c.title);
+  std::vector<std::string> a = {own_label}, b = {other_label}, d = {"difference"};
+  for (const auto& c : layout.columns) {
+    a.push_back(cell(own.metrics, c, extra_digits));
+    b.push_back(cell(other.metrics, c, extra_digits));
+    d.push_back(
+        fixed(metric(other.metrics, c.key) - metric(own.metrics, c.key), c.digits + extra_digits));
+  }
+  t.rows = {a, b, d};
+  std::cout << title << "\n" << t.to_text();
+}
+
+/// The shown metrics of `ev` as JSON ({"psnr": ..., "ssim": ...}).
+nlohmann::json shown_json(const Evaluation& ev, const EvalLayout& layout) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& c : layout.columns) j[c.key] = metric(ev.metrics, c.key);
+  return j;
+}
+
+nlohmann::json summary_of(const std::string& family, const TestRequest& request,
+                          const Checkpoint& ckpt, const Evaluator& evaluator, const Evaluation& ev,
+                          double seconds) {
+  const auto& layout = evaluator.layout();
+  nlohmann::json s = {{"optform", family},
+                      {"checkpoint", request.checkpoint},
+                      {"model", ckpt.meta().model},
+                      {"epoch", ckpt.meta().epoch}};
+  s.update(evaluator.summary_fields());
+  s["images"] = ev.count;
+  s.update(metrics_json(ev.metrics));
+  if (!layout.baseline.empty()) {
+    s.update(metrics_json(ev.baseline, baseline_key(layout) + "_"));
+    s["self_ensemble"] = request.self_ensemble;
+  }
+  if (!ev.items.empty()) {
+    nlohmann::json items = nlohmann::json::array();
+    for (const auto& item : ev.items) {
+      nlohmann::json j = {{"image", item.name}};
+      j.update(metrics_json(item.metrics));
+      j.update(metrics_json(item.baseline, baseline_key(layout) + "_"));
+      items.push_back(j);
+    }
+    s["per_image"] = items;
+  }
+  s["seconds"] = seconds;
+  return s;
+}
+
+/// --quantize-eval: the post-training quantized model, calibrated on the evaluator's first
+/// batches, scored on the same data; returns test_summary.json's "quantize_eval".
+nlohmann::json evaluate_quantized(const TestRequest& request, ModelImpl& model,
+                                  const Evaluator& evaluator, const Evaluation& fp32,
+                                  const fs::path& out, RunContext& ctx) {
+  const auto& layout = evaluator.layout();
+  nlohmann::json info;
+  auto q = compress::quantize_for_eval(
+      request.quantize_eval, model, model.input_shape(),
+      [&](const at::Tensor& x) { return model.forward(x); },
+      [&](const compress::PostTrainLinearQuantizer::Forward& f, int64_t n) {
+        evaluator.for_each_input(n, [&](const at::Tensor& x) { f(x); });
+      },
+      out, *ctx.logger, &info);
+  const auto qev = evaluator.evaluate([&](const at::Tensor& x) { return q->forward(x); });
+  print_comparison("Post-training quantization (" + request.quantize_eval.schedule + ")", "FP32",
+                   fp32, info["label"].get<std::string>(), qev, layout, 0);
+  const auto& primary = layout.columns.front().key;
+  info["fp32"] = shown_json(fp32, layout);
+  info["quantized"] = shown_json(qev, layout);
+  info[primary + "_drop"] = metric(fp32.metrics, primary) - metric(qev.metrics, primary);
+  return info;
+}
+
+}  // namespace
+
+nlohmann::json evaluate_checkpoint(const std::string& family, const TestRequest& request,
+                                   const EvaluatorFactory& make, RunContext& ctx) {
+  if (request.self_ensemble && (request.quantize_eval.enabled() || request.external.enabled()))
+    throw InputError("--self-ensemble evaluates the checkpoint's own model only: leave out " +
+                     std::string(request.external.enabled() ? "--onnx" : "--quantize-eval"));
+  Checkpoint ckpt = load_checkpoint_for(request.checkpoint, family);
+  Model model = model_from_checkpoint(ckpt);
+  model->to(ctx.device);
+  EvalData data = request.data;
+  data.run_config = ckpt.meta().config;
+  const auto evaluator = make(*model, data, ctx.device);
+  const auto& layout = evaluator->layout();
+  if (request.self_ensemble && layout.baseline.empty())
+    throw InputError("--self-ensemble applies to image restoration (sr, deblur), not to " + family);
+
+  torch::NoGradGuard no_grad;
+  TrainModeGuard eval(*model, /*train=*/false);
+  Forward forward = [&model](const at::Tensor& x) { return model->forward(x); };
+  if (request.self_ensemble) {
+    const Forward own = forward;
+    forward = [own](const at::Tensor& x) { return geometric_self_ensemble(own, x); };
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto ev = evaluator->evaluate(forward, request.save_images);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // The external model runs before anything is printed, so a shape it refuses is the one line.
+  Evaluation eev;
+  if (request.external.enabled()) eev = evaluator->evaluate(request.external.forward);
+  if (ev.items.empty())
+    print_totals(ev, layout, request, ckpt.meta().epoch);
+  else
+    print_items(ev, layout, request);
+
+  auto summary = summary_of(family, request, ckpt, *evaluator, ev, seconds);
+  fs::path out =
+      request.out.empty() ? fs::path(request.checkpoint).parent_path() : fs::path(request.out);
+  if (out.empty()) out = ".";
+  if (request.quantize_eval.enabled())
+    summary["quantize_eval"] = evaluate_quantized(request, *model, *evaluator, ev, out, ctx);
+  if (request.external.enabled()) {
+    print_comparison(request.external.label + " (" + request.external.source + ")",
+                     "checkpoint (LibTorch)", ev, request.external.label, eev, layout, 3);
+    const auto& primary = layout.columns.front().key;
+    nlohmann::json onnx = {{"runtime", request.external.label}, {"model", request.external.source}};
+    onnx.update(shown_json(eev, layout));
+    onnx[primary + "_difference"] = metric(eev.metrics, primary) - metric(ev.metrics, primary);
+    summary["onnx"] = onnx;
+  }
+  write_text_atomically(out / "test_summary.json", summary.dump(2) + "\n");
+  ctx.logger->info("wrote " + (out / "test_summary.json").string());
+  return summary;
+}
+
+}  // namespace igb::models

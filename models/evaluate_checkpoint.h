@@ -1,0 +1,48 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <c10/core/Device.h>
+
+#include <nlohmann/json.hpp>
+
+#include "compress/post_train_quantizer.h"
+#include "core/run_context.h"
+#include "models/evaluation.h"
+#include "models/external_forward.h"
+#include "models/model.h"
+
+namespace igb::models {
+
+/// What igb-test asks of a checkpoint, whatever its family.
+struct TestRequest {
+  std::string checkpoint;
+  /// The data to score on (its run_config is filled from the checkpoint).
+  EvalData data;
+  /// Folder for test_summary.json (and quantization statistics); empty = the checkpoint's folder.
+  std::string out;
+  /// Folder for restored images (PNG); empty = none.
+  std::string save_images;
+  /// Score each image as the mean of the model's outputs on its eight flips and transposes
+  /// (geometric_self_ensemble, EDSR's "+"); not with quantize_eval or external.
+  bool self_ensemble = false;
+  /// --quantize-eval: also the post-training quantized model, calibrated on the same data.
+  compress::QuantizeEvalRequest quantize_eval;
+  /// --onnx: also an exported model in another runtime, on the same data.
+  ExternalForward external;
+};
+
+/// Builds a family's evaluator of `model` on `data`.
+using EvaluatorFactory = std::function<std::unique_ptr<Evaluator>(
+    ModelImpl& model, const EvalData& data, const c10::Device& device)>;
+
+/// Tests a checkpoint of `family`: rebuilds its model, scores it with the evaluator `make`
+/// builds (and, as asked, its self-ensemble, its post-training quantized form and an external
+/// runtime's export, on the same data), prints the tables, writes test_summary.json and returns
+/// it.
+nlohmann::json evaluate_checkpoint(const std::string& family, const TestRequest& request,
+                                   const EvaluatorFactory& make, RunContext& ctx);
+
+}  // namespace igb::models

@@ -1,0 +1,51 @@
+// The application families: the one list of them, and the zoo filled from it.
+#include <mutex>
+
+#include "core/error.h"
+#include "models/classify/classify_family.h"
+#include "models/deblur/deblur_family.h"
+#include "models/family.h"
+#include "models/sr/sr_family.h"
+
+namespace igb::models {
+
+Registry<Family>& family_registry() {
+  static Registry<Family> registry("optform");
+  return registry;
+}
+
+void register_builtin_families() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    auto& r = family_registry();
+    for (Family f : {classify::classify_family(), sr::sr_family(), deblur::deblur_family()})
+      r.add(f.name, f, f.help);
+    r.freeze();
+  });
+}
+
+// Declared with the zoo (models/model.h); the zoo is what the families register.
+void register_builtin_models() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_builtin_families();
+    auto& models = model_registry();
+    for (const auto& name : family_registry().names())
+      family_registry().get(name).register_models(models);
+    models.freeze();
+  });
+}
+
+const Family& family(const std::string& name) {
+  register_builtin_families();
+  return family_registry().get(name);
+}
+
+const EvalLayout& family_layout(const std::string& name) { return family(name).layout; }
+
+const Family& family_of_model(const std::string& model) {
+  register_builtin_models();
+  return family(model_registry().get(model).family);
+}
+
+}  // namespace igb::models

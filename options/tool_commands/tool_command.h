@@ -1,0 +1,90 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/registry.h"
+#include "options/tool_commands/tool_model.h"
+
+namespace CLI {
+class App;
+}
+
+namespace igb::options {
+
+/// One `igb-tools` sub-command: its options, its help and what it runs. Each lives in a file of
+/// its own under options/tool_commands/ and is registered by name with its help line:
+///
+///   class DrawCommand : public ToolCommand { ... };
+///   void add_draw_command(Registry<ToolCommandSpec>& r) {
+///     r.add("draw", {[] { return std::make_unique<DrawCommand>(); }}, "Draw the graph ...");
+///   }
+class ToolCommand {
+ public:
+  virtual ~ToolCommand() = default;
+  /// Adds the command's options to `sub`, the sub-command made for it.
+  virtual void add_options(CLI::App& sub) = 0;
+  /// Refuses bad output places before any work, so that a bad one costs nothing and writes
+  /// nothing. Default: none.
+  virtual void check_outputs() const {}
+  /// Runs the parsed command; returns the exit code.
+  virtual int run() = 0;
+};
+
+struct ToolCommandSpec {
+  std::function<std::unique_ptr<ToolCommand>()> make;
+};
+
+/// The igb-tools commands, by name (filled by register_builtin_tool_commands()).
+Registry<ToolCommandSpec>& tool_command_registry();
+
+/// Registers every igb-tools command; idempotent.
+void register_builtin_tool_commands();
+
+/// Every registered command as a sub-command of `app`; after app.parse(), run() checks the output
+/// places of the command given, then runs it.
+///
+///   CLI::App app("igb-tools");
+///   ToolCommandSet commands(app);
+///   app.parse(argc, argv);
+///   return commands.run();
+class ToolCommandSet {
+ public:
+  explicit ToolCommandSet(CLI::App& app);
+  /// The names of the commands, sorted.
+  std::vector<std::string> names() const;
+  int run();
+
+ private:
+  std::vector<std::pair<CLI::App*, std::unique_ptr<ToolCommand>>> commands_;
+};
+
+/// The model a command works on: --model (with --model-arg and --input) or --checkpoint, and
+/// --threads.
+struct ToolTarget {
+  std::string model, checkpoint, input;
+  std::vector<std::string> options;
+  int64_t threads = 0;
+  /// load_tool_model of the options given.
+  ToolModel load() const;
+};
+
+/// Adds --checkpoint and --threads, and with `model_allowed` --model, --model-arg and --input
+/// (else --checkpoint is required).
+void add_target_options(CLI::App& sub, ToolTarget& target, bool model_allowed);
+
+/// Adds --threads (intra-op threads, 0 = all cores).
+void add_threads_option(CLI::App& sub, int64_t& threads);
+
+/// --csv and --json of a report.
+struct ReportFiles {
+  std::string csv, json;
+  /// Refuses a bad place for either (check_output_file).
+  void check() const;
+};
+void add_report_files(CLI::App& sub, ReportFiles& files);
+
+}  // namespace igb::options
