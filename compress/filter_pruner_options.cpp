@@ -53,7 +53,7 @@ FilterPrunerOptions FilterPrunerOptions::from_yaml(YamlReader& r, const ModelPar
   } else {
     r.ignore({"group_dependency"});
   }
-  const YAML::Node n = r.node("weights");
+  const YAML::Node n = r.required("weights");
   std::vector<std::string> weights;
   if (n && n.IsScalar() && !n.Scalar().empty()) {
     weights.push_back(params.resolve(n.Scalar(), yaml_where(r.file(), n)));

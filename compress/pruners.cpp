@@ -91,8 +91,8 @@ void check_agp_range(YamlReader& r, double initial, double final_sparsity) {
 /// named_parameters().
 ParamValues per_param(YamlReader& r, const std::string& key, const ModelParams& params,
                       bool is_fraction) {
-  YAML::Node n = r.node(key);
-  if (!n || !n.IsMap() || n.size() == 0)
+  YAML::Node n = r.required(key);
+  if (!n.IsMap() || n.size() == 0)
     throw InputError(r.where() + ": " + r.path() + " needs a non-empty mapping '" + key + "'");
   ParamValues out;
   double star = -1;
@@ -112,7 +112,7 @@ ParamValues per_param(YamlReader& r, const std::string& key, const ModelParams& 
 }
 
 std::vector<std::string> read_weights(YamlReader& r, const ModelParams& params) {
-  YAML::Node n = r.node("weights");
+  YAML::Node n = r.required("weights");
   // One name given as a plain string, as Distiller accepts it.
   if (n && n.IsScalar() && !n.Scalar().empty())
     return {params.resolve(n.Scalar(), yaml_where(r.file(), n))};
@@ -181,7 +181,7 @@ std::vector<RankedTarget> read_ranked_targets(YamlReader& r, const ModelParams& 
     o.initial_sparsity(fraction(r, "initial_sparsity"));
     o.final_sparsity(fraction(r, "final_sparsity"));
     check_agp_range(r, o.initial_sparsity(), o.final_sparsity());
-    GroupType g = read_group(r, "group_type", r.node("group_type"));
+    GroupType g = read_group(r, "group_type", r.required("group_type"));
     for (const auto& w : read_weights(r, params)) targets.push_back({w, o.final_sparsity(), g});
   } else if (fixed_fraction && r.has("reg_regims")) {
     for (const auto& kv : r.node("reg_regims")) {
@@ -200,7 +200,7 @@ std::vector<RankedTarget> read_ranked_targets(YamlReader& r, const ModelParams& 
                        " gives both reg_regims and weights/desired_sparsity");
   } else {
     double s = fixed_fraction ? fraction(r, "desired_sparsity") : 0.0;
-    GroupType g = read_group(r, "group_type", r.node("group_type"));
+    GroupType g = read_group(r, "group_type", r.required("group_type"));
     for (const auto& w : read_weights(r, params)) targets.push_back({w, s, g});
   }
   for (const auto& t : targets) check_group_fits(r, params, t.weight, t.group);

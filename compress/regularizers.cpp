@@ -75,8 +75,18 @@ void criterion_json(ThresholdCriterion c, nlohmann::json& out) {
   if (c == ThresholdCriterion::kMax) out["threshold_criteria"] = "Max";
 }
 
+/// A regularization strength: a finite number, at least 0 (a negative one would reward large
+/// weights).
+double read_strength(YamlReader& y, const YAML::Node& n) {
+  const double v = y.as<double>(n, "reg_regims");
+  if (v < 0)
+    throw InputError(yaml_where(y.file(), n) + ": " + y.path() +
+                     ": a regularization strength must be >= 0, not " + n.Scalar());
+  return v;
+}
+
 YAML::Node read_regims(YamlReader& y) {
-  YAML::Node regims = y.node("reg_regims");
+  YAML::Node regims = y.required("reg_regims");
   if (!regims || !regims.IsMap() || regims.size() == 0)
     throw InputError(y.where() + ": " + y.path() + " needs a non-empty mapping 'reg_regims'");
   return regims;
@@ -213,7 +223,7 @@ L1RegularizerOptions L1RegularizerOptions::from_yaml(YamlReader& y, const ModelP
         {p.resolve(
              yaml_scalar(y.file(), kv.first, "a parameter name in " + y.path() + ".reg_regims"),
              where),
-         y.as<double>(kv.second, "reg_regims")});
+         read_strength(y, kv.second)});
   }
   o.threshold_criteria(read_criterion(y));
   y.finish();
@@ -237,7 +247,7 @@ GroupLassoRegularizerOptions GroupLassoRegularizerOptions::from_yaml(YamlReader&
       throw InputError(where + ": GroupLassoRegularizer reg_regims entries are [strength, group]");
     auto name = p.resolve(
         yaml_scalar(y.file(), kv.first, "a parameter name in " + y.path() + ".reg_regims"), where);
-    o.reg_regims_.push_back({name, y.as<double>(kv.second[0], "reg_regims"),
+    o.reg_regims_.push_back({name, read_strength(y, kv.second[0]),
                              parse_lasso_group(y.as<std::string>(kv.second[1], "reg_regims"), where,
                                                p.at(name).dim())});
   }
@@ -277,8 +287,7 @@ GroupVarianceRegularizerOptions GroupVarianceRegularizerOptions::from_yaml(YamlR
     if (p.at(name).dim() != 4)
       throw InputError(where + ": GroupVarianceRegularizer needs a 4-D convolution weight; " +
                        name + " has " + std::to_string(p.at(name).dim()) + " dimensions");
-    o.reg_regims_.push_back(
-        {name, y.as<double>(kv.second[0], "reg_regims"), LassoGroup::kChannels});
+    o.reg_regims_.push_back({name, read_strength(y, kv.second[0]), LassoGroup::kChannels});
   }
   y.finish();
   return o;

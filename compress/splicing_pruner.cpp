@@ -8,7 +8,7 @@ namespace igb::compress {
 
 SplicingPrunerOptions SplicingPrunerOptions::from_yaml(YamlReader& r, const ModelParams& params) {
   SplicingPrunerOptions o;
-  YAML::Node n = r.node("sensitivities");
+  YAML::Node n = r.required("sensitivities");
   if (!n || !n.IsMap() || n.size() == 0)
     throw InputError(r.where() + ": " + r.path() + " needs a non-empty mapping 'sensitivities'");
   ParamValues values;

@@ -63,9 +63,32 @@ void walk_for_duplicates(const YAML::Node& node, const std::string& file, const 
   }
 }
 
+// The nodes `node` stands for once every alias is replaced by what it names, counted once per
+// distinct collection (memo, by position) and saturating at `limit`: a few lines of anchors can
+// stand for a billion nodes ("billion laughs").
+int64_t expanded_nodes(const YAML::Node& node, std::map<int, int64_t>& memo, int64_t limit) {
+  if (!node.IsMap() && !node.IsSequence()) return 1;
+  const bool keyed = !node.Mark().is_null();
+  if (keyed)
+    if (auto it = memo.find(node.Mark().pos); it != memo.end()) return it->second;
+  int64_t n = 1;
+  for (const auto& e : node) {
+    n += node.IsMap() ? expanded_nodes(e.first, memo, limit) + expanded_nodes(e.second, memo, limit)
+                      : expanded_nodes(e, memo, limit);
+    if (n > limit) break;
+  }
+  n = std::min(n, limit + 1);
+  if (keyed) memo[node.Mark().pos] = n;
+  return n;
+}
+
 }  // namespace
 
 void check_duplicate_keys(const YAML::Node& root, const std::string& file) {
+  std::map<int, int64_t> memo;
+  if (expanded_nodes(root, memo, kMaxYamlNodes) > kMaxYamlNodes)
+    throw InputError(file + ": its anchors and aliases expand it to more than " +
+                     std::to_string(kMaxYamlNodes) + " nodes; write the values out instead");
   std::set<int> seen;
   walk_for_duplicates(root, file, "", seen);
 }
@@ -77,6 +100,12 @@ YamlReader::YamlReader(YAML::Node node, std::string file, std::string path)
 }
 
 bool YamlReader::has(const std::string& key) const { return static_cast<bool>(node_[key]); }
+
+YAML::Node YamlReader::required(const std::string& key) {
+  known_.push_back(key);
+  if (!has(key)) throw missing(key);
+  return node_[key];
+}
 
 YAML::Node YamlReader::node(const std::string& key) {
   known_.push_back(key);
@@ -99,25 +128,6 @@ void YamlReader::finish() const {
                      closest_names(key, known_, 1).front() + "?");
   }
 }
-
-namespace {
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-}  // namespace
 
 InputError YamlReader::missing(const std::string& key) const {
   // A key nobody has read yet within one edit per five characters of the missing key (at least

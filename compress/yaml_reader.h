@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -47,6 +49,8 @@ class YamlReader {
   }
   /// The raw node of an optional key (a null node when absent); marks the key known.
   YAML::Node node(const std::string& key);
+  /// The raw node of a required key, missing as get's: a misspelling is named as such.
+  YAML::Node required(const std::string& key);
   /// Marks keys as accepted and ignored.
   void ignore(const std::vector<std::string>& keys);
   void finish() const;
@@ -71,11 +75,16 @@ class YamlReader {
     } else if constexpr (std::is_same_v<T, std::string>) {
       if (!n.IsScalar() && !n.IsNull()) throw wrong_type(n, key, yaml_expected<T>());
     }
+    T v;
     try {
-      return n.as<T>();
+      v = n.as<T>();
     } catch (const YAML::Exception&) {
       throw wrong_type(n, key, yaml_expected<T>());
     }
+    // Every number of a schedule is finite: .nan or .inf is refused where it is read.
+    if constexpr (std::is_floating_point_v<T>)
+      if (!std::isfinite(v)) throw wrong_type(n, key, "a finite number");
+    return v;
   }
 
   /// The error for a missing required key (see get).
@@ -105,8 +114,12 @@ std::string yaml_scalar(const std::string& file, const YAML::Node& node, const s
 
 /// Refuses a key given twice in one mapping, in every mapping of `root` at every depth (yaml-cpp
 /// keeps both and its lookups see only the first): InputError "F:L2: duplicate key 'a.b' (lines L1
-/// and L2)".
+/// and L2)". Refuses first a file whose anchors and aliases expand it to more than kMaxYamlNodes
+/// nodes ("billion laughs").
 void check_duplicate_keys(const YAML::Node& root, const std::string& file);
+
+/// The most nodes a YAML file of igb may stand for once its aliases are expanded.
+inline constexpr int64_t kMaxYamlNodes = 1000000;
 
 template <class T>
 std::string yaml_expected() {

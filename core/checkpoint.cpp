@@ -17,6 +17,7 @@
 #include "core/crc32c.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/pickle_scan.h"
 #include "core/text.h"
 
 namespace igb {
@@ -75,56 +76,128 @@ void write_with_checksums(const std::shared_ptr<const std::string>& zip, std::os
   writer.writeEndOfFile();
 }
 
-// Checks the CRC-32C of every record against igb_checksums, before LibTorch parses any of them.
-// Returns false for an archive without igb_checksums (an older igb wrote it).
-bool verify_records(const std::shared_ptr<const std::string>& bytes, const std::string& where) {
-  std::unique_ptr<serialize::PyTorchStreamReader> reader;
+/// What the archive holds, read once before LibTorch parses any of it: every record's size and
+/// CRC-32C, and the text of the records that are checked by content (pickles, code, checksums).
+struct ArchiveRecords {
   std::vector<std::string> names;
+  std::map<std::string, size_t> sizes;
+  std::map<std::string, uint32_t> crcs;
+  std::map<std::string, std::string> texts;
+};
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+/// Names the archive's own failure in our words: a missing record ("version", a pickle) or an
+/// archive that is not one.
+[[noreturn]] void unreadable_archive(const std::string& where, const std::exception& e) {
+  const std::string what = e.what();
+  // LibTorch's words: "failed locating file NAME: ..." or "Expected hasRecord("NAME") to be true".
+  for (const auto& [tag, stop] : {std::pair<std::string, char>{"failed locating file ", ':'},
+                                  std::pair<std::string, char>{"hasRecord(\"", '"'}}) {
+    const size_t at = what.find(tag);
+    if (at == std::string::npos) continue;
+    const size_t begin = at + tag.size(), end = what.find(stop, begin);
+    throw InputError(where + " is corrupt: its archive has no '" +
+                     what.substr(begin, end == std::string::npos ? end : end - begin) + "' record");
+  }
+  throw InputError(where + " is corrupt or truncated: not a readable archive" +
+                   library_error_detail(e));
+}
+
+ArchiveRecords read_records(const std::shared_ptr<const std::string>& bytes,
+                            const std::string& where) {
+  ArchiveRecords r;
+  std::unique_ptr<serialize::PyTorchStreamReader> reader;
   try {
     reader =
         std::make_unique<serialize::PyTorchStreamReader>(std::make_shared<BufferReader>(bytes));
-    names = reader->getAllRecords();
+    r.names = reader->getAllRecords();
   } catch (const std::exception& e) {
-    throw InputError(where + " is corrupt or truncated: not a readable archive" +
-                     library_error_detail(e));
+    unreadable_archive(where, e);
   }
-  if (std::find(names.begin(), names.end(), kChecksumRecord) == names.end()) return false;
-
-  auto record_crc = [&](const std::string& name, std::string* text) {
+  for (const auto& name : r.names) {
     try {
       auto record = reader->getRecord(name);
       const auto* data = static_cast<const char*>(std::get<0>(record).get());
       const size_t size = std::get<1>(record);
-      if (text) text->assign(data, size);
-      return crc32c(data, size);
+      r.sizes[name] = size;
+      r.crcs[name] = crc32c(data, size);
+      if (name == kChecksumRecord || ends_with(name, ".pkl") ||
+          (name.rfind("code/", 0) == 0 && ends_with(name, ".py")))
+        r.texts[name].assign(data, size);
     } catch (const std::exception& e) {
       throw InputError(where + " is corrupt: record " + name + " cannot be read" +
                        library_error_detail(e));
     }
-  };
-  std::string text;
-  record_crc(kChecksumRecord, &text);
-  const json sums = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  }
+  return r;
+}
+
+// Checks the CRC-32C of every record against igb_checksums. Returns false for an archive without
+// igb_checksums (an older igb wrote it).
+bool verify_records(const ArchiveRecords& r, const std::string& where) {
+  const auto text = r.texts.find(kChecksumRecord);
+  if (text == r.texts.end()) return false;
+  const json sums = json::parse(text->second, nullptr, /*allow_exceptions=*/false);
   const std::string malformed = where + " is corrupt: record " + kChecksumRecord + " is malformed";
   if (!sums.is_object() || !sums.contains("algorithm") || sums["algorithm"] != "crc32c" ||
       !sums.contains("records") || !sums["records"].is_object())
     throw InputError(malformed);
   const json& expected = sums["records"];
-  std::set<std::string> seen;
-  for (const auto& name : names) {
+  for (const auto& name : r.names) {
     if (name == kChecksumRecord) continue;
-    seen.insert(name);
     auto it = expected.find(name);
     if (it == expected.end())
       throw InputError(where + " is corrupt: record " + name + " has no checksum");
     if (!it->is_number_unsigned() || it->get<uint64_t>() > 0xFFFFFFFFu) throw InputError(malformed);
-    if (record_crc(name, nullptr) != it->get<uint64_t>())
+    if (r.crcs.at(name) != it->get<uint64_t>())
       throw InputError(where + " is corrupt: record " + name + " fails its checksum");
   }
   for (const auto& item : expected.items())
-    if (!seen.count(item.key()))
+    if (!r.sizes.count(item.key()))
       throw InputError(where + " is corrupt: record " + item.key() + " is missing");
   return true;
+}
+
+// A checksum catches accidents, not forgery: LibTorch sizes each storage by the element count its
+// pickle states and views tensors on it without looking at the record's length, so a short record
+// would be read past its end. Every storage a pickle loads must fit in its record and every tensor
+// in its storage; and no record may hold TorchScript code (an igb checkpoint holds classes with
+// attributes only, and a method such as __setstate__ would run while loading).
+void check_tensor_records(const ArchiveRecords& r, const std::string& where) {
+  for (const auto& [name, text] : r.texts) {
+    if (name.rfind("code/", 0) == 0) {
+      if (text.find("def ") != std::string::npos)
+        throw InputError(where + " is not an igb checkpoint: record " + name +
+                         " holds TorchScript code, which igb never writes and will not run");
+      continue;
+    }
+    if (!ends_with(name, ".pkl")) continue;
+    const auto scan = scan_torch_pickle(text, where + ": record " + name);
+    const std::string dir = name.substr(0, name.size() - 4) + "/";
+    for (const auto& st : scan.storages) {
+      const std::string record = dir + st.key;
+      const auto size = r.sizes.find(record);
+      if (size == r.sizes.end())
+        throw InputError(where + " is corrupt: record " + record + " (a tensor's data) is missing");
+      const __int128 needed = static_cast<__int128>(st.numel) * st.itemsize;
+      if (needed > static_cast<__int128>(size->second))
+        throw InputError(where + " is corrupt: record " + record + " holds " +
+                         std::to_string(size->second) + " bytes, but its tensor's storage needs " +
+                         std::to_string(st.numel) + " elements of " + std::to_string(st.itemsize) +
+                         " bytes (" + st.type + ")");
+    }
+    for (const auto& t : scan.tensors) {
+      const auto& st = scan.storages.at(t.storage);
+      const int64_t extent = tensor_extent(t);
+      if (extent < 0 || extent > st.numel)
+        throw InputError(where + " is corrupt: a tensor on record " + dir + st.key +
+                         " reaches past the " + std::to_string(st.numel) +
+                         " elements of its storage (offset " + std::to_string(t.offset) + ")");
+    }
+  }
 }
 
 std::shared_ptr<const std::string> read_file_bytes(const std::filesystem::path& path) {
@@ -268,8 +341,9 @@ std::string library_error_detail(const std::exception& e) {
     msg = end == std::string::npos ? "" : msg.substr(end + 2);
     if (msg.rfind(". ", 0) == 0) msg = msg.substr(2);
   }
+  // LibTorch's own asks ("please report a bug / an enhancement request to PyTorch") are not ours.
   if (msg.empty() || msg.find("INTERNAL ASSERT") != std::string::npos ||
-      msg.find("report a bug") != std::string::npos)
+      msg.find("PyTorch") != std::string::npos)
     return "";
   return " (" + msg + ")";
 }
@@ -390,7 +464,9 @@ Checkpoint Checkpoint::load(const std::filesystem::path& path) {
   auto bytes = read_file_bytes(path);
   Checkpoint c;
   c.path_ = path;
-  c.verified_ = verify_records(bytes, where);
+  const ArchiveRecords records = read_records(bytes, where);
+  c.verified_ = verify_records(records, where);
+  check_tensor_records(records, where);
   c.archive_ = std::make_shared<torch::serialize::InputArchive>();
   try {
     c.archive_->load_from([bytes](uint64_t pos, void* buf,

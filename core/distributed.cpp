@@ -6,6 +6,7 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/util/Exception.h>
+#include <glog/logging.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -97,6 +98,9 @@ struct Distributed::Impl {
 
 Distributed::Distributed(const DistEnv& env, std::chrono::milliseconds timeout)
     : env_(env), timeout_(timeout), impl_(std::make_unique<Impl>()) {
+  // c10d and Gloo log through glog: a connection retry, "Logging before InitGoogleLogging()".
+  // Those lines are not the user's; what fails reaches them as one line of ours.
+  FLAGS_minloglevel = google::GLOG_FATAL;
   try {
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<std::uint16_t>(env_.master_port);

@@ -21,6 +21,10 @@ class InputError : public std::runtime_error {
 /// Joins `items` with ", " (for "valid choices are ..." messages).
 std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
 
+/// Edits (insert, delete or replace a character, or swap two neighbours) from `a` to `b`: "weigths"
+/// is one from "weights".
+size_t edit_distance(const std::string& a, const std::string& b);
+
 /// The `n` entries of `candidates` closest to `name` by edit distance, nearest first.
 std::vector<std::string> closest_names(const std::string& name,
                                        const std::vector<std::string>& candidates, size_t n = 3);

@@ -1,5 +1,7 @@
 #include "core/main_guard.h"
 
+#include <filesystem>
+
 #include <c10/util/Exception.h>
 #include <signal.h>
 
@@ -36,12 +38,29 @@ void install_interrupt_cleanup() {
   }
 }
 
+std::string filesystem_message(const std::filesystem::filesystem_error& e) {
+  // libstdc++ says "filesystem error: cannot create directories: Permission denied [/a/b]".
+  std::string what = first_line(e.what());
+  const std::string prefix = "filesystem error: ";
+  if (what.rfind(prefix, 0) == 0) what = what.substr(prefix.size());
+  std::string operation = what.substr(0, what.find(": "));
+  if (operation.rfind("cannot ", 0) != 0) operation = "cannot " + operation;
+  std::string paths = e.path1().string();
+  if (!e.path2().empty()) paths += " to " + e.path2().string();
+  return operation + " " + paths + ": " + e.code().message();
+}
+
 int guarded_main(const char* program, const std::function<int()>& body) {
   install_interrupt_cleanup();
   try {
     return body();
   } catch (const InputError& e) {
     std::cerr << program << ": error: " << first_line(e.what()) << std::endl;
+    return kExitInput;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A folder or file that cannot be made or written: the environment's answer to a path the
+    // user gave, said in our words ("cannot create directories /a/b: Permission denied").
+    std::cerr << program << ": error: " << filesystem_message(e) << std::endl;
     return kExitInput;
   } catch (const c10::Error& e) {
     std::cerr << program << ": error: " << first_line(e.what_without_backtrace()) << std::endl;

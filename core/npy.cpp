@@ -85,12 +85,20 @@ at::Tensor read_npy(const std::filesystem::path& path) {
       throw bad("shape entry '" + d + "'");
     sizes.push_back(std::stoll(d));
   }
-  int64_t count = 1;
-  for (int64_t s : sizes) count *= s;
+  // The shape is checked against the data before anything is allocated: a forged header's
+  // product may overflow or claim far more than the file holds.
   const size_t data = offset + length;
-  if (bytes.size() - data != static_cast<size_t>(count) * sizeof(float))
-    throw bad("expected " + std::to_string(count * 4) + " data bytes, found " +
-              std::to_string(bytes.size() - data));
+  const size_t available = bytes.size() - data;
+  __int128 count = 1;
+  for (int64_t s : sizes) {
+    count *= s;
+    if (count * static_cast<__int128>(sizeof(float)) > static_cast<__int128>(available))
+      throw bad("its shape " + shape_tuple(sizes) + " needs more data than the " +
+                std::to_string(available) + " bytes the file holds");
+  }
+  if (static_cast<size_t>(count) * sizeof(float) != available)
+    throw bad("expected " + std::to_string(static_cast<int64_t>(count) * 4) +
+              " data bytes, found " + std::to_string(available));
   auto t = at::empty(sizes, at::kFloat);
   std::memcpy(t.data_ptr(), bytes.data() + data, static_cast<size_t>(count) * sizeof(float));
   return t;

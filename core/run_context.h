@@ -22,6 +22,10 @@ struct RunContext {
   bool terminal = false;
   /// The data-parallel job this process is a rank of; null when it trains alone.
   Distributed* dist = nullptr;
+  /// Only check what a run needs (options, data, model, schedule, its first batch) and stop
+  /// before anything is created or written: the launcher of --nproc checks a job once this way
+  /// before it starts the ranks.
+  bool check_only = false;
 };
 
 }  // namespace igb

@@ -91,11 +91,16 @@ class TensorDataset : public Dataset {
 
 class FileDataset : public Dataset {
  public:
-  FileDataset(std::vector<fs::path> files, std::vector<int64_t> labels, Preprocess pre, bool train)
-      : files_(std::move(files)), labels_(std::move(labels)), pre_(std::move(pre)), train_(train) {}
+  FileDataset(std::vector<fs::path> files, std::vector<int64_t> labels, Preprocess pre, bool train,
+              int64_t max_pixels)
+      : files_(std::move(files)),
+        labels_(std::move(labels)),
+        pre_(std::move(pre)),
+        train_(train),
+        max_pixels_(max_pixels) {}
   int64_t size() const override { return static_cast<int64_t>(files_.size()); }
   Example get(int64_t index, int64_t epoch) const override {
-    auto img = (read_image(files_[index]) * 255).round().to(torch::kUInt8);
+    auto img = (read_image(files_[index], max_pixels_) * 255).round().to(torch::kUInt8);
     return {pre_(img, train_, index, epoch), torch::tensor(labels_[index])};
   }
 
@@ -104,6 +109,7 @@ class FileDataset : public Dataset {
   std::vector<int64_t> labels_;
   Preprocess pre_;
   bool train_;
+  int64_t max_pixels_;
 };
 
 fs::path cifar_root(const fs::path& root) {
@@ -324,12 +330,17 @@ ClassifyData load_image_folder(const std::string& data, const ClassifyDataOption
     throw InputError("image folder " + train_dir.string() +
                      " holds no images (png, jpg, jpeg, bmp)");
   if (val.files.empty()) throw InputError("image folder " + data + " has no validation images");
+  // The images are decoded batch by batch while training; a broken one is found now, before a
+  // run directory is created or changed.
+  for (const auto* files : {&train.files, &val.files})
+    for (const auto& f : *files) check_image(f, o.max_image_pixels);
   d.description = "image folder " + data + " (" + std::to_string(train.files.size()) +
                   " training, " + std::to_string(val.files.size()) + " validation images, " +
                   std::to_string(d.classes.size()) + " classes)";
-  d.train =
-      std::make_unique<FileDataset>(std::move(train.files), std::move(train.labels), pre, true);
-  d.val = std::make_unique<FileDataset>(std::move(val.files), std::move(val.labels), pre, false);
+  d.train = std::make_unique<FileDataset>(std::move(train.files), std::move(train.labels), pre,
+                                          true, o.max_image_pixels);
+  d.val = std::make_unique<FileDataset>(std::move(val.files), std::move(val.labels), pre, false,
+                                        o.max_image_pixels);
   return d;
 }
 

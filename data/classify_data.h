@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/image.h"
 
 namespace igb::data {
 
@@ -28,6 +29,9 @@ LabeledImages read_mnist(const std::filesystem::path& images, const std::filesys
 
 /// How classification examples are made.
 struct ClassifyDataOptions {
+  /// The largest image read, in pixels (width × height); larger ones are refused from their
+  /// header (--max-image-pixels). Default kDefaultMaxImagePixels.
+  int64_t max_image_pixels = kDefaultMaxImagePixels;
   /// "auto" (recognise `--data`) or a classify dataset of the registry: "cifar10", "imagefolder",
   /// "mnist", "synthetic" (`igb-tools list datasets`). Default "auto".
   std::string dataset = "auto";

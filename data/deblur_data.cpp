@@ -119,7 +119,7 @@ std::vector<DeblurPair> load_synthetic_eval(const std::string&, const DeblurData
 
 /// The pairs of `blur_dir` and `sharp_dir` by relative path; `label` names the pair in messages.
 std::vector<DeblurPair> read_pairs(const fs::path& blur_dir, const fs::path& sharp_dir,
-                                   const std::string& prefix = "") {
+                                   int64_t max_pixels, const std::string& prefix = "") {
   std::vector<DeblurPair> pairs;
   const auto blurred = list_images(blur_dir);
   if (blurred.empty()) throw InputError(blur_dir.string() + ": no images");
@@ -130,8 +130,8 @@ std::vector<DeblurPair> read_pairs(const fs::path& blur_dir, const fs::path& sha
       throw InputError(b.string() + ": no sharp partner " + s.string() + " (pairs share names)");
     DeblurPair p;
     p.name = prefix + rel.string();
-    p.blurred = read_image(b);
-    p.sharp = read_image(s);
+    p.blurred = read_image(b, max_pixels);
+    p.sharp = read_image(s, max_pixels);
     if (p.blurred.sizes() != p.sharp.sizes())
       throw InputError(b.string() + " is " + std::to_string(p.blurred.size(2)) + "x" +
                        std::to_string(p.blurred.size(1)) + " but its sharp partner " + s.string() +
@@ -143,10 +143,10 @@ std::vector<DeblurPair> read_pairs(const fs::path& blur_dir, const fs::path& sha
 }
 
 /// Every pair of one GoPro split: <split>/<sequence>/blur/* with <sequence>/sharp/*.
-std::vector<DeblurPair> read_gopro_split(const fs::path& split) {
+std::vector<DeblurPair> read_gopro_split(const fs::path& split, int64_t max_pixels) {
   std::vector<DeblurPair> pairs;
   for (const auto& seq : list_subfolders(split)) {
-    auto part = read_pairs(split / seq / "blur", split / seq / "sharp", seq + "/");
+    auto part = read_pairs(split / seq / "blur", split / seq / "sharp", max_pixels, seq + "/");
     for (auto& p : part) pairs.push_back(std::move(p));
   }
   if (pairs.empty()) throw InputError(split.string() + ": no sequences with blur/ and sharp/");
@@ -154,15 +154,15 @@ std::vector<DeblurPair> read_gopro_split(const fs::path& split) {
 }
 
 DeblurData load_gopro(const std::string& data, const DeblurDataOptions& o) {
-  auto train = read_gopro_split(fs::path(data) / "train");
-  auto val = read_gopro_split(fs::path(data) / "test");
+  auto train = read_gopro_split(fs::path(data) / "train", o.max_image_pixels);
+  auto val = read_gopro_split(fs::path(data) / "test", o.max_image_pixels);
   const std::string desc = data + " (GoPro: " + std::to_string(train.size()) + " training, " +
                            std::to_string(val.size()) + " test pairs)";
   return make_data(std::move(train), std::move(val), o, desc);
 }
 
-std::vector<DeblurPair> load_gopro_eval(const std::string& data, const DeblurDataOptions&) {
-  return read_gopro_split(fs::path(data) / "test");
+std::vector<DeblurPair> load_gopro_eval(const std::string& data, const DeblurDataOptions& o) {
+  return read_gopro_split(fs::path(data) / "test", o.max_image_pixels);
 }
 
 /// Two folders: every tenth pair by name (at least one) held out.
@@ -178,7 +178,7 @@ void split_pairs(std::vector<DeblurPair> all, std::vector<DeblurPair>& train,
 
 DeblurData load_two_folders(const DeblurDataOptions& o) {
   std::vector<DeblurPair> train, val;
-  split_pairs(read_pairs(o.blur_dir, o.sharp_dir), train, val, o.blur_dir);
+  split_pairs(read_pairs(o.blur_dir, o.sharp_dir, o.max_image_pixels), train, val, o.blur_dir);
   const std::string desc = o.blur_dir + " + " + o.sharp_dir + " (" + std::to_string(train.size()) +
                            " training, " + std::to_string(val.size()) + " validation pairs)";
   return make_data(std::move(train), std::move(val), o, desc);
@@ -257,7 +257,8 @@ std::vector<DeblurPair> load_deblur_eval_data(const std::string& data,
   if (two_folders(options)) {
     check_two_folders(options);
     std::vector<DeblurPair> train, val;
-    split_pairs(read_pairs(options.blur_dir, options.sharp_dir), train, val, options.blur_dir);
+    split_pairs(read_pairs(options.blur_dir, options.sharp_dir, options.max_image_pixels), train,
+                val, options.blur_dir);
     return val;
   }
   return deblur_dataset_for(data).deblur_eval(data, options);

@@ -9,12 +9,16 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/image.h"
 #include "data/motion_blur.h"
 
 namespace igb::data {
 
 /// How deblurring examples are made.
 struct DeblurDataOptions {
+  /// The largest image read, in pixels (width × height); larger ones are refused from their
+  /// header (--max-image-pixels). Default kDefaultMaxImagePixels.
+  int64_t max_image_pixels = kDefaultMaxImagePixels;
   /// Side of the training crops in pixels.
   int64_t patch_size = 128;
   /// Random aligned flips and transposes of training crops.

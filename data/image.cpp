@@ -149,6 +149,42 @@ std::string bmp_problem(const std::string& b) {
   return "";
 }
 
+// Width and height of a JPEG from its first start-of-frame segment; {0, 0} when it has none
+// before its scan (jpeg_problem has walked the segments already).
+std::pair<uint64_t, uint64_t> jpeg_size(const std::string& b) {
+  size_t i = 2;
+  while (i + 4 <= b.size()) {
+    while (i < b.size() && byte_at(b, i) != 0xFF) ++i;
+    while (i < b.size() && byte_at(b, i) == 0xFF) ++i;
+    if (i + 3 > b.size()) break;
+    const uint32_t marker = byte_at(b, i);
+    ++i;
+    if ((marker >= 0xD0 && marker <= 0xD8) || marker == 0x01) continue;
+    const size_t len = (byte_at(b, i) << 8) | byte_at(b, i + 1);
+    const bool frame =
+        marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
+    if (frame && len >= 7 && i + 7 <= b.size())
+      return {(byte_at(b, i + 5) << 8) | byte_at(b, i + 6),
+              (byte_at(b, i + 3) << 8) | byte_at(b, i + 4)};
+    if (marker == 0xDA || len < 2) break;
+    i += len;
+  }
+  return {0, 0};
+}
+
+// Width and height an image's header claims, before anything is decoded.
+std::pair<uint64_t, uint64_t> claimed_size(const std::string& b, const std::string& kind) {
+  if (kind == "PNG" && b.size() >= 24) return {be32(b, 16), be32(b, 20)};
+  if (kind == "JPEG") return jpeg_size(b);
+  if (kind == "BMP" && b.size() >= 26) {
+    if (le32(b, 14) == 12) return {le16(b, 18), le16(b, 20)};
+    const auto h = static_cast<int32_t>(le32(b, 22));
+    return {static_cast<int32_t>(le32(b, 18)) < 0 ? 0 : le32(b, 18),
+            static_cast<uint64_t>(h < 0 ? -static_cast<int64_t>(h) : h)};
+  }
+  return {0, 0};
+}
+
 // Why `bytes` cannot be an image, or "" when it looks sound; `kind` is set to its format.
 std::string image_problem(const std::string& bytes, std::string& kind) {
   if (bytes.empty()) return "the file is empty";
@@ -349,19 +385,41 @@ bool decode_png(const std::string& bytes, DecodedPixels& out, PngErrors& errors)
 
 }  // namespace
 
-at::Tensor read_image(const fs::path& path) {
+namespace {
+
+/// The file's bytes and format, checked as check_image says.
+std::string checked_image_bytes(const fs::path& path, int64_t max_pixels, std::string& kind) {
   std::error_code ec;
   const auto status = fs::status(path, ec);
   if (!fs::exists(status)) throw InputError("image " + path.string() + " does not exist");
   if (fs::is_directory(status)) throw InputError("image " + path.string() + " is a folder");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("image " + path.string() + " is unreadable: " + std::strerror(errno));
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw InputError("image " + path.string() + " is unreadable: read error");
-  std::string kind;
   const std::string problem = image_problem(bytes, kind);
   if (!problem.empty())
     throw InputError("image " + path.string() + " is unreadable or corrupt: " + problem);
+  // A small file may claim a huge image (a decompression bomb): the header decides, before any
+  // pixel is allocated.
+  const auto [width, height] = claimed_size(bytes, kind);
+  if (static_cast<__int128>(width) * height > max_pixels)
+    throw InputError("image " + path.string() + " is " + std::to_string(width) + "x" +
+                     std::to_string(height) + " pixels, more than the limit of " +
+                     std::to_string(max_pixels) + " (--max-image-pixels)");
+  return bytes;
+}
+
+}  // namespace
+
+void check_image(const fs::path& path, int64_t max_pixels) {
+  std::string kind;
+  checked_image_bytes(path, max_pixels, kind);
+}
+
+at::Tensor read_image(const fs::path& path, int64_t max_pixels) {
+  std::string kind;
+  const std::string bytes = checked_image_bytes(path, max_pixels, kind);
   // OpenCV's own log lines would come before our one line; our message says what it would.
   static std::once_flag quiet_opencv;
   std::call_once(quiet_opencv,

@@ -2,18 +2,31 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
 namespace igb::data {
+
+/// The largest image igb reads by default, in pixels (width × height): 100 megapixels, 300 MB as
+/// 8-bit RGB and 1.2 GB as the float tensor it becomes. `--max-image-pixels` changes it.
+inline constexpr int64_t kDefaultMaxImagePixels = 100'000'000;
 
 /// Reads an image file (PNG, JPEG or BMP, recognised by its content) as a float tensor [3, H, W]
 /// in [0, 1], RGB. Grey images are replicated to three channels. Throws InputError naming the file
 /// and what is wrong when it is missing, unreadable, empty, not an image, truncated (a PNG without
 /// its IEND chunk, a JPEG without its end-of-image marker, a BMP shorter than its header says),
 /// damaged (a PNG chunk failing its CRC) or cannot be decoded. A broken file is refused before any
-/// decoder sees it, so nothing but that one error reaches the console.
-at::Tensor read_image(const std::filesystem::path& path);
+/// decoder sees it, so nothing but that one error reaches the console. An image whose header
+/// claims more than `max_pixels` pixels (width × height) is refused before anything is decoded or
+/// allocated: a file of a hundred bytes can claim 60000×60000.
+at::Tensor read_image(const std::filesystem::path& path,
+                      int64_t max_pixels = kDefaultMaxImagePixels);
+
+/// Checks what read_image checks before decoding (the file exists and is readable, its format is
+/// recognised, its structure is whole and undamaged, its size within `max_pixels`) without
+/// decoding it: the same InputError naming the file.
+void check_image(const std::filesystem::path& path, int64_t max_pixels = kDefaultMaxImagePixels);
 
 /// Writes a [C, H, W] tensor in [0, 1] (C = 1 or 3, RGB) as an 8-bit image; the format follows the
 /// extension (png, jpg, bmp). The write is atomic.

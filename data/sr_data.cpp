@@ -76,10 +76,10 @@ std::vector<SrEvalImage> make_sr_eval_images(const std::vector<at::Tensor>& hr_r
 namespace {
 
 std::vector<at::Tensor> read_all(const std::vector<fs::path>& paths,
-                                 std::vector<std::string>* names) {
+                                 std::vector<std::string>* names, int64_t max_pixels) {
   std::vector<at::Tensor> out;
   for (const auto& p : paths) {
-    out.push_back(read_image(p));
+    out.push_back(read_image(p, max_pixels));
     if (names) names->push_back(p.filename().string());
   }
   return out;
@@ -119,8 +119,8 @@ std::vector<SrEvalImage> load_sr_synthetic_eval(const std::string&, const SrData
 SrData load_sr_folder(const std::string& data, const SrDataOptions& options) {
   ImageSplit split = split_image_folder(data);
   std::vector<std::string> val_names;
-  auto train = read_all(split.train, nullptr);
-  auto val = read_all(split.val, &val_names);
+  auto train = read_all(split.train, nullptr, options.max_image_pixels);
+  auto val = read_all(split.val, &val_names, options.max_image_pixels);
   for (size_t i = 0; i < train.size(); ++i)
     if (train[i].size(1) < options.patch_size || train[i].size(2) < options.patch_size)
       throw InputError("training image " + split.train[i].string() + " (" +
@@ -140,7 +140,7 @@ std::vector<SrEvalImage> load_sr_folder_eval(const std::string& data,
   // A held-out split when the folder has one; otherwise every image (a test set like Set5).
   ImageSplit split = split_image_folder_or_all(data);
   std::vector<std::string> names;
-  auto val = read_all(split.val, &names);
+  auto val = read_all(split.val, &names, options.max_image_pixels);
   return make_sr_eval_images(val, names, options);
 }
 

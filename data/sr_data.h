@@ -8,11 +8,15 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/image.h"
 
 namespace igb::data {
 
 /// How super-resolution examples are made.
 struct SrDataOptions {
+  /// The largest image read, in pixels (width × height); larger ones are refused from their
+  /// header (--max-image-pixels). Default kDefaultMaxImagePixels.
+  int64_t max_image_pixels = kDefaultMaxImagePixels;
   /// Upscaling factor (2, 3 or 4).
   int64_t scale = 3;
   /// Side of the high-resolution training patch in pixels; a multiple of `scale`.

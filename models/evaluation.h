@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/image.h"
 #include "models/eval_layout.h"
 #include "models/model.h"
 
@@ -30,6 +31,8 @@ struct EvalData {
   int64_t batches = 0;
   /// The family's own data options ({"dataset": "cifar10"}, {"blur_dir": ..., "sharp_dir": ...}).
   nlohmann::json options = nlohmann::json::object();
+  /// The largest image read, in pixels (--max-image-pixels).
+  int64_t max_image_pixels = data::kDefaultMaxImagePixels;
   /// The resolved options of the run that trained the model (a checkpoint's config), for data
   /// made the way that run made it (a deblurring run's blur); null when unknown.
   nlohmann::json run_config;

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <string>
 
+#include "data/image.h"
+
 namespace igb::models {
 
 /// Options every training driver shares (the common part of each optform).
@@ -43,6 +45,9 @@ struct TrainConfig {
   std::string resume;
   /// Cap on minibatches per epoch; 0 = no cap.
   int64_t max_batches = 0;
+  /// The largest image read, in pixels (width × height); larger ones are refused from their
+  /// header (--max-image-pixels). Default data::kDefaultMaxImagePixels.
+  int64_t max_image_pixels = data::kDefaultMaxImagePixels;
   /// Log a progress line every N minibatches when not on a terminal; 0 = per epoch only.
   int64_t log_every = 50;
   /// Compression schedule (YAML); empty = none.
@@ -50,6 +55,9 @@ struct TrainConfig {
   /// Mixed precision: the forward pass under autocast (bfloat16 on CPU, float16 on CUDA with
   /// dynamic loss scaling); the parameters stay float32.
   bool amp = false;
+  /// Start a fresh run in an --out folder that holds a run already, replacing its files
+  /// (--overwrite); without it such a folder is refused unless the run resumes from it.
+  bool overwrite = false;
   /// With `amp` on CPU, also scale the loss as on CUDA (bfloat16 does not need it): runs the
   /// loss scaler's path of the trainer without a GPU, for tests. Not an option.
   bool force_loss_scaler = false;

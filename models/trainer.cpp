@@ -371,10 +371,15 @@ void Trainer::save(const fs::path& path, const EpochRecord& record) {
   nlohmann::json scalars = nlohmann::json::array();
   for (const auto& sc : record.scalars)
     scalars.push_back({{"column", sc.column}, {"tag", sc.tag}, {"value", sc.value}});
+  // The metrics' order too (the "metrics" object is sorted by name), for the columns of a row
+  // written from the checkpoint into a new metrics.csv.
+  nlohmann::json order = nlohmann::json::array();
+  for (const auto& kv : record.metrics) order.push_back(kv.first);
   meta.extra["epoch_row"] = {{"lr", record.lr},
                              {"train_loss", record.train_loss},
                              {"seconds", record.seconds},
-                             {"scalars", scalars}};
+                             {"scalars", scalars},
+                             {"metric_order", order}};
   CheckpointParts parts;
   parts.model = model_.get();
   parts.optimizer = optimizer_.get();
@@ -389,6 +394,17 @@ void Trainer::open_run_directory(const fs::path& out) {
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) throw InputError("cannot create the run directory " + out.string() + ": " + ec.message());
+  // A fresh run allowed over an old one (--overwrite) starts its logs afresh: no row or event of
+  // the old run is mixed into the new one's.
+  if (resumed_from_.empty() && config_.overwrite)
+    for (const auto& entry : fs::directory_iterator(out)) {
+      const std::string name = entry.path().filename().string();
+      if (entry.is_regular_file() &&
+          (name == "metrics.csv" || name == "train.log" || name == "summary.json" ||
+           name == "best.ckpt" || name == "checkpoint.ckpt" ||
+           name.find("tfevents") != std::string::npos))
+        fs::remove(entry.path());
+    }
   ctx_.logger->open_file(out / "train.log");
   write_text_atomically(out / "config.yaml", info_.config_yaml);
 }
@@ -539,10 +555,32 @@ void Trainer::write_metrics(const EpochRecord& r, const fs::path& out,
 
 void Trainer::complete_metrics_row(const fs::path& out, std::unique_ptr<CsvAppender>& csv,
                                    EventWriter& events) {
-  if (!resumed_row_.is_object() || !fs::exists(out / "metrics.csv")) return;
+  // Only into the resumed checkpoint's own folder; a run stopped right after its first checkpoint
+  // has no metrics.csv yet, and its row is written with the header now.
+  std::error_code ec;
+  if (!resumed_row_.is_object() || !fs::equivalent(out, fs::path(resumed_from_).parent_path(), ec))
+    return;
+  // Stopped between checkpoint.ckpt and its copy as best.ckpt: the copy is made now.
+  if (best_epoch_ == resumed_epoch_ && fs::path(resumed_from_).filename() == "checkpoint.ckpt") {
+    bool stale = !fs::exists(out / "best.ckpt");
+    if (!stale) {
+      try {
+        stale = Checkpoint::load(out / "best.ckpt").meta().epoch != resumed_epoch_;
+      } catch (const InputError&) {
+        stale = true;
+      }
+    }
+    if (stale) {
+      write_atomically(out / "best.ckpt", [&](const fs::path& tmp) {
+        fs::copy_file(resumed_from_, tmp, fs::copy_options::overwrite_existing);
+      });
+      ctx_.logger->info("best.ckpt was not the best epoch " + std::to_string(resumed_epoch_) +
+                        ", whose checkpoint was written before the run stopped; copied from it");
+    }
+  }
   // The epoch of the file's last row (-1: none).
   int64_t last = -1;
-  std::ifstream in(out / "metrics.csv");
+  std::ifstream in(out / "metrics.csv");  // none: no row yet
   std::string line;
   for (bool header = true; std::getline(in, line); header = false) {
     if (header || line.empty()) continue;
@@ -558,6 +596,14 @@ void Trainer::complete_metrics_row(const fs::path& out, std::unique_ptr<CsvAppen
   r.seconds = number_or_nan(resumed_row_.value("seconds", nlohmann::json()));
   for (const auto& kv : resumed_metrics_.items())
     r.metrics.emplace_back(kv.key(), number_or_nan(kv.value()));
+  // In the order the run validated them (checkpoints that record it), not by name.
+  const auto order = resumed_row_.value("metric_order", nlohmann::json::array());
+  if (order.is_array() && order.size() == r.metrics.size()) {
+    Metrics ordered;
+    for (const auto& name : order)
+      if (name.is_string()) ordered.emplace_back(name.get<std::string>(), metric(r.metrics, name));
+    if (ordered.size() == r.metrics.size()) r.metrics = std::move(ordered);
+  }
   for (const auto& sc : resumed_row_.value("scalars", nlohmann::json::array()))
     r.scalars.push_back({sc.value("column", ""), sc.value("tag", ""),
                          number_or_nan(sc.value("value", nlohmann::json()))});
@@ -603,6 +649,7 @@ nlohmann::json Trainer::run() {
   // now, or runs here: a run that fails leaves an existing run directory as it was and creates
   // none.
   check_first_batch();
+  if (ctx_.check_only) return nlohmann::json::object();
   // In a data-parallel job every rank starts from rank 0's weights (the shared seed and a
   // resumed checkpoint make them equal already) and only rank 0 writes.
   const bool writes = !ctx_.dist || ctx_.dist->is_main();

@@ -143,7 +143,8 @@ class Trainer {
   /// The checkpoint of epoch `record`, which holds its metrics row for complete_metrics_row.
   void save(const std::filesystem::path& path, const EpochRecord& record);
   /// On resume into the checkpoint's own folder: a run stopped after an epoch's checkpoint and
-  /// before its metrics.csv row gets that row now, from the checkpoint.
+  /// before its metrics.csv row gets that row now, from the checkpoint (and, when that epoch was
+  /// the best, its copy as best.ckpt).
   void complete_metrics_row(const std::filesystem::path& out, std::unique_ptr<CsvAppender>& csv,
                             EventWriter& events);
   nlohmann::json make_summary(const Metrics& last) const;

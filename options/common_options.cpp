@@ -12,9 +12,13 @@
 
 namespace igb::options {
 
-void add_common_train_options(CLI::App& app, models::TrainConfig& c) {
-  constexpr double kNoMax = std::numeric_limits<double>::infinity();
-  constexpr int64_t kNoIntMax = std::numeric_limits<int64_t>::max();
+namespace {
+
+constexpr double kNoMax = std::numeric_limits<double>::infinity();
+constexpr int64_t kNoIntMax = std::numeric_limits<int64_t>::max();
+
+/// What is trained and how: model, data, epochs, batches, learning rate and optimizer.
+void add_training_options(CLI::App& app, models::TrainConfig& c) {
   app.add_option("--model", c.model, "Model registry name (igb-tools list models)")
       ->capture_default_str();
   app.add_option("--data", c.data, "'synthetic' (built-in generator) or a data folder")
@@ -44,6 +48,10 @@ void add_common_train_options(CLI::App& app, models::TrainConfig& c) {
   real_range(
       app.add_option("--weight-decay", c.weight_decay, "L2 weight decay")->capture_default_str(), 0,
       kNoMax);
+}
+
+/// Where and how it runs: threads, device, run directory, resume, schedule, precision, processes.
+void add_run_options(CLI::App& app, models::TrainConfig& c) {
   int_range(app.add_option("--threads", c.threads, "Intra-op threads (0 = all cores)")
                 ->capture_default_str(),
             0, 1024);
@@ -58,6 +66,10 @@ void add_common_train_options(CLI::App& app, models::TrainConfig& c) {
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--out", c.out, "Run directory (default runs/<model>___<YYYY.MM.DD-HHMMSS>)");
+  app.add_flag("--overwrite", c.overwrite,
+               "Start a fresh run in an --out folder that holds a run, replacing its checkpoints "
+               "and logs (without it such a folder is refused)")
+      ->default_str("false");
   app.add_option("--resume", c.resume,
                  "Checkpoint to continue from (its next epoch; --epochs is the total)");
   app.add_option("--compress", c.compress,
@@ -66,6 +78,11 @@ void add_common_train_options(CLI::App& app, models::TrainConfig& c) {
                            "Cap on minibatches per epoch, for smoke runs (0 = none)")
                 ->capture_default_str(),
             0, kNoIntMax);
+  int_range(app.add_option("--max-image-pixels", c.max_image_pixels,
+                           "Largest image read, in pixels (width x height); a larger one is "
+                           "refused from its header")
+                ->capture_default_str(),
+            1, kNoIntMax);
   app.add_flag("--amp", c.amp,
                "Mixed precision: bfloat16 autocast on CPU, float16 with dynamic loss scaling on "
                "CUDA; weights stay float32")
@@ -84,6 +101,13 @@ void add_common_train_options(CLI::App& app, models::TrainConfig& c) {
                            "Progress log line every N minibatches when not on a terminal")
                 ->capture_default_str(),
             0, kNoIntMax);
+}
+
+}  // namespace
+
+void add_common_train_options(CLI::App& app, models::TrainConfig& c) {
+  add_training_options(app, c);
+  add_run_options(app, c);
 }
 
 c10::Device configure_runtime(int64_t threads, const std::string& device) {

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <limits>
 #include <thread>
 
 #include "compress/scheduler.h"
@@ -68,6 +69,20 @@ int missing_optform(const std::string& program, int argc, char** argv) {
                    join(models::family_registry().names()));
 }
 
+/// A message about option --NAME (a check's "--epochs must be ...", CLI11's "--epochs: ...")
+/// prefixed with the config file's line of that option when the value came from the file.
+std::string located(const std::string& message, const YamlConfig* yaml, int argc, char** argv,
+                    int first) {
+  if (!yaml || message.rfind("--", 0) != 0) return message;
+  const std::string name = message.substr(2, message.find_first_of(" :=,", 2) - 2);
+  for (int i = first; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--" + name || a.rfind("--" + name + "=", 0) == 0) return message;  // given here
+  }
+  const std::string where = yaml->where(name);
+  return where.empty() ? message : where + ": " + message;
+}
+
 /// Parses argv[first..] with `app`; help prints and returns true (caller exits 0).
 bool parse(CLI::App& app, int argc, char** argv, int first, YamlConfig* yaml) {
   for (int i = first; i + 1 < argc && yaml; ++i)
@@ -84,7 +99,9 @@ bool parse(CLI::App& app, int argc, char** argv, int first, YamlConfig* yaml) {
     std::cout << app.help("", CLI::AppFormatMode::All);
     return true;
   } catch (const CLI::ParseError& e) {
-    throw InputError(std::string(e.what()) + " (see --help)");
+    throw InputError(located(e.what(), yaml, argc, argv, first) + " (see --help)");
+  } catch (const InputError& e) {
+    throw InputError(located(e.what(), yaml, argc, argv, first));
   }
   return false;
 }
@@ -108,6 +125,16 @@ fs::path run_directory(const models::TrainConfig& train) {
   else
     dir = default_run_dir(train.model);
   return dir.empty() ? fs::path(".") : dir;
+}
+
+/// Refuses an --out folder that holds a run: a fresh run there would replace its checkpoints and
+/// append a second epoch 0 to its metrics.
+void refuse_existing_run(const fs::path& out) {
+  for (const char* file : {"checkpoint.ckpt", "best.ckpt", "metrics.csv", "summary.json"})
+    if (fs::is_regular_file(out / file))
+      throw InputError("--out " + out.string() + " holds a run (" + file +
+                       "); continue it with --resume, choose another --out, or give --overwrite "
+                       "to replace it");
 }
 
 /// The launcher of --nproc N: the same command in N ranks, all writing to the one run directory.
@@ -172,7 +199,19 @@ int train_main(int argc, char** argv) {
   ctx.terminal = Progress::stderr_is_terminal();
   ctx.out_dir = run_directory(train);
   check_output_folder("--out", ctx.out_dir);
-  if (train.nproc > 1 && !dist_env) return launch_ranks(argc, argv, train, ctx.out_dir);
+  // Rank 0 alone writes, so it alone looks; it does so before anything is written.
+  if (train.resume.empty() && !train.overwrite && (!dist_env || dist_env->rank == 0))
+    refuse_existing_run(ctx.out_dir);
+  nlohmann::json config_json = {{"optform", optform}};
+  for (const auto& [k, v] : resolved_options(app)) config_json[k] = v;
+  config_json["out"] = ctx.out_dir.string();
+  const models::RunInfo info{optform, yaml->to_config(&app, true, false, ""), config_json};
+  if (train.nproc > 1 && !dist_env) {
+    // The launcher checks the job once, so that bad input is one line and not one per rank.
+    ctx.check_only = true;
+    form->run_train(train, app, ctx, info);
+    return launch_ranks(argc, argv, train, ctx.out_dir);
+  }
   std::unique_ptr<Distributed> dist;
   if (dist_env && dist_env->world_size > 1) {
     dist = std::make_unique<Distributed>(
@@ -185,10 +224,6 @@ int train_main(int argc, char** argv) {
     }
   }
 
-  nlohmann::json config_json = {{"optform", optform}};
-  for (const auto& [k, v] : resolved_options(app)) config_json[k] = v;
-  config_json["out"] = ctx.out_dir.string();
-  const models::RunInfo info{optform, yaml->to_config(&app, true, false, ""), config_json};
   auto summary = form->run_train(train, app, ctx, info);
   if (dist && !dist->is_main()) return kExitOk;
   add_trained_macs(ctx.out_dir, summary);
@@ -216,6 +251,11 @@ void add_test_options(CLI::App& app, TestArgs& a) {
       ->delimiter(',')
       ->check(CLI::IsMember(summary_kinds()));
   app.add_option("--data", r.data.data, "'synthetic' or a data folder")->capture_default_str();
+  int_range(app.add_option("--max-image-pixels", r.data.max_image_pixels,
+                           "Largest image read, in pixels (width x height); a larger one is "
+                           "refused from its header")
+                ->capture_default_str(),
+            1, std::numeric_limits<int64_t>::max());
   app.add_option("--out", r.out, "Folder for test_summary.json (default: the checkpoint's folder)");
   app.add_option("--device", a.device, "Device")
       ->capture_default_str()

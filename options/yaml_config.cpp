@@ -57,6 +57,8 @@ std::string YamlConfig::to_config(const CLI::App* app, bool, bool write_descript
   out << YAML::BeginMap;
   out << YAML::Key << "optform" << YAML::Value << optform_;
   for (const auto& [name, value] : resolved_options(*app)) {
+    // --overwrite is said for one command: a rerun from the file must not replace a run unasked.
+    if (name == "overwrite") continue;
     out << YAML::Key << name << YAML::Value;
     if (value.is_array()) {
       out << YAML::Flow << YAML::BeginSeq;
@@ -74,6 +76,11 @@ std::string YamlConfig::to_config(const CLI::App* app, bool, bool write_descript
   }
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
+}
+
+std::string YamlConfig::where(const std::string& option) const {
+  const auto it = lines_.find(option);
+  return it == lines_.end() ? std::string() : it->second;
 }
 
 std::vector<CLI::ConfigItem> YamlConfig::from_config(std::istream& input) const {
@@ -103,20 +110,26 @@ std::vector<CLI::ConfigItem> YamlConfig::from_config(std::istream& input) const 
                          ", but this run is --optform=" + optform_);
       continue;
     }
+    const CLI::Option* option = nullptr;
     if (app_) {
       std::vector<std::string> valid;
-      bool found = false;
       for (const CLI::Option* opt : app_->get_options()) {
         if (skip_option(opt)) continue;
         for (const auto& n : opt->get_lnames()) {
           valid.push_back(n);
-          found = found || n == key;
+          if (n == key) option = opt;
         }
       }
-      if (!found)
+      if (!option)
         throw InputError(where + ": unknown option '" + key + "'; did you mean " +
                          join(closest_names(key, valid), " or ") + "?");
+      // A list where one value belongs (epochs: [1]) is refused, not read as its first element.
+      if (val.IsSequence() && option->get_items_expected_max() <= 1)
+        throw InputError(where + ": option '" + key +
+                         "' has the wrong type of value: expected a single value, got " +
+                         compress::yaml_describe(val));
     }
+    lines_[key] = where;
     CLI::ConfigItem item;
     item.name = key;
     if (val.IsScalar()) {

@@ -3,6 +3,7 @@
 #include <CLI/App.hpp>
 #include <CLI/ConfigFwd.hpp>
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,11 +29,15 @@ class YamlConfig : public CLI::Config {
   void set_file(std::string file) { file_ = std::move(file); }
   /// The app whose option names the file's keys must be (checked with file:line messages).
   void set_app(const CLI::App* app) { app_ = app; }
+  /// "file:line" of option `option` (its long name) in the file read; "" when it is not there.
+  std::string where(const std::string& option) const;
 
  private:
   std::string optform_;
   std::string file_ = "config";
   const CLI::App* app_ = nullptr;
+  /// Where each option read from the file stands (from_config is const to CLI11).
+  mutable std::map<std::string, std::string> lines_;
 };
 
 /// The resolved value of every option of `app` (long name → value; lists for repeated options),

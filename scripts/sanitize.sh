@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the test suite under AddressSanitizer and UndefinedBehaviorSanitizer in build-sanitize/
-# and runs it; any sanitizer report fails its test. Not part of every CI run: see
-# docs/reliability.md for what it costs.
+# and runs it; any sanitizer report fails its test. Then builds the fuzz targets (ASan + UBSan,
+# build-fuzz/) and runs the checkpoint target from its seeds, the forged checkpoints among them
+# (records short, empty or missing under recomputed checksums), for IGB_SANITIZE_FUZZ_SECONDS
+# (default 60). Not part of every CI run: see docs/reliability.md for what it costs.
 # Usage: scripts/sanitize.sh [ctest arguments]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,5 +15,7 @@ IGB_CMAKE_ARGS="-DIGB_SANITIZE=address,undefined -DIGB_BUILD_BENCH=OFF" scripts/
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_suppressions=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
-cd "$BUILD_DIR"
-ctest --output-on-failure -j 2 "$@"
+(cd "$BUILD_DIR" && ctest --output-on-failure -j 2 "$@")
+# The fuzz targets take their own sanitizer options (scripts/fuzz.sh).
+env -u ASAN_OPTIONS -u LSAN_OPTIONS -u UBSAN_OPTIONS IGB_FUZZ_TARGETS=checkpoint \
+  scripts/fuzz.sh "${IGB_SANITIZE_FUZZ_SECONDS:-60}"

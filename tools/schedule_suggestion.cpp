@@ -69,6 +69,12 @@ SensitivityTable read_sensitivity_csv(const fs::path& csv) {
       values.push_back(v);
     }
     if (f[0].empty()) throw InputError(where + std::to_string(n) + ": no parameter name");
+    if (!(values[0] >= 0 && values[0] < 1))
+      throw InputError(where + std::to_string(n) + ": sparsity " + f[1] + " is outside [0, 1)");
+    for (size_t i = 1; i < values.size(); ++i)
+      if (!std::isfinite(values[i]))
+        throw InputError(where + std::to_string(n) + ": " + t.metrics[i - 1] + " is " + f[i + 1] +
+                         ", not a finite number");
     if (!t.rows.count(f[0])) t.parameters.push_back(f[0]);
     t.rows[f[0]].push_back({values[0], {values.begin() + 1, values.end()}});
   }
@@ -101,6 +107,10 @@ size_t check_suggest_options(const SensitivityTable& table, const SuggestOptions
   if (o.start_epoch < 0 || o.end_epoch <= o.start_epoch)
     throw InputError("--epochs " + std::to_string(o.start_epoch) + ":" +
                      std::to_string(o.end_epoch) + ": the end must be after the start");
+  if (o.end_epoch > kMaxEpochs)
+    throw InputError("--epochs " + std::to_string(o.start_epoch) + ":" +
+                     std::to_string(o.end_epoch) + ": a run has at most " +
+                     std::to_string(kMaxEpochs) + " epochs (igb-train --epochs)");
   if (!(o.max_drop >= 0)) throw InputError("--max-drop must be at least 0");
   return static_cast<size_t>(it - table.metrics.begin());
 }
@@ -214,18 +224,12 @@ ScheduleSuggestion suggest_schedule(const SensitivityTable& table, const Suggest
   const auto instances = o.kind == "agp"
                              ? write_agp_pruners(y, table, s.choices, o.initial_sparsity)
                              : write_sensitivity_pruner(y, s.choices, o.weights);
-  if (instances.empty()) {
-    // No parameter can be pruned within the budget: an empty, valid schedule.
-    y.str("");
-    y << "# Suggested by igb-tools suggest-schedule"
-      << (o.source.empty() ? std::string() : " from " + o.source) << ": no parameter stays within "
-      << o.max_drop << " " << metric << " at any\n# sparsity above 0, so nothing is pruned.\n";
-    for (const auto& c : s.choices)
-      y << "#   " << c.parameter << ": baseline " << number(c.baseline, 4) << "\n";
-    y << "version: 1\npolicies: []\n";
-    s.yaml = y.str();
-    return s;
-  }
+  std::ostringstream budget;
+  budget << o.max_drop;
+  if (instances.empty())
+    throw InputError("no parameter stays within --max-drop " + budget.str() + " " + metric +
+                     " at any sparsity above 0 of the sweep, so there is nothing to prune; no "
+                     "schedule written (raise --max-drop, or sweep finer levels)");
   y << "policies:\n";
   for (const auto& name : instances) {
     y << "  - pruner:\n      instance_name: " << name << "\n    starting_epoch: " << o.start_epoch;

@@ -27,6 +27,9 @@ struct SensitivityTable {
 SensitivityTable read_sensitivity_csv(const std::filesystem::path& csv);
 
 /// What suggest_schedule writes.
+/// The most epochs a run has (igb-train --epochs), so the latest a suggested policy may end.
+inline constexpr int64_t kMaxEpochs = 1000000;
+
 struct SuggestOptions {
   /// The largest drop of `metric` allowed per parameter (points, dB, or a loss increase).
   double max_drop = 0.3;
@@ -66,7 +69,8 @@ struct ScheduleSuggestion {
 
 /// Picks each parameter's sparsity within the budget and writes the schedule. The loss metric
 /// ("loss") drops when it rises; every other metric when it falls. InputError for an unknown
-/// metric or kind, a parameter without a level-0 row, or epochs out of order.
+/// metric or kind, a parameter without a level-0 row, epochs out of order or past kMaxEpochs, and
+/// a budget no parameter can be pruned within (rather than a schedule that prunes nothing).
 ScheduleSuggestion suggest_schedule(const SensitivityTable& table, const SuggestOptions& options);
 
 }  // namespace igb::tools

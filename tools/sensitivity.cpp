@@ -66,14 +66,20 @@ std::vector<double> parse_sensitivity_levels(const std::string& text) {
                  step = parse_level(parts[2], text);
     if (!(step > 0) || to < from)
       throw InputError("levels '" + text + "': STEP must be positive and TO at least FROM");
-    const auto n = static_cast<int64_t>(std::floor((to - from) / step + 1e-9));
-    for (int64_t i = 0; i <= n; ++i)
+    const double n = std::floor((to - from) / step + 1e-9);
+    if (n + 1 > static_cast<double>(kMaxSensitivityLevels))
+      throw InputError("levels '" + text + "' gives " + fixed(n + 1, 0) + " levels; at most " +
+                       std::to_string(kMaxSensitivityLevels) + " (a sweep evaluates each)");
+    for (int64_t i = 0; i <= static_cast<int64_t>(n); ++i)
       levels.push_back(std::round((from + static_cast<double>(i) * step) * 1e9) / 1e9);
   } else {
     std::stringstream in(text);
     for (std::string p; std::getline(in, p, ',');) levels.push_back(parse_level(p, text));
   }
   if (levels.empty()) throw InputError("levels '" + text + "' gives no level");
+  if (levels.size() > static_cast<size_t>(kMaxSensitivityLevels))
+    throw InputError("levels '" + text + "' gives " + std::to_string(levels.size()) +
+                     " levels; at most " + std::to_string(kMaxSensitivityLevels));
   for (double l : levels)
     if (l < 0 || l >= 1)
       throw InputError("levels '" + text + "': " + fixed(l, 4) + " is outside [0, 1)");

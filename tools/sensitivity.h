@@ -30,6 +30,9 @@ enum class SensitivityMode {
 SensitivityMode parse_sensitivity_mode(const std::string& s);
 std::string sensitivity_mode_name(SensitivityMode m);
 
+/// The most levels one sweep takes.
+inline constexpr int64_t kMaxSensitivityLevels = 1000;
+
 /// Levels "FROM:TO:STEP" (inclusive of TO within a rounding slack, as 0:0.95:0.05 gives 20 levels)
 /// or a comma-separated list; each in [0, 1). InputError naming the text otherwise.
 std::vector<double> parse_sensitivity_levels(const std::string& text);

@@ -137,13 +137,18 @@ std::vector<std::pair<std::string, at::Tensor>> OnnxRuntimeRunner::run_all(const
   } catch (const nlohmann::json::exception&) {
     throw InputError(model_.string() + ": onnxruntime printed no report (last line: " + last + ")");
   }
-  if (!report.contains("outputs") || report["outputs"].empty())
+  if (!report.is_object() || !report.contains("outputs") || !report["outputs"].is_array() ||
+      report["outputs"].empty())
     throw InputError(model_.string() + ": onnxruntime returned no output");
-  if (options_.repeat() > 0) last_median_ms_ = report["latency_ms"]["median"].get<double>();
   std::vector<std::pair<std::string, at::Tensor>> outputs;
-  for (const auto& o : report["outputs"])
-    outputs.emplace_back(o["name"].get<std::string>(),
-                         read_npy(o["file"].get<std::string>()).to(x.device()));
+  try {
+    if (options_.repeat() > 0) last_median_ms_ = report.at("latency_ms").at("median").get<double>();
+    for (const auto& o : report["outputs"])
+      outputs.emplace_back(o.at("name").get<std::string>(),
+                           read_npy(o.at("file").get<std::string>()).to(x.device()));
+  } catch (const nlohmann::json::exception&) {
+    throw InputError(model_.string() + ": onnxruntime's report is malformed: " + last);
+  }
   return outputs;
 }
 

@@ -93,6 +93,7 @@ std::unique_ptr<Evaluator> make_classify_evaluator(ModelImpl& model, const EvalD
                                                : std::string("auto");
   o.input_shape = model.input_shape();
   o.seed = 0;
+  o.max_image_pixels = data.max_image_pixels;
   auto d = data::load_classify_data(data.data, o);
   const nlohmann::json summary = {{"dataset", d.dataset}, {"data", d.description}};
   if (data.batches <= 0)

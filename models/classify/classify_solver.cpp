@@ -68,6 +68,7 @@ data::ClassifyDataOptions data_options(const ClassifyConfig& config, const Model
   o.seed = config.train.seed;
   o.synthetic_train = config.synthetic_train;
   o.synthetic_val = config.synthetic_val;
+  o.max_image_pixels = config.train.max_image_pixels;
   return o;
 }
 

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "core/error.h"
 #include "data/image.h"
 #include "data/image_metrics.h"
 
@@ -48,7 +49,16 @@ DeblurEvaluator::DeblurEvaluator(std::vector<data::DeblurPair> pairs, c10::Devic
       device_(device),
       description_(std::move(description)),
       data_(std::move(data)),
-      layout_(base_layout()) {}
+      layout_(base_layout()) {
+  // SSIM's 11x11 window must fit in the image cropped to multiples of 4.
+  for (const auto& p : pairs_) {
+    const auto cropped = crop4(p.blurred);
+    if (cropped.size(-2) < 11 || cropped.size(-1) < 11)
+      throw InputError("image " + p.name + " is " + std::to_string(p.blurred.size(-1)) + "x" +
+                       std::to_string(p.blurred.size(-2)) +
+                       "; scoring a restoration needs at least 12x12 pixels");
+  }
+}
 
 Evaluation DeblurEvaluator::evaluate(const Forward& forward, const std::string& save_dir) const {
   torch::NoGradGuard no_grad;
@@ -95,6 +105,7 @@ std::unique_ptr<Evaluator> make_deblur_evaluator(ModelImpl& /*model*/, const Eva
   data::DeblurDataOptions o;
   o.seed = 0;
   o.patch_size = 64;
+  o.max_image_pixels = data.max_image_pixels;
   const auto folder = [&](const char* key) {
     return data.options.contains(key) ? data.options[key].get<std::string>() : std::string();
   };

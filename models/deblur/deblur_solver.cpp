@@ -294,6 +294,7 @@ nlohmann::json train_deblur(const DeblurConfig& requested, RunContext& ctx, cons
   }
   auto options =
       data_options(config.blur_dir, config.sharp_dir, config.train.seed, config.patch_size);
+  options.max_image_pixels = config.train.max_image_pixels;
   options.blur = config.blur;
   options.fresh_blur = config.fresh_blur;
   options.synthetic_train_images = config.synthetic_train;

@@ -30,6 +30,14 @@ SrEvaluator::SrEvaluator(std::vector<data::SrEvalImage> images, int64_t scale, b
       description_(std::move(description)),
       data_(std::move(data)),
       layout_(base_layout()) {
+  // SSIM's 11x11 window must fit in what is left after the border of `scale` pixels is shaved.
+  const int64_t least = 11 + 2 * scale_;
+  for (const auto& img : images_)
+    if (img.hr_rgb.size(1) < least || img.hr_rgb.size(2) < least)
+      throw InputError("image " + img.name + " is " + std::to_string(img.hr_rgb.size(2)) + "x" +
+                       std::to_string(img.hr_rgb.size(1)) + "; scoring at x" +
+                       std::to_string(scale_) + " needs at least " + std::to_string(least) + "x" +
+                       std::to_string(least) + " pixels");
   layout_.note = "x" + std::to_string(scale_) + ", " + (y_channel_ ? "Y" : "RGB→Y") + ", border " +
                  std::to_string(scale_);
 }
@@ -97,6 +105,7 @@ std::unique_ptr<Evaluator> make_sr_evaluator(ModelImpl& model, const EvalData& d
   data::SrDataOptions o;
   o.scale = scale;
   o.y_channel = y;
+  o.max_image_pixels = data.max_image_pixels;
   auto images = data::load_sr_eval_data(data.data, o);
   if (data.batches > 0 && static_cast<size_t>(data.batches) < images.size())
     images.resize(static_cast<size_t>(data.batches));

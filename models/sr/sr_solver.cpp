@@ -97,8 +97,9 @@ nlohmann::json train_sr(const SrConfig& config, RunContext& ctx, const RunInfo& 
                      (sr_model->channels() == 1 ? "y" : "rgb") +
                      "; --upscale and --channels must match");
 
-  const auto options =
+  auto options =
       data_options(config.upscale, config.channels == "y", config.train.seed, config.patch_size);
+  options.max_image_pixels = config.train.max_image_pixels;
   // A folder's images are checked against the patch size as they are read.
   if (config.train.data == "synthetic" && config.patch_size > options.synthetic_size)
     throw InputError(

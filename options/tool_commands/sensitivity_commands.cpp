@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 
 #include "core/checkpoint.h"
 #include "core/error.h"
@@ -40,37 +41,22 @@ std::vector<size_t> shown_levels(size_t count, size_t n) {
 
 }  // namespace
 
-tools::SensitivityResult sweep_checkpoint(const SensitivityArgs& args, const c10::Device& device,
-                                          Logger& logger) {
-  const auto options = tools::SensitivityOptions()
-                           .mode(tools::parse_sensitivity_mode(args.mode))
-                           .levels(tools::parse_sensitivity_levels(args.levels))
-                           .params(args.params)
-                           .with_dependencies(args.with_dependencies);
-  auto m = load_tool_model("", {}, args.checkpoint, "");
-  const auto graph = tool_graph(m, m.input);
-  m.model->to(device);
-  m.model->eval();
-  models::EvalData data;
-  data.data = args.data;
-  data.batches = args.eval_batches;
-  data.run_config = m.run_config;
-  const auto evaluator = models::family_of_model(m.name).make_evaluator(*m.model, data, device);
-  const std::string loaded = evaluator->description();
-  auto evaluate = [&] { return models::evaluate_model(*evaluator, *m.model).metrics; };
-  const auto parameters = tools::sensitivity_parameters(*m.model, graph, options);
-  logger.info("sensitivity of " + args.checkpoint + " (" + m.name +
-              "): " + std::to_string(parameters.size()) + " parameters x " +
-              std::to_string(options.levels().size()) + " levels, " + args.mode + " pruning" +
-              (args.with_dependencies ? " with dependencies" : "") + ", on " + loaded);
+namespace {
 
-  const bool terminal = Progress::stderr_is_terminal();
-  const auto t0 = std::chrono::steady_clock::now();
-  bool line_shown = false;
-  int64_t next_log = 0;
-  auto progress = [&](const std::string& p, double level, int64_t done, int64_t total) {
+/// The sweep's progress: a status line on a terminal, else a log line every tenth of the sweep.
+class SweepProgress {
+ public:
+  explicit SweepProgress(Logger& logger)
+      : logger_(logger),
+        terminal_(Progress::stderr_is_terminal()),
+        t0_(std::chrono::steady_clock::now()) {}
+  ~SweepProgress() {
+    if (line_shown_) std::fprintf(stderr, "\r\033[K");
+  }
+
+  void operator()(const std::string& p, double level, int64_t done, int64_t total) {
     const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
     const double eta =
         done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(total - done) : 0;
     char line[512];
@@ -78,20 +64,53 @@ tools::SensitivityResult sweep_checkpoint(const SensitivityArgs& args, const c10
                   static_cast<long long>(done + 1), static_cast<long long>(total),
                   p.empty() ? "baseline" : p.c_str(), level,
                   done > 0 ? format_duration(eta).c_str() : "-");
-    if (terminal) {
+    if (terminal_) {
       std::fprintf(stderr, "\r\033[K%s", line);
       std::fflush(stderr);
-      line_shown = true;
-    } else if (done >= next_log) {
-      logger.info(line);
-      next_log = done + std::max<int64_t>(1, total / 10);
+      line_shown_ = true;
+    } else if (done >= next_log_) {
+      logger_.info(line);
+      next_log_ = done + std::max<int64_t>(1, total / 10);
     }
-  };
-  auto r = tools::sensitivity_sweep(*m.model, graph, options, evaluate, progress);
-  if (line_shown) std::fprintf(stderr, "\r\033[K");
+  }
 
-  // The primary metric (or --metric) at a few levels, per parameter.
-  const std::string metric = args.metric.empty() ? r.metrics.front() : args.metric;
+ private:
+  Logger& logger_;
+  bool terminal_, line_shown_ = false;
+  std::chrono::steady_clock::time_point t0_;
+  int64_t next_log_ = 0;
+};
+
+/// The evaluation of a sweep: the model's family's evaluator on the sweep's data. With --metric,
+/// the model is evaluated once first, so a metric the evaluation does not have is refused before
+/// the sweep starts.
+std::function<tools::SensitivityMetrics()> sweep_evaluation(const SensitivityArgs& args,
+                                                            const ToolModel& m,
+                                                            const c10::Device& device,
+                                                            std::string& loaded) {
+  models::EvalData data;
+  data.data = args.data;
+  data.batches = args.eval_batches;
+  data.run_config = m.run_config;
+  data.max_image_pixels = args.max_image_pixels;
+  std::shared_ptr<models::Evaluator> evaluator =
+      models::family_of_model(m.name).make_evaluator(*m.model, data, device);
+  loaded = evaluator->description();
+  auto evaluate = [evaluator, model = m.model] {
+    return models::evaluate_model(*evaluator, *model).metrics;
+  };
+  if (!args.metric.empty()) {
+    std::vector<std::string> names;
+    for (const auto& [name, value] : evaluate()) names.push_back(name);
+    if (std::find(names.begin(), names.end(), args.metric) == names.end())
+      throw InputError("--metric " + args.metric +
+                       " is not one of the evaluation's: " + join(names));
+  }
+  return evaluate;
+}
+
+/// `metric` at a few levels per parameter, the baseline and the time taken.
+void print_sweep(const tools::SensitivityResult& r, const std::string& metric) {
   const auto it = std::find(r.metrics.begin(), r.metrics.end(), metric);
   if (it == r.metrics.end())
     throw InputError("--metric " + metric + " is not one of the sweep's: " + join(r.metrics));
@@ -111,6 +130,36 @@ tools::SensitivityResult sweep_checkpoint(const SensitivityArgs& args, const c10
             << r.evaluations << " evaluations in " << format_duration(r.seconds) << " ("
             << fixed(r.evaluation_seconds / std::max(r.seconds, 1e-9) * 100, 1)
             << "% of it evaluating)\n";
+}
+
+}  // namespace
+
+tools::SensitivityResult sweep_checkpoint(const SensitivityArgs& args, const c10::Device& device,
+                                          Logger& logger) {
+  const auto options = tools::SensitivityOptions()
+                           .mode(tools::parse_sensitivity_mode(args.mode))
+                           .levels(tools::parse_sensitivity_levels(args.levels))
+                           .params(args.params)
+                           .with_dependencies(args.with_dependencies);
+  auto m = load_tool_model("", {}, args.checkpoint, "");
+  const auto graph = tool_graph(m, m.input);
+  m.model->to(device);
+  m.model->eval();
+  std::string loaded;
+  const auto evaluate = sweep_evaluation(args, m, device, loaded);
+  const auto parameters = tools::sensitivity_parameters(*m.model, graph, options);
+  logger.info("sensitivity of " + args.checkpoint + " (" + m.name +
+              "): " + std::to_string(parameters.size()) + " parameters x " +
+              std::to_string(options.levels().size()) + " levels, " + args.mode + " pruning" +
+              (args.with_dependencies ? " with dependencies" : "") + ", on " + loaded);
+  tools::SensitivityResult r;
+  {
+    SweepProgress progress(logger);
+    r = tools::sensitivity_sweep(*m.model, graph, options, evaluate, std::ref(progress));
+  }
+  // The primary metric (or --metric) at a few levels, per parameter.
+  const std::string metric = args.metric.empty() ? r.metrics.front() : args.metric;
+  print_sweep(r, metric);
   for (const auto& path : tools::write_sensitivity(r, args.out, metric))
     std::cout << "wrote " << path.string() << "\n";
   return r;
@@ -143,6 +192,10 @@ class SensitivityCommand : public ToolCommand {
     sub.add_option("--metric", args_.metric,
                    "The metric plotted and tabulated (default the family's primary one)");
     sub.add_option("--out", args_.out, "Folder for the reports")->required();
+    int_range(sub.add_option("--max-image-pixels", args_.max_image_pixels,
+                             "Largest image read, in pixels (width x height)")
+                  ->capture_default_str(),
+              1, std::numeric_limits<int64_t>::max());
     add_threads_option(sub, threads_);
     sub.add_option("--device", device_, "cpu or cuda")
         ->capture_default_str()

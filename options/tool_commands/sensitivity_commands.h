@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "data/image.h"
 #include "tools/sensitivity.h"
 
 namespace igb {
@@ -21,6 +22,8 @@ struct SensitivityArgs {
   /// 0 = all.
   int64_t eval_batches = 4;
   bool with_dependencies = false;
+  /// The largest image read, in pixels (--max-image-pixels).
+  int64_t max_image_pixels = data::kDefaultMaxImagePixels;
 };
 
 /// Sweeps the checkpoint as `args` say with its family's evaluator, with a progress line (a

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/checkpoint_forge.h"
 #include "tests/support.h"
 
 namespace {
@@ -148,13 +149,17 @@ TEST_F(RunDirSafety, FailingRunsLeaveAnExistingRunDirectoryByteIdentical) {
               before.count("metrics.csv"));
   const fs::path images = image_folder("images", /*bad=*/true);
 
-  expect_one_line_error(sr_train(run_dir, "--epochs 1 --patch-size 600"),
+  // A fresh run there is refused for holding a run; with --overwrite, for what is wrong with it,
+  // before anything of the old run is replaced.
+  expect_one_line_error(sr_train(run_dir, "--epochs 1"),
+                        "--out " + run_dir.string() + " holds a run (checkpoint.ckpt)");
+  expect_one_line_error(sr_train(run_dir, "--overwrite --epochs 1 --patch-size 600"),
                         "--patch-size 600 is larger than the 144x144 synthetic training images");
-  expect_one_line_error(sr_train(run_dir, "--epochs 1 --batch-size 65536"),
+  expect_one_line_error(sr_train(run_dir, "--overwrite --epochs 1 --batch-size 65536"),
                         "the training set has 1600 examples, fewer than one batch of 65536");
   expect_one_line_error(
       "igb-train --optform=classify --threads 1 --workers 0 --epochs 1 "
-      "--model simplenet_cifar --batch-size 7 --data " +
+      "--model simplenet_cifar --batch-size 7 --overwrite --data " +
           images.string() + " --out " + run_dir.string(),
       "cut.png");
   expect_one_line_error(sr_train(run_dir, "--epochs 3 --model-arg d=16 --resume " +
@@ -164,7 +169,7 @@ TEST_F(RunDirSafety, FailingRunsLeaveAnExistingRunDirectoryByteIdentical) {
   expect_one_line_error(
       sr_train(run_dir, "--epochs 1 --resume " + (run_dir / "checkpoint.ckpt").string()),
       "has already trained 1 epochs");
-  expect_one_line_error(sr_train(run_dir, "--lr nan"), "--lr must be > 0, not nan");
+  expect_one_line_error(sr_train(run_dir, "--overwrite --lr nan"), "--lr must be > 0, not nan");
   EXPECT_EQ(snapshot(run_dir), before);
 
   // The same --model-arg as the checkpoint's is no difference: the resumed run goes on.
@@ -222,7 +227,8 @@ TEST_F(RunDirSafety, ConfigYamlRepeatsTheRun) {
 }
 
 // The metrics row of an epoch is written after its checkpoint: when the row cannot be written,
-// the epoch's checkpoint is already there, and resuming from it writes the next epoch's row only.
+// the epoch's checkpoint is already there, and resuming from it writes that epoch's row (from the
+// checkpoint) and then the next one's, each once.
 TEST_F(RunDirSafety, MetricsRowFollowsItsCheckpoint) {
   const fs::path run_dir = dir_ / "run";
   fs::create_directories(run_dir / "metrics.csv");  // a folder: the row cannot be written
@@ -235,8 +241,166 @@ TEST_F(RunDirSafety, MetricsRowFollowsItsCheckpoint) {
                                 (run_dir / "checkpoint.ckpt").string()));
   ASSERT_EQ(resumed.code, 0) << resumed.err;
   const auto lines = split_lines(read_file(run_dir / "metrics.csv"));
-  ASSERT_EQ(lines.size(), 2u) << read_file(run_dir / "metrics.csv");
-  EXPECT_EQ(lines[1].substr(0, 2), "1,");
+  ASSERT_EQ(lines.size(), 3u) << read_file(run_dir / "metrics.csv");
+  EXPECT_EQ(lines[1].substr(0, 2), "0,");
+  EXPECT_EQ(lines[2].substr(0, 2), "1,");
+}
+
+// A run stopped right after its first epoch's checkpoint (SIGKILL between checkpoint.ckpt and the
+// rest) resumes with that epoch's metrics row and its best.ckpt written once, as if uninterrupted.
+TEST_F(RunDirSafety, ResumeWritesTheRowAndBestOfAnEpochStoppedAfterItsCheckpoint) {
+  const fs::path a = dir_ / "a", b = dir_ / "b";
+  ASSERT_EQ(run(sr_train(a, "--epochs 2 --max-batches 2 --batch-size 4")).code, 0);
+  ASSERT_EQ(run(sr_train(b, "--epochs 1 --max-batches 2 --batch-size 4")).code, 0);
+  fs::remove(b / "metrics.csv");
+  fs::remove(b / "best.ckpt");
+  const Result resumed = run(sr_train(
+      b, "--epochs 2 --max-batches 2 --batch-size 4 --resume " + (b / "checkpoint.ckpt").string()));
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("metrics.csv had no row for epoch 0"), std::string::npos)
+      << resumed.err;
+  // The same rows as the uninterrupted run but for the time column.
+  auto rows = [](const fs::path& csv) {
+    std::vector<std::string> out;
+    for (auto line : split_lines(read_file(csv))) out.push_back(line.substr(0, line.rfind(',')));
+    return out;
+  };
+  EXPECT_EQ(rows(b / "metrics.csv"), rows(a / "metrics.csv"));
+  EXPECT_TRUE(fs::exists(b / "best.ckpt"));
+}
+
+// A fresh run never replaces a run: its folder is refused in one line (and stays as it was)
+// unless --overwrite says so, and then the new run's files start afresh.
+TEST_F(RunDirSafety, AFreshRunNeverReplacesARunUnasked) {
+  const fs::path run_dir = dir_ / "run";
+  ASSERT_EQ(run(sr_train(run_dir, kTiny)).code, 0);
+  const auto before = snapshot(run_dir);
+  expect_one_line_error(sr_train(run_dir, kTiny),
+                        "--out " + run_dir.string() +
+                            " holds a run (checkpoint.ckpt); continue it with --resume, "
+                            "choose another --out, or give --overwrite to replace it");
+  EXPECT_EQ(snapshot(run_dir), before);
+  const Result again = run(sr_train(run_dir, std::string(kTiny) + " --overwrite"));
+  ASSERT_EQ(again.code, 0) << again.err;
+  const auto lines = split_lines(read_file(run_dir / "metrics.csv"));
+  EXPECT_EQ(lines.size(), 2u) << read_file(run_dir / "metrics.csv");
+  // --overwrite is said for one command: the run's config.yaml does not carry it.
+  EXPECT_EQ(read_file(run_dir / "config.yaml").find("overwrite"), std::string::npos);
+}
+
+// A bad value in a --config file is named with its file and line, as a bad key is.
+TEST_F(RunDirSafety, ConfigFileValuesAreNamedWithTheirLine) {
+  const fs::path cfg = dir_ / "c.yaml";
+  const std::string train = "igb-train --optform=sr --threads 1 --out " + (dir_ / "run").string() +
+                            " --config " + cfg.string();
+  std::ofstream(cfg) << "batch-size: 4\nepochs: [1]\n";
+  expect_one_line_error(train, cfg.string() +
+                                   ":2: option 'epochs' has the wrong type of value: "
+                                   "expected a single value, got a list");
+  std::ofstream(cfg, std::ios::trunc) << "resume: [a]\n";
+  expect_one_line_error(train, cfg.string() + ":1: option 'resume' has the wrong type of value");
+  std::ofstream(cfg, std::ios::trunc) << "batch-size: 4\nepochs: abc\n";
+  expect_one_line_error(train, cfg.string() +
+                                   ":2: --epochs must be an integer from 1 to 1000000, "
+                                   "not abc");
+  // The command line overrides the file's value, and then that value is not the file's.
+  expect_one_line_error(train + " --epochs 0",
+                        "--epochs must be an integer from 1 to 1000000, not 0");
+  EXPECT_FALSE(fs::exists(dir_ / "run"));
+}
+
+// A forged checkpoint (a tensor record emptied, its checksum recomputed) is one line naming the
+// file and the record in every program that opens it, never a crash.
+TEST_F(RunDirSafety, AForgedCheckpointIsOneLineInEveryProgram) {
+  const fs::path run_dir = dir_ / "run";
+  ASSERT_EQ(run(sr_train(run_dir, kTiny)).code, 0);
+  const fs::path forged = dir_ / "forged.ckpt";
+  std::string victim;
+  igb::test::forge_checkpoint(
+      run_dir / "checkpoint.ckpt", forged, [&](const std::string& name, std::string& bytes, bool&) {
+        if (victim.empty() && name.rfind("data/", 0) == 0 && bytes.size() > 100) {
+          victim = name;
+          bytes.clear();
+        }
+      });
+  ASSERT_FALSE(victim.empty());
+  const std::string needle = forged.string() + " is corrupt: record " + victim + " holds 0 bytes";
+  expect_one_line_error("igb-tools sparsity --checkpoint " + forged.string(), needle);
+  expect_one_line_error("igb-test --optform=sr --threads 1 --checkpoint " + forged.string() +
+                            " --out " + (dir_ / "t").string(),
+                        needle);
+  expect_one_line_error(sr_train(dir_ / "resumed", "--epochs 2 --resume " + forged.string()),
+                        needle);
+}
+
+// Output folders that cannot be made are one line and exit 2 in every program.
+TEST_F(RunDirSafety, OutputFoldersThatCannotBeMadeAreOneLine) {
+  const fs::path deep = dir_ / std::string(300, 'x') / "out";  // a name over 255 bytes
+  const Result made = run(sr_train(dir_ / "run", kTiny));
+  ASSERT_EQ(made.code, 0) << made.err;
+  std::ofstream(dir_ / "plan.yaml") << "runs:\n  - {name: a, optform: sr, epochs: 1}\n";
+  const std::string ckpt = (dir_ / "run" / "best.ckpt").string();
+  for (const std::string& args :
+       {"igb-test --optform=sr --threads 1 --checkpoint " + ckpt + " --out " + deep.string(),
+        "igb-tools sensitivity --threads 1 --eval-batches 1 --levels 0,0.5 --checkpoint " + ckpt +
+            " --out " + deep.string(),
+        "igb-bench --plan " + (dir_ / "plan.yaml").string() + " --out " + deep.string()}) {
+    // (the message holds the 300-character name, so no line-length check here)
+    const Result r = run(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    const auto lines = split_lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << args << "\n" << r.err;
+    EXPECT_NE(lines[0].find("File name too long"), std::string::npos) << lines[0];
+  }
+}
+
+// Tools refuse poison before the work: a sweep of too many levels, a metric the evaluation does
+// not have (at the first evaluation, not after the sweep), a sensitivity table with a NaN row, a
+// budget nothing fits in (no empty schedule written).
+TEST_F(RunDirSafety, ToolsRefusePoisonBeforeTheirWork) {
+  ASSERT_EQ(run(sr_train(dir_ / "run", kTiny)).code, 0);
+  const std::string sweep = "igb-tools sensitivity --threads 1 --eval-batches 1 --checkpoint " +
+                            (dir_ / "run" / "best.ckpt").string() + " --out " +
+                            (dir_ / "sens").string();
+  expect_one_line_error(sweep + " --levels 0:0.9:0.000001",
+                        "levels '0:0.9:0.000001' gives 900001 levels; at most 1000");
+  expect_one_line_error(sweep + " --levels 0,0.5 --metric psrn",
+                        "--metric psrn is not one of the evaluation's: psnr, ssim, loss");
+  EXPECT_FALSE(fs::exists(dir_ / "sens" / "sensitivity.csv"));
+  const fs::path csv = dir_ / "s.csv";
+  std::ofstream(csv) << "parameter,sparsity,psnr\nw,0,30\nw,0.5,nan\n";
+  const std::string suggest = "igb-tools suggest-schedule --sensitivity " + csv.string() +
+                              " --max-drop 0.5 --epochs 0:10 --out " + (dir_ / "s.yaml").string();
+  expect_one_line_error(suggest, csv.string() + ":3: psnr is nan, not a finite number");
+  std::ofstream(csv, std::ios::trunc) << "parameter,sparsity,psnr\nw,0,30\nw,1.5,29\n";
+  expect_one_line_error(suggest, csv.string() + ":3: sparsity 1.5 is outside [0, 1)");
+  std::ofstream(csv, std::ios::trunc) << "parameter,sparsity,psnr\nw,0,30\nw,0.5,20\n";
+  expect_one_line_error(suggest, "no parameter stays within --max-drop 0.5 psnr");
+  expect_one_line_error("igb-tools suggest-schedule --sensitivity " + csv.string() +
+                            " --max-drop 20 --epochs 0:2000000 --out " + (dir_ / "s.yaml").string(),
+                        "a run has at most 1000000 epochs");
+  EXPECT_FALSE(fs::exists(dir_ / "s.yaml"));
+}
+
+// A data-parallel job whose input is bad says so once, from its launcher, not once per rank.
+TEST_F(RunDirSafety, ADataParallelJobReportsBadInputOnce) {
+  expect_one_line_error(
+      sr_train(dir_ / "run", "--nproc 2 --epochs 1 --data " + (dir_ / "none").string()),
+      (dir_ / "none").string());
+  EXPECT_FALSE(fs::exists(dir_ / "run"));
+  // A rank that cannot reach its job says so in one line of ours: c10d's own glog lines
+  // ("Logging before InitGoogleLogging()", the socket's timeout) stay off the screen.
+  as_user_ =
+      "env WORLD_SIZE=2 RANK=1 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "
+      "MASTER_PORT=29633 ";
+  const Result lone = run(sr_train(dir_ / "rank", std::string(kTiny) + " --dist-timeout 2"));
+  as_user_.clear();
+  EXPECT_EQ(lone.code, 1) << lone.err;  // not bad input: the job is not there
+  const auto lines = split_lines(lone.err);
+  ASSERT_EQ(lines.size(), 1u) << lone.err;
+  EXPECT_NE(lines[0].find("could not join the job at 127.0.0.1:29633 within 2 s"),
+            std::string::npos)
+      << lines[0];
 }
 
 TEST_F(RunDirSafety, OutputPathsOfTheWrongKind) {

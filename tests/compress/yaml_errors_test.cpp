@@ -232,4 +232,74 @@ TEST(YamlLeniency, AMisspeltKeyIsNamedEvenWhenARequiredKeyIsMissing) {
             "s.yaml:6: unknown key 'startng_epoch' in policy; did you mean starting_epoch?");
 }
 
+// A misspelt required key is named as the misspelling in every section that has one: pruners of
+// each kind, regularizers, LR schedulers, extensions and quantizers (weigths → weights is one
+// edit: two neighbours swapped).
+TEST(YamlLeniency, AMisspeltRequiredKeyIsNamedInEverySection) {
+  const std::string policy = "policies: []\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"pruners:\n  p:\n    class: AutomatedGradualPruner\n    initial_sparsity: 0.1\n"
+       "    final_sparsity: 0.5\n    weigths: [weight]\n",
+       "s.yaml:7: unknown key 'weigths' in pruners.p (AutomatedGradualPruner); did you mean "
+       "weights?"},
+      {"pruners:\n  p:\n    class: L1RankedStructureParameterPruner\n    group_type: Filters\n"
+       "    desired_sparsity: 0.5\n    weigths: [weight]\n",
+       "s.yaml:7: unknown key 'weigths' in pruners.p (L1RankedStructureParameterPruner); did you "
+       "mean weights?"},
+      {"pruners:\n  p:\n    class: L1RankedStructureParameterPruner_AGP\n    initial_sparsity: "
+       "0.1\n"
+       "    final_sparsity: 0.5\n    group_tpye: Filters\n    weights: [weight]\n",
+       "s.yaml:7: unknown key 'group_tpye' in pruners.p (L1RankedStructureParameterPruner_AGP); "
+       "did "
+       "you mean group_type?"},
+      {"pruners:\n  p:\n    class: SensitivityPruner\n    sensitivites: {weight: 0.5}\n",
+       "s.yaml:5: unknown key 'sensitivites' in pruners.p (SensitivityPruner); did you mean "
+       "sensitivities?"},
+      {"regularizers:\n  r:\n    class: L1Regularizer\n    reg_regim: {weight: 0.1}\n",
+       "s.yaml:5: unknown key 'reg_regim' in regularizers.r (L1Regularizer); did you mean "
+       "reg_regims?"},
+      {"lr_schedulers:\n  l:\n    class: StepLR\n    step_szie: 2\n",
+       "s.yaml:5: unknown key 'step_szie' in lr_schedulers.l (StepLR); did you mean step_size?"},
+  };
+  for (const auto& [yaml, message] : cases)
+    EXPECT_EQ(schedule_error("version: 1\n" + yaml + policy), message) << yaml;
+}
+
+// No poison: a number that is not finite, or a strength below zero, is refused where it is read.
+TEST(YamlErrors, NonFiniteNumbersAndNegativeStrengthsAreRefused) {
+  EXPECT_EQ(schedule_error("version: 1\nlr_schedulers:\n  l:\n    class: StepLR\n"
+                           "    step_size: 2\n    gamma: .nan\npolicies: []\n"),
+            "s.yaml:6: lr_schedulers.l (StepLR).gamma has the wrong type of value: expected a "
+            "finite number, got '.nan'");
+  EXPECT_EQ(schedule_error(agp("0.1", ".inf")),
+            "s.yaml:6: pruners.p (AutomatedGradualPruner).final_sparsity has the wrong type of "
+            "value: expected a finite number, got '.inf'");
+  EXPECT_EQ(schedule_error("version: 1\nregularizers:\n  r:\n    class: L1Regularizer\n"
+                           "    reg_regims: {weight: -0.1}\npolicies: []\n"),
+            "s.yaml:5: regularizers.r (L1Regularizer): a regularization strength must be >= 0, "
+            "not -0.1");
+  EXPECT_EQ(schedule_error("version: 1\nregularizers:\n  r:\n    class: GroupLassoRegularizer\n"
+                           "    reg_regims: {weight: [-1, Rows]}\npolicies: []\n"),
+            "s.yaml:5: regularizers.r (GroupLassoRegularizer): a regularization strength must be "
+            ">= 0, not -1");
+}
+
+// A few lines of anchors can stand for a billion nodes: such a file is refused before anything
+// walks it, in schedules and config files alike.
+TEST(YamlErrors, AliasesExpandingPastTheLimitAreRefused) {
+  std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+  for (char c = 'b'; c <= 'i'; ++c) {
+    bomb += std::string(1, c) + ": &" + c + " [";
+    for (int k = 0; k < 10; ++k) bomb += std::string(k ? ", " : "") + "*" + char(c - 1);
+    bomb += "]\n";
+  }
+  const std::string expected =
+      ": its anchors and aliases expand it to more than 1000000 nodes; write the values out "
+      "instead";
+  EXPECT_EQ(schedule_error("version: 1\n" + bomb + "policies: []\n"), "s.yaml" + expected);
+  EXPECT_EQ(config_error(bomb), "c.yaml" + expected);
+  // A few aliases that stay small are fine.
+  EXPECT_EQ(config_error("a: &a [1, 2]\nb: *a\n"), "(no InputError)");
+}
+
 }  // namespace igb::compress

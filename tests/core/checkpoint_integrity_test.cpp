@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/main_guard.h"
+#include "tests/checkpoint_forge.h"
 #include "tests/support.h"
 
 namespace igb {
@@ -445,6 +446,119 @@ TEST_F(CheckpointIntegrityTest, AFailedWriteLeavesNoTemporaryFile) {
   write_text_atomically(dir_ / "ok.txt", "ok");
   EXPECT_EQ(pending_temporary_count(), 0);
   EXPECT_EQ(read_text_file(dir_ / "ok.txt"), "ok");
+}
+
+// A checksum catches accidents, not forgery. Forged files below carry correct checksums for what
+// they hold; every one is one InputError line naming the file and what is wrong, before LibTorch
+// reads a byte of a tensor.
+class ForgedCheckpointTest : public CheckpointIntegrityTest {
+ protected:
+  // A checkpoint of a 64x64 linear layer (a 16 KiB weight record) with SGD state, and the name of
+  // the weight's data record.
+  void SetUp() override {
+    CheckpointIntegrityTest::SetUp();
+    torch::manual_seed(5);
+    torch::nn::Linear big(64, 64);
+    CheckpointParts parts;
+    parts.model = big.get();
+    save_checkpoint(dir_ / "big.ckpt", small_meta(), parts);
+    for (const auto& name : test::checkpoint_records(dir_ / "big.ckpt"))
+      if (name.rfind("data/", 0) == 0 && record_size(name) == 64 * 64 * 4) weight_record_ = name;
+    ASSERT_FALSE(weight_record_.empty());
+  }
+
+  size_t record_size(const std::string& name) {
+    caffe2::serialize::PyTorchStreamReader reader((dir_ / "big.ckpt").string());
+    return std::get<1>(reader.getRecord(name));
+  }
+
+  // The message of loading `path` and its model, which must fail with one InputError line.
+  std::string load_error(const fs::path& path) {
+    try {
+      auto ck = Checkpoint::load(path);
+      torch::nn::Linear big(64, 64);
+      ck.load_model(*big);
+    } catch (const InputError& e) {
+      expect_one_line_naming(e.what(), path, path.string());
+      return e.what();
+    }
+    ADD_FAILURE() << path << " loaded";
+    return "";
+  }
+
+  std::string weight_record_;
+};
+
+TEST_F(ForgedCheckpointTest, ARecordShorterThanItsTensorIsNamedNotRead) {
+  for (size_t keep : {0u, 4u, 100u}) {
+    const fs::path forged = dir_ / ("short" + std::to_string(keep) + ".ckpt");
+    test::forge_checkpoint(dir_ / "big.ckpt", forged,
+                           [&](const std::string& name, std::string& bytes, bool&) {
+                             if (name == weight_record_) bytes.resize(keep);
+                           });
+    const auto what = load_error(forged);
+    EXPECT_NE(what.find("record " + weight_record_ + " holds " + std::to_string(keep) +
+                        " bytes, but its tensor's storage needs 4096 elements of 4 bytes"),
+              std::string::npos)
+        << what;
+  }
+  // The same checkpoint re-signed without damage loads as it was.
+  test::forge_checkpoint(dir_ / "big.ckpt", dir_ / "same.ckpt",
+                         [](const std::string&, std::string&, bool&) {});
+  auto ck = Checkpoint::load(dir_ / "same.ckpt");
+  torch::nn::Linear a(64, 64), b(64, 64);
+  Checkpoint::load(dir_ / "big.ckpt").load_model(*a);
+  ck.load_model(*b);
+  EXPECT_TRUE(torch::equal(a->weight, b->weight));
+}
+
+TEST_F(ForgedCheckpointTest, AMissingDataRecordOrVersionIsNamed) {
+  test::forge_checkpoint(
+      dir_ / "big.ckpt", dir_ / "nodata.ckpt",
+      [&](const std::string& name, std::string&, bool& keep) { keep = name != weight_record_; });
+  EXPECT_NE(load_error(dir_ / "nodata.ckpt")
+                .find("record " + weight_record_ + " (a tensor's data) is missing"),
+            std::string::npos);
+  // The archive's own 'version' record renamed in its zip directory (LibTorch's reader refuses
+  // such a file asking for "an enhancement request to PyTorch").
+  std::string bytes = read_bytes(dir_ / "big.ckpt");
+  int renamed = 0;
+  for (size_t at = bytes.find("/version"); at != std::string::npos;
+       at = bytes.find("/version", at + 1), ++renamed)
+    bytes[at + 7] = 'X';
+  ASSERT_GE(renamed, 2);  // its local header and its central directory entry
+  write_bytes(dir_ / "noversion.ckpt", bytes);
+  const auto what = load_error(dir_ / "noversion.ckpt");
+  EXPECT_NE(what.find("its archive has no 'version' record"), std::string::npos) << what;
+  EXPECT_EQ(what.find("PyTorch"), std::string::npos) << what;
+}
+
+TEST_F(ForgedCheckpointTest, TorchScriptCodeInACheckpointIsRefusedUnrun) {
+  bool forged = false;
+  test::forge_checkpoint(dir_ / "big.ckpt", dir_ / "code.ckpt",
+                         [&](const std::string& name, std::string& bytes, bool&) {
+                           if (name.rfind("code/", 0) == 0 && name.size() > 3 &&
+                               name.compare(name.size() - 3, 3, ".py") == 0 && !forged) {
+                             bytes += "\n  def __setstate__(self, state: str) -> None:\n    pass\n";
+                             forged = true;
+                           }
+                         });
+  ASSERT_TRUE(forged);
+  const auto what = load_error(dir_ / "code.ckpt");
+  EXPECT_NE(what.find("holds TorchScript code, which igb never writes and will not run"),
+            std::string::npos)
+      << what;
+}
+
+TEST_F(ForgedCheckpointTest, AForgedPickleIsNamedWithItsByte) {
+  test::forge_checkpoint(dir_ / "big.ckpt", dir_ / "pickle.ckpt",
+                         [](const std::string& name, std::string& bytes, bool&) {
+                           if (name == "data.pkl") bytes.resize(bytes.size() / 2);
+                         });
+  const auto what = load_error(dir_ / "pickle.ckpt");
+  EXPECT_NE(what.find("record data.pkl is corrupt: its pickle ends early at byte"),
+            std::string::npos)
+      << what;
 }
 
 // SIGTERM in the middle of a write: the handler guarded_main installs removes the temporary file

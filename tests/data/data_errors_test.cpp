@@ -233,6 +233,100 @@ TEST_F(DataErrorsTest, DamagedPngDataUnderCorrectCrcsIsRefusedSilently) {
   EXPECT_EQ(message.back(), ')');
 }
 
+namespace {
+
+void put_be32(std::string& b, uint32_t v) {
+  for (int k = 3; k >= 0; --k) b += static_cast<char>((v >> (8 * k)) & 0xFF);
+}
+
+/// A PNG chunk: length, type, data, CRC.
+std::string png_chunk(const std::string& type, const std::string& data) {
+  std::string c;
+  put_be32(c, static_cast<uint32_t>(data.size()));
+  c += type + data;
+  put_be32(c, static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(c.data() + 4),
+                                          static_cast<uInt>(data.size() + 4))));
+  return c;
+}
+
+/// A well-formed PNG of about a hundred bytes whose header claims `w`x`h` RGB pixels.
+std::string png_claiming(uint32_t w, uint32_t h) {
+  std::string ihdr;
+  put_be32(ihdr, w);
+  put_be32(ihdr, h);
+  ihdr += std::string("\x08\x02\x00\x00\x00", 5);  // 8-bit RGB
+  std::string zeros(64, '\0'), deflated(128, '\0');
+  uLongf n = deflated.size();
+  compress(reinterpret_cast<Bytef*>(deflated.data()), &n,
+           reinterpret_cast<const Bytef*>(zeros.data()), zeros.size());
+  deflated.resize(n);
+  return std::string("\x89PNG\r\n\x1a\n", 8) + png_chunk("IHDR", ihdr) +
+         png_chunk("IDAT", deflated) + png_chunk("IEND", "");
+}
+
+/// A JPEG whose frame header claims `w`x`h` grey pixels, with a token scan and its end marker.
+std::string jpeg_claiming(uint16_t w, uint16_t h) {
+  std::string b = "\xFF\xD8";
+  b += std::string("\xFF\xC0\x00\x0B\x08", 5) + char(h >> 8) + char(h & 0xFF) + char(w >> 8) +
+       char(w & 0xFF) + std::string("\x01\x01\x11\x00", 4);
+  b += std::string("\xFF\xDA\x00\x08\x01\x01\x00\x00\x3F\x00", 10);
+  return b + std::string(16, '\0') + "\xFF\xD9";
+}
+
+}  // namespace
+
+// A decompression bomb: a file of a hundred bytes whose header claims 60000x60000 pixels (10.8 GB
+// as RGB) is refused from its header, before anything is decoded or allocated.
+TEST_F(DataErrorsTest, ImagesClaimingMorePixelsThanTheLimitAreRefusedFromTheirHeader) {
+  std::ofstream(root_ / "bomb.png", std::ios::binary) << png_claiming(60000, 60000);
+  EXPECT_LT(fs::file_size(root_ / "bomb.png"), 200u);
+  EXPECT_EQ(read_error(root_ / "bomb.png"),
+            "image " + (root_ / "bomb.png").string() +
+                " is 60000x60000 pixels, more than the limit of 100000000 (--max-image-pixels)");
+  std::ofstream(root_ / "bomb.jpg", std::ios::binary) << jpeg_claiming(60000, 60000);
+  EXPECT_EQ(read_error(root_ / "bomb.jpg"),
+            "image " + (root_ / "bomb.jpg").string() +
+                " is 60000x60000 pixels, more than the limit of 100000000 (--max-image-pixels)");
+  // The limit is the caller's: a 40x40 image is 1600 pixels.
+  const auto small = image("small.png");
+  EXPECT_NO_THROW(read_image(small, 1600));
+  try {
+    read_image(small, 1599);
+    ADD_FAILURE() << "a 1600-pixel image passed a limit of 1599";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is 40x40 pixels, more than the limit of 1599"),
+              std::string::npos);
+  }
+  EXPECT_NO_THROW(check_image(small, 1600));
+  EXPECT_THROW(check_image(root_ / "bomb.png"), InputError);
+}
+
+// An image folder's images are checked before training starts: a truncated or empty file is one
+// line from the loader, not a failure at its batch in the middle of a run.
+TEST_F(DataErrorsTest, ClassFolderImagesAreCheckedWhenTheDataIsLoaded) {
+  for (const char* c : {"cat", "dog"})
+    for (int i = 0; i < 3; ++i) image(fs::path("train") / c / (std::to_string(i) + ".png"));
+  image("val/cat/0.png");
+  image("val/dog/0.png");
+  ClassifyDataOptions o;
+  EXPECT_NO_THROW(load_classify_data(root_.string(), o));
+  std::ofstream(root_ / "train" / "dog" / "2.png", std::ios::trunc);  // emptied
+  EXPECT_EQ(load_error(root_), "image " + (root_ / "train" / "dog" / "2.png").string() +
+                                   " is unreadable or corrupt: the file is empty");
+  image("train/dog/2.png");
+  std::ofstream(root_ / "val" / "cat" / "big.png", std::ios::binary) << png_claiming(9000, 9000);
+  o.max_image_pixels = 1000000;
+  try {
+    load_classify_data(root_.string(), o);
+    ADD_FAILURE() << "an image over the limit was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("big.png is 9000x9000 pixels, more than the limit of "
+                                         "1000000"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(DataErrorsTest, SymlinkLoopsAreInputErrorsNamingThePath) {
   image("train/a/1.png");
   image("val/a/1.png");

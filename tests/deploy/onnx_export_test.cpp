@@ -256,6 +256,25 @@ TEST(OnnxExport, NpyRoundTripAndMalformedFiles) {
   auto bytes = read_text_file(dir / "x.npy");
   std::ofstream(dir / "short.npy", std::ios::binary) << bytes.substr(0, bytes.size() - 4);
   EXPECT_THROW(read_npy(dir / "short.npy"), InputError);
+  // A forged header whose shape's product overflows 64 bits (to 0, which its 0 data bytes would
+  // match) is refused from the header, before anything is allocated.
+  std::string header =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }";
+  header.append(63 - (10 + header.size()) % 64, ' ');
+  header += '\n';
+  std::string forged("\x93NUMPY\x01\x00", 8);
+  forged += static_cast<char>(header.size() & 0xff);
+  forged += static_cast<char>(header.size() >> 8);
+  std::ofstream(dir / "huge.npy", std::ios::binary) << forged + header;
+  try {
+    read_npy(dir / "huge.npy");
+    ADD_FAILURE() << "a forged shape was read";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), (dir / "huge.npy").string() +
+                                         ": not a float32 .npy file (its shape (4294967296, "
+                                         "4294967296) needs more data than the 0 bytes the file "
+                                         "holds)");
+  }
 }
 
 // Flatten to [N, -1] and global pooling follow other input sizes.

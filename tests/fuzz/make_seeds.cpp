@@ -4,12 +4,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "core/checkpoint.h"
 #include "data/image.h"
+#include "tests/checkpoint_forge.h"
 #include "tiny_net.h"
 
 namespace fs = std::filesystem;
@@ -56,6 +58,30 @@ int main(int argc, char** argv) {
   parts.optimizer = &sgd;
   meta.epoch = 1;
   igb::save_checkpoint(root / "checkpoint" / "with_optimizer.ckpt", meta, parts);
+  // Forged ones: records damaged under recomputed checksums, as a file crafted to be trusted would
+  // be (the loader must refuse each in one line, before LibTorch reads a tensor).
+  const auto source = root / "checkpoint" / "with_optimizer.ckpt";
+  auto forge = [&](const std::string& name,
+                   const std::function<void(const std::string&, std::string&, bool&)>& edit) {
+    igb::test::forge_checkpoint(source, root / "checkpoint" / ("forged_" + name + ".ckpt"), edit);
+  };
+  for (size_t keep : {0, 4, 100}) {
+    bool done = false;
+    forge("short" + std::to_string(keep), [&](const std::string& n, std::string& b, bool&) {
+      if (!done && n.rfind("data/", 0) == 0 && b.size() > keep) {
+        b.resize(keep);
+        done = true;
+      }
+    });
+  }
+  forge("no_data", [](const std::string& n, std::string&, bool& keep) { keep = n != "data/0"; });
+  forge("cut_pickle", [](const std::string& n, std::string& b, bool&) {
+    if (n == "data.pkl") b.resize(b.size() / 2);
+  });
+  forge("code", [](const std::string& n, std::string& b, bool&) {
+    if (n.rfind("code/", 0) == 0)
+      b += "\n  def __setstate__(self, state: str) -> None:\n    pass\n";
+  });
 
   // CIFAR-10: two records of label + 3072 pixels.
   std::vector<uint8_t> cifar;
