@@ -20,6 +20,12 @@ class ClassifierImpl : public ModelImpl {
   std::vector<int64_t> input_shape_;
 };
 
+/// A bias-free k x k convolution padded by k / 2, as the ResNets use them.
+inline torch::nn::Conv2d padded_conv(int64_t in, int64_t out, int64_t k, int64_t stride) {
+  return torch::nn::Conv2d(
+      torch::nn::Conv2dOptions(in, out, k).stride(stride).padding(k / 2).bias(false));
+}
+
 /// Adds every classification model to `registry`, filed under `family`.
 void register_classify_models(Registry<ModelSpec>& registry, const std::string& family);
 

@@ -11,10 +11,6 @@ namespace nn = torch::nn;
 
 namespace {
 
-nn::Conv2d conv(int64_t in, int64_t out, int64_t k, int64_t stride) {
-  return nn::Conv2d(nn::Conv2dOptions(in, out, k).stride(stride).padding(k / 2).bias(false));
-}
-
 Activation make_relu(bool inplace) {
   return Activation(ActivationOptions(ActivationKind::kReLU).inplace(inplace));
 }
@@ -27,13 +23,13 @@ class PreactCifarBlockImpl : public nn::Module {
   PreactCifarBlockImpl(int64_t in, int64_t out, int64_t stride, bool conv_shortcut) {
     pre_bn = register_module("pre_bn", nn::BatchNorm2d(in));
     pre_relu = register_module("pre_relu", make_relu(false));
-    conv1 = register_module("conv1", conv(in, out, 3, stride));
+    conv1 = register_module("conv1", padded_conv(in, out, 3, stride));
     bn = register_module("bn", nn::BatchNorm2d(out));
     relu = register_module("relu", make_relu(true));
-    conv2 = register_module("conv2", conv(out, out, 3, 1));
+    conv2 = register_module("conv2", padded_conv(out, out, 3, 1));
     if (stride != 1 || in != out) {
       if (conv_shortcut) {
-        downsample_conv = register_module("downsample", conv(in, out, 1, stride));
+        downsample_conv = register_module("downsample", padded_conv(in, out, 1, stride));
       } else {
         const int64_t pad = out - in;
         downsample_pad = register_module(
@@ -63,7 +59,7 @@ class PreactResNetCifarImpl : public ClassifierImpl {
   explicit PreactResNetCifarImpl(PreactResNetCifarOptions o)
       : ClassifierImpl(o.num_classes(), 3, o.input_size()), options(o) {
     const int64_t n = (o.depth() - 2) / 6;
-    conv1 = register_module("conv1", conv(3, 16, 3, 1));
+    conv1 = register_module("conv1", padded_conv(3, 16, 3, 1));
     int64_t in = 16;
     for (int64_t stage = 0; stage < 3; ++stage) {
       const int64_t out = 16 << stage;
@@ -110,21 +106,21 @@ class PreactBlockImpl : public nn::Module {
       pre_relu = register_module("pre_relu", make_relu(false));
     }
     if (bottleneck) {
-      conv1 = register_module("conv1", conv(in, planes, 1, 1));
+      conv1 = register_module("conv1", padded_conv(in, planes, 1, 1));
       bn1_2 = register_module("bn1_2", nn::BatchNorm2d(planes));
       relu1_2 = register_module("relu1_2", make_relu(true));
-      conv2 = register_module("conv2", conv(planes, planes, 3, stride));
+      conv2 = register_module("conv2", padded_conv(planes, planes, 3, stride));
       bn2_3 = register_module("bn2_3", nn::BatchNorm2d(planes));
       relu2_3 = register_module("relu2_3", make_relu(true));
-      conv3 = register_module("conv3", conv(planes, out, 1, 1));
+      conv3 = register_module("conv3", padded_conv(planes, out, 1, 1));
     } else {
-      conv1 = register_module("conv1", conv(in, planes, 3, stride));
+      conv1 = register_module("conv1", padded_conv(in, planes, 3, stride));
       bn1_2 = register_module("bn1_2", nn::BatchNorm2d(planes));
       relu1_2 = register_module("relu1_2", make_relu(true));
-      conv2 = register_module("conv2", conv(planes, planes, 3, 1));
+      conv2 = register_module("conv2", padded_conv(planes, planes, 3, 1));
     }
     if (stride != 1 || in != out)
-      downsample = register_module("downsample", Sequential(conv(in, out, 1, stride)));
+      downsample = register_module("downsample", Sequential(padded_conv(in, out, 1, stride)));
   }
   torch::Tensor forward(torch::Tensor x) {
     auto preact = pre_bn ? pre_relu(pre_bn(x)) : x;
@@ -151,7 +147,7 @@ class PreactResNetImpl : public ClassifierImpl {
     const bool bottleneck = o.depth() >= 50;
     const std::vector<int64_t> blocks =
         o.depth() == 18 ? std::vector<int64_t>{2, 2, 2, 2} : std::vector<int64_t>{3, 4, 6, 3};
-    conv1 = register_module("conv1", conv(3, 64, 7, 2));
+    conv1 = register_module("conv1", padded_conv(3, 64, 7, 2));
     bn1 = register_module("bn1", nn::BatchNorm2d(64));
     relu1 = register_module("relu1", make_relu(true));
     maxpool =

@@ -9,10 +9,6 @@ namespace nn = torch::nn;
 
 namespace {
 
-nn::Conv2d conv(int64_t in, int64_t out, int64_t k, int64_t stride) {
-  return nn::Conv2d(nn::Conv2dOptions(in, out, k).stride(stride).padding(k / 2).bias(false));
-}
-
 /// Basic (two 3x3) or bottleneck (1x1, 3x3, 1x1 ×4) block with an optional projection shortcut
 /// `downsample` (conv 1x1 + BN). Layers: conv1, bn1, relu1, conv2, bn2, relu2, [conv3, bn3, relu3].
 class BlockImpl : public nn::Module {
@@ -20,31 +16,31 @@ class BlockImpl : public nn::Module {
   BlockImpl(bool bottleneck, int64_t in, int64_t planes, int64_t stride) : bottleneck_(bottleneck) {
     const int64_t out = bottleneck ? planes * 4 : planes;
     if (bottleneck) {
-      conv1 = register_module("conv1", conv(in, planes, 1, 1));
+      conv1 = register_module("conv1", padded_conv(in, planes, 1, 1));
       bn1 = register_module("bn1", nn::BatchNorm2d(planes));
       relu1 = register_module("relu1",
                               Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
-      conv2 = register_module("conv2", conv(planes, planes, 3, stride));
+      conv2 = register_module("conv2", padded_conv(planes, planes, 3, stride));
       bn2 = register_module("bn2", nn::BatchNorm2d(planes));
       relu2 = register_module("relu2",
                               Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
-      conv3 = register_module("conv3", conv(planes, out, 1, 1));
+      conv3 = register_module("conv3", padded_conv(planes, out, 1, 1));
       bn3 = register_module("bn3", nn::BatchNorm2d(out));
       relu3 = register_module("relu3",
                               Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     } else {
-      conv1 = register_module("conv1", conv(in, planes, 3, stride));
+      conv1 = register_module("conv1", padded_conv(in, planes, 3, stride));
       bn1 = register_module("bn1", nn::BatchNorm2d(planes));
       relu1 = register_module("relu1",
                               Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
-      conv2 = register_module("conv2", conv(planes, planes, 3, 1));
+      conv2 = register_module("conv2", padded_conv(planes, planes, 3, 1));
       bn2 = register_module("bn2", nn::BatchNorm2d(planes));
       relu2 = register_module("relu2",
                               Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     }
     if (stride != 1 || in != out)
       downsample =
-          register_module("downsample", Sequential(conv(in, out, 1, stride), nn::BatchNorm2d(out)));
+          register_module("downsample", Sequential(padded_conv(in, out, 1, stride), nn::BatchNorm2d(out)));
   }
   torch::Tensor forward(torch::Tensor x) {
     auto y = relu1(bn1(conv1(x)));
