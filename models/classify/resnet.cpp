@@ -39,8 +39,8 @@ class BlockImpl : public nn::Module {
                               Activation(ActivationOptions(ActivationKind::kReLU).inplace(true)));
     }
     if (stride != 1 || in != out)
-      downsample =
-          register_module("downsample", Sequential(padded_conv(in, out, 1, stride), nn::BatchNorm2d(out)));
+      downsample = register_module(
+          "downsample", Sequential(padded_conv(in, out, 1, stride), nn::BatchNorm2d(out)));
   }
   torch::Tensor forward(torch::Tensor x) {
     auto y = relu1(bn1(conv1(x)));
