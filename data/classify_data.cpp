@@ -8,6 +8,7 @@
 #include "data/datasets.h"
 #include "data/image.h"
 #include "data/image_folder.h"
+#include "data/opencv_samples.h"
 #include "data/synthetic_shapes.h"
 
 namespace igb::data {
@@ -33,6 +34,8 @@ struct Preprocess {
   std::vector<double> mean, std;
   bool augment;
   uint64_t seed;
+  /// Random horizontal flips in augmentation (not for digits, which a mirror changes).
+  bool flip = true;
 
   at::Tensor operator()(at::Tensor img, bool train, int64_t index, int64_t epoch) const {
     auto x = img.to(torch::kFloat32).div_(255.0f);
@@ -50,7 +53,7 @@ struct Preprocess {
         x = torch::constant_pad_nd(x, {4, 4, 4, 4});
         int64_t dy = rng.integer(0, 8), dx = rng.integer(0, 8);
         x = x.narrow(1, dy, height).narrow(2, dx, width);
-        if (rng.coin()) x = x.flip({2});
+        if (flip && rng.coin()) x = x.flip({2});
       }
     } else {
       // ImageNet style: shorter side to 256/224 of the input, then a random (train) or centre crop.
@@ -221,6 +224,31 @@ LabeledImages read_mnist(const fs::path& images_path, const fs::path& labels_pat
   return {images, labels};
 }
 
+DigitSplit digit_split(int64_t position_in_band) {
+  const int64_t k = position_in_band % 10;
+  return k < 7 ? DigitSplit::kTrain : k == 7 ? DigitSplit::kValidation : DigitSplit::kTest;
+}
+
+LabeledImages read_digit_sheet(const fs::path& path, int64_t max_pixels) {
+  const auto rgb = read_image(path, max_pixels);
+  const int64_t h = rgb.size(1), w = rgb.size(2);
+  const int64_t rows = h / kDigitSide, cols = w / kDigitSide;
+  if (h % kDigitSide != 0 || w % kDigitSide != 0 || rows == 0 || cols == 0 || rows % 10 != 0)
+    throw InputError("digit sheet " + path.string() + " is " + std::to_string(w) + "x" +
+                     std::to_string(h) + ": expected 20x20 digits in rows that split into ten " +
+                     "bands, one per digit (OpenCV's digits.png is 2000x1000)");
+  // Grey: the sheet's channels are equal; their mean undoes any colour a re-save added.
+  const auto grey = (rgb.mean(0) * 255).round().to(torch::kUInt8);
+  // [rows, 20, cols, 20] -> [rows, cols, 20, 20]: digits in reading order.
+  const auto digits = grey.view({rows, kDigitSide, cols, kDigitSide})
+                          .permute({0, 2, 1, 3})
+                          .reshape({rows * cols, 1, kDigitSide, kDigitSide})
+                          .contiguous();
+  const int64_t per_digit = rows / 10 * cols;
+  const auto labels = torch::arange(rows * cols, torch::kInt64).div(per_digit, "floor");
+  return {digits, labels};
+}
+
 namespace {
 
 Preprocess preprocess_for(const ClassifyDataOptions& o, std::vector<double> mean,
@@ -281,6 +309,34 @@ ClassifyData load_mnist(const std::string& data, const ClassifyDataOptions& o) {
   auto val = read_mnist(root / "t10k-images-idx3-ubyte", root / "t10k-labels-idx1-ubyte");
   d.description = "MNIST " + data + " (" + std::to_string(train.labels.size(0)) + " training, " +
                   std::to_string(val.labels.size(0)) + " test images)";
+  d.train = std::make_unique<TensorDataset>(std::move(train), pre, true);
+  d.val = std::make_unique<TensorDataset>(std::move(val), pre, false);
+  return d;
+}
+
+/// The digits of `all` (read_digit_sheet) in `split`.
+LabeledImages digits_of(const LabeledImages& all, DigitSplit split) {
+  const int64_t per_digit = all.labels.size(0) / 10;
+  std::vector<int64_t> keep;
+  for (int64_t i = 0; i < all.labels.size(0); ++i)
+    if (digit_split(i % per_digit) == split) keep.push_back(i);
+  const auto index = torch::tensor(keep, torch::kInt64);
+  return {all.images.index_select(0, index), all.labels.index_select(0, index)};
+}
+
+// --data digits: OpenCV's digit sheet from Debian's opencv-doc, in its fixed split.
+ClassifyData load_digits(const std::string&, const ClassifyDataOptions& o) {
+  const auto all =
+      read_digit_sheet(opencv_sample("digits.png", "--data digits"), o.max_image_pixels);
+  auto pre = preprocess_for(o, {0.1307, 0.1307, 0.1307}, {0.3081, 0.3081, 0.3081});
+  pre.flip = false;
+  ClassifyData d;
+  d.classes = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+  auto train = digits_of(all, DigitSplit::kTrain);
+  auto val = digits_of(all, o.test_split ? DigitSplit::kTest : DigitSplit::kValidation);
+  d.description = "digits (OpenCV's digits.png: " + std::to_string(train.labels.size(0)) +
+                  " training, " + std::to_string(val.labels.size(0)) +
+                  (o.test_split ? " test" : " validation") + " digits of 20x20)";
   d.train = std::make_unique<TensorDataset>(std::move(train), pre, true);
   d.val = std::make_unique<TensorDataset>(std::move(val), pre, false);
   return d;
@@ -365,6 +421,12 @@ void register_classify_datasets(Registry<DatasetSpec>& r) {
             "--data synthetic", 0, [](const std::string& d) { return d == "synthetic"; },
             load_synthetic_shapes),
         "seeded 10-class synthetic shapes at the model's input size");
+  DatasetSpec digits = classify_spec(
+      "--data digits", 0, [](const std::string& d) { return d == "digits"; }, load_digits);
+  digits.unavailable = [] { return opencv_sample_unavailable("digits.png"); };
+  r.add("classify/digits", digits,
+        "OpenCV's 5,000 handwritten digits (digits.png of Debian's opencv-doc, 20x20, 500 per "
+        "class): 3,500 train, 500 validate, 1,000 test");
   r.add("classify/cifar10",
         classify_spec(
             "a folder with data_batch_1..5.bin and test_batch.bin", 1,
@@ -383,7 +445,7 @@ void register_classify_datasets(Registry<DatasetSpec>& r) {
 }
 
 std::string detect_classify_dataset(const std::string& data) {
-  if (data != "synthetic") {
+  if (data != "synthetic" && data != "digits") {
     if (!fs::exists(data)) throw InputError("data folder " + data + " does not exist");
     if (!fs::is_directory(data)) throw InputError("data path " + data + " is not a folder");
   }
@@ -398,7 +460,7 @@ std::string detect_classify_dataset(const std::string& data) {
 
 ClassifyData load_classify_data(const std::string& data, const ClassifyDataOptions& o) {
   const std::string name = o.dataset == "auto" ? detect_classify_dataset(data) : o.dataset;
-  if (name != "synthetic" && data == "synthetic")
+  if (name != "synthetic" && name != "digits" && (data == "synthetic" || data == "digits"))
     throw InputError("--dataset " + name + " needs --data FOLDER");
   ClassifyData d = dataset_spec("classify", name).classify(data, o);
   d.dataset = name;

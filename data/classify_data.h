@@ -27,6 +27,23 @@ LabeledImages read_cifar10_batches(const std::vector<std::filesystem::path>& fil
 /// InputError naming the file on a bad magic, truncated data, count mismatch or label > 9.
 LabeledImages read_mnist(const std::filesystem::path& images, const std::filesystem::path& labels);
 
+/// The side of one digit of OpenCV's digit sheet, in pixels.
+inline constexpr int64_t kDigitSide = 20;
+
+/// Reads OpenCV's handwritten-digit sheet (samples/data/digits.png): a grey image tiled with
+/// 20×20 digits, row by row, in ten equal bands of rows, band k holding digit k (OpenCV's is
+/// 2000×1000: 100 digits a row, 5 rows a digit, 500 of each). Returns the digits in reading
+/// order, uint8 [N, 1, 20, 20], and their labels. InputError naming the file when its sides are
+/// not multiples of 20 or its rows of digits do not split into ten bands.
+LabeledImages read_digit_sheet(const std::filesystem::path& path,
+                               int64_t max_pixels = kDefaultMaxImagePixels);
+
+/// Which of the digit sheet's fixed splits a digit belongs to: within each digit's band, in
+/// reading order, positions 0–6 of every ten train, 7 validates and 8–9 test (OpenCV's sheet:
+/// 3,500 training, 500 validation, 1,000 test digits, each a tenth per class).
+enum class DigitSplit { kTrain, kValidation, kTest };
+DigitSplit digit_split(int64_t position_in_band);
+
 /// How classification examples are made.
 struct ClassifyDataOptions {
   /// The largest image read, in pixels (width × height); larger ones are refused from their
@@ -41,6 +58,9 @@ struct ClassifyDataOptions {
   bool augment = true;
   /// Seed of the augmentation's crops and flips. Default 0.
   uint64_t seed = 0;
+  /// Evaluate on the dataset's test split instead of its validation split, where it keeps the
+  /// two apart (digits); the other datasets validate on their test split anyway. Default false.
+  bool test_split = false;
   /// Synthetic shapes only: training images. Default 20000.
   int64_t synthetic_train = 20000;
   /// Synthetic shapes only: validation images. Default 2000.

@@ -41,6 +41,14 @@ const DatasetSpec& dataset_spec(const std::string& family, const std::string& na
   return dataset_registry().get(key);
 }
 
+std::string dataset_unavailable(const std::string& family, const std::string& name) {
+  register_builtin_datasets();
+  const std::string key = family + "/" + name;
+  if (!dataset_registry().contains(key)) return {};
+  const auto& spec = dataset_registry().get(key);
+  return spec.unavailable ? spec.unavailable() : std::string();
+}
+
 std::string recognise_dataset(const std::string& family, const std::string& data) {
   auto names = dataset_names(family);
   std::stable_sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {

@@ -51,6 +51,9 @@ struct DatasetSpec {
   std::function<bool(const std::string& data)> recognises;
   /// Rank in recognition (lower first); a catch-all layout goes last. Default 0.
   int recognise_order = 0;
+  /// Why the dataset cannot be read on this machine (the package that ships it is missing), in
+  /// one line; "" when it can. Unset: always readable.
+  std::function<std::string()> unavailable;
   /// family "classify": builds the dataset.
   ClassifyDatasetFactory classify;
   /// family "sr": builds training and validation data.
@@ -82,6 +85,10 @@ std::vector<std::string> dataset_names(const std::string& family);
 /// The entry `name` of `family` ("classify", "cifar10"). InputError "unknown dataset 'NAME';
 /// valid datasets: ..." listing the family's names when there is none.
 const DatasetSpec& dataset_spec(const std::string& family, const std::string& name);
+
+/// Why dataset `name` of `family` cannot be read here ("" when it can, or when there is no such
+/// dataset: reading it says so).
+std::string dataset_unavailable(const std::string& family, const std::string& name);
 
 /// The name (without prefix) of the first entry of `family` that recognises `data`, or "" when
 /// none does.

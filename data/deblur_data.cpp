@@ -10,6 +10,7 @@
 #include "data/datasets.h"
 #include "data/image.h"
 #include "data/image_folder.h"
+#include "data/opencv_samples.h"
 #include "data/synthetic_images.h"
 
 namespace igb::data {
@@ -19,18 +20,21 @@ namespace fs = std::filesystem;
 namespace {
 constexpr uint64_t kDeblurTrainSeed = 3000;
 constexpr uint64_t kDeblurValSeed = 950000;
+constexpr uint64_t kDeblurPhotoTrainSeed = 4000;
+constexpr uint64_t kDeblurPhotoValSeed = 960000;
 }  // namespace
 
 DeblurTrainSet::DeblurTrainSet(std::vector<DeblurPair> pairs, DeblurDataOptions options,
-                               bool reblur)
-    : pairs_(std::move(pairs)), options_(options), reblur_(reblur) {}
+                               bool reblur, const std::vector<int64_t>& patches)
+    : pairs_(std::move(pairs)),
+      options_(options),
+      reblur_(reblur),
+      plan_(pairs_.size(), options_.patches_per_image, patches) {}
 
-int64_t DeblurTrainSet::size() const {
-  return static_cast<int64_t>(pairs_.size()) * options_.patches_per_image;
-}
+int64_t DeblurTrainSet::size() const { return plan_.size(); }
 
 Example DeblurTrainSet::get(int64_t index, int64_t epoch) const {
-  const auto& pair = pairs_[static_cast<size_t>(index) % pairs_.size()];
+  const auto& pair = pairs_[plan_.image(index)];
   Rng rng = Rng::from(options_.seed, static_cast<uint64_t>(epoch) * 0x10001 + 11,
                       static_cast<uint64_t>(index));
   const int64_t p = options_.patch_size;
@@ -84,11 +88,12 @@ void check_patch(const std::vector<DeblurPair>& pairs, const DeblurDataOptions& 
 }
 
 DeblurData make_data(std::vector<DeblurPair> train, std::vector<DeblurPair> val,
-                     const DeblurDataOptions& o, std::string description, bool reblur = false) {
+                     const DeblurDataOptions& o, std::string description, bool reblur = false,
+                     const std::vector<int64_t>& patches = {}) {
   check_patch(train, o);
   DeblurData d;
   d.description = std::move(description);
-  d.train = std::make_unique<DeblurTrainSet>(std::move(train), o, reblur);
+  d.train = std::make_unique<DeblurTrainSet>(std::move(train), o, reblur, patches);
   d.val = std::move(val);
   return d;
 }
@@ -115,6 +120,60 @@ DeblurData load_synthetic(const std::string&, const DeblurDataOptions& o) {
 
 std::vector<DeblurPair> load_synthetic_eval(const std::string&, const DeblurDataOptions& o) {
   return synthetic_pairs(o.synthetic_val_images, kDeblurValSeed, o);
+}
+
+/// Photographs blurred as synthetic pairs are: pair i by the seed `base` + i.
+std::vector<DeblurPair> photo_pairs(const std::vector<std::string>& names, uint64_t base,
+                                    const DeblurDataOptions& o) {
+  const auto sharp = read_photos(names, "--data photos", o.max_image_pixels);
+  std::vector<DeblurPair> pairs;
+  for (size_t i = 0; i < names.size(); ++i) {
+    DeblurPair p;
+    p.name = names[i];
+    p.sharp = sharp[i];
+    p.blurred = synthetic_motion_blur(p.sharp, (base + i) * 2654435761ull + 17, o.blur);
+    pairs.push_back(std::move(p));
+  }
+  return pairs;
+}
+
+// --data photos: the training photographs, each training crop blurred anew (fresh_blur) or cut
+// from one fixed blurred copy, as many crops an epoch as the synthetic set gives, shared among
+// the photographs by area; validated on the held-out photographs, each blurred once by a fixed
+// seed.
+DeblurData load_photos(const std::string&, const DeblurDataOptions& o) {
+  auto train = photo_pairs(training_photos(), kDeblurPhotoTrainSeed, o);
+  std::vector<at::Tensor> sharp;
+  for (const auto& p : train) sharp.push_back(p.sharp);
+  // An epoch as long as the synthetic set's (200 images x 4 crops), shared out by area.
+  const auto patches = share_by_area(sharp, o.patches_per_image * o.synthetic_train_images);
+  const auto& b = o.blur;
+  const std::string description =
+      "photos (" + std::to_string(train.size()) + " training photographs, " +
+      std::to_string(held_out_photos().size()) + " held out; motion blur of " +
+      format_number(b.min_length) + "-" + format_number(b.max_length) + " px, " +
+      format_number(100 * b.linear_share) + "% straight, noise sigma up to " +
+      format_number(b.max_noise) + (o.fresh_blur ? "; a fresh blur for every training crop" : "") +
+      ")";
+  // Validation every epoch scores the central 256x256 of each held-out pair, a third of their
+  // pixels; igb-test scores them whole (load_photos_eval).
+  auto val = photo_pairs(held_out_photos(), kDeblurPhotoValSeed, o);
+  for (auto& p : val) {
+    const int64_t h = std::min<int64_t>(256, p.sharp.size(1)),
+                  w = std::min<int64_t>(256, p.sharp.size(2));
+    const int64_t y = (p.sharp.size(1) - h) / 2, x = (p.sharp.size(2) - w) / 2;
+    p.sharp = p.sharp.narrow(1, y, h).narrow(2, x, w).contiguous();
+    p.blurred = p.blurred.narrow(1, y, h).narrow(2, x, w).contiguous();
+  }
+  return make_data(std::move(train), std::move(val), o,
+                   description +
+                       "; validated on the "
+                       "central 256x256 of each",
+                   o.fresh_blur, patches);
+}
+
+std::vector<DeblurPair> load_photos_eval(const std::string&, const DeblurDataOptions& o) {
+  return photo_pairs(held_out_photos(), kDeblurPhotoValSeed, o);
 }
 
 /// The pairs of `blur_dir` and `sharp_dir` by relative path; `label` names the pair in messages.
@@ -237,6 +296,14 @@ void register_deblur_datasets(Registry<DatasetSpec>& r) {
             load_synthetic, load_synthetic_eval),
         "seeded synthetic sharp images blurred by random straight and camera-shake motion "
         "kernels, plus noise");
+  DatasetSpec photos = deblur_spec(
+      "--data photos", 0, [](const std::string& d) { return d == "photos"; }, load_photos,
+      load_photos_eval);
+  photos.unavailable = photos_unavailable;
+  r.add("deblur/photos", photos,
+        "the photographs of Debian's opencv-doc: 20 to train on, each crop blurred anew, and 10 "
+        "held out (baboon, building, butterfly, ...), blurred once; data/opencv_samples.cpp "
+        "lists the split");
   r.add("deblur/gopro",
         deblur_spec(
             "a folder with train/ and test/, each <sequence>/blur/ and <sequence>/sharp/", 1,

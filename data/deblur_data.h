@@ -11,6 +11,7 @@
 #include "data/dataset.h"
 #include "data/image.h"
 #include "data/motion_blur.h"
+#include "data/patch_plan.h"
 
 namespace igb::data {
 
@@ -54,7 +55,10 @@ struct DeblurPair {
 /// around the crop is blurred and its centre kept, so crop borders see real image content.
 class DeblurTrainSet : public Dataset {
  public:
-  DeblurTrainSet(std::vector<DeblurPair> pairs, DeblurDataOptions options, bool reblur = false);
+  /// `patches[i]` crops are drawn from pair i each epoch (patches_by_area); empty gives every
+  /// pair `options.patches_per_image`.
+  DeblurTrainSet(std::vector<DeblurPair> pairs, DeblurDataOptions options, bool reblur = false,
+                 const std::vector<int64_t>& patches = {});
   int64_t size() const override;
   Example get(int64_t index, int64_t epoch) const override;
 
@@ -62,6 +66,7 @@ class DeblurTrainSet : public Dataset {
   std::vector<DeblurPair> pairs_;
   DeblurDataOptions options_;
   bool reblur_;
+  PatchPlan plan_;
 };
 
 /// Training and validation data of one deblurring run.

@@ -9,6 +9,7 @@
 
 #include "data/dataset.h"
 #include "data/image.h"
+#include "data/patch_plan.h"
 
 namespace igb::data {
 
@@ -27,6 +28,10 @@ struct SrDataOptions {
   bool augment = true;
   /// Random patches drawn from each training image per epoch.
   int64_t patches_per_image = 8;
+  /// Random crops a training patch is chosen from, the one with the most detail (the mean
+  /// absolute difference of neighbouring pixels) kept: photographs spend much of their area on
+  /// flat sky and walls that teach an SR network little. 1: every crop is kept.
+  int64_t patch_candidates = 1;
   /// Seed of crops and flips.
   uint64_t seed = 0;
   /// Synthetic data only: training images. Default 200.
@@ -46,7 +51,10 @@ at::Tensor modcrop(const at::Tensor& image, int64_t scale);
 /// Training set: random HR patches of the training images with their bicubic LR versions.
 class SrTrainSet : public Dataset {
  public:
-  SrTrainSet(std::vector<at::Tensor> images, SrDataOptions options);
+  /// `patches[i]` random patches are drawn from image i each epoch (patches_by_area); empty
+  /// gives every image `options.patches_per_image`.
+  SrTrainSet(std::vector<at::Tensor> images, SrDataOptions options,
+             std::vector<int64_t> patches = {});
   int64_t size() const override;
   /// input: LR [C, p/s, p/s]; target: HR [C, p, p]; C = 1 (Y) or 3 (RGB).
   Example get(int64_t index, int64_t epoch) const override;
@@ -54,6 +62,7 @@ class SrTrainSet : public Dataset {
  private:
   std::vector<at::Tensor> images_;
   SrDataOptions options_;
+  PatchPlan plan_;
 };
 
 /// One validation image, prepared once.

@@ -11,7 +11,9 @@
 #include "core/table.h"
 #include "core/tensor_util.h"
 #include "core/train_mode_guard.h"
+#include "data/datasets.h"
 #include "models/model_from_checkpoint.h"
+#include "models/report_sets.h"
 #include "models/trainer.h"
 
 namespace igb::models {
@@ -19,13 +21,6 @@ namespace igb::models {
 namespace fs = std::filesystem;
 
 namespace {
-
-/// The baseline's key prefix: "bicubic" of "Bicubic".
-std::string baseline_key(const EvalLayout& layout) {
-  std::string key = layout.baseline;
-  for (auto& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return key;
-}
 
 std::string cell(const Metrics& m, const EvalLayout::Column& c, int min_digits = 0) {
   return fixed(metric(m, c.key), std::max(c.digits, min_digits));
@@ -138,6 +133,62 @@ nlohmann::json summary_of(const std::string& family, const TestRequest& request,
   return s;
 }
 
+/// The data a checkpoint is tested on without --data: the dataset its run trained on when that
+/// is one of the family's named datasets (photos, digits), else synthetic (a folder may be gone).
+std::string default_test_data(const std::string& family, const nlohmann::json& run_config) {
+  if (run_config.is_object() && run_config.contains("data") && run_config["data"].is_string()) {
+    const auto name = run_config["data"].get<std::string>();
+    const auto names = data::dataset_names(family);
+    if (std::find(names.begin(), names.end(), name) != names.end()) return name;
+  }
+  return "synthetic";
+}
+
+/// "Photos (--data photos): 10 evaluation images of photos (x3)" above a table of a family
+/// with report sets.
+void print_heading(const std::string& data, const Evaluator& evaluator) {
+  const auto& layout = evaluator.layout();
+  if (layout.report_sets.empty()) return;
+  std::string title = data;
+  for (const auto& set : layout.report_sets)
+    if (set.key == data) title = set.title;
+  const std::string what = evaluator.description();
+  std::cout << title << " (--data " << data << ")" << (what.empty() ? "" : ": " + what) << "\n";
+}
+
+/// The report sets besides the data tested on: a table each, and their keys for
+/// test_summary.json ("photos_psnr", "photos_bicubic_psnr", "photos_per_image").
+nlohmann::json evaluate_report_sets(const std::string& family, const TestRequest& request,
+                                    const EvalData& data, const EvaluatorFactory& make,
+                                    ModelImpl& model, const Forward& forward, RunContext& ctx) {
+  nlohmann::json out = nlohmann::json::object();
+  const auto names = report_set_names(family, data.data, request.also_eval,
+                                      [&](const std::string& line) { ctx.logger->info(line); });
+  for (const auto& name : names) {
+    EvalData d = data;
+    d.data = name;
+    d.batches = 0;
+    d.options = nlohmann::json::object();  // not the tested data's folders
+    const auto evaluator = make(model, d, ctx.device);
+    const auto ev = evaluator->evaluate(forward);
+    const auto& layout = evaluator->layout();
+    std::cout << "\n";
+    print_heading(name, *evaluator);
+    print_items(ev, layout, request);
+    const auto base = baseline_key(layout);
+    out.update(report_set_keys(name, ev, layout));
+    nlohmann::json items = nlohmann::json::array();
+    for (const auto& item : ev.items) {
+      nlohmann::json j = {{"image", item.name}};
+      j.update(metrics_json(item.metrics));
+      j.update(metrics_json(item.baseline, base + "_"));
+      items.push_back(j);
+    }
+    out[name + "_per_image"] = items;
+  }
+  return out;
+}
+
 /// --quantize-eval: the post-training quantized model, calibrated on the evaluator's first
 /// batches, scored on the same data; returns test_summary.json's "quantize_eval".
 nlohmann::json evaluate_quantized(const TestRequest& request, ModelImpl& model,
@@ -174,6 +225,7 @@ nlohmann::json evaluate_checkpoint(const std::string& family, const TestRequest&
   model->to(ctx.device);
   EvalData data = request.data;
   data.run_config = ckpt.meta().config;
+  if (data.data.empty()) data.data = default_test_data(family, data.run_config);
   const auto evaluator = make(*model, data, ctx.device);
   const auto& layout = evaluator->layout();
   if (request.self_ensemble && layout.baseline.empty())
@@ -193,12 +245,16 @@ nlohmann::json evaluate_checkpoint(const std::string& family, const TestRequest&
   // The external model runs before anything is printed, so a shape it refuses is the one line.
   Evaluation eev;
   if (request.external.enabled()) eev = evaluator->evaluate(request.external.forward);
+  print_heading(data.data, *evaluator);
   if (ev.items.empty())
     print_totals(ev, layout, request, ckpt.meta().epoch);
   else
     print_items(ev, layout, request);
 
   auto summary = summary_of(family, request, ckpt, *evaluator, ev, seconds);
+  summary["tested_on"] = data.data;
+  if (!layout.report_sets.empty())
+    summary.update(evaluate_report_sets(family, request, data, make, *model, forward, ctx));
   fs::path out =
       request.out.empty() ? fs::path(request.checkpoint).parent_path() : fs::path(request.out);
   if (out.empty()) out = ".";

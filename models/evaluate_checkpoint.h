@@ -3,6 +3,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <c10/core/Device.h>
 
@@ -32,11 +33,10 @@ struct TestRequest {
   compress::QuantizeEvalRequest quantize_eval;
   /// --onnx: also an exported model in another runtime, on the same data.
   ExternalForward external;
+  /// --also-eval: the report sets scored besides `data` (report_set_names); empty: the installed
+  /// ones.
+  std::vector<std::string> also_eval;
 };
-
-/// Builds a family's evaluator of `model` on `data`.
-using EvaluatorFactory = std::function<std::unique_ptr<Evaluator>(
-    ModelImpl& model, const EvalData& data, const c10::Device& device)>;
 
 /// Tests a checkpoint of `family`: rebuilds its model, scores it with the evaluator `make`
 /// builds (and, as asked, its self-ensemble, its post-training quantized form and an external

@@ -35,11 +35,8 @@ Metrics validation_metrics(const Evaluation& ev, const EvalLayout& layout,
   Metrics out;
   for (const auto& [key, value] : ev.metrics)
     if (kept(key)) out.emplace_back(key, value);
-  std::string prefix = layout.baseline;
-  std::transform(prefix.begin(), prefix.end(), prefix.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   for (const auto& [key, value] : ev.baseline)
-    if (kept(prefix + "_" + key)) out.emplace_back(prefix + "_" + key, value);
+    if (kept(baseline_key(layout, key))) out.emplace_back(baseline_key(layout, key), value);
   return out;
 }
 

@@ -1,9 +1,11 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -75,6 +77,10 @@ class Evaluator {
   /// The keys test_summary.json holds for this family's data ({"upscale": 3, "data": ...}).
   virtual nlohmann::json summary_fields() const { return nlohmann::json::object(); }
 };
+
+/// Builds a family's evaluator of `model` on `data`.
+using EvaluatorFactory = std::function<std::unique_ptr<Evaluator>(
+    ModelImpl& model, const EvalData& data, const c10::Device& device)>;
 
 /// The mean over `items` of each of their metrics (or of their baselines'), in the first item's
 /// order; empty for no items.

@@ -21,7 +21,9 @@ constexpr int64_t kNoIntMax = std::numeric_limits<int64_t>::max();
 void add_training_options(CLI::App& app, models::TrainConfig& c) {
   app.add_option("--model", c.model, "Model registry name (igb-tools list models)")
       ->capture_default_str();
-  app.add_option("--data", c.data, "'synthetic' (built-in generator) or a data folder")
+  app.add_option("--data", c.data,
+                 "A dataset (igb-tools list datasets: synthetic, photos, digits, ...) or a data "
+                 "folder")
       ->capture_default_str();
   int_range(app.add_option("--epochs", c.epochs,
                            "Total epochs (numbered from 0; a resumed run continues to this)")

@@ -250,7 +250,10 @@ void add_test_options(CLI::App& app, TestArgs& a) {
                  "graph, profile, sensitivity (comma-separated)")
       ->delimiter(',')
       ->check(CLI::IsMember(summary_kinds()));
-  app.add_option("--data", r.data.data, "'synthetic' or a data folder")->capture_default_str();
+  r.data.data.clear();  // empty: evaluate_checkpoint picks the checkpoint's own dataset
+  app.add_option("--data", r.data.data,
+                 "A dataset (synthetic, photos, digits, ...) or a data folder (default: the "
+                 "dataset the checkpoint was trained on, or synthetic when it was a folder)");
   int_range(app.add_option("--max-image-pixels", r.data.max_image_pixels,
                            "Largest image read, in pixels (width x height); a larger one is "
                            "refused from its header")
@@ -284,15 +287,16 @@ void add_test_options(CLI::App& app, TestArgs& a) {
       ->check(CLI::ExistingFile);
 }
 
-/// The reports of --summary, written beside test_summary.json.
-void write_test_summaries(const TestArgs& a, const fs::path& out_dir, const c10::Device& device,
-                          Logger& logger) {
+/// The reports of --summary, written beside test_summary.json; the sweep runs on `data`, the data
+/// the checkpoint was tested on.
+void write_test_summaries(const TestArgs& a, const std::string& data, const fs::path& out_dir,
+                          const c10::Device& device, Logger& logger) {
   if (a.summary.empty()) return;
   write_summaries(load_tool_model("", {}, a.request.checkpoint, ""), a.summary, out_dir, logger);
   if (std::find(a.summary.begin(), a.summary.end(), "sensitivity") == a.summary.end()) return;
   SensitivityArgs sweep;  // element pruning at 0, 0.05, ..., 0.95 on 4 evaluation batches
   sweep.checkpoint = a.request.checkpoint;
-  sweep.data = a.request.data.data;
+  sweep.data = data;
   sweep.out = out_dir.string();
   sweep_checkpoint(sweep, device, logger);
 }
@@ -340,8 +344,9 @@ int test_main(int argc, char** argv) {
     r.external.source = a.onnx;
     r.external.forward = [&ort](const at::Tensor& x) { return ort->run(x); };
   }
-  models::evaluate_checkpoint(optform, r, family.make_evaluator, ctx);
-  write_test_summaries(a, out_dir, ctx.device, logger);
+  const auto summary = models::evaluate_checkpoint(optform, r, family.make_evaluator, ctx);
+  write_test_summaries(a, summary.value("tested_on", std::string("synthetic")), out_dir, ctx.device,
+                       logger);
   return kExitOk;
 }
 

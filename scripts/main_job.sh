@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job: set up, train FSRCNN x3 on the built-in synthetic data under the AGP pruning
-# schedule schedules/sr/fsrcnn_agp.yaml, test the best checkpoint, and print the summary
+# The main job: set up, train FSRCNN x3 on the photographs of opencv-doc under the AGP pruning
+# schedule schedules/sr/fsrcnn_agp.yaml, test the best checkpoint on the held-out photographs and
+# the synthetic images, and print the summary
 # (PSNR next to the reached sparsity).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -14,6 +14,9 @@ PACKAGES=(
   # optimised BLAS, Debian links the reference one (9x slower on ResNet-20 at batch 1). The
   # OpenMP build shares LibTorch's threads instead of competing with them.
   libopenblas0-openmp
+  # Real material: the photographs, handwritten digits and videos of OpenCV's samples
+  # (--data photos, --data digits, video frames; data/opencv_samples.h).
+  opencv-doc
 )
 
 scripts/install_packages.sh setup "${PACKAGES[@]}"

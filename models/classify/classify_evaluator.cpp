@@ -94,6 +94,7 @@ std::unique_ptr<Evaluator> make_classify_evaluator(ModelImpl& model, const EvalD
   o.input_shape = model.input_shape();
   o.seed = 0;
   o.max_image_pixels = data.max_image_pixels;
+  o.test_split = true;  // a dataset with a test split of its own is tested on it (digits)
   auto d = data::load_classify_data(data.data, o);
   const nlohmann::json summary = {{"dataset", d.dataset}, {"data", d.description}};
   if (data.batches <= 0)
@@ -106,7 +107,7 @@ std::unique_ptr<Evaluator> make_classify_evaluator(ModelImpl& model, const EvalD
   for (int64_t i = 0; i < n; ++i) examples.push_back(d.val->get(i, 0));
   return std::make_unique<ClassifyEvaluator>(
       std::make_shared<ExampleList>(std::move(examples)), 128, 0, device,
-      std::to_string(n) + " validation images of " + d.description, summary);
+      std::to_string(n) + " evaluation images of " + d.description, summary);
 }
 
 }  // namespace igb::models::classify

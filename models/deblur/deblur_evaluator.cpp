@@ -40,6 +40,7 @@ EvalLayout DeblurEvaluator::base_layout() {
   l.unit = "dB";
   l.note = "RGB; SSIM on Y";
   l.separator = "; ";
+  l.report_sets = {{"synthetic", "Synthetic"}, {"photos", "Photos"}};
   return l;
 }
 

@@ -13,6 +13,7 @@
 #include "models/deblur/deblur_models.h"
 #include "models/deblur/deblur_solver.h"
 #include "models/model_from_checkpoint.h"
+#include "models/report_sets.h"
 
 namespace igb::models::deblur {
 
@@ -95,6 +96,7 @@ class DeblurOptions : public FamilyOptions {
                0, 1e6);
     app.add_option("--model-arg", model_args_,
                    "Generator option KEY=VALUE, repeatable (ngf, blocks, dropout)");
+    add_also_eval_option(app, config_.also_eval);
   }
 
   nlohmann::json run_train(const TrainConfig& train, const CLI::App& app, RunContext& ctx,
@@ -133,6 +135,7 @@ class DeblurOptions : public FamilyOptions {
     app.add_flag("--self-ensemble", request.self_ensemble,
                  "Restore each image as the mean of the generator's outputs on its eight flips "
                  "and transposes (8x the cost; not with --quantize-eval or --onnx)");
+    add_also_eval_option(app, request.also_eval);
   }
 
  private:

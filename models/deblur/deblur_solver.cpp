@@ -15,6 +15,7 @@
 #include "models/deblur/perceptual_loss.h"
 #include "models/model.h"
 #include "models/model_from_checkpoint.h"
+#include "models/report_sets.h"
 
 namespace igb::models::deblur {
 
@@ -313,6 +314,14 @@ nlohmann::json train_deblur(const DeblurConfig& requested, RunContext& ctx, cons
                     " (adversarial weight " + fixed(config.adv_weight, 4) + ", " +
                     std::to_string(config.critic_iters) + " critic step(s) a batch)"
               : std::string("no critic (--gan none)"));
+  std::vector<std::string> notes;
+  const auto sets = report_set_names(info.optform, config.train.data, config.also_eval,
+                                     [&](const std::string& line) { notes.push_back(line); });
+  EvalData base;
+  base.max_image_pixels = config.train.max_image_pixels;
+  base.run_config = {{"blur-length", {config.blur.min_length, config.blur.max_length}},
+                     {"blur-noise", config.blur.max_noise},
+                     {"straight-blur", config.blur.linear_share}};
   DeblurTask task(model, critic, std::move(perceptual), std::move(data), config, ctx.device);
   auto schedule = make_schedule(config.train, *model, ctx.logger, ckpt ? &*ckpt : nullptr);
   Trainer trainer(config.train, ctx, task, *schedule, info);
@@ -323,7 +332,11 @@ nlohmann::json train_deblur(const DeblurConfig& requested, RunContext& ctx, cons
                    ? "perceptual loss: off (no --perceptual-weights)"
                    : "perceptual loss: VGG-19 conv3_3 features of " + config.perceptual_weights +
                          ", weight " + fixed(config.perceptual_weight, 4));
-  return trainer.run();
+  for (auto& line : notes) trainer.note(std::move(line));
+  auto summary = trainer.run();
+  report_best_checkpoint(info.optform, config.train.data, sets, make_deblur_evaluator, base, ctx,
+                         summary);
+  return summary;
 }
 
 }  // namespace igb::models::deblur

@@ -48,6 +48,8 @@ struct DeblurConfig {
   std::string perceptual_weights;
   /// Weight of the perceptual loss against the content loss.
   double perceptual_weight = 1;
+  /// Report sets scored besides --data (--also-eval); empty: the installed ones.
+  std::vector<std::string> also_eval;
   /// Extra generator options (--model-arg).
   nlohmann::json model_args = nlohmann::json::object();
 };

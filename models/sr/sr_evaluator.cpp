@@ -18,6 +18,7 @@ EvalLayout SrEvaluator::base_layout() {
   l.baseline = "Bicubic";
   l.baseline_phrase = "bicubic";
   l.unit = "dB";
+  l.report_sets = {{"synthetic", "Synthetic"}, {"photos", "Photos"}};
   return l;
 }
 

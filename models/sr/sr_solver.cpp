@@ -7,6 +7,7 @@
 #include "core/table.h"
 #include "data/sr_data.h"
 #include "models/model_from_checkpoint.h"
+#include "models/report_sets.h"
 #include "models/sr/sr_evaluator.h"
 #include "models/sr/sr_model.h"
 
@@ -100,8 +101,11 @@ nlohmann::json train_sr(const SrConfig& config, RunContext& ctx, const RunInfo& 
   auto options =
       data_options(config.upscale, config.channels == "y", config.train.seed, config.patch_size);
   options.max_image_pixels = config.train.max_image_pixels;
+  const bool generated = config.train.data == "synthetic" || config.train.data == "dead-leaves";
+  options.patch_candidates =
+      config.patch_candidates > 0 ? config.patch_candidates : (generated ? 1 : 3);
   // A folder's images are checked against the patch size as they are read.
-  if (config.train.data == "synthetic" && config.patch_size > options.synthetic_size)
+  if (generated && config.patch_size > options.synthetic_size)
     throw InputError(
         "--patch-size " + std::to_string(config.patch_size) + " is larger than the " +
         std::to_string(options.synthetic_size) + "x" + std::to_string(options.synthetic_size) +
@@ -112,13 +116,22 @@ nlohmann::json train_sr(const SrConfig& config, RunContext& ctx, const RunInfo& 
                                  model->options_json().dump() + ", " +
                                  std::to_string(count_parameters(*model)) + " parameters";
 
+  std::vector<std::string> notes;
+  const auto sets = report_set_names(info.optform, config.train.data, config.also_eval,
+                                     [&](const std::string& line) { notes.push_back(line); });
+  EvalData base;
+  base.max_image_pixels = config.train.max_image_pixels;
   SrTask task(model, std::move(data), config, ctx.device);
   auto schedule = make_schedule(config.train, *model, ctx.logger, ckpt ? &*ckpt : nullptr);
   Trainer trainer(config.train, ctx, task, *schedule, info);
   if (ckpt) trainer.resume_from(*ckpt);
   trainer.note(data_line);
   trainer.note(model_line);
-  return trainer.run();
+  for (auto& line : notes) trainer.note(std::move(line));
+  auto summary = trainer.run();
+  report_best_checkpoint(info.optform, config.train.data, sets, make_sr_evaluator, base, ctx,
+                         summary);
+  return summary;
 }
 
 }  // namespace igb::models::sr

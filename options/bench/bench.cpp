@@ -27,6 +27,7 @@
 #include "core/subprocess.h"
 #include "core/table.h"
 #include "core/text.h"
+#include "models/eval_layout.h"
 #include "options/bench/bench_plan.h"
 #include "options/bench/bench_report.h"
 
@@ -187,6 +188,10 @@ class Bench {
               "--out",
               (s.dir / "bench_test").string()};
       if (!s.run->data.empty()) argv.insert(argv.end(), {"--data", s.run->data});
+      // The report sets' columns come from training's summary (its best checkpoint, scored
+      // after the last epoch); the test scores the final checkpoint on the run's data only.
+      if (!models::family_layout(s.run->optform).report_sets.empty())
+        argv.insert(argv.end(), {"--also-eval", "none"});
       fs::create_directories(s.dir / "bench_test");
     }
     const fs::path log = log_of(s, s.stage == RunState::kTrain ? "train" : "test");

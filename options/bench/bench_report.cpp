@@ -52,16 +52,10 @@ struct MetricColumn {
   int digits;
 };
 
-/// The baseline's summary.json key of metric `key` ("bicubic_psnr").
-std::string baseline_key(const models::EvalLayout& layout, const std::string& key) {
-  std::string prefix = layout.baseline;
-  for (auto& c : prefix) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return prefix + "_" + key;
-}
-
 /// The metric columns of the plan's families, in the order the plan first names them: each
-/// family's tabulated metrics but the loss, then its baseline's primary metric; a column two
-/// families share is shown once.
+/// family's tabulated metrics but the loss, then its baseline's primary metric, then the primary
+/// metric and the baseline's on each of its report sets; a column two families share is shown
+/// once.
 std::vector<MetricColumn> metric_columns(const BenchPlan& plan) {
   std::vector<MetricColumn> out;
   const auto add = [&](MetricColumn c) {
@@ -73,9 +67,15 @@ std::vector<MetricColumn> metric_columns(const BenchPlan& plan) {
     const auto& layout = models::family_layout(run.optform);
     for (const auto& c : layout.columns)
       if (c.key != "loss") add({c.key, c.title, c.digits});
-    if (!layout.baseline.empty()) {
-      const auto& p = layout.columns.front();
-      add({baseline_key(layout, p.key), layout.baseline + " " + p.title, p.digits});
+    const auto& p = layout.columns.front();
+    if (!layout.baseline.empty())
+      add({models::baseline_key(layout, p.key), layout.baseline + " " + p.title, p.digits});
+    // The primary metric on each report set, and its baseline there ("Photos PSNR (dB)").
+    for (const auto& set : layout.report_sets) {
+      add({set.key + "_" + p.key, set.title + " " + p.title, p.digits});
+      if (!layout.baseline.empty())
+        add({set.key + "_" + models::baseline_key(layout, p.key),
+             set.title + " " + layout.baseline + " " + p.title, p.digits});
     }
   }
   return out;
@@ -112,20 +112,24 @@ class Report {
       table.columns.push_back(c);
     table.columns.push_back("Latency b" + batch + " (ms)");
     table.columns.push_back("Train (s)");
+    // bench.csv holds plain numbers (12763136, not "12,763,136") for spreadsheets and pandas.
+    Table csv;
+    csv.columns = table.columns;
     json rows = json::array();
     int failed = 0;
     for (const auto* s : runs_) {
       failed += s->record.value("status", "not run") != "ok";
-      rows.push_back(report_row(*s, metrics, table));
+      rows.push_back(report_row(*s, metrics, table, csv));
     }
-    write_report(table, rows);
+    write_report(table, csv, rows);
     if (failed) std::cout << failed << " of " << runs_.size() << " runs failed\n";
     return failed;
   }
 
-  /// One run's row of the table (appended to `table`) and of bench.json (returned).
-  json report_row(const BenchRunRecord& s, const std::vector<MetricColumn>& metrics,
-                  Table& table) const {
+  /// One run's row of the table (appended to `table`, and with plain numbers to `csv`) and of
+  /// bench.json (returned).
+  json report_row(const BenchRunRecord& s, const std::vector<MetricColumn>& metrics, Table& table,
+                  Table& csv) const {
     const json summary = read_json(s.dir / "summary.json");
     const json& rec = s.record;
     const std::string status = rec.value("status", "not run");
@@ -148,6 +152,7 @@ class Report {
     if (!ok) {
       cells.resize(table.columns.size());
       table.rows.push_back(cells);
+      csv.rows.push_back(cells);
       return row;
     }
     const int64_t params = summary.value("params", int64_t{0});
@@ -159,9 +164,23 @@ class Report {
     const double b1 = lat.value("1", kNan),
                  bb = lat.value(std::to_string(plan_.latency_batch), kNan);
     const double secs = summary.value("train_seconds", kNan);
-    cells.insert(cells.end(),
-                 {tools::grouped(params), tools::grouped(nnz), fixed(sparsity, 2),
-                  tools::grouped(macs), fixed(mb, 3), fixed(b1, 3), fixed(bb, 3), fixed(secs, 1)});
+    // Each number as the table shows it and as bench.csv holds it.
+    const auto same = [](const std::string& v) { return std::make_pair(v, v); };
+    const std::vector<std::pair<std::string, std::string>> numbers = {
+        {tools::grouped(params), std::to_string(params)},
+        {tools::grouped(nnz), std::to_string(nnz)},
+        same(fixed(sparsity, 2)),
+        {tools::grouped(macs), std::to_string(macs)},
+        same(fixed(mb, 3)),
+        same(fixed(b1, 3)),
+        same(fixed(bb, 3)),
+        same(fixed(secs, 1))};
+    std::vector<std::string> plain = cells;
+    for (const auto& [shown, raw] : numbers) {
+      cells.push_back(shown);
+      plain.push_back(raw);
+    }
+    csv.rows.push_back(plain);
     row.update({{"params", params},
                 {"nonzero_params", nnz},
                 {"sparsity", sparsity / 100},
@@ -176,7 +195,7 @@ class Report {
   }
 
   /// Prints the table and writes bench.csv, bench.json, bench.md and the plots.
-  void write_report(const Table& table, const json& rows) const {
+  void write_report(const Table& table, const Table& csv, const json& rows) const {
     const std::string cpu = cpu_name();
     const int64_t threads =
         threads_ > 0 ? threads_ : static_cast<int64_t>(std::thread::hardware_concurrency());
@@ -184,7 +203,7 @@ class Report {
                                  std::to_string(plan_.latency_repeats) + " runs, " +
                                  std::to_string(threads) + " thread(s), " + cpu;
     std::cout << plan_.title << "\n" << table.to_text() << measured << "\n";
-    write_text_atomically(out_ / "bench.csv", table.to_csv());
+    write_text_atomically(out_ / "bench.csv", csv.to_csv());
     const json doc = {{"title", plan_.title},
                       {"plan", plan_.file},
                       {"cpu", cpu},
@@ -261,7 +280,8 @@ class Report {
       p.series.push_back(s);
     }
     // The baseline of the validation images (the same for every run on the same data).
-    const std::string base = layout.baseline.empty() ? "" : baseline_key(layout, primary.key);
+    const std::string base =
+        layout.baseline.empty() ? "" : models::baseline_key(layout, primary.key);
     for (const json* q : ok) {
       if (base.empty() || !std::isfinite(x_lo)) break;
       const json summary = read_json(fs::path((*q)["run_dir"].get<std::string>()) / "summary.json");

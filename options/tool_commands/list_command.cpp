@@ -41,8 +41,14 @@ class ListCommand : public ToolCommand {
     } else if (registry_ == "datasets") {
       data::register_builtin_datasets();
       auto& r = data::dataset_registry();
-      for (const auto& n : r.names())
-        std::cout << n << "\t" << r.entry(n).factory.selected_by << "\t" << r.entry(n).help << "\n";
+      for (const auto& n : r.names()) {
+        const auto& spec = r.entry(n).factory;
+        std::cout << n << "\t" << spec.selected_by << "\t" << r.entry(n).help;
+        // A dataset read from a Debian package says when the package is missing.
+        const std::string why = spec.unavailable ? spec.unavailable() : std::string();
+        if (!why.empty()) std::cout << " (unavailable: " << why << ")";
+        std::cout << "\n";
+      }
     } else if (registry_ == "optforms") {
       print_registry(models::family_registry());
     } else if (registry_ == "pruners") {

@@ -153,7 +153,8 @@ TEST_P(QuantizationSchedules, RunUnchanged) {
   igb::test::TempDir tmp;
   const fs::path out = tmp / "run";
   const std::string optform =
-      c.sr ? "--optform=sr --batch-size 4 --model-arg d=8 --model-arg s=4 --model-arg m=4"
+      c.sr ? "--optform=sr --data synthetic --batch-size 4 --model-arg d=8 --model-arg s=4 "
+             "--model-arg m=4"
            : "--optform=classify --synthetic-train 32 --synthetic-val 16 --batch-size 8";
   const auto r = igb::test::run_app("igb-train " + optform + " " + c.args +
                                     " --lr 0.01 --threads 1 --compress " + IGB_SOURCE_DIR +
@@ -228,7 +229,8 @@ TEST_P(QuantizedCheckpoints, TestAndResumeRebuildTheQuantizedModelBitForBit) {
                           << "policies:\n  - quantizer:\n      instance_name: q\n"
                              "    starting_epoch: 0\n    ending_epoch: 3\n    frequency: 1\n";
   const std::string common =
-      "--optform=sr --model srcnn --batch-size 4 --max-batches 2 --lr-decay none --threads 1 "
+      "--optform=sr --data synthetic --model srcnn --batch-size 4 --max-batches 2 --lr-decay none "
+      "--threads 1 "
       "--workers 0 "
       "--compress " +
       schedule.string();

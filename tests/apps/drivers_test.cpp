@@ -34,7 +34,8 @@ class Drivers : public ::testing::Test {
   }
 
   std::string train(const std::string& extra) {
-    return "igb-train --optform=sr --out " + (dir_ / "run").string() + " --threads 1 " + extra;
+    return "igb-train --optform=sr --data synthetic --out " + (dir_ / "run").string() +
+           " --threads 1 " + extra;
   }
 
   igb::test::TempDir tmp_;

@@ -107,7 +107,8 @@ class RunDirSafety : public ::testing::Test {
   }
 
   std::string sr_train(const fs::path& out, const std::string& extra) {
-    return "igb-train --optform=sr --threads 1 --workers 0 --out " + out.string() + " " + extra;
+    return "igb-train --optform=sr --data synthetic --threads 1 --workers 0 --out " + out.string() +
+           " " + extra;
   }
 
   // A one-epoch FSRCNN run small enough to take a second.
@@ -291,8 +292,8 @@ TEST_F(RunDirSafety, AFreshRunNeverReplacesARunUnasked) {
 // A bad value in a --config file is named with its file and line, as a bad key is.
 TEST_F(RunDirSafety, ConfigFileValuesAreNamedWithTheirLine) {
   const fs::path cfg = dir_ / "c.yaml";
-  const std::string train = "igb-train --optform=sr --threads 1 --out " + (dir_ / "run").string() +
-                            " --config " + cfg.string();
+  const std::string train = "igb-train --optform=sr --data synthetic --threads 1 --out " +
+                            (dir_ / "run").string() + " --config " + cfg.string();
   std::ofstream(cfg) << "batch-size: 4\nepochs: [1]\n";
   expect_one_line_error(train, cfg.string() +
                                    ":2: option 'epochs' has the wrong type of value: "
@@ -338,7 +339,8 @@ TEST_F(RunDirSafety, OutputFoldersThatCannotBeMadeAreOneLine) {
   const fs::path deep = dir_ / std::string(300, 'x') / "out";  // a name over 255 bytes
   const Result made = run(sr_train(dir_ / "run", kTiny));
   ASSERT_EQ(made.code, 0) << made.err;
-  std::ofstream(dir_ / "plan.yaml") << "runs:\n  - {name: a, optform: sr, epochs: 1}\n";
+  std::ofstream(dir_ / "plan.yaml")
+      << "runs:\n  - {name: a, optform: sr, data: synthetic, epochs: 1}\n";
   const std::string ckpt = (dir_ / "run" / "best.ckpt").string();
   for (const std::string& args :
        {"igb-test --optform=sr --threads 1 --checkpoint " + ckpt + " --out " + deep.string(),

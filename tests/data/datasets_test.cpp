@@ -27,8 +27,9 @@ void touch(const fs::path& p) {
 
 TEST(Datasets, EachFamilyListsItsEntriesAndEveryEntryFillsItsFamilysFactories) {
   EXPECT_EQ(dataset_names("classify"),
-            (std::vector<std::string>{"cifar10", "imagefolder", "mnist", "synthetic"}));
-  EXPECT_EQ(dataset_names("sr"), (std::vector<std::string>{"folder", "synthetic"}));
+            (std::vector<std::string>{"cifar10", "digits", "imagefolder", "mnist", "synthetic"}));
+  EXPECT_EQ(dataset_names("sr"),
+            (std::vector<std::string>{"dead-leaves", "folder", "photos", "synthetic"}));
   for (const auto& name : dataset_registry().names()) {
     const auto& spec = dataset_registry().get(name);
     EXPECT_EQ(name.substr(0, name.find('/')), spec.family) << name;
@@ -42,14 +43,14 @@ TEST(Datasets, EachFamilyListsItsEntriesAndEveryEntryFillsItsFamilysFactories) {
 
 TEST(Datasets, AnUnknownNameListsTheValidOnes) {
   const std::string want =
-      "unknown dataset 'cifar100'; valid datasets: cifar10, imagefolder, mnist, synthetic";
+      "unknown dataset 'cifar100'; valid datasets: cifar10, digits, imagefolder, mnist, synthetic";
   EXPECT_EQ(input_error_of([] { dataset_spec("classify", "cifar100"); }), want);
   test::TempDir tmp;
   ClassifyDataOptions o;
   o.dataset = "cifar100";
   EXPECT_EQ(input_error_of([&] { load_classify_data(tmp.path().string(), o); }), want);
   EXPECT_EQ(input_error_of([] { dataset_spec("sr", "div2k"); }),
-            "unknown dataset 'div2k'; valid datasets: folder, synthetic");
+            "unknown dataset 'div2k'; valid datasets: dead-leaves, folder, photos, synthetic");
 }
 
 TEST(Datasets, TheRegistryBuildsSyntheticShapesOfTheRequestedSize) {

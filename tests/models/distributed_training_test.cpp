@@ -133,8 +133,10 @@ TEST(DistributedTraining, TwoProcessesOfBatchBTrainAsOneProcessOfBatch2B) {
     double sparsity;
   };
   const std::vector<Case> cases{
-      {"dense", "--optform=sr --model fsrcnn --lr 0.002", "", 0},
-      {"agp", "--optform=sr --model fsrcnn --lr 0.002 --compress " + (tmp / "agp.yaml").string(),
+      {"dense", "--optform=sr --data synthetic --model fsrcnn --lr 0.002", "", 0},
+      {"agp",
+       "--optform=sr --data synthetic --model fsrcnn --lr 0.002 --compress " +
+           (tmp / "agp.yaml").string(),
        "mid_part.1.weight", 0.46},
       {"apoz",
        "--optform=classify --model lenet5 --lr 0.01 --compress " + (tmp / "apoz.yaml").string(),
@@ -186,7 +188,8 @@ TEST(DistributedTraining, AResumedJobContinuesAsTheUninterruptedJob) {
   test::TempDir tmp;
   write_agp(tmp / "agp.yaml", "mid_part.1.weight");
   const std::string common =
-      "igb-train --optform=sr --model fsrcnn --lr 0.002 --optimizer sgd --lr-decay none "
+      "igb-train --optform=sr --data synthetic --model fsrcnn --lr 0.002 --optimizer sgd "
+      "--lr-decay none "
       "--max-batches 3 --workers 0 --threads 1 --seed 5 --batch-size 4 --nproc 2 --compress " +
       (tmp / "agp.yaml").string();
   const auto whole = tmp / "whole", parts = tmp / "parts";
@@ -216,6 +219,8 @@ TEST(DistributedTraining, AKilledRankEndsTheJobWithAClearErrorBeforeTheTimeout) 
   const auto log = tmp / "job.log";
   const pid_t launcher = start_process({std::string(IGB_BIN_DIR) + "/igb-train",
                                         "--optform=sr",
+                                        "--data",
+                                        "synthetic",
                                         "--model",
                                         "fsrcnn",
                                         "--epochs",
