@@ -57,5 +57,9 @@ function(igb_test name)
   # Test sources are compiled four to a translation unit: each unit pays about 3 s to load the
   # precompiled header, more than most test sources take to compile.
   set_target_properties(${name} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 4)
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES PROPERTIES LABELS "${ARG_LABELS}")
+  # Under ctest the programs the tests start see no opencv-doc samples (scoring every tiny run on
+  # the photographs would cost minutes); tests of real data ask for them (tests/support.h,
+  # RealOpencvSamples).
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES PROPERTIES LABELS "${ARG_LABELS}"
+    ENVIRONMENT "IGB_OPENCV_SAMPLES=${CMAKE_BINARY_DIR}/no-opencv-samples")
 endfunction()

@@ -26,6 +26,34 @@ inline std::string input_error_of(const std::function<void()>& f) {
   return "(no InputError)";
 }
 
+/// Where Debian's opencv-doc keeps its samples (data/opencv_samples.h reads IGB_OPENCV_SAMPLES
+/// first; ctest points that at an empty place so that ordinary tests never score the photographs).
+inline const char* kOpencvSamplesDir = "/usr/share/doc/opencv-doc/examples/data";
+
+/// For its lifetime, points IGB_OPENCV_SAMPLES (which the library and every program a test starts
+/// read) at `dir`, by default opencv-doc's own folder: tests of real data hold one.
+class RealOpencvSamples {
+ public:
+  explicit RealOpencvSamples(const std::string& dir = kOpencvSamplesDir) {
+    const char* old = ::getenv("IGB_OPENCV_SAMPLES");
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    ::setenv("IGB_OPENCV_SAMPLES", dir.c_str(), 1);
+  }
+  ~RealOpencvSamples() {
+    if (had_)
+      ::setenv("IGB_OPENCV_SAMPLES", old_.c_str(), 1);
+    else
+      ::unsetenv("IGB_OPENCV_SAMPLES");
+  }
+  RealOpencvSamples(const RealOpencvSamples&) = delete;
+  RealOpencvSamples& operator=(const RealOpencvSamples&) = delete;
+
+ private:
+  bool had_ = false;
+  std::string old_;
+};
+
 /// A fresh, empty folder under the system's temporary directory, removed with everything in it
 /// when the object goes out of scope (also when a test fails or throws). The name is unique
 /// (mkdtemp), so tests running in parallel never share a folder.

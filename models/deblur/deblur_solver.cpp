@@ -315,7 +315,9 @@ nlohmann::json train_deblur(const DeblurConfig& requested, RunContext& ctx, cons
                     std::to_string(config.critic_iters) + " critic step(s) a batch)"
               : std::string("no critic (--gan none)"));
   std::vector<std::string> notes;
-  const auto sets = report_set_names(info.optform, config.train.data, config.also_eval,
+  // Two folders of pairs replace --data: no report set is the run's own then.
+  const std::string own = config.blur_dir.empty() ? config.train.data : config.blur_dir;
+  const auto sets = report_set_names(info.optform, own, config.also_eval,
                                      [&](const std::string& line) { notes.push_back(line); });
   EvalData base;
   base.max_image_pixels = config.train.max_image_pixels;
@@ -334,8 +336,7 @@ nlohmann::json train_deblur(const DeblurConfig& requested, RunContext& ctx, cons
                          ", weight " + fixed(config.perceptual_weight, 4));
   for (auto& line : notes) trainer.note(std::move(line));
   auto summary = trainer.run();
-  report_best_checkpoint(info.optform, config.train.data, sets, make_deblur_evaluator, base, ctx,
-                         summary);
+  report_best_checkpoint(info.optform, own, sets, make_deblur_evaluator, base, ctx, summary);
   return summary;
 }
 

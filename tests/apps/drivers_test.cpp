@@ -450,7 +450,8 @@ TEST_F(Drivers, SensitivitySweepSuggestAndTrain) {
 // (calibrated on the evaluation pairs) and an ONNX export in onnxruntime, on the same pairs.
 TEST_F(Drivers, DeblurTestsItsQuantizedFormAndItsOnnxExport) {
   auto r = run(
-      "igb-train --optform=deblur --epochs 1 --gan none --threads 1 --batch-size 2 "
+      "igb-train --optform=deblur --data synthetic --epochs 1 --gan none --threads 1 --batch-size "
+      "2 "
       "--patch-size 32 --max-batches 2 --model deblurgan --model-arg ngf=4 --model-arg blocks=1 "
       "--out " +
       (dir_ / "d").string());
@@ -490,7 +491,7 @@ TEST_F(Drivers, DeblurTrainsTestsAndResumesWithItsCritic) {
       " --threads 1 --batch-size 2 --patch-size 32 --max-batches 2 --model deblurgan "
       "--model-arg ngf=4 --model-arg blocks=1 --critic-arg ndf=4 ";
   const std::string run_dir = (dir_ / "d").string();
-  auto r = run("igb-train --optform=deblur --epochs 1 --out " + run_dir + tiny);
+  auto r = run("igb-train --optform=deblur --data synthetic --epochs 1 --out " + run_dir + tiny);
   ASSERT_EQ(r.code, 0) << r.output;
   auto s = nlohmann::json::parse(std::ifstream(dir_ / "d" / "summary.json"));
   EXPECT_EQ(s["optform"], "deblur");
@@ -505,7 +506,7 @@ TEST_F(Drivers, DeblurTrainsTestsAndResumesWithItsCritic) {
             std::string::npos)
       << header;
   EXPECT_EQ(header.find("gradient_penalty"), std::string::npos) << "LSGAN has no penalty";
-  auto resumed = run("igb-train --optform=deblur --epochs 2 --resume " +
+  auto resumed = run("igb-train --optform=deblur --data synthetic --epochs 2 --resume " +
                      (dir_ / "d" / "checkpoint.ckpt").string() + " --out " + run_dir + tiny);
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_EQ(resumed.output.find("holds no training-task state"), std::string::npos)
@@ -515,7 +516,7 @@ TEST_F(Drivers, DeblurTrainsTestsAndResumesWithItsCritic) {
   const std::string no_critic_arg =
       " --threads 1 --batch-size 2 --patch-size 32 --max-batches 2 --model deblurgan "
       "--model-arg ngf=4 --model-arg blocks=1 ";
-  auto again = run("igb-train --optform=deblur --epochs 3 --resume " +
+  auto again = run("igb-train --optform=deblur --data synthetic --epochs 3 --resume " +
                    (dir_ / "d" / "checkpoint.ckpt").string() + " --out " + run_dir + no_critic_arg);
   ASSERT_EQ(again.code, 0) << again.output;
   EXPECT_NE(again.output.find("critic patchgan {\"n_layers\":3,\"ndf\":4}"), std::string::npos)
@@ -533,8 +534,8 @@ TEST_F(Drivers, DeblurTrainsTestsAndResumesWithItsCritic) {
   EXPECT_EQ(nlohmann::json::parse(std::ifstream(dir_ / "e" / "test_summary.json"))["self_ensemble"],
             true);
   for (const char* gan : {"wgan-gp", "none"}) {
-    auto g = run("igb-train --optform=deblur --epochs 1 --gan " + std::string(gan) + " --out " +
-                 (dir_ / gan).string() +
+    auto g = run("igb-train --optform=deblur --data synthetic --epochs 1 --gan " +
+                 std::string(gan) + " --out " + (dir_ / gan).string() +
                  " --threads 1 --batch-size 2 --patch-size 32 --max-batches 2 --model deblurgan "
                  "--model-arg ngf=4 --model-arg blocks=1");
     EXPECT_EQ(g.code, 0) << gan << "\n" << g.output;
@@ -551,16 +552,17 @@ TEST_F(Drivers, DeblurTrainsTestsAndResumesWithItsCritic) {
 // their filters at epoch 10 (94,765,056 -> 66,453,504 MACs at 64x64, see the schedule's comment).
 TEST_F(Drivers, DeblurSchedulesRunUnchanged) {
   const std::string quick = " --gan none --threads 1 --batch-size 2 --max-batches 1 ";
-  auto agp =
-      run("igb-train --optform=deblur --epochs 15 --compress " + std::string(IGB_SOURCE_DIR) +
-          "/schedules/deblur/deblurgan_agp.yaml --out " + (dir_ / "agp").string() + quick);
+  auto agp = run("igb-train --optform=deblur --data synthetic --epochs 15 --compress " +
+                 std::string(IGB_SOURCE_DIR) + "/schedules/deblur/deblurgan_agp.yaml --out " +
+                 (dir_ / "agp").string() + quick);
   ASSERT_EQ(agp.code, 0) << agp.output;
   EXPECT_NE(agp.output.find("perceptual loss: off (no --perceptual-weights)"), std::string::npos);
   auto a = nlohmann::json::parse(std::ifstream(dir_ / "agp" / "summary.json"));
   EXPECT_NEAR(a["sparsity"].get<double>(), 0.4914, 0.002);
   auto fp =
-      run("igb-train --optform=deblur --epochs 11 --compress " + std::string(IGB_SOURCE_DIR) +
-          "/schedules/deblur/deblurgan_filter_prune.yaml --out " + (dir_ / "fp").string() + quick);
+      run("igb-train --optform=deblur --data synthetic --epochs 11 --compress " +
+          std::string(IGB_SOURCE_DIR) + "/schedules/deblur/deblurgan_filter_prune.yaml --out " +
+          (dir_ / "fp").string() + quick);
   ASSERT_EQ(fp.code, 0) << fp.output;
   auto f = nlohmann::json::parse(std::ifstream(dir_ / "fp" / "summary.json"));
   ASSERT_EQ(f["thinning"].size(), 1u) << f.dump(2);
@@ -572,15 +574,15 @@ TEST_F(Drivers, DeblurSchedulesRunUnchanged) {
 // The synthetic blur options and the perceptual loss's weights are checked before anything runs.
 TEST_F(Drivers, DeblurBlurOptionsAndPerceptualWeightsAreChecked) {
   const std::string out = " --epochs 1 --max-batches 1 --threads 1 --out " + (dir_ / "x").string();
-  auto r = run("igb-train --optform=deblur --blur-length 9 3" + out);
+  auto r = run("igb-train --optform=deblur --data synthetic --blur-length 9 3" + out);
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--blur-length 9.0 3.0: needs 1 <= MIN <= MAX <= 21"), std::string::npos)
       << r.output;
   // igb-test blurs the synthetic pairs as the run did: the same blurred PSNR as its validation.
-  r =
-      run("igb-train --optform=deblur --blur-length 3 4 --straight-blur 0 --gan none "
-          "--batch-size 2 --model-arg ngf=4 --model-arg blocks=1" +
-          out);
+  r = run(
+      "igb-train --optform=deblur --data synthetic --blur-length 3 4 --straight-blur 0 --gan none "
+      "--batch-size 2 --model-arg ngf=4 --model-arg blocks=1" +
+      out);
   ASSERT_EQ(r.code, 0) << r.output;
   const auto trained = nlohmann::json::parse(std::ifstream(dir_ / "x" / "summary.json"));
   EXPECT_NE(trained["data"].get<std::string>().find("motion blur of 3-4 px, 0% straight"),
@@ -594,7 +596,7 @@ TEST_F(Drivers, DeblurBlurOptionsAndPerceptualWeightsAreChecked) {
   EXPECT_GT(trained["blurred_psnr"].get<double>(), 27.5);  // milder than the default's 26.90
   fs::remove_all(dir_ / "x");
   const std::string missing = (dir_ / "vgg19.pt").string();
-  r = run("igb-train --optform=deblur --perceptual-weights " + missing + out);
+  r = run("igb-train --optform=deblur --data synthetic --perceptual-weights " + missing + out);
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--perceptual-weights " + missing + " does not exist"), std::string::npos)
       << r.output;

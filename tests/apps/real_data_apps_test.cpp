@@ -17,11 +17,10 @@ namespace {
 namespace fs = std::filesystem;
 using igb::test::run_app;
 
-const char* const kSamples = "/usr/share/doc/opencv-doc/examples/data";
-
 bool have_samples() {
   const char* env = std::getenv("IGB_OPENCV_SAMPLES");
-  const fs::path dir = env != nullptr && *env != '\0' ? fs::path(env) : fs::path(kSamples);
+  const fs::path dir =
+      env != nullptr && *env != '\0' ? fs::path(env) : fs::path(igb::test::kOpencvSamplesDir);
   return fs::is_regular_file(dir / "baboon.jpg") && fs::is_regular_file(dir / "digits.png");
 }
 
@@ -36,9 +35,7 @@ class RealDataApps : public ::testing::Test {
 TEST_F(RealDataApps, MissingPackageIsOneLineNamingIt) {
   const fs::path empty = dir_ / "no-samples";
   fs::create_directories(empty);
-  const char* old = std::getenv("IGB_OPENCV_SAMPLES");
-  const std::string saved = old != nullptr ? old : "";
-  setenv("IGB_OPENCV_SAMPLES", empty.c_str(), 1);
+  const igb::test::RealOpencvSamples none(empty.string());
   const std::string out = " --out " + (dir_ / "run").string();
   for (const std::string& args :
        {"igb-train --optform=sr" + out, "igb-train --optform=sr --data photos" + out,
@@ -59,13 +56,10 @@ TEST_F(RealDataApps, MissingPackageIsOneLineNamingIt) {
   ASSERT_NE(line, std::string::npos) << list.output;
   const std::string photos = list.output.substr(line, list.output.find('\n', line) - line);
   EXPECT_NE(photos.find("unavailable"), std::string::npos) << photos;
-  if (old != nullptr)
-    setenv("IGB_OPENCV_SAMPLES", saved.c_str(), 1);
-  else
-    unsetenv("IGB_OPENCV_SAMPLES");
 }
 
 TEST_F(RealDataApps, SrReportsPhotographsBesideSyntheticImages) {
+  const igb::test::RealOpencvSamples samples;
   if (!have_samples()) GTEST_SKIP() << "real data absent: install Debian's opencv-doc package";
   const fs::path run_dir = dir_ / "run";
   const auto r = run_app(
@@ -107,6 +101,7 @@ TEST_F(RealDataApps, SrReportsPhotographsBesideSyntheticImages) {
 }
 
 TEST_F(RealDataApps, DigitsTrainOnTheFixedSplitAndTestOnTheTestDigits) {
+  const igb::test::RealOpencvSamples samples;
   if (!have_samples()) GTEST_SKIP() << "real data absent: install Debian's opencv-doc package";
   const fs::path run_dir = dir_ / "run";
   const auto r = run_app(

@@ -29,32 +29,12 @@ using test::TempDir;
 
 namespace {
 
-/// Points IGB_OPENCV_SAMPLES at `dir` for the lifetime of the object.
-class SamplesDirOverride {
- public:
-  explicit SamplesDirOverride(const fs::path& dir) {
-    const char* old = std::getenv("IGB_OPENCV_SAMPLES");
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    setenv("IGB_OPENCV_SAMPLES", dir.c_str(), 1);
-  }
-  ~SamplesDirOverride() {
-    if (had_)
-      setenv("IGB_OPENCV_SAMPLES", old_.c_str(), 1);
-    else
-      unsetenv("IGB_OPENCV_SAMPLES");
-  }
-
- private:
-  bool had_ = false;
-  std::string old_;
-};
-
-#define SKIP_WITHOUT_OPENCV_SAMPLES(file)                          \
-  do {                                                             \
-    const std::string why = opencv_sample_unavailable(file);       \
-    if (!why.empty()) GTEST_SKIP() << "real data absent: " << why; \
-  } while (false)
+/// Points the test at opencv-doc's samples for the rest of its scope, or skips it, saying so,
+/// where `file` is not there.
+#define SKIP_WITHOUT_OPENCV_SAMPLES(file)                                    \
+  const test::RealOpencvSamples real_samples_in_scope;                       \
+  if (const std::string why = opencv_sample_unavailable(file); !why.empty()) \
+  GTEST_SKIP() << "real data absent: " << why
 
 /// A digit sheet of `cols` digits a row and `rows_per_digit` rows a digit, in which the digit at
 /// row r, column c has every pixel 10 * (r / rows_per_digit) + c + 1 (its label and column).
@@ -112,7 +92,7 @@ TEST(DigitSheet, TheFixedSplitGivesSevenThreeTenthsToTrainingAndKeepsTestApart) 
 TEST(DigitSheet, DataDigitsReadsTheSheetOfTheSamplesFolder) {
   TempDir tmp;
   write_image(tmp / "digits.png", digit_sheet(/*cols=*/10, /*rows_per_digit=*/1));
-  SamplesDirOverride samples(tmp.path());
+  const test::RealOpencvSamples samples(tmp.path().string());
   ClassifyDataOptions o;
   o.input_shape = {1, 1, 28, 28};
   const auto validation = load_classify_data("digits", o);
@@ -141,7 +121,7 @@ TEST(DigitSheet, OpenCvsSheetHoldsFiveHundredOfEachDigit) {
 
 TEST(OpencvSamples, AMissingPackageIsOneLineNamingIt) {
   TempDir tmp;
-  SamplesDirOverride samples(tmp.path());
+  const test::RealOpencvSamples samples(tmp.path().string());
   const std::string why = photos_unavailable();
   EXPECT_NE(why.find("opencv-doc"), std::string::npos) << why;
   EXPECT_NE(why.find("apt-get install opencv-doc"), std::string::npos) << why;
