@@ -61,4 +61,11 @@ void check_model_args_match(const nlohmann::json& model_args, const Checkpoint& 
   }
 }
 
+std::string resumed_data(const std::string& data, bool given, const Checkpoint& checkpoint) {
+  const auto& config = checkpoint.meta().config;
+  if (given || !config.is_object() || !config.contains("data") || !config["data"].is_string())
+    return data;
+  return config["data"].get<std::string>();
+}
+
 }  // namespace igb::models

@@ -18,4 +18,8 @@ Model model_from_checkpoint(const Checkpoint& checkpoint);
 /// run keeps the checkpoint's model); values equal to the checkpoint's are accepted.
 void check_model_args_match(const nlohmann::json& model_args, const Checkpoint& checkpoint);
 
+/// The dataset a resumed run trains on when --data was not given (`given` false): the one
+/// `checkpoint`'s run named in its config, else `data` unchanged.
+std::string resumed_data(const std::string& data, bool given, const Checkpoint& checkpoint);
+
 }  // namespace igb::models

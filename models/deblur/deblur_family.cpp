@@ -120,6 +120,8 @@ class DeblurOptions : public FamilyOptions {
       auto ckpt = Checkpoint::load(config_.train.resume);
       check_model_args_match(config_.model_args, ckpt);
       if (!app.get_option("--model")->count()) config_.train.model = ckpt.meta().model;
+      config_.train.data =
+          resumed_data(config_.train.data, app.get_option("--data")->count() > 0, ckpt);
     }
     return train_deblur(config_, ctx, info);
   }

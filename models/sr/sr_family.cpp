@@ -80,12 +80,15 @@ class SrOptions : public FamilyOptions {
   }
 
  private:
-  // A resumed run takes model, scale and channels from its checkpoint unless they were given.
+  // A resumed run takes model, data, scale and channels from its checkpoint unless they were
+  // given.
   void inherit_from_checkpoint(const CLI::App& app) {
     auto ckpt = Checkpoint::load(config_.train.resume);
     check_model_args_match(config_.model_args, ckpt);
     const auto& opts = ckpt.meta().model_options;
     if (!app.get_option("--model")->count()) config_.train.model = ckpt.meta().model;
+    config_.train.data =
+        resumed_data(config_.train.data, app.get_option("--data")->count() > 0, ckpt);
     if (!app.get_option("--upscale")->count() && opts.contains("scale"))
       config_.upscale = opts["scale"].get<int64_t>();
     if (!app.get_option("--channels")->count() && opts.contains("channels"))
