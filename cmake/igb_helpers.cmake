@@ -60,6 +60,7 @@ function(igb_test name)
   # Under ctest the programs the tests start see no opencv-doc samples (scoring every tiny run on
   # the photographs would cost minutes); tests of real data ask for them (tests/support.h,
   # RealOpencvSamples).
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES PROPERTIES LABELS "${ARG_LABELS}"
-    ENVIRONMENT "IGB_OPENCV_SAMPLES=${CMAKE_BINARY_DIR}/no-opencv-samples")
+  # (LABELS last: an empty label list would otherwise swallow the next property's name.)
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES PROPERTIES
+    ENVIRONMENT "IGB_OPENCV_SAMPLES=${CMAKE_BINARY_DIR}/no-opencv-samples" LABELS "${ARG_LABELS}")
 endfunction()
