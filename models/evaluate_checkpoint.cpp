@@ -104,6 +104,18 @@ nlohmann::json shown_json(const Evaluation& ev, const EvalLayout& layout) {
   return j;
 }
 
+/// test_summary.json's per-image rows: each image's metrics and its baseline's.
+nlohmann::json per_image_json(const Evaluation& ev, const EvalLayout& layout) {
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& item : ev.items) {
+    nlohmann::json j = {{"image", item.name}};
+    j.update(metrics_json(item.metrics));
+    j.update(metrics_json(item.baseline, baseline_key(layout) + "_"));
+    items.push_back(j);
+  }
+  return items;
+}
+
 nlohmann::json summary_of(const std::string& family, const TestRequest& request,
                           const Checkpoint& ckpt, const Evaluator& evaluator, const Evaluation& ev,
                           double seconds) {
@@ -119,16 +131,7 @@ nlohmann::json summary_of(const std::string& family, const TestRequest& request,
     s.update(metrics_json(ev.baseline, baseline_key(layout) + "_"));
     s["self_ensemble"] = request.self_ensemble;
   }
-  if (!ev.items.empty()) {
-    nlohmann::json items = nlohmann::json::array();
-    for (const auto& item : ev.items) {
-      nlohmann::json j = {{"image", item.name}};
-      j.update(metrics_json(item.metrics));
-      j.update(metrics_json(item.baseline, baseline_key(layout) + "_"));
-      items.push_back(j);
-    }
-    s["per_image"] = items;
-  }
+  if (!ev.items.empty()) s["per_image"] = per_image_json(ev, layout);
   s["seconds"] = seconds;
   return s;
 }
@@ -175,16 +178,8 @@ nlohmann::json evaluate_report_sets(const std::string& family, const TestRequest
     std::cout << "\n";
     print_heading(name, *evaluator);
     print_items(ev, layout, request);
-    const auto base = baseline_key(layout);
     out.update(report_set_keys(name, ev, layout));
-    nlohmann::json items = nlohmann::json::array();
-    for (const auto& item : ev.items) {
-      nlohmann::json j = {{"image", item.name}};
-      j.update(metrics_json(item.metrics));
-      j.update(metrics_json(item.baseline, base + "_"));
-      items.push_back(j);
-    }
-    out[name + "_per_image"] = items;
+    out[name + "_per_image"] = per_image_json(ev, layout);
   }
   return out;
 }
