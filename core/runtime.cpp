@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include <ATen/Parallel.h>
@@ -14,6 +15,24 @@
 #include "core/error.h"
 
 namespace igb {
+
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const size_t c = line.find(':');
+      const size_t at = c == std::string::npos ? c : line.find_first_not_of(" \t", c + 1);
+      if (at != std::string::npos) return line.substr(at);
+    }
+  return "unknown CPU";
+}
+
+std::string host_name() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == 0) return "unknown host";
+  return host;
+}
 
 void tune_allocator() {
   mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);

@@ -1,6 +1,14 @@
 #pragma once
 
+#include <string>
+
 namespace igb {
+
+/// The CPU's model name from /proc/cpuinfo ("unknown CPU" when it cannot be read).
+std::string cpu_name();
+
+/// This machine's host name ("unknown host" when it cannot be read).
+std::string host_name();
 
 /// Keeps freed tensor memory in the process heap instead of returning it to the kernel: glibc
 /// serves blocks above its mmap threshold with fresh mappings, so every large activation of every

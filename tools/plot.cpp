@@ -244,35 +244,116 @@ void check(cairo_status_t status, const char* what) {
 
 }  // namespace
 
-std::string line_plot_svg(const LinePlot& plot) {
+namespace {
+
+template <class Draw>
+std::string render_svg(int width, int height, const Draw& draw_on, const char* what) {
   std::string out;
   cairo_surface_t* surface =
-      cairo_svg_surface_create_for_stream(append_to_string, &out, plot.width, plot.height);
+      cairo_svg_surface_create_for_stream(append_to_string, &out, width, height);
   cairo_t* cr = cairo_create(surface);
-  draw(cr, plot);
+  draw_on(cr);
   const cairo_status_t status = cairo_status(cr);
   cairo_destroy(cr);
   cairo_surface_finish(surface);
   const cairo_status_t finished = cairo_surface_status(surface);
   cairo_surface_destroy(surface);
-  check(status, "SVG plot");
-  check(finished, "SVG plot");
+  check(status, what);
+  check(finished, what);
   return out;
 }
 
-std::string line_plot_png(const LinePlot& plot) {
-  cairo_surface_t* surface =
-      cairo_image_surface_create(CAIRO_FORMAT_ARGB32, plot.width, plot.height);
+template <class Draw>
+std::string render_png(int width, int height, const Draw& draw_on, const char* what) {
+  cairo_surface_t* surface = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, width, height);
   cairo_t* cr = cairo_create(surface);
-  draw(cr, plot);
+  draw_on(cr);
   const cairo_status_t status = cairo_status(cr);
   cairo_destroy(cr);
   std::string out;
   const cairo_status_t written = cairo_surface_write_to_png_stream(surface, append_to_string, &out);
   cairo_surface_destroy(surface);
-  check(status, "PNG plot");
-  check(written, "PNG plot");
+  check(status, what);
+  check(written, what);
   return out;
+}
+
+int gantt_height(const GanttChart& c) {
+  return c.height > 0 ? c.height : 90 + 28 * static_cast<int>(c.rows.size());
+}
+
+void draw_gantt(cairo_t* cr, const GanttChart& c) {
+  cairo_set_source_rgb(cr, 1, 1, 1);
+  cairo_paint(cr);
+  cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+  const double left = 170, right = 30, top = 40, row_h = 28;
+  const double pw = c.width - left - right;
+  double t1 = 0;
+  for (const auto& b : c.bars) t1 = std::max(t1, b.end);
+  if (t1 <= 0) t1 = 1;
+  auto sx = [&](double t) { return left + t / t1 * pw; };
+  const double bottom = top + row_h * static_cast<double>(c.rows.size());
+  cairo_set_font_size(cr, 12);
+  cairo_set_line_width(cr, 1);
+  for (double t : nice_ticks(0, t1, 10)) {
+    cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
+    cairo_move_to(cr, sx(t), top);
+    cairo_line_to(cr, sx(t), bottom);
+    cairo_stroke(cr);
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    text_at(cr, tick_label(t), sx(t), bottom + 8, 0.5, 0);
+  }
+  for (size_t r = 0; r < c.rows.size(); ++r)
+    text_at(cr, c.rows[r], left - 8, top + row_h * (static_cast<double>(r) + 0.5), 1, 0.5);
+  for (const auto& b : c.bars) {
+    if (b.row < 0 || b.row >= static_cast<int>(c.rows.size())) continue;
+    const auto* col = kColours[((b.colour % 10) + 10) % 10];
+    const double x0 = sx(b.start), x1 = std::max(sx(b.end), x0 + 1);
+    const double y0 = top + row_h * b.row + 4;
+    cairo_set_source_rgb(cr, col[0], col[1], col[2]);
+    cairo_rectangle(cr, x0, y0, x1 - x0, row_h - 8);
+    cairo_fill(cr);
+    if (!b.label.empty()) {
+      cairo_text_extents_t e;
+      cairo_set_font_size(cr, 10);
+      cairo_text_extents(cr, b.label.c_str(), &e);
+      if (e.width + 4 < x1 - x0) {
+        cairo_set_source_rgb(cr, 1, 1, 1);
+        text_at(cr, b.label, (x0 + x1) / 2, y0 + (row_h - 8) / 2, 0.5, 0.5);
+      }
+      cairo_set_font_size(cr, 12);
+    }
+  }
+  cairo_set_source_rgb(cr, 0, 0, 0);
+  cairo_rectangle(cr, left, top, pw, bottom - top);
+  cairo_stroke(cr);
+  text_at(cr, c.x_label, left + pw / 2, bottom + 30, 0.5, 0);
+  cairo_set_font_size(cr, 15);
+  text_at(cr, c.title, left + pw / 2, top - 14, 0.5, 1);
+}
+
+}  // namespace
+
+std::string line_plot_svg(const LinePlot& plot) {
+  return render_svg(
+      plot.width, plot.height, [&](cairo_t* cr) { draw(cr, plot); }, "SVG plot");
+}
+
+std::string line_plot_png(const LinePlot& plot) {
+  return render_png(
+      plot.width, plot.height, [&](cairo_t* cr) { draw(cr, plot); }, "PNG plot");
+}
+
+std::string gantt_svg(const GanttChart& chart) {
+  return render_svg(
+      chart.width, gantt_height(chart), [&](cairo_t* cr) { draw_gantt(cr, chart); },
+      "SVG Gantt chart");
+}
+
+std::string gantt_png(const GanttChart& chart) {
+  return render_png(
+      chart.width, gantt_height(chart), [&](cairo_t* cr) { draw_gantt(cr, chart); },
+      "PNG Gantt chart");
 }
 
 }  // namespace igb::tools

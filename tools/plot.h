@@ -29,4 +29,28 @@ std::string line_plot_svg(const LinePlot& plot);
 /// The plot as a PNG image (8-bit RGB with alpha).
 std::string line_plot_png(const LinePlot& plot);
 
+/// One bar of a Gantt chart: a span of time on one row.
+struct GanttBar {
+  int row = 0;
+  double start = 0, end = 0;
+  /// Bars of one colour index share a colour (a frame, say); ten colours cycle.
+  int colour = 0;
+  /// Drawn inside the bar when it is wide enough.
+  std::string label;
+};
+
+/// Rows of spans over a time axis (devices and links over the frames of a pipeline), drawn by
+/// cairo with the row names on the left.
+struct GanttChart {
+  std::string title, x_label;
+  std::vector<std::string> rows;
+  std::vector<GanttBar> bars;
+  int width = 1200;
+  /// 0: 90 pixels plus 28 a row.
+  int height = 0;
+};
+
+std::string gantt_svg(const GanttChart& chart);
+std::string gantt_png(const GanttChart& chart);
+
 }  // namespace igb::tools

@@ -10,32 +10,45 @@
 
 namespace igb::deploy {
 
-OnnxExportReport export_onnx(torch::nn::Module& model, const SummaryGraph& graph,
-                             const OnnxExportOptions& options, const std::filesystem::path& out) {
+namespace {
+
+/// Writes the ops `only` of `graph` (all when null) with the model's inputs and outputs, or with
+/// `io` (inputs, outputs) when given.
+OnnxExportReport write_onnx(torch::nn::Module& model, const SummaryGraph& graph,
+                            const OnnxExportOptions& options, const std::filesystem::path& out,
+                            const std::vector<int>* only,
+                            const std::pair<std::vector<int>, std::vector<int>>* io) {
   if (options.opset() != 13)
     throw InputError("ONNX opset " + std::to_string(options.opset()) +
                      " is not supported; the exporter writes opset 13");
+  std::vector<const OpNode*> ops;
+  if (only)
+    for (int i : *only) ops.push_back(&graph.op(i));
+  else
+    for (const auto& op : graph.ops()) ops.push_back(&op);
   // Every op must have an emitter before anything is built.
   const bool int8 = options.precision() == OnnxPrecision::kInt8;
   if (options.calibration() && !int8)
     throw InputError("a calibration applies to the INT8 Q/DQ export only");
-  for (const auto& op : graph.ops()) {
-    if (int8 && op.op_kind == OpKind::kFakeQuantize) continue;
-    if (op.op_kind == OpKind::kOther || !onnx_mapping(op.op_kind).emit)
-      throw InputError("cannot export " + op.type + " op '" + op.name + "' of " +
+  if (int8 && io) throw InputError("stages are exported in FP32 or FP16, not INT8 Q/DQ");
+  for (const OpNode* op : ops) {
+    if (int8 && op->op_kind == OpKind::kFakeQuantize) continue;
+    if (op->op_kind == OpKind::kOther || !onnx_mapping(op->op_kind).emit)
+      throw InputError("cannot export " + op->type + " op '" + op->name + "' of " +
                        graph.model_name() + " to ONNX: the exporter has no mapping for " +
-                       (op.op_kind == OpKind::kOther ? op.kind : std::string(op.type)));
+                       (op->op_kind == OpKind::kOther ? op->kind : std::string(op->type)));
   }
   OnnxWriter writer(model, graph, {options.dynamic_batch(), options.dynamic_hw()});
+  if (io) writer.set_io(io->first, io->second);
   writer.set_fp16(options.precision() == OnnxPrecision::kFp16);
   std::unique_ptr<OnnxQdqPass> qdq;
   if (int8) qdq = std::make_unique<OnnxQdqPass>(writer, graph, options.calibration().get());
-  for (const auto& op : graph.ops()) {
-    if (qdq) qdq->before(op);
-    if (qdq && op.op_kind == OpKind::kFakeQuantize)
-      qdq->emit_fake_quantize(op);
+  for (const OpNode* op : ops) {
+    if (qdq) qdq->before(*op);
+    if (qdq && op->op_kind == OpKind::kFakeQuantize)
+      qdq->emit_fake_quantize(*op);
     else
-      onnx_mapping(op.op_kind).emit(writer, op);
+      onnx_mapping(op->op_kind).emit(writer, *op);
   }
   const std::string version =
       options.producer_version().empty() ? IGB_VERSION : options.producer_version();
@@ -51,8 +64,8 @@ OnnxExportReport export_onnx(torch::nn::Module& model, const SummaryGraph& graph
   r.opset = options.opset();
   r.nodes = writer.node_count();
   r.initializers = writer.initializer_count();
-  for (const auto& io : writer.inputs()) r.inputs.push_back({io.name, io.dims});
-  for (const auto& io : writer.outputs()) r.outputs.push_back({io.name, io.dims});
+  for (const auto& i : writer.inputs()) r.inputs.push_back({i.name, i.dims});
+  for (const auto& o : writer.outputs()) r.outputs.push_back({o.name, o.dims});
   r.precision = onnx_precision_name(options.precision());
   if (qdq) {
     r.activation_scales = qdq->record().activation_scales;
@@ -65,6 +78,36 @@ OnnxExportReport export_onnx(torch::nn::Module& model, const SummaryGraph& graph
           "the model in float (--calibrate N gives float inputs activation ranges)");
   }
   return r;
+}
+
+}  // namespace
+
+OnnxExportReport export_onnx(torch::nn::Module& model, const SummaryGraph& graph,
+                             const OnnxExportOptions& options, const std::filesystem::path& out) {
+  return write_onnx(model, graph, options, out, nullptr, nullptr);
+}
+
+OnnxExportReport export_onnx_ops(torch::nn::Module& model, const SummaryGraph& graph,
+                                 const std::vector<int>& ops, const std::vector<int>& inputs,
+                                 const std::vector<int>& outputs, const OnnxExportOptions& options,
+                                 const std::filesystem::path& out) {
+  const std::pair<std::vector<int>, std::vector<int>> io{inputs, outputs};
+  return write_onnx(model, graph, options, out, &ops, &io);
+}
+
+std::string onnx_value_name(const SummaryGraph& graph, int value) {
+  const auto& ins = graph.inputs();
+  const auto& outs = graph.outputs();
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (outs[i] == value) return i == 0 ? "output" : "output_" + std::to_string(i);
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (ins[i] == value) return i == 0 ? "input" : "input_" + std::to_string(i);
+  const auto& v = graph.values().at(value);
+  const auto& op = graph.op(v.producer);
+  for (size_t slot = 0; slot < op.outputs.size(); ++slot)
+    if (op.outputs[slot] == value)
+      return slot == 0 ? op.name : op.name + ":" + std::to_string(slot);
+  return op.name;
 }
 
 std::string onnx_precision_name(OnnxPrecision p) {

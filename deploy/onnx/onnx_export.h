@@ -93,6 +93,19 @@ struct OnnxExportReport {
 OnnxExportReport export_onnx(torch::nn::Module& model, const SummaryGraph& graph,
                              const OnnxExportOptions& options, const std::filesystem::path& out);
 
+/// Writes the ops `ops` of `graph` (in trace order) as one ONNX model whose graph inputs are the
+/// summary-graph values `inputs` and outputs `outputs`, each named as the whole model's export
+/// names it (onnx_value_name): one stage of a partitioned model (deploy/partition/stages.h). FP32
+/// or FP16; INT8 Q/DQ is refused.
+OnnxExportReport export_onnx_ops(torch::nn::Module& model, const SummaryGraph& graph,
+                                 const std::vector<int>& ops, const std::vector<int>& inputs,
+                                 const std::vector<int>& outputs, const OnnxExportOptions& options,
+                                 const std::filesystem::path& out);
+
+/// The name export_onnx gives summary-graph value `value`: "input", "output", "output_1", or its
+/// producing op's name ("layer1.0.relu", "split:1" for an op's second output).
+std::string onnx_value_name(const SummaryGraph& graph, int value);
+
 /// "input [N,3,32,32]" lines of a report, for printing.
 std::string onnx_io_string(const OnnxIo& io);
 

@@ -115,12 +115,21 @@ std::vector<std::pair<std::string, at::Tensor>> OnnxRuntimeRunner::run_all(const
                      std::to_string(x.size(d)) +
                      (flag.empty() ? "" : " (export with " + flag + " to take any size)"));
   }
-  const fs::path in = work_dir_ / "ort_input.npy", out_dir = work_dir_ / "ort_output";
-  write_npy(in, x.detach().to(at::kCPU, at::kFloat).contiguous());
+  return run_named({{input_.name, x}});
+}
+
+std::vector<std::pair<std::string, at::Tensor>> OnnxRuntimeRunner::run_named(
+    const std::vector<std::pair<std::string, at::Tensor>>& inputs) {
+  if (inputs.empty()) throw InputError(model_.string() + ": onnxruntime needs an input");
+  const fs::path out_dir = work_dir_ / "ort_output";
   std::string cmd = shell_quote(options_.node()) + " " + shell_quote(script_.string()) + " " +
-                    shell_quote(model_.string()) + " --input " +
-                    shell_quote(input_.name + "=" + in.string()) + " --output-dir " +
-                    shell_quote(out_dir.string());
+                    shell_quote(model_.string());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const fs::path in = work_dir_ / ("ort_input_" + std::to_string(i) + ".npy");
+    write_npy(in, inputs[i].second.detach().to(at::kCPU, at::kFloat).contiguous());
+    cmd += " --input " + shell_quote(inputs[i].first + "=" + in.string());
+  }
+  cmd += " --output-dir " + shell_quote(out_dir.string());
   if (options_.threads() > 0) cmd += " --threads " + std::to_string(options_.threads());
   if (options_.repeat() > 0)
     cmd += " --repeat " + std::to_string(options_.repeat()) + " --warmup " +
@@ -141,11 +150,12 @@ std::vector<std::pair<std::string, at::Tensor>> OnnxRuntimeRunner::run_all(const
       report["outputs"].empty())
     throw InputError(model_.string() + ": onnxruntime returned no output");
   std::vector<std::pair<std::string, at::Tensor>> outputs;
+  const auto device = inputs.front().second.device();
   try {
     if (options_.repeat() > 0) last_median_ms_ = report.at("latency_ms").at("median").get<double>();
     for (const auto& o : report["outputs"])
       outputs.emplace_back(o.at("name").get<std::string>(),
-                           read_npy(o.at("file").get<std::string>()).to(x.device()));
+                           read_npy(o.at("file").get<std::string>()).to(device));
   } catch (const nlohmann::json::exception&) {
     throw InputError(model_.string() + ": onnxruntime's report is malformed: " + last);
   }

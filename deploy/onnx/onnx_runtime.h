@@ -50,6 +50,10 @@ class OnnxRuntimeRunner {
   /// Every graph output of the model for `x`, in the file's order, as (name, tensor): what
   /// check_qdq_layers reads after adding intermediate values as outputs.
   std::vector<std::pair<std::string, at::Tensor>> run_all(const at::Tensor& x);
+  /// Every graph output for inputs given by name (a model with several inputs: one stage of a
+  /// partitioned model). Shapes are checked by onnxruntime.
+  std::vector<std::pair<std::string, at::Tensor>> run_named(
+      const std::vector<std::pair<std::string, at::Tensor>>& inputs);
   /// With options.repeat > 0: the median latency of the last run, in ms.
   double last_median_ms() const { return last_median_ms_; }
   const OnnxValueShape& input() const { return input_; }

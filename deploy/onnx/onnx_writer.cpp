@@ -78,6 +78,14 @@ OnnxWriter::OnnxWriter(torch::nn::Module& model, const SummaryGraph& graph, Dyna
     names_[graph.outputs()[i]] = i == 0 ? "output" : "output_" + std::to_string(i);
     graph_outputs_.insert(graph.outputs()[i]);
   }
+  io_inputs_ = graph.inputs();
+  io_outputs_ = graph.outputs();
+}
+
+void OnnxWriter::set_io(const std::vector<int>& inputs, const std::vector<int>& outputs) {
+  io_inputs_ = inputs;
+  io_outputs_ = outputs;
+  graph_outputs_ = std::set<int>(outputs.begin(), outputs.end());
 }
 
 OnnxWriter::~OnnxWriter() = default;
@@ -496,10 +504,10 @@ std::string OnnxWriter::finish(int64_t opset, const std::string& producer,
   const Shape& in0 = graph_.inputs().empty() ? Shape{} : graph_.shape(graph_.inputs()[0]);
   inputs_.clear();
   outputs_.clear();
-  for (int v : graph_.inputs())
+  for (int v : io_inputs_)
     inputs_.push_back({names_.at(v), io_dims(graph_.shape(v), in0, dynamic_.batch, dynamic_.hw,
                                              /*is_input=*/true)});
-  for (int v : graph_.outputs()) {
+  for (int v : io_outputs_) {
     if (graph_.values().at(v).producer < 0)
       throw InputError("cannot export " + graph_.model_name() +
                        " to ONNX: an input is returned unchanged as an output");

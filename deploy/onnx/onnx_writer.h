@@ -141,6 +141,9 @@ class OnnxWriter {
   /// inference) and returns it serialized: IR 7, the given opset and producer. Throws InputError
   /// with the checker's message.
   std::string finish(int64_t opset, const std::string& producer, const std::string& version);
+  /// Declare these summary-graph values as the graph's inputs and outputs instead of the model's
+  /// (one stage of a partitioned model); an output a pass-through op makes keeps its own name.
+  void set_io(const std::vector<int>& inputs, const std::vector<int>& outputs);
   const std::vector<Io>& inputs() const { return inputs_; }
   const std::vector<Io>& outputs() const { return outputs_; }
   int64_t node_count() const;
@@ -158,6 +161,7 @@ class OnnxWriter {
   std::unordered_map<const torch::jit::Value*, int> value_of_;
   std::map<int, std::string> names_;
   std::set<int> graph_outputs_;
+  std::vector<int> io_inputs_, io_outputs_;
   std::map<std::string, at::Tensor> tensors_;
   std::map<std::string, int> taken_;
   std::map<std::string, std::string> param_alias_;

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/fs.h"
+#include "core/runtime.h"
 #include "core/table.h"
 #include "core/text.h"
 #include "models/eval_layout.h"
@@ -34,17 +35,6 @@ namespace {
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 
 json read_json(const fs::path& p) { return read_json_or_null(p); }
-
-std::string cpu_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      const size_t c = line.find(':');
-      if (c != std::string::npos) return line.substr(line.find_first_not_of(" \t", c + 1));
-    }
-  return "unknown CPU";
-}
 
 /// One metric column: its summary.json key and header.
 struct MetricColumn {

@@ -18,6 +18,7 @@ void add_thin_command(Registry<ToolCommandSpec>& r);
 void add_export_onnx_command(Registry<ToolCommandSpec>& r);
 void add_run_command(Registry<ToolCommandSpec>& r);
 void add_sensitivity_commands(Registry<ToolCommandSpec>& r);
+void add_partition_command(Registry<ToolCommandSpec>& r);
 
 Registry<ToolCommandSpec>& tool_command_registry() {
   static Registry<ToolCommandSpec> registry("command");
@@ -36,6 +37,7 @@ void register_builtin_tool_commands() {
     add_export_onnx_command(r);
     add_run_command(r);
     add_sensitivity_commands(r);
+    add_partition_command(r);
     r.freeze();
   });
 }

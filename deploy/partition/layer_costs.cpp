@@ -1,0 +1,160 @@
+#include "deploy/partition/layer_costs.h"
+
+#include <ATen/Parallel.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/runtime.h"
+#include "core/text.h"
+#include "tools/profile.h"
+
+namespace igb::deploy {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string graph_fingerprint(const tools::SummaryGraph& graph) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  auto mix = [&](const std::string& s) {
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+    h = (h ^ 0xff) * 1099511628211ULL;
+  };
+  mix(tools::shape_to_string(graph.input_shape()));
+  for (const auto& op : graph.ops()) {
+    mix(op.name);
+    mix(op.type);
+    for (int v : op.outputs) mix(tools::shape_to_string(graph.shape(v)));
+    for (const auto& s : op.param_shapes) mix(tools::shape_to_string(s));
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string this_machine() {
+  const int threads = at::get_num_threads();
+  return host_name() + " · " + cpu_name() + " · " + std::to_string(threads) +
+         (threads == 1 ? " thread" : " threads");
+}
+
+LayerCosts measure_layer_costs(torch::nn::Module& model, const tools::SummaryGraph& graph,
+                               const tools::SummaryGraph::Forward& forward, int repeats) {
+  tools::ProfileOptions options;
+  options.batch_sizes = {1};
+  options.top = 0;
+  options.repeats = std::max(1, repeats);
+  const auto profile =
+      tools::profile_model(model, graph.input_shape(), forward, graph.model_name(), options);
+  LayerCosts c;
+  c.model = graph.model_name();
+  c.fingerprint = graph_fingerprint(graph);
+  c.input = graph.input_shape();
+  c.machine = this_machine();
+  c.threads = at::get_num_threads();
+  for (const auto& layer : profile.batches.at(0).layers) c.ms[layer.name] = layer.forward_ms;
+  return c;
+}
+
+void write_layer_costs(const LayerCosts& c, const fs::path& path) {
+  json j = {{"format", "igb layer costs"},  {"version", 1},     {"model", c.model},
+            {"fingerprint", c.fingerprint}, {"input", c.input}, {"machine", c.machine},
+            {"threads", c.threads},         {"unit", "ms"},     {"ops", json::object()}};
+  for (const auto& [name, ms] : c.ms) j["ops"][name] = ms;
+  if (!path.parent_path().empty()) fs::create_directories(path.parent_path());
+  write_text_atomically(path, j.dump(1) + "\n");
+}
+
+LayerCosts read_layer_costs(const fs::path& path) {
+  const std::string where = path.string();
+  json j;
+  try {
+    j = json::parse(read_text_file(path));
+  } catch (const json::exception& e) {
+    throw InputError(where + " is not a layer cost file: " + first_line(e.what()));
+  }
+  auto bad = [&](const std::string& what) {
+    return InputError(where + " is not a layer cost file: " + what);
+  };
+  if (!j.is_object() || j.value("format", "") != "igb layer costs")
+    throw bad("its \"format\" is not \"igb layer costs\"");
+  if (!j.contains("version") || j["version"] != 1) throw bad("only version 1 is read");
+  LayerCosts c;
+  try {
+    c.model = j.at("model").get<std::string>();
+    c.fingerprint = j.value("fingerprint", "");
+    c.input = j.at("input").get<tools::Shape>();
+    c.machine = j.value("machine", "");
+    c.threads = j.value("threads", 1);
+    if (j.value("unit", "ms") != "ms") throw bad("\"unit\" must be \"ms\"");
+    for (const auto& [name, ms] : j.at("ops").items()) {
+      if (!ms.is_number()) throw bad("op '" + name + "' has no number of milliseconds");
+      const double v = ms.get<double>();
+      if (!std::isfinite(v) || v < 0)
+        throw bad("op '" + name + "' has a negative or non-finite cost");
+      c.ms[name] = v;
+    }
+  } catch (const json::exception& e) {
+    throw bad(first_line(e.what()));
+  }
+  return c;
+}
+
+void check_layer_costs(const LayerCosts& c, const tools::SummaryGraph& graph,
+                       const std::string& where) {
+  if (c.input != graph.input_shape())
+    throw InputError(where + " holds costs for input " + tools::shape_to_string(c.input) +
+                     ", not " + tools::shape_to_string(graph.input_shape()));
+  for (const auto& op : graph.ops())
+    if (!c.ms.count(op.name))
+      throw InputError(where + " has no cost for op '" + op.name + "' of " + graph.model_name() +
+                       " (measured for " + c.model + ")");
+}
+
+LayerCosts cached_layer_costs(torch::nn::Module& model, const tools::SummaryGraph& graph,
+                              const tools::SummaryGraph::Forward& forward, fs::path cache_dir,
+                              bool* from_cache) {
+  if (cache_dir.empty()) {
+    if (const char* d = std::getenv("IGB_CACHE_DIR"); d && *d)
+      cache_dir = fs::path(d) / "layer-costs";
+    else if (const char* home = std::getenv("HOME"); home && *home)
+      cache_dir = fs::path(home) / ".cache" / "igb" / "layer-costs";
+    else
+      cache_dir = fs::temp_directory_path() / "igb-layer-costs";
+  }
+  const std::string fingerprint = graph_fingerprint(graph);
+  const std::string machine = this_machine();
+  char tag[17];
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char ch : machine) h = (h ^ ch) * 1099511628211ULL;
+  std::snprintf(tag, sizeof tag, "%016llx", static_cast<unsigned long long>(h));
+  const fs::path file =
+      cache_dir / (graph.model_name() + "_" + tools::shape_to_string(graph.input_shape()) + "_" +
+                   fingerprint + "_" + tag + ".json");
+  if (fs::exists(file)) {
+    try {
+      LayerCosts c = read_layer_costs(file);
+      if (c.fingerprint == fingerprint && c.machine == machine) {
+        check_layer_costs(c, graph, file.string());
+        if (from_cache) *from_cache = true;
+        return c;
+      }
+    } catch (const InputError&) {
+      // A damaged cache entry is measured again and replaced.
+    }
+  }
+  LayerCosts c = measure_layer_costs(model, graph, forward);
+  try {
+    write_layer_costs(c, file);
+  } catch (const std::exception&) {
+    // A cache that cannot be written costs a measurement next time, nothing else.
+  }
+  if (from_cache) *from_cache = false;
+  return c;
+}
+
+}  // namespace igb::deploy

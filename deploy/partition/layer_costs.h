@@ -1,0 +1,54 @@
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "tools/graph/summary_graph.h"
+
+namespace igb::deploy {
+
+/// What one machine measured for one model at one input size: the time of every op of the summary
+/// graph for one frame (batch 1). Written as JSON (docs/file-formats.md) so a machine that is not
+/// this one can measure and another plans with it.
+struct LayerCosts {
+  std::string model;
+  /// graph_fingerprint() of the measured graph: a pruned or thinned model is another model.
+  std::string fingerprint;
+  tools::Shape input;
+  /// Who measured: host name, CPU model and threads ("host · CPU · 2 threads").
+  std::string machine;
+  int threads = 1;
+  /// Forward milliseconds by op name.
+  std::map<std::string, double> ms;
+};
+
+/// A short hash (16 hex digits) of the graph's ops, types, shapes and parameter shapes.
+std::string graph_fingerprint(const tools::SummaryGraph& graph);
+/// This machine and its thread count, as LayerCosts::machine names it.
+std::string this_machine();
+
+/// Times every op of `graph` on this machine (median of `repeats` after two warm-up runs).
+LayerCosts measure_layer_costs(torch::nn::Module& model, const tools::SummaryGraph& graph,
+                               const tools::SummaryGraph::Forward& forward, int repeats = 5);
+
+/// The costs of `graph` on this machine from the cache folder when a file there matches the
+/// model, fingerprint, input and machine; measured and stored there otherwise.
+/// `cache_dir`: IGB_CACHE_DIR/layer-costs, else ~/.cache/igb/layer-costs, when empty.
+LayerCosts cached_layer_costs(torch::nn::Module& model, const tools::SummaryGraph& graph,
+                              const tools::SummaryGraph::Forward& forward,
+                              std::filesystem::path cache_dir = {}, bool* from_cache = nullptr);
+
+void write_layer_costs(const LayerCosts& costs, const std::filesystem::path& path);
+/// Reads a cost file; InputError naming the file and the entry when it is not one.
+LayerCosts read_layer_costs(const std::filesystem::path& path);
+
+/// Checks that `costs` were measured for `graph` (same input, every op present); InputError
+/// naming the file, the model and the first op missing otherwise. A different fingerprint is
+/// allowed only when every op is present (a retrained model of the same shape).
+void check_layer_costs(const LayerCosts& costs, const tools::SummaryGraph& graph,
+                       const std::string& where);
+
+}  // namespace igb::deploy

@@ -1,0 +1,75 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "deploy/partition/partition_problem.h"
+#include "tools/plot.h"
+
+namespace igb::deploy {
+
+/// One FIFO server on a frame's path: a device running its stage, or one direction of a link.
+struct PipelineServer {
+  std::string name;
+  bool link = false;
+  /// Service time of the first frame and of every later one (a link's later frames may send
+  /// differences instead of whole tensors), ms.
+  double first_ms = 0, later_ms = 0;
+  /// A link's propagation delay, added after the transmission without holding the link, ms.
+  double latency_ms = 0;
+};
+
+/// How frames enter the pipeline.
+struct SimulationOptions {
+  /// Frames to send.
+  int frames = 30;
+  /// Frames per second arriving at the source; 0 sends them back to back (all waiting at time 0).
+  double rate_fps = 0;
+};
+
+/// One frame's time on one server.
+struct ServerSpan {
+  int frame = 0, server = 0;
+  double ready = 0, start = 0, end = 0;
+};
+
+struct ServerStats {
+  std::string name;
+  /// Busy time over the simulated span (first arrival to last completion).
+  double utilisation = 0;
+  /// Frames waiting for the server (ready, not started): the most at once, and the time average.
+  int max_queue = 0;
+  double mean_queue = 0;
+};
+
+struct SimulationResult {
+  std::vector<double> arrival_ms, done_ms, latency_ms;
+  std::vector<ServerSpan> spans;
+  std::vector<ServerStats> servers;
+  /// Last completion minus first arrival.
+  double makespan_ms = 0;
+  /// Frames over the makespan, and the steady rate between the first and the last completion.
+  double throughput_fps = 0, steady_fps = 0;
+  double mean_latency_ms = 0, max_latency_ms = 0;
+};
+
+/// Discrete-event simulation of frames through `servers` in order, each a FIFO server. Every
+/// frame takes the same path, so none overtakes another and each event is the frame becoming
+/// ready at a server (its arrival, or the previous server's end plus that link's latency); the
+/// server starts it when it is free.
+SimulationResult simulate_pipeline(const std::vector<PipelineServer>& servers,
+                                   const SimulationOptions& options);
+
+/// The servers of a plan in a frame's order: each device from the source with work, each link
+/// direction with bytes to send. `first` and `later` are the same model and chain with the bytes
+/// of whole tensors and of frame differences (pass the same problem twice for whole tensors
+/// only).
+std::vector<PipelineServer> pipeline_servers(const PartitionProblem& first,
+                                             const PartitionProblem& later,
+                                             const Assignment& assignment);
+
+/// The Gantt chart of a simulation: one row per server, one colour per frame.
+tools::GanttChart gantt_chart(const std::vector<PipelineServer>& servers,
+                              const SimulationResult& result, const std::string& title);
+
+}  // namespace igb::deploy

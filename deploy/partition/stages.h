@@ -1,0 +1,52 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "deploy/onnx/onnx_export.h"
+#include "deploy/partition/partition_problem.h"
+#include "tools/graph/summary_graph.h"
+
+namespace igb::deploy {
+
+/// The ops one device runs and the tensors it receives and sends (summary-graph value ids, in
+/// ascending order; named as the ONNX export names them).
+struct Stage {
+  int index = 0;
+  int device = 0;
+  std::string device_name;
+  std::vector<int> ops;
+  /// Values the stage reads that it does not make: the frame, or outputs of earlier stages.
+  std::vector<int> inputs;
+  /// Values it makes that a later stage reads or that are model outputs.
+  std::vector<int> outputs;
+};
+
+/// One stage per device that runs at least one op, in chain order.
+std::vector<Stage> split_stages(const tools::SummaryGraph& graph, const Assignment& assignment,
+                                const std::vector<std::string>& device_names);
+
+/// Runs the ops of `stage` in LibTorch by replaying the trace (SummaryGraph::jit_graph()) over
+/// them alone: `values` must hold the stage's inputs; the stage's outputs are added to it.
+/// Throws InputError naming the op and the value when an input is missing.
+void run_stage(const tools::SummaryGraph& graph, const Stage& stage,
+               std::map<int, at::Tensor>& values);
+
+/// The model's first output for `input`, computed stage after stage.
+at::Tensor run_stages(const tools::SummaryGraph& graph, const std::vector<Stage>& stages,
+                      const at::Tensor& input);
+
+/// Writes every stage as `stage<i>_<device>.onnx` into `dir` and a manifest (manifest.json: the
+/// model, its input, per stage the device, file, op count and first and last op, inputs and
+/// outputs with shapes and bytes in FP32); returns the manifest.
+nlohmann::json export_stages(torch::nn::Module& model, const tools::SummaryGraph& graph,
+                             const std::vector<Stage>& stages, const OnnxExportOptions& options,
+                             const std::filesystem::path& dir);
+
+}  // namespace igb::deploy

@@ -1,0 +1,323 @@
+// igb-tools partition: the optimal split of a model across a chain of devices, against the
+// baselines, with a pipeline simulation, a Gantt chart and, on request, the stages as ONNX files.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <map>
+#include <optional>
+
+#include "core/cli.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/logger.h"
+#include "core/table.h"
+#include "data/image.h"
+#include "data/image_folder.h"
+#include "data/resize.h"
+#include "data/video.h"
+#include "deploy/partition/devices_file.h"
+#include "deploy/partition/layer_costs.h"
+#include "deploy/partition/model_partition.h"
+#include "deploy/partition/partition_solver.h"
+#include "deploy/partition/pipeline_sim.h"
+#include "deploy/partition/stages.h"
+#include "options/common_options.h"
+#include "options/tool_commands/tool_command.h"
+
+namespace igb::options {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using deploy::PartitionPlan;
+
+/// A frame of the model's input shape from an RGB image in [0, 1]: resized, grey when the model
+/// takes one channel.
+at::Tensor to_model_input(const at::Tensor& rgb, const tools::Shape& input) {
+  at::Tensor x = data::imresize_to(rgb, input.at(2), input.at(3)).clamp(0, 1);
+  if (input.at(1) == 1) x = data::rgb_to_y(x);
+  if (x.size(0) != input.at(1))
+    throw InputError("--frames-from gives RGB frames; the model takes " +
+                     std::to_string(input.at(1)) + " channels");
+  return x.unsqueeze(0).contiguous();
+}
+
+std::vector<at::Tensor> read_frames(const fs::path& from, const tools::Shape& input, int count) {
+  if (input.size() != 4) throw InputError("--frames-from needs a model with a 4-D image input");
+  std::vector<at::Tensor> frames;
+  if (fs::is_directory(from)) {
+    for (const auto& f : data::list_images(from)) {
+      if (static_cast<int>(frames.size()) >= count) break;
+      frames.push_back(to_model_input(data::read_image(f), input));
+    }
+  } else {
+    data::VideoOptions vo;
+    vo.max_frames = count;
+    data::VideoFrames video(from, vo);
+    data::VideoFrame f;
+    while (video.next(f)) frames.push_back(to_model_input(f.rgb, input));
+  }
+  if (frames.size() < 2)
+    throw InputError("--frames-from " + from.string() + " gives fewer than 2 frames");
+  return frames;
+}
+
+std::string mb(double bytes) { return fixed(bytes / 1e6, 3); }
+
+/// "conv1 … layer2.0.add (37 ops)" per device.
+std::string stage_text(const deploy::PartitionProblem& p, const deploy::Assignment& a, int d) {
+  int first = -1, last = -1, count = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] == d) {
+      if (first < 0) first = static_cast<int>(i);
+      last = static_cast<int>(i);
+      ++count;
+    }
+  if (count == 0) return "-";
+  if (count == 1) return p.nodes[first].name;
+  return p.nodes[first].name + " ... " + p.nodes[last].name + " (" + std::to_string(count) + ")";
+}
+
+json plan_json(const deploy::PartitionProblem& p, const PartitionPlan& plan) {
+  json j = {{"method", plan.method},
+            {"valid", plan.cost.valid},
+            {"latency_ms", plan.cost.latency_ms},
+            {"bottleneck_ms", plan.cost.bottleneck_ms},
+            {"throughput_fps", plan.cost.throughput_fps()},
+            {"devices", json::array()},
+            {"links", json::array()}};
+  if (!plan.cost.valid) j["why_invalid"] = plan.cost.why_invalid;
+  for (int d = 0; d < p.device_count(); ++d) {
+    json ops = json::array();
+    for (size_t i = 0; i < plan.assignment.size(); ++i)
+      if (plan.assignment[i] == d) ops.push_back(p.nodes[i].name);
+    j["devices"].push_back({{"device", p.devices[d]},
+                            {"ms", plan.cost.device_ms.at(d)},
+                            {"param_bytes", plan.cost.device_param_bytes.at(d)},
+                            {"ops", ops}});
+  }
+  for (int l = 0; l + 1 < p.device_count(); ++l)
+    j["links"].push_back({{"from", p.devices[l]},
+                          {"to", p.devices[l + 1]},
+                          {"forward_bytes", plan.cost.forward_bytes.at(l)},
+                          {"forward_ms", plan.cost.forward_ms.at(l)},
+                          {"backward_bytes", plan.cost.backward_bytes.at(l)},
+                          {"backward_ms", plan.cost.backward_ms.at(l)},
+                          {"values", plan.cost.forward_values.at(l)}});
+  return j;
+}
+
+class PartitionCommand : public ToolCommand {
+ public:
+  void add_options(CLI::App& sub) override {
+    add_target_options(sub, target_, true);
+    sub.add_option("--devices", devices_, "The chain: a devices file (YAML, docs/partition.md)")
+        ->required();
+    sub.add_option("--objective", objective_, "latency (one frame end to end) or throughput")
+        ->capture_default_str();
+    sub.add_option("--transfer", transfer_, "Precision of the tensors sent: fp32, fp16 or int8")
+        ->capture_default_str();
+    sub.add_option("--frames-from", frames_from_,
+                   "A video file or image folder: measure each tensor's zeros (and its "
+                   "frame-to-frame differences') on real frames and size transfers by the smaller "
+                   "of dense and CSR");
+    sub.add_option("--mode", mode_,
+                   "full: every frame sends whole tensors; diff: frames after the first send "
+                   "differences (needs --frames-from)")
+        ->capture_default_str();
+    int_range(sub.add_option("--frames", frames_, "Frames to simulate")->capture_default_str(), 1,
+              100000);
+    real_range(sub.add_option("--rate", rate_, "Frames per second arriving (0: back to back)")
+                   ->capture_default_str(),
+               0, 1e6);
+    sub.add_option("--out", out_, "Folder for plan.json, plan.csv, gantt.svg and gantt.png");
+    sub.add_option("--export", export_,
+                   "Folder for every stage of the optimal plan as ONNX with manifest.json");
+    sub.add_option("--write-costs", write_costs_,
+                   "Measure this machine's per-op costs for the model and input and write them "
+                   "(a cost file for another machine's devices file), then stop");
+    sub.add_option("--cache-dir", cache_dir_, "Where measured costs are cached")
+        ->capture_default_str();
+  }
+  void check_outputs() const override {
+    if (!out_.empty()) check_output_folder("--out", out_);
+    if (!export_.empty()) check_output_folder("--export", export_);
+    if (!write_costs_.empty()) check_output_file("--write-costs", write_costs_);
+  }
+  int run() override {
+    configure_runtime(target_.threads, "cpu");
+    const auto objective = deploy::parse_objective(objective_);
+    in_.precision = deploy::parse_transfer_precision(transfer_);
+    if (mode_ != "full" && mode_ != "diff")
+      throw InputError("--mode must be full or diff, not '" + mode_ + "'");
+    if (mode_ == "diff" && frames_from_.empty())
+      throw InputError("--mode diff needs --frames-from to measure the differences on");
+    const auto devices = deploy::load_devices_file(devices_);
+    const auto m = target_.load();
+    auto model = m.model;
+    const auto graph = tool_graph(m, m.input);
+    const tools::SummaryGraph::Forward forward = [model](const torch::Tensor& x) {
+      return model->forward(x);
+    };
+    if (!write_costs_.empty()) {
+      logger_.info("measuring " + std::to_string(graph.ops().size()) + " ops of " + m.name +
+                   " at " + tools::shape_to_string(m.input));
+      deploy::write_layer_costs(deploy::measure_layer_costs(*model, graph, forward), write_costs_);
+      std::cout << "wrote the costs of " << graph.ops().size() << " ops of " << m.name << " on "
+                << deploy::this_machine() << " to " << write_costs_ << "\n";
+      return kExitOk;
+    }
+    read_costs(devices, *model, graph, forward);
+    std::map<int, deploy::ValueTraffic> traffic;
+    if (!frames_from_.empty()) {
+      const auto frames = read_frames(frames_from_, m.input, 8);
+      traffic = deploy::measure_traffic(graph, frames);
+      in_.traffic = &traffic;
+      logger_.info("measured zero ratios on " + std::to_string(frames.size()) + " frames of " +
+                   frames_from_);
+    }
+    const auto first = deploy::partition_problem(graph, devices, in_);
+    deploy::PartitionProblem later = first;
+    if (mode_ == "diff") {
+      in_.differences = true;
+      later = deploy::partition_problem(graph, devices, in_);
+    }
+    // Plan for the frames that dominate a stream: later frames (differences in diff mode).
+    std::vector<PartitionPlan> plans{deploy::solve_partition(later, objective)};
+    for (auto& b : deploy::baseline_plans(later, objective)) plans.push_back(std::move(b));
+    const Table table = plans_table(first, plans);
+    std::cout << m.name << " " << tools::shape_to_string(m.input) << " on "
+              << devices.devices.size() << " devices, objective " << objective_ << ", transfers "
+              << transfer_ << (mode_ == "diff" ? " (later frames as differences)" : "") << "\n"
+              << table.to_text() << "\n"
+              << "Optimal plan\n"
+              << stages_table(first, plans.front()).to_text() << "\n";
+    deploy::SimulationOptions so;
+    so.frames = frames_;
+    so.rate_fps = rate_;
+    const auto servers = deploy::pipeline_servers(first, later, plans.front().assignment);
+    const auto sim = deploy::simulate_pipeline(servers, so);
+    std::cout << "Simulated " << frames_ << " frames"
+              << (rate_ > 0 ? " at " + fixed(rate_, 2) + " fps" : std::string(" back to back"))
+              << ": first frame " << fixed(sim.latency_ms.front(), 3) << " ms, mean latency "
+              << fixed(sim.mean_latency_ms, 3) << " ms, throughput " << fixed(sim.steady_fps, 2)
+              << " fps\n";
+    if (!out_.empty()) write_plan(m, first, plans, table, servers, sim);
+    if (!export_.empty()) {
+      const auto stages = deploy::split_stages(graph, plans.front().assignment, first.devices);
+      deploy::export_stages(*model, graph, stages, deploy::OnnxExportOptions(), export_);
+      std::cout << "wrote " << stages.size() << " stages and manifest.json to " << export_ << "\n";
+    }
+    return kExitOk;
+  }
+
+ private:
+  /// One cost file per device: its own file, or this machine's measurement (cached).
+  void read_costs(const deploy::DevicesFile& devices, torch::nn::Module& model,
+                  const tools::SummaryGraph& graph, const tools::SummaryGraph::Forward& forward) {
+    std::optional<deploy::LayerCosts> measured;
+    for (const auto& d : devices.devices) {
+      if (!d.costs.empty()) {
+        auto c = deploy::read_layer_costs(d.costs);
+        deploy::check_layer_costs(c, graph, d.costs.string());
+        in_.costs.push_back(std::move(c));
+        continue;
+      }
+      if (!measured) {
+        bool cached = false;
+        measured = deploy::cached_layer_costs(model, graph, forward, cache_dir_, &cached);
+        logger_.info(std::string(cached ? "read cached" : "measured") + " per-op costs of " +
+                     graph.model_name() + " on " + measured->machine);
+      }
+      in_.costs.push_back(*measured);
+    }
+  }
+
+  static Table plans_table(const deploy::PartitionProblem& p,
+                           const std::vector<PartitionPlan>& plans) {
+    Table t;
+    t.columns = {"Plan", "Latency (ms)", "Throughput (fps)", "Bottleneck (ms)"};
+    for (const auto& d : p.devices) t.columns.push_back(d + " (ms)");
+    for (int l = 0; l + 1 < p.device_count(); ++l)
+      t.columns.push_back(p.devices[l] + "->" + p.devices[l + 1] + " (MB)");
+    t.columns.push_back("Valid");
+    for (const auto& plan : plans) {
+      std::vector<std::string> row = {plan.method, fixed(plan.cost.latency_ms, 3),
+                                      fixed(plan.cost.throughput_fps(), 2),
+                                      fixed(plan.cost.bottleneck_ms, 3)};
+      for (double ms : plan.cost.device_ms) row.push_back(fixed(ms, 3));
+      for (double b : plan.cost.forward_bytes) row.push_back(mb(b));
+      row.push_back(plan.cost.valid ? "yes" : "no: " + plan.cost.why_invalid);
+      t.rows.push_back(row);
+    }
+    return t;
+  }
+
+  static Table stages_table(const deploy::PartitionProblem& p, const PartitionPlan& best) {
+    Table t;
+    t.columns = {"Device", "Ops", "ms", "Params (MB)", "Sends", "MB"};
+    for (int d = 0; d < p.device_count(); ++d) {
+      const bool link = d + 1 < p.device_count();
+      t.rows.push_back({p.devices[d], stage_text(p, best.assignment, d),
+                        fixed(best.cost.device_ms[d], 3),
+                        mb(static_cast<double>(best.cost.device_param_bytes[d])),
+                        link ? join(best.cost.forward_values[d]) : "",
+                        link ? mb(best.cost.forward_bytes[d]) : ""});
+    }
+    return t;
+  }
+
+  void write_plan(const ToolModel& m, const deploy::PartitionProblem& first,
+                  const std::vector<PartitionPlan>& plans, const Table& table,
+                  const std::vector<deploy::PipelineServer>& servers,
+                  const deploy::SimulationResult& sim) const {
+    fs::create_directories(out_);
+    json j = {{"model", m.name},
+              {"input", m.input},
+              {"devices_file", devices_},
+              {"objective", objective_},
+              {"transfer", transfer_},
+              {"mode", mode_},
+              {"plans", json::array()},
+              {"simulation",
+               {{"frames", frames_},
+                {"rate_fps", rate_},
+                {"first_latency_ms", sim.latency_ms.front()},
+                {"mean_latency_ms", sim.mean_latency_ms},
+                {"max_latency_ms", sim.max_latency_ms},
+                {"throughput_fps", sim.steady_fps},
+                {"servers", json::array()}}}};
+    for (const auto& p : plans) j["plans"].push_back(plan_json(first, p));
+    for (const auto& s : sim.servers)
+      j["simulation"]["servers"].push_back({{"name", s.name},
+                                            {"utilisation", s.utilisation},
+                                            {"max_queue", s.max_queue},
+                                            {"mean_queue", s.mean_queue}});
+    write_text_atomically(fs::path(out_) / "plan.json", j.dump(1) + "\n");
+    write_text_atomically(fs::path(out_) / "plan.csv", table.to_csv());
+    const auto chart = deploy::gantt_chart(
+        servers, sim, m.name + ": " + std::to_string(frames_) + " frames, optimal plan");
+    write_text_atomically(fs::path(out_) / "gantt.svg", tools::gantt_svg(chart));
+    write_text_atomically(fs::path(out_) / "gantt.png", tools::gantt_png(chart));
+    std::cout << "wrote plan.json, plan.csv, gantt.svg and gantt.png to " << out_ << "\n";
+  }
+
+  Logger logger_;
+  deploy::ModelPartitionInputs in_;
+  ToolTarget target_;
+  std::string devices_, objective_ = "latency", transfer_ = "fp32", frames_from_, mode_ = "full";
+  std::string out_, export_, write_costs_, cache_dir_;
+  int frames_ = 30;
+  double rate_ = 0;
+};
+
+}  // namespace
+
+void add_partition_command(Registry<ToolCommandSpec>& r) {
+  r.add("partition", {[] { return std::make_unique<PartitionCommand>(); }},
+        "Split a model across a chain of devices: optimal plan, baselines, pipeline simulation, "
+        "stage export");
+}
+
+}  // namespace igb::options

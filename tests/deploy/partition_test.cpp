@@ -1,0 +1,459 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "core/error.h"
+#include "deploy/onnx/onnx_runtime.h"
+#include "deploy/partition/devices_file.h"
+#include "deploy/partition/layer_costs.h"
+#include "deploy/partition/model_partition.h"
+#include "deploy/partition/partition_solver.h"
+#include "deploy/partition/pipeline_sim.h"
+#include "deploy/partition/stages.h"
+#include "tests/tools/tools_support.h"
+
+namespace igb::deploy {
+namespace {
+
+namespace fs = std::filesystem;
+using tools::graph_of;
+using tools::make;
+
+fs::path partition_folder(const std::string& name) {
+  auto dir =
+      fs::temp_directory_path() / ("igb_partition_test_" + std::to_string(::getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+/// A random DAG of `n` nodes on `k` devices: each node reads one to three earlier values (the
+/// frame or a node's output), so values have several readers; the last node's output is the
+/// model's; costs, bytes and (with `memory`) memory limits random.
+PartitionProblem random_problem(std::mt19937& rng, int n, int k, bool memory = false) {
+  std::uniform_real_distribution<double> cost(0.1, 10), bytes(1e3, 2e6), unit(0, 1);
+  PartitionProblem p;
+  p.model = "random";
+  for (int d = 0; d < k; ++d) {
+    p.devices.push_back("d" + std::to_string(d));
+    p.memory_bytes.push_back(std::numeric_limits<double>::infinity());
+  }
+  for (int l = 0; l + 1 < k; ++l) p.links.push_back({1e6 * (1 + 9 * unit(rng)), unit(rng) * 3});
+  // Value 0 is the frame; value i + 1 is node i's output.
+  p.values.push_back({"input", -1, {}, false, bytes(rng)});
+  for (int i = 0; i < n; ++i) {
+    PartitionNode node;
+    node.name = "n" + std::to_string(i);
+    node.type = "Op";
+    const double base = cost(rng);
+    for (int d = 0; d < k; ++d) node.cost_ms.push_back(base * (0.3 + 1.4 * unit(rng)));
+    node.param_bytes = static_cast<int64_t>(unit(rng) * 1000);
+    p.nodes.push_back(node);
+    std::set<int> reads;
+    const int fan = 1 + static_cast<int>(unit(rng) * 3);
+    for (int j = 0; j < fan; ++j) reads.insert(static_cast<int>(unit(rng) * (i + 1)));
+    // Mostly local edges, so the graph looks like a network (chains with skips and branches).
+    if (unit(rng) < 0.7) reads.insert(i);
+    for (int v : reads) p.values[v].consumers.push_back(i);
+    p.values.push_back({"v" + std::to_string(i), i, {}, false, bytes(rng)});
+  }
+  p.values.back().output = true;
+  // Values nobody reads become extra outputs.
+  for (auto& v : p.values)
+    if (v.consumers.empty()) v.output = true;
+  p.source = 0;
+  p.sink = k - 1;
+  if (memory)
+    for (int d = 0; d < k; ++d) p.memory_bytes[d] = 700.0 * n / k + 500 * unit(rng);
+  p.check();
+  return p;
+}
+
+void expect_same_cost(const PlanCost& a, const PlanCost& b, PartitionObjective o,
+                      const std::string& what) {
+  ASSERT_TRUE(a.valid) << what << ": " << a.why_invalid;
+  ASSERT_TRUE(b.valid) << what;
+  const double x = o == PartitionObjective::kLatency ? a.latency_ms : a.bottleneck_ms;
+  const double y = o == PartitionObjective::kLatency ? b.latency_ms : b.bottleneck_ms;
+  EXPECT_NEAR(x, y, 1e-9 * std::max(1.0, y)) << what;
+}
+
+TEST(Partition, EvaluateCountsEveryCrossingOnceAndEachLinkLatencyOnce) {
+  // in → a → b → c (out); a also feeds c (a skip). Two devices, link 1 MB/s, 2 ms.
+  PartitionProblem p;
+  p.model = "skip";
+  p.devices = {"edge", "cloud"};
+  p.memory_bytes = {1e9, 1e9};
+  p.links = {{1e6, 2}};
+  p.sink = 1;
+  for (const char* n : {"a", "b", "c"}) p.nodes.push_back({n, "Op", {1, 2}, 100});
+  p.values = {{"input", -1, {0}, false, 1000},
+              {"a", 0, {1, 2}, false, 4000},
+              {"b", 1, {2}, false, 2000},
+              {"c", 2, {}, true, 500}};
+  const PlanCost c = evaluate(p, {0, 1, 1});
+  ASSERT_TRUE(c.valid);
+  // a crosses once although two nodes read it on the cloud: 4000 B = 4 ms + 2 ms latency.
+  EXPECT_DOUBLE_EQ(c.forward_bytes[0], 4000);
+  EXPECT_DOUBLE_EQ(c.forward_ms[0], 6);
+  EXPECT_DOUBLE_EQ(c.device_ms[0], 1);
+  EXPECT_DOUBLE_EQ(c.device_ms[1], 4);
+  EXPECT_DOUBLE_EQ(c.latency_ms, 11);
+  EXPECT_DOUBLE_EQ(c.bottleneck_ms, 4);
+  // Everything on the edge: the output travels to the cloud.
+  EXPECT_DOUBLE_EQ(evaluate(p, {0, 0, 0}).forward_bytes[0], 500);
+  // c on the edge reading b from the cloud runs backwards.
+  EXPECT_FALSE(evaluate(p, {0, 1, 0}).valid);
+  // Results going back to the edge use the backward direction.
+  p.sink = 0;
+  const PlanCost back = evaluate(p, {0, 1, 1});
+  EXPECT_DOUBLE_EQ(back.backward_bytes[0], 500);
+  EXPECT_DOUBLE_EQ(back.latency_ms, 1 + 6 + 4 + 2.5);
+}
+
+TEST(Partition, CutSetProgrammeEqualsBruteForceOnRandomDags) {
+  std::mt19937 rng(7);
+  int checked = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    const int k = 2 + trial % 3;
+    const int n = k == 4 ? 9 : k == 3 ? 11 : 16;
+    auto p = random_problem(rng, n, k, trial % 4 == 3);
+    if (trial % 5 == 1) p.sink = 0;  // results return to the camera
+    if (trial % 7 == 2 && k > 2) p.source = 1;
+    for (auto o : {PartitionObjective::kLatency, PartitionObjective::kThroughput}) {
+      const auto brute = brute_force_plan(p, o);
+      if (!brute.best.cost.valid) {
+        EXPECT_THROW(solve_partition(p, o), InputError);
+        continue;
+      }
+      const auto dp = solve_partition(p, o);
+      expect_same_cost(
+          dp.cost, brute.best.cost, o,
+          "trial " + std::to_string(trial) + " " + objective_name(o) + " k=" + std::to_string(k));
+      if (o == PartitionObjective::kThroughput)
+        EXPECT_NEAR(dp.cost.latency_ms, brute.best.cost.latency_ms,
+                    1e-9 * brute.best.cost.latency_ms)
+            << "ties on the bottleneck are broken by latency";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 60);
+}
+
+TEST(Partition, MinCutEqualsEnumerationOnTwoDevices) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 25; ++trial) {
+    const auto p = random_problem(rng, 12 + trial % 9, 2);  // up to 20 nodes
+    const auto cut = min_cut_plan(p);
+    const auto brute = brute_force_plan(p, PartitionObjective::kLatency);
+    expect_same_cost(cut.cost, brute.best.cost, PartitionObjective::kLatency,
+                     "trial " + std::to_string(trial));
+    EXPECT_EQ(cut.method, "min cut");
+  }
+}
+
+TEST(Partition, ChainOfTwentyNodesOnFourDevices) {
+  std::mt19937 rng(3);
+  PartitionProblem p = random_problem(rng, 1, 4);
+  // Rebuild as a pure chain of 20.
+  p.nodes.clear();
+  p.values = {{"input", -1, {0}, false, 6e5}};
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int i = 0; i < 20; ++i) {
+    p.nodes.push_back(
+        {"c" + std::to_string(i), "Op", {8 * u(rng), 4 * u(rng), 2 * u(rng), u(rng)}, 0});
+    p.values.push_back({"c" + std::to_string(i), i, {}, i == 19, 1e5 + 1e6 * u(rng)});
+    if (i < 19) p.values.back().consumers = {i + 1};
+  }
+  p.check();
+  EXPECT_EQ(count_cut_sets(p, 1000), 21);
+  for (auto o : {PartitionObjective::kLatency, PartitionObjective::kThroughput}) {
+    const auto brute = brute_force_plan(p, o);
+    EXPECT_EQ(brute.assignments, 1771);  // C(20 + 3, 3) monotone splits
+    expect_same_cost(solve_partition(p, o).cost, brute.best.cost, o, objective_name(o));
+  }
+}
+
+TEST(Partition, BaselinesAreValidAndNeverBeatTheOptimum) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 10; ++trial) {
+    const auto p = random_problem(rng, 12, 3);
+    for (auto o : {PartitionObjective::kLatency, PartitionObjective::kThroughput}) {
+      const auto best = solve_partition(p, o);
+      const auto baselines = baseline_plans(p, o);
+      ASSERT_EQ(baselines.size(), 4u);
+      EXPECT_EQ(baselines[0].method, "all on d0");
+      EXPECT_EQ(baselines[1].method, "all on d2");
+      EXPECT_EQ(baselines[2].method, "best single split");
+      EXPECT_EQ(baselines[3].method, "load balanced");
+      for (const auto& b : baselines) {
+        EXPECT_TRUE(b.cost.valid) << b.method << ": " << b.cost.why_invalid;
+        EXPECT_FALSE(better(b.cost, best.cost, o)) << b.method;
+      }
+    }
+  }
+}
+
+TEST(Partition, LoadBalancedSplitFollowsDeviceSpeed) {
+  // Ten equal nodes; the second device is four times as fast: it should take about 8 of them.
+  PartitionProblem p;
+  p.model = "even";
+  p.devices = {"slow", "fast"};
+  p.memory_bytes = {1e18, 1e18};
+  p.links = {{1e9, 0}};
+  p.sink = 1;
+  p.values.push_back({"input", -1, {0}, false, 10});
+  for (int i = 0; i < 10; ++i) {
+    p.nodes.push_back({"n" + std::to_string(i), "Op", {4, 1}, 0});
+    p.values.push_back({"v" + std::to_string(i), i, {}, i == 9, 10});
+    if (i < 9) p.values.back().consumers = {i + 1};
+  }
+  const auto plans = baseline_plans(p, PartitionObjective::kThroughput);
+  const auto& lb = plans.back().assignment;
+  EXPECT_EQ(std::count(lb.begin(), lb.end(), 0), 2);
+  EXPECT_EQ(std::count(lb.begin(), lb.end(), 1), 8);
+}
+
+TEST(Partition, MemoryLimitsAreRespectedOrRefused) {
+  std::mt19937 rng(9);
+  auto p = random_problem(rng, 8, 2);
+  for (auto& m : p.memory_bytes) m = 1;  // nothing fits anywhere
+  for (auto& node : p.nodes) node.param_bytes = 10;
+  EXPECT_THROW(solve_partition(p, PartitionObjective::kLatency), InputError);
+}
+
+TEST(PipelineSim, BackToBackFramesMatchTheClosedForm) {
+  // device 4 ms, link 6 ms (+1 ms propagation), device 3 ms.
+  std::vector<PipelineServer> s = {
+      {"a", false, 4, 4, 0}, {"a → b", true, 6, 6, 1}, {"b", false, 3, 3, 0}};
+  SimulationOptions o;
+  o.frames = 10;
+  const auto r = simulate_pipeline(s, o);
+  EXPECT_DOUBLE_EQ(r.latency_ms[0], 4 + 6 + 1 + 3);
+  for (int f = 0; f < 10; ++f) EXPECT_DOUBLE_EQ(r.done_ms[f], 14 + 6.0 * f) << f;
+  EXPECT_NEAR(r.steady_fps, 1000.0 / 6, 1e-9);
+  EXPECT_NEAR(r.servers[1].utilisation, 60.0 / r.makespan_ms, 1e-12);
+  // Frames pile up at the first device (all wait at time 0) and before the slow link (one more
+  // every 12 ms: frames 7, 8 and 9 at 40 ms), never after it.
+  EXPECT_EQ(r.servers[0].max_queue, 9);
+  EXPECT_EQ(r.servers[1].max_queue, 3);
+  EXPECT_EQ(r.servers[2].max_queue, 0);
+  // Arrivals slower than the bottleneck: no queue, every frame takes the first frame's latency.
+  o.rate_fps = 50;
+  const auto slow = simulate_pipeline(s, o);
+  for (double l : slow.latency_ms) EXPECT_DOUBLE_EQ(l, 14);
+  EXPECT_NEAR(slow.steady_fps, 50, 1e-9);
+}
+
+TEST(PipelineSim, FirstFrameLatencyEqualsThePlanLatency) {
+  std::mt19937 rng(13);
+  for (int trial = 0; trial < 10; ++trial) {
+    const auto p = random_problem(rng, 10, 3);
+    const auto plan = solve_partition(p, PartitionObjective::kLatency);
+    SimulationOptions o;
+    o.frames = 20;
+    const auto r = simulate_pipeline(pipeline_servers(p, p, plan.assignment), o);
+    EXPECT_NEAR(r.latency_ms[0], plan.cost.latency_ms, 1e-9 * plan.cost.latency_ms);
+    EXPECT_NEAR(r.steady_fps, plan.cost.throughput_fps(), 1e-6 * plan.cost.throughput_fps());
+  }
+}
+
+TEST(PipelineSim, GanttChartIsARealImage) {
+  std::vector<PipelineServer> s = {{"camera", false, 4, 4, 0}, {"camera → cloud", true, 6, 2, 1}};
+  SimulationOptions o;
+  o.frames = 4;
+  const auto chart = gantt_chart(s, simulate_pipeline(s, o), "test");
+  EXPECT_EQ(chart.bars.size(), 8u);
+  const std::string png = tools::gantt_png(chart);
+  ASSERT_GT(png.size(), 8u);
+  EXPECT_EQ(png.substr(1, 3), "PNG");
+  EXPECT_NE(tools::gantt_svg(chart).find("<svg"), std::string::npos);
+}
+
+TEST(DevicesFile, ReadsAChainAndRefusesMistakes) {
+  const auto dir = partition_folder("devices");
+  auto write = [&](const std::string& text) {
+    std::ofstream(dir / "d.yaml") << text;
+    return dir / "d.yaml";
+  };
+  const auto d = load_devices_file(
+      write("devices:\n  - {name: camera, speed: 0.25, memory_mb: 64}\n  - {name: edge}\n"
+            "  - {name: cloud, speed: 8}\nlinks:\n  - {bandwidth_mb_s: 6.3, latency_ms: 2}\n"
+            "  - {bandwidth_mb_s: 0.68}\nresults_to: edge\n"));
+  ASSERT_EQ(d.devices.size(), 3u);
+  EXPECT_DOUBLE_EQ(d.devices[0].speed, 0.25);
+  EXPECT_DOUBLE_EQ(d.devices[0].memory_bytes, 64e6);
+  EXPECT_TRUE(std::isinf(d.devices[1].memory_bytes));
+  EXPECT_DOUBLE_EQ(d.links[0].bandwidth, 6.3e6);
+  EXPECT_DOUBLE_EQ(d.links[1].latency_ms, 0);
+  EXPECT_EQ(d.source, 0);
+  EXPECT_EQ(d.sink, 1);
+  auto error = [&](const std::string& text) {
+    try {
+      load_devices_file(write(text));
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error("devices:\n  - {name: a, sped: 2}\n").find("did you mean speed"),
+            std::string::npos)
+      << error("devices:\n  - {name: a, sped: 2}\n");
+  EXPECT_NE(error("devices:\n  - {name: a}\n  - {name: b}\n").find("must list the 1 links"),
+            std::string::npos);
+  EXPECT_NE(error("devices:\n  - {name: a}\n  - {name: a}\nlinks: [{bandwidth_mb_s: 1}]\n")
+                .find("used twice"),
+            std::string::npos);
+  EXPECT_NE(error("devices:\n  - {name: a}\n  - {name: b}\nlinks: [{bandwidth_mb_s: 0}]\n")
+                .find("must be above 0"),
+            std::string::npos);
+  EXPECT_NE(error("devices:\n  - {name: a, speed: .nan}\n").find("finite"), std::string::npos);
+  EXPECT_NE(error("devices:\n  - {name: a}\nresults_to: b\n").find("names no device 'b'"),
+            std::string::npos);
+  EXPECT_NE(error("devices:\n  - {name: a, costs: nofile.json}\n").find("no cost file"),
+            std::string::npos);
+}
+
+TEST(LayerCosts, RoundTripAndMismatchIsRefused) {
+  auto m = make("resnet20_cifar");
+  const auto g = graph_of(m, "resnet20_cifar");
+  LayerCosts c;
+  c.model = "resnet20_cifar";
+  c.fingerprint = graph_fingerprint(g);
+  c.input = g.input_shape();
+  c.machine = this_machine();
+  for (const auto& op : g.ops()) c.ms[op.name] = 0.5;
+  const auto dir = partition_folder("costs");
+  write_layer_costs(c, dir / "c.json");
+  const auto back = read_layer_costs(dir / "c.json");
+  EXPECT_EQ(back.ms, c.ms);
+  EXPECT_EQ(back.fingerprint, c.fingerprint);
+  EXPECT_NO_THROW(check_layer_costs(back, g, "c.json"));
+  auto missing = back;
+  missing.ms.erase(g.ops().back().name);
+  EXPECT_THROW(check_layer_costs(missing, g, "c.json"), InputError);
+  std::ofstream(dir / "bad.json") << "{\"format\": \"igb layer costs\", \"version\": 1, "
+                                     "\"model\": \"m\", \"input\": [1], \"ops\": {\"a\": -1}}";
+  EXPECT_THROW(read_layer_costs(dir / "bad.json"), InputError);
+  // A thinned model is another graph.
+  auto other = make("resnet32_cifar");
+  EXPECT_NE(graph_fingerprint(graph_of(other, "resnet32_cifar")), c.fingerprint);
+}
+
+TEST(TransferBytes, CsrIsChosenOnlyWhenSmaller) {
+  const tools::Shape s = {1, 16, 8, 8};  // 1024 values, 128 rows of 8
+  EXPECT_DOUBLE_EQ(dense_bytes(s, TransferPrecision::kFp32), 4096);
+  EXPECT_DOUBLE_EQ(dense_bytes(s, TransferPrecision::kFp16), 2048);
+  EXPECT_DOUBLE_EQ(dense_bytes(s, TransferPrecision::kInt8), 1032);
+  EXPECT_DOUBLE_EQ(csr_bytes(s, 100, TransferPrecision::kFp32), 100 * 8 + 129 * 4);
+  EXPECT_DOUBLE_EQ(encoded_bytes(s, 100, TransferPrecision::kFp32), 1316);
+  EXPECT_DOUBLE_EQ(encoded_bytes(s, 1000, TransferPrecision::kFp32), 4096);
+}
+
+/// Costs for every op of `g` from its MACs (a stand-in for a measurement), scaled per device.
+std::vector<LayerCosts> mac_costs(const tools::SummaryGraph& g, const std::vector<double>& scale) {
+  std::vector<LayerCosts> out;
+  for (double s : scale) {
+    LayerCosts c;
+    c.model = g.model_name();
+    c.input = g.input_shape();
+    for (const auto& op : g.ops())
+      c.ms[op.name] = s * (1e-6 * static_cast<double>(g.macs(op.id)) + 0.01);
+    out.push_back(c);
+  }
+  return out;
+}
+
+DevicesFile chain(int k) {
+  DevicesFile d;
+  const double bandwidth[] = {6.3e6, 4.5e6, 0.68e6};
+  for (int i = 0; i < k; ++i) d.devices.push_back({"dev" + std::to_string(i), {}, 1.0});
+  for (int i = 0; i + 1 < k; ++i) d.links.push_back({bandwidth[i % 3], 1});
+  d.sink = k - 1;
+  return d;
+}
+
+TEST(Partition, ZooModelsEqualBruteForce) {
+  // FSRCNN (a chain) and ResNet-20 (residual blocks) on 3 devices.
+  for (const auto& [name, k] : {std::pair<std::string, int>{"fsrcnn", 3}, {"resnet20_cifar", 3}}) {
+    auto m = make(name);
+    const auto g = graph_of(m, name);
+    ModelPartitionInputs in;
+    in.costs = mac_costs(g, {4, 1, 0.2});
+    in.costs.resize(k);
+    const auto p = partition_problem(g, chain(k), in);
+    for (auto o : {PartitionObjective::kLatency, PartitionObjective::kThroughput}) {
+      const auto brute = brute_force_plan(p, o);
+      expect_same_cost(solve_partition(p, o).cost, brute.best.cost, o, name);
+    }
+  }
+}
+
+/// Splits `name` over 3 devices so that every device gets ops, and checks the chained stages
+/// against the model: LibTorch bit for bit, onnxruntime within 1e-5 of the whole model's ONNX.
+void check_stages(const std::string& name, bool ort) {
+  torch::manual_seed(0);
+  auto m = make(name);
+  m->eval();
+  const auto g = graph_of(m, name);
+  const int n = static_cast<int>(g.ops().size());
+  Assignment a(n);
+  for (int i = 0; i < n; ++i) a[i] = i < n / 3 ? 0 : i < 2 * n / 3 ? 1 : 2;
+  const auto stages = split_stages(g, a, {"camera", "edge", "cloud"});
+  ASSERT_EQ(stages.size(), 3u);
+  EXPECT_GE(stages[1].inputs.size(), 1u);
+  const auto x = torch::rand(g.input_shape());
+  torch::NoGradGuard no_grad;
+  const auto whole = m->forward(x);
+  const auto chained = run_stages(g, stages, x);
+  EXPECT_TRUE(torch::equal(whole, chained)) << name;
+  if (!ort) return;
+  const auto dir = partition_folder(name);
+  const auto manifest = export_stages(*m, g, stages, OnnxExportOptions(), dir / "stages");
+  ASSERT_EQ(manifest["stages"].size(), 3u);
+  std::map<std::string, at::Tensor> values{{"input", x}};
+  try {
+    for (const auto& s : manifest["stages"]) {
+      std::vector<std::pair<std::string, at::Tensor>> ins;
+      for (const auto& i : s["inputs"]) {
+        const auto in_name = i["name"].get<std::string>();
+        ins.emplace_back(in_name, values.at(in_name));
+      }
+      OnnxRuntimeRunner ort_stage(dir / "stages" / s["file"].get<std::string>(),
+                                  dir / ("work" + s["stage"].dump()));
+      for (auto& [out_name, t] : ort_stage.run_named(ins)) values[out_name] = t;
+    }
+  } catch (const InputError& e) {
+    FAIL() << e.what();
+  }
+  ASSERT_TRUE(values.count("output"));
+  const double scale = whole.abs().max().item<double>();
+  EXPECT_LT((values["output"] - whole).abs().max().item<double>(), 1e-5 * std::max(1.0, scale))
+      << name;
+}
+
+TEST(Stages, ChainedStagesEqualTheModelForAChain) { check_stages("vgg11_cifar", true); }
+TEST(Stages, ChainedStagesEqualTheModelForAResidualNet) { check_stages("resnet20_cifar", true); }
+TEST(Stages, ChainedStagesEqualTheModelForAConcatNet) { check_stages("densenet_cifar", true); }
+
+TEST(Stages, CrossingTensorsOfAResidualCut) {
+  auto m = make("resnet20_cifar");
+  const auto g = graph_of(m, "resnet20_cifar");
+  // Cut inside the first residual block, after its first conv: the block's input (the skip) and
+  // the conv's output both cross.
+  const int conv = g.index("layer1.0.conv1");
+  Assignment a(g.ops().size(), 1);
+  for (int i = 0; i <= conv; ++i) a[i] = 0;
+  const auto stages = split_stages(g, a, {"edge", "cloud"});
+  std::vector<std::string> names;
+  for (int v : stages[1].inputs) names.push_back(onnx_value_name(g, v));
+  EXPECT_EQ(names.size(), 2u) << join(names);
+  EXPECT_NE(std::find(names.begin(), names.end(), "layer1.0.conv1"), names.end()) << join(names);
+}
+
+}  // namespace
+}  // namespace igb::deploy
