@@ -133,7 +133,8 @@ TEST(DeblurSolver, AFreshGeneratorStartsNearTheIdentity) {
   EXPECT_LT(off.mean().item<double>(), 0.06);
   EXPECT_LT(off.max().item<double>(), 0.25);
   g->forward(x).pow(2).mean().backward();
-  const auto& first = g->named_parameters()["model.1.weight"];
+  // A copy: named_parameters() returns a temporary dictionary.
+  const at::Tensor first = g->named_parameters()["model.1.weight"];
   ASSERT_TRUE(first.grad().defined());
   EXPECT_GT(first.grad().abs().sum().item<double>(), 0);
   start_near_identity(*g, 0);
