@@ -112,8 +112,9 @@ class PartitionCommand : public ToolCommand {
  public:
   void add_options(CLI::App& sub) override {
     add_target_options(sub, target_, true);
-    sub.add_option("--devices", devices_, "The chain: a devices file (YAML, docs/partition.md)")
-        ->required();
+    sub.add_option("--devices", devices_,
+                   "The chain: a devices file (YAML, docs/partition.md); required unless "
+                   "--write-costs");
     sub.add_option("--objective", objective_, "latency (one frame end to end) or throughput")
         ->capture_default_str();
     sub.add_option("--transfer", transfer_, "Precision of the tensors sent: fp32, fp16 or int8")
@@ -153,7 +154,10 @@ class PartitionCommand : public ToolCommand {
       throw InputError("--mode must be full or diff, not '" + mode_ + "'");
     if (mode_ == "diff" && frames_from_.empty())
       throw InputError("--mode diff needs --frames-from to measure the differences on");
-    const auto devices = deploy::load_devices_file(devices_);
+    if (devices_.empty() && write_costs_.empty())
+      throw InputError("--devices is required (a devices file, docs/partition.md)");
+    const auto devices =
+        write_costs_.empty() ? deploy::load_devices_file(devices_) : deploy::DevicesFile();
     const auto m = target_.load();
     auto model = m.model;
     const auto graph = tool_graph(m, m.input);

@@ -274,3 +274,57 @@ TEST(ToolRun, BadInputsAreOneLineNamingTheFile) {
 }
 
 }  // namespace igb::deploy
+
+namespace igb::deploy {
+namespace {
+
+TEST(ToolPartition, PlansWritesTheChartAndExportsStages) {
+  const auto dir = fs::temp_directory_path() / ("igb_tool_partition_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto op_count = graph_of(make("resnet20_cifar"), "resnet20_cifar").ops().size();
+  // A cost file as another machine would write it, and a devices file naming it.
+  EXPECT_THROW(run_tool_command({"partition", "--model", "resnet20_cifar"}), InputError);
+  ASSERT_EQ(run_tool_command({"partition", "--model", "resnet20_cifar", "--write-costs",
+                              (dir / "edge.json").string(), "--threads", "1"}),
+            0);
+  write_text_atomically(dir / "d.yaml",
+                        "devices:\n  - {name: camera, speed: 0.1}\n"
+                        "  - {name: edge, costs: edge.json}\n  - {name: cloud, speed: 10}\n"
+                        "links:\n  - {bandwidth_mb_s: 6.3, latency_ms: 1}\n"
+                        "  - {bandwidth_mb_s: 0.68, latency_ms: 10}\n");
+  const std::string devices = (dir / "d.yaml").string();
+  ASSERT_EQ(run_tool_command({"partition", "--model", "resnet20_cifar", "--devices", devices,
+                              "--objective", "throughput", "--cache-dir", (dir / "cache").string(),
+                              "--out", (dir / "out").string(), "--export",
+                              (dir / "stages").string(), "--frames", "12", "--threads", "1"}),
+            0);
+  const auto plan = nlohmann::json::parse(read_text_file(dir / "out" / "plan.json"));
+  ASSERT_EQ(plan["plans"].size(), 5u);
+  const double best = plan["plans"][0]["bottleneck_ms"].get<double>();
+  for (const auto& p : plan["plans"])
+    EXPECT_GE(p["bottleneck_ms"].get<double>(), best * (1 - 1e-9)) << p["method"];
+  EXPECT_NEAR(plan["simulation"]["throughput_fps"].get<double>(), 1000.0 / best,
+              1e-6 * 1000 / best);
+  EXPECT_TRUE(fs::exists(dir / "out" / "gantt.png"));
+  EXPECT_TRUE(fs::exists(dir / "out" / "plan.csv"));
+  EXPECT_FALSE(fs::is_empty(dir / "cache"));
+  const auto manifest = nlohmann::json::parse(read_text_file(dir / "stages" / "manifest.json"));
+  int ops = 0;
+  for (const auto& s : manifest["stages"]) {
+    ops += s["ops"].get<int>();
+    EXPECT_TRUE(fs::exists(dir / "stages" / s["file"].get<std::string>()));
+  }
+  EXPECT_EQ(ops, static_cast<int>(op_count));
+  // Mistakes are one line each.
+  EXPECT_THROW(run_tool_command({"partition", "--model", "resnet20_cifar", "--devices", devices,
+                                 "--mode", "diff", "--cache-dir", (dir / "cache").string()}),
+               InputError);
+  EXPECT_THROW(run_tool_command({"partition", "--model", "resnet20_cifar", "--devices", devices,
+                                 "--objective", "fast"}),
+               InputError);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace igb::deploy
