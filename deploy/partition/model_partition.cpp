@@ -139,4 +139,40 @@ PartitionProblem partition_problem(const tools::SummaryGraph& graph, const Devic
   return p;
 }
 
+std::vector<CutTraffic> cut_traffic(const tools::SummaryGraph& graph, TransferPrecision precision,
+                                    const std::map<int, ValueTraffic>* traffic) {
+  const std::set<int> outputs(graph.outputs().begin(), graph.outputs().end());
+  // The last op reading each value (the end of the graph for an output).
+  const int n = static_cast<int>(graph.ops().size());
+  std::vector<CutTraffic> out;
+  for (int cut = -1; cut < n; ++cut) {
+    CutTraffic c;
+    c.after = cut < 0 ? "" : graph.op(cut).name;
+    double elements = 0, zeros = 0, diff_zeros = 0;
+    for (const auto& v : graph.values()) {
+      if (v.producer > cut) continue;
+      bool later = outputs.count(v.id) > 0;
+      for (int r : v.consumers) later = later || r > cut;
+      if (!later) continue;
+      c.tensors.push_back(onnx_value_name(graph, v.id));
+      c.fp32_bytes += dense_bytes(v.shape, TransferPrecision::kFp32);
+      c.fp16_bytes += dense_bytes(v.shape, TransferPrecision::kFp16);
+      c.int8_bytes += dense_bytes(v.shape, TransferPrecision::kInt8);
+      const double numel = static_cast<double>(tools::volume(v.shape));
+      ValueTraffic t;
+      if (traffic)
+        if (auto it = traffic->find(v.id); it != traffic->end()) t = it->second;
+      elements += numel;
+      zeros += numel * t.zero_ratio;
+      diff_zeros += numel * t.diff_zero_ratio;
+      c.sent_bytes += encoded_bytes(v.shape, numel * (1 - t.zero_ratio), precision);
+      c.diff_sent_bytes += encoded_bytes(v.shape, numel * (1 - t.diff_zero_ratio), precision);
+    }
+    c.zero_ratio = elements > 0 ? zeros / elements : 0;
+    c.diff_zero_ratio = elements > 0 ? diff_zeros / elements : 0;
+    out.push_back(c);
+  }
+  return out;
+}
+
 }  // namespace igb::deploy

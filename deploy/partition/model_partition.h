@@ -63,4 +63,23 @@ struct ModelPartitionInputs {
 PartitionProblem partition_problem(const tools::SummaryGraph& graph, const DevicesFile& devices,
                                    const ModelPartitionInputs& inputs);
 
+/// One candidate cut of the topological order: ops up to `after` on one side, the rest on the
+/// other, and what crosses.
+struct CutTraffic {
+  /// The last op before the cut ("" for the cut before the first op).
+  std::string after;
+  /// The tensors that cross (several for a residual block's skip or an inception block's
+  /// branches), named as the ONNX export names them.
+  std::vector<std::string> tensors;
+  double fp32_bytes = 0, fp16_bytes = 0, int8_bytes = 0;
+  /// With measured traffic: the crossing tensors' share of zeros (by elements) and the bytes sent
+  /// in `precision` for a whole tensor and for a frame difference (the smaller of dense and CSR).
+  double zero_ratio = 0, diff_zero_ratio = 0;
+  double sent_bytes = 0, diff_sent_bytes = 0;
+};
+
+/// Every cut of the topological order (before each op and after the last).
+std::vector<CutTraffic> cut_traffic(const tools::SummaryGraph& graph, TransferPrecision precision,
+                                    const std::map<int, ValueTraffic>* traffic);
+
 }  // namespace igb::deploy

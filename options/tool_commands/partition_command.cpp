@@ -132,7 +132,8 @@ class PartitionCommand : public ToolCommand {
     real_range(sub.add_option("--rate", rate_, "Frames per second arriving (0: back to back)")
                    ->capture_default_str(),
                0, 1e6);
-    sub.add_option("--out", out_, "Folder for plan.json, plan.csv, gantt.svg and gantt.png");
+    sub.add_option("--out", out_,
+                   "Folder for plan.json, plan.csv, cuts.csv, gantt.svg and gantt.png");
     sub.add_option("--export", export_,
                    "Folder for every stage of the optimal plan as ONNX with manifest.json");
     sub.add_option("--write-costs", write_costs_,
@@ -207,7 +208,10 @@ class PartitionCommand : public ToolCommand {
               << ": first frame " << fixed(sim.latency_ms.front(), 3) << " ms, mean latency "
               << fixed(sim.mean_latency_ms, 3) << " ms, throughput " << fixed(sim.steady_fps, 2)
               << " fps\n";
-    if (!out_.empty()) write_plan(m, first, plans, table, servers, sim);
+    if (!out_.empty()) {
+      write_plan(m, first, plans, table, servers, sim);
+      write_cuts(graph, in_.precision, in_.traffic);
+    }
     if (!export_.empty()) {
       const auto stages = deploy::split_stages(graph, plans.front().assignment, first.devices);
       deploy::export_stages(*model, graph, stages, deploy::OnnxExportOptions(), export_);
@@ -304,7 +308,21 @@ class PartitionCommand : public ToolCommand {
         servers, sim, m.name + ": " + std::to_string(frames_) + " frames, optimal plan");
     write_text_atomically(fs::path(out_) / "gantt.svg", tools::gantt_svg(chart));
     write_text_atomically(fs::path(out_) / "gantt.png", tools::gantt_png(chart));
-    std::cout << "wrote plan.json, plan.csv, gantt.svg and gantt.png to " << out_ << "\n";
+    std::cout << "wrote plan.json, plan.csv, cuts.csv, gantt.svg and gantt.png to " << out_ << "\n";
+  }
+
+  /// cuts.csv: every cut of the topological order, what crosses it and its bytes.
+  void write_cuts(const tools::SummaryGraph& graph, deploy::TransferPrecision precision,
+                  const std::map<int, deploy::ValueTraffic>* traffic) const {
+    Table t;
+    t.columns = {"Cut after",  "Tensors",    "Crossing",        "FP32 bytes", "FP16 bytes",
+                 "INT8 bytes", "Zero ratio", "Diff zero ratio", "Sent bytes", "Diff sent bytes"};
+    for (const auto& c : deploy::cut_traffic(graph, precision, traffic))
+      t.rows.push_back({c.after.empty() ? "(input)" : c.after, std::to_string(c.tensors.size()),
+                        join(c.tensors, " "), fixed(c.fp32_bytes, 0), fixed(c.fp16_bytes, 0),
+                        fixed(c.int8_bytes, 0), fixed(c.zero_ratio, 4), fixed(c.diff_zero_ratio, 4),
+                        fixed(c.sent_bytes, 0), fixed(c.diff_sent_bytes, 0)});
+    write_text_atomically(fs::path(out_) / "cuts.csv", t.to_csv());
   }
 
   Logger logger_;
