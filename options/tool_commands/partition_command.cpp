@@ -141,6 +141,9 @@ class PartitionCommand : public ToolCommand {
                    "(a cost file for another machine's devices file), then stop");
     sub.add_option("--cache-dir", cache_dir_, "Where measured costs are cached")
         ->capture_default_str();
+    sub.add_flag("--verify", verify_,
+                 "Also enumerate every valid assignment (small graphs) and report the optimality "
+                 "gap of the plan");
   }
   void check_outputs() const override {
     if (!out_.empty()) check_output_folder("--out", out_);
@@ -191,6 +194,7 @@ class PartitionCommand : public ToolCommand {
     // Plan for the frames that dominate a stream: later frames (differences in diff mode).
     std::vector<PartitionPlan> plans{deploy::solve_partition(later, objective)};
     for (auto& b : deploy::baseline_plans(later, objective)) plans.push_back(std::move(b));
+    if (verify_) verify(later, objective, plans.front());
     const Table table = plans_table(first, plans);
     std::cout << m.name << " " << tools::shape_to_string(m.input) << " on "
               << devices.devices.size() << " devices, objective " << objective_ << ", transfers "
@@ -325,6 +329,18 @@ class PartitionCommand : public ToolCommand {
     write_text_atomically(fs::path(out_) / "cuts.csv", t.to_csv());
   }
 
+  /// The brute-force verifier: every valid assignment, the optimum and the plan's gap to it.
+  static void verify(const deploy::PartitionProblem& p, deploy::PartitionObjective objective,
+                     const PartitionPlan& plan) {
+    const auto brute = deploy::brute_force_plan(p, objective, 20'000'000);
+    const bool lat = objective == deploy::PartitionObjective::kLatency;
+    const double found = lat ? plan.cost.latency_ms : plan.cost.bottleneck_ms;
+    const double best = lat ? brute.best.cost.latency_ms : brute.best.cost.bottleneck_ms;
+    std::cout << "Verified by enumerating " << brute.assignments << " valid assignments: optimum "
+              << fixed(best, 6) << " ms, plan " << fixed(found, 6) << " ms, gap "
+              << fixed(best > 0 ? 100 * (found - best) / best : 0.0, 6) << "%\n";
+  }
+
   Logger logger_;
   deploy::ModelPartitionInputs in_;
   ToolTarget target_;
@@ -332,6 +348,7 @@ class PartitionCommand : public ToolCommand {
   std::string out_, export_, write_costs_, cache_dir_;
   int frames_ = 30;
   double rate_ = 0;
+  bool verify_ = false;
 };
 
 }  // namespace

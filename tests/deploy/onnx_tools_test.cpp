@@ -316,6 +316,20 @@ TEST(ToolPartition, PlansWritesTheChartAndExportsStages) {
     EXPECT_TRUE(fs::exists(dir / "stages" / s["file"].get<std::string>()));
   }
   EXPECT_EQ(ops, static_cast<int>(op_count));
+  // The verifier agrees on a small graph. The edge's cost file is ResNet-20's: refused for FSRCNN.
+  EXPECT_THROW(run_tool_command({"partition", "--model", "fsrcnn", "--devices", devices}),
+               InputError);
+  write_text_atomically(dir / "measured.yaml",
+                        "devices:\n  - {name: camera, speed: 0.1}\n  - {name: edge}\n"
+                        "  - {name: cloud, speed: 10}\nlinks:\n  - {bandwidth_mb_s: 6.3}\n"
+                        "  - {bandwidth_mb_s: 0.68, latency_ms: 10}\n");
+  testing::internal::CaptureStdout();
+  ASSERT_EQ(run_tool_command({"partition", "--model", "fsrcnn", "--devices",
+                              (dir / "measured.yaml").string(), "--verify", "--cache-dir",
+                              (dir / "cache").string(), "--threads", "1"}),
+            0);
+  const std::string verified = testing::internal::GetCapturedStdout();
+  EXPECT_NE(verified.find("gap 0.000000%"), std::string::npos) << verified;
   // Mistakes are one line each.
   EXPECT_THROW(run_tool_command({"partition", "--model", "resnet20_cifar", "--devices", devices,
                                  "--mode", "diff", "--cache-dir", (dir / "cache").string()}),
