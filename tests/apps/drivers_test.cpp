@@ -687,7 +687,7 @@ TEST_F(Drivers, ClassifyTrainsOnCifarFilesAndTests) {
   EXPECT_FALSE(fs::exists(dir_ / "run2"));
 }
 
-TEST_F(Drivers, CompressScheduleErrorsAndTheSharedExamples) {
+TEST_F(Drivers, CompressScheduleErrorsAndThePythonToolSchedules) {
   std::ofstream(dir_ / "bad.yaml")
       << "version: 1\npruners:\n  p:\n    class: AutomatedGradualPruner\n"
          "    initial_sparsity: 0.1\n    final_sparsity: 0.5\n    weights: [mid_part.1.weigth]\n"
@@ -697,9 +697,8 @@ TEST_F(Drivers, CompressScheduleErrorsAndTheSharedExamples) {
                      "mid_part.1.weight");
   expect_input_error(train("--compress " + (dir_ / "none.yaml").string()), "does not exist");
   // The original tool's schedules run unchanged on fsrcnn.
-  const std::string examples = std::string(IGB_SOURCE_DIR) + "/../shared/examples/";
-  if (!fs::exists(examples + "agp_prune.yaml"))
-    GTEST_SKIP() << "shared/examples not beside the checkout";
+  const std::string examples =
+      std::string(IGB_SOURCE_DIR) + "/tests/fixtures/python_tool_schedules/";
   auto r = run(
       train("--epochs 1 --max-batches 2 --batch-size 4 --compress " + examples + "agp_prune.yaml"));
   ASSERT_EQ(r.code, 0) << r.output;

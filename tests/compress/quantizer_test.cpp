@@ -430,9 +430,8 @@ TEST(Quantizers, DistillersDorefaExampleLoadsOnFsrcnn) {
   logger.open_file(dir / "log.txt");
   models::register_builtin_models();
   auto model = models::create_model("fsrcnn", {});
-  const std::string path =
-      std::string(IGB_SOURCE_DIR) + "/../shared/examples/quantization_DoReFa.yaml";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared/examples not beside the checkout";
+  const std::string path = std::string(IGB_SOURCE_DIR) +
+                           "/tests/fixtures/python_tool_schedules/quantization_DoReFa.yaml";
   auto s = CompressionScheduler::from_file(path, *model, 0.1, &logger);
   const auto& targets = s->quantizer()->targets();
   EXPECT_EQ(targets.at("first_part.0").weights, 8);

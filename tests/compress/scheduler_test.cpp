@@ -58,22 +58,20 @@ policies:
     frequency: 1
 )";
 
-std::string shared_example(const std::string& name) {
-  return std::string(IGB_SOURCE_DIR) + "/../shared/examples/" + name;
+std::string python_tool_schedule(const std::string& name) {
+  return std::string(IGB_SOURCE_DIR) + "/tests/fixtures/python_tool_schedules/" + name;
 }
 
 }  // namespace
 
-TEST_F(SchedulerTest, SharedExamplesLoadUnchangedOnFsrcnn) {
+TEST_F(SchedulerTest, PythonToolSchedulesLoadUnchangedOnFsrcnn) {
   for (const char* f : {"agp_prune.yaml", "filter_prune.yaml"}) {
-    if (!std::filesystem::exists(shared_example(f)))
-      GTEST_SKIP() << "shared/examples not beside the checkout";
-    auto s = traced(CompressionScheduler::from_file(shared_example(f), *fsrcnn_, 0.001, nullptr),
+    auto s = traced(CompressionScheduler::from_file(python_tool_schedule(f), *fsrcnn_, 0.001, nullptr),
                     fsrcnn_);
     EXPECT_EQ(s->named_params().size(), 6u) << f;
   }
   // filter_prune.yaml's reg_regims form: 40% of mid_part.1's 12 filters is 4.
-  auto s = traced(CompressionScheduler::from_file(shared_example("filter_prune.yaml"), *fsrcnn_,
+  auto s = traced(CompressionScheduler::from_file(python_tool_schedule("filter_prune.yaml"), *fsrcnn_,
                                                   0.001, nullptr),
                   fsrcnn_);
   torch::optim::SGD opt(fsrcnn_->parameters(), 0.001);
