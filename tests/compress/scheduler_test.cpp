@@ -66,13 +66,14 @@ std::string python_tool_schedule(const std::string& name) {
 
 TEST_F(SchedulerTest, PythonToolSchedulesLoadUnchangedOnFsrcnn) {
   for (const char* f : {"agp_prune.yaml", "filter_prune.yaml"}) {
-    auto s = traced(CompressionScheduler::from_file(python_tool_schedule(f), *fsrcnn_, 0.001, nullptr),
-                    fsrcnn_);
+    auto s =
+        traced(CompressionScheduler::from_file(python_tool_schedule(f), *fsrcnn_, 0.001, nullptr),
+               fsrcnn_);
     EXPECT_EQ(s->named_params().size(), 6u) << f;
   }
   // filter_prune.yaml's reg_regims form: 40% of mid_part.1's 12 filters is 4.
-  auto s = traced(CompressionScheduler::from_file(python_tool_schedule("filter_prune.yaml"), *fsrcnn_,
-                                                  0.001, nullptr),
+  auto s = traced(CompressionScheduler::from_file(python_tool_schedule("filter_prune.yaml"),
+                                                  *fsrcnn_, 0.001, nullptr),
                   fsrcnn_);
   torch::optim::SGD opt(fsrcnn_->parameters(), 0.001);
   {
