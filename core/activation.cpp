@@ -55,8 +55,20 @@ torch::Tensor ActivationImpl::forward_original(const torch::Tensor& x) {
 
 torch::Tensor ActivationImpl::forward(const torch::Tensor& x) {
   TraceScope scope(this);
-  if (!replacement_.is_empty()) return replacement_.forward(x);
-  return forward_original(x);
+  torch::Tensor y = replacement_.is_empty() ? forward_original(x) : replacement_.forward(x);
+  if (branch_enabled_ && !branch_.is_empty()) branch_output_ = branch_->forward(y);
+  return y;
+}
+
+void ActivationImpl::attach_branch(torch::nn::Sequential net) {
+  if (!branch_.is_empty()) unregister_module("branch_net");
+  branch_ = register_module("branch_net", std::move(net));
+}
+
+torch::Tensor ActivationImpl::take_branch_output() {
+  torch::Tensor out = branch_output_;
+  branch_output_ = torch::Tensor();
+  return out;
 }
 
 void ActivationImpl::replace(torch::nn::AnyModule replacement) {

@@ -2,6 +2,7 @@
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/container/sequential.h>
 
 #include <string>
 
@@ -59,9 +60,25 @@ class ActivationImpl : public torch::nn::Module {
   /// PReLU slopes (undefined for other kinds).
   torch::Tensor weight;
 
+  /// Attaches an early exit's head after this activation (docs/early-exit.md): registered as the
+  /// child "branch_net", as Distiller's BranchPoint names it, so its parameters are
+  /// `<activation>.branch_net.<i>.weight`. While branches are enabled, forward also runs the head
+  /// on the activation's output and keeps the result for take_branch_output(); while disabled
+  /// (the default: tracing, tools, inference of the final exit) the head costs nothing.
+  void attach_branch(torch::nn::Sequential net);
+  bool has_branch() const { return !branch_.is_empty(); }
+  torch::nn::Sequential& branch() { return branch_; }
+  void set_branch_enabled(bool on) { branch_enabled_ = on; }
+  /// The head's output of the last forward run with branches enabled (undefined when none ran);
+  /// taking it clears it.
+  torch::Tensor take_branch_output();
+
  private:
   ActivationOptions options_;
   torch::nn::AnyModule replacement_;
+  torch::nn::Sequential branch_{nullptr};
+  bool branch_enabled_ = false;
+  torch::Tensor branch_output_;
 };
 
 TORCH_MODULE(Activation);

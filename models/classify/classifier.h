@@ -34,6 +34,9 @@ Model make_simplenet_cifar(const SimpleNetCifarOptions& options);
 Model make_lenet5(const LeNet5Options& options);
 Model make_simplenet_mnist(const SimpleNetMnistOptions& options);
 Model make_resnet_cifar(const ResNetCifarOptions& options);
+/// make_resnet_cifar with Distiller's early exit after layer1.2.relu2
+/// (models/classify/early_exit.h).
+Model make_resnet_cifar_earlyexit(const ResNetCifarOptions& options);
 Model make_preact_resnet_cifar(const PreactResNetCifarOptions& options);
 Model make_vgg16_cifar(const Vgg16CifarOptions& options);
 Model make_resnet(const ResNetOptions& options);

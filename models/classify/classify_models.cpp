@@ -14,6 +14,11 @@ void register_classify_models(Registry<ModelSpec>& r, const std::string& family)
               "He et al. CIFAR ResNet, zero-padded identity shortcuts (shortcut=conv: Distiller's "
               "1x1 conv + BN), 32x32",
               ResNetCifarOptions().depth(depth));
+    add_model(r, "resnet" + d + "_cifar_earlyexit", family, make_resnet_cifar_earlyexit,
+              "resnet" + d +
+                  "_cifar with Distiller's early exit after layer1.2.relu2 (AvgPool2d(3), "
+                  "Flatten, Linear), 32x32",
+              ResNetCifarOptions().depth(depth));
     add_model(r, "preact_resnet" + d + "_cifar", family, make_preact_resnet_cifar,
               "Distiller's pre-activation CIFAR ResNet (shortcut=conv: 1x1 conv), 32x32",
               PreactResNetCifarOptions().depth(depth));

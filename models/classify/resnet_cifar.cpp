@@ -4,6 +4,7 @@
 #include "core/channel_pad.h"
 #include "core/sequential.h"
 #include "models/classify/classifier.h"
+#include "models/classify/early_exit.h"
 
 namespace igb::models::classify {
 
@@ -128,6 +129,12 @@ void ResNetCifarOptions::validate(const std::string& model) const {
 
 Model make_resnet_cifar(const ResNetCifarOptions& options) {
   return std::make_shared<ResNetCifarImpl>(options);
+}
+
+Model make_resnet_cifar_earlyexit(const ResNetCifarOptions& options) {
+  auto model = std::make_shared<ResNetCifarImpl>(options);
+  attach_exits(*model, distiller_resnet_cifar_exits(options.num_classes(), options.input_size()));
+  return model;
 }
 
 }  // namespace igb::models::classify

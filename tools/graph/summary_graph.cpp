@@ -527,10 +527,18 @@ class GraphBuilder {
     return "";
   }
 
+  /// A module with no children, or whose only child is an early exit's head ("branch_net", which
+  /// does not run while the graph is traced): its op is named after it.
+  static bool traced_leaf(const torch::nn::Module& m) {
+    for (const auto& c : m.named_children())
+      if (c.key() != "branch_net") return false;
+    return true;
+  }
+
   std::string module_of_parameter_free(const OpNode& op) {
     const std::string& scope = scopes_[op.id];
     auto it = modules_.find(scope);
-    if (!scope.empty() && it != modules_.end() && it->second->children().empty()) return scope;
+    if (!scope.empty() && it != modules_.end() && traced_leaf(*it->second)) return scope;
     // Where to look for a module of the op's own: the scope, else around the producer.
     std::vector<std::string> parents;
     if (!scope.empty()) {
