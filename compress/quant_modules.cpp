@@ -86,8 +86,12 @@ FqGrid fq_grid(const at::Tensor& tracked_min, const at::Tensor& tracked_max, Lin
   const int64_t n = unsigned_levels(bits);
   const double diff = std::max(hi, 0.0) - std::min(lo, 0.0);
   const double s = diff == 0.0 ? 1.0 : diff / static_cast<double>(n);
-  const auto z = static_cast<int64_t>(-std::nearbyint(std::min(lo, 0.0) / s));
-  return {lo, hi, s, std::min(std::max(z, int64_t{0}), n)};
+  // Clamped before the conversion: a NaN range (a NaN in the batch reaches the EMAs) gives zero
+  // point 0 instead of an undefined conversion.
+  const double z = -std::nearbyint(std::min(lo, 0.0) / s);
+  const int64_t zero_point =
+      std::isfinite(z) ? static_cast<int64_t>(std::clamp(z, 0.0, static_cast<double>(n))) : 0;
+  return {lo, hi, s, zero_point};
 }
 
 }  // namespace
