@@ -15,7 +15,14 @@ IGB_CMAKE_ARGS="-DIGB_SANITIZE=address,undefined -DIGB_BUILD_BENCH=OFF" scripts/
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_suppressions=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
-(cd "$BUILD_DIR" && ctest --output-on-failure -j 2 "$@")
+# A failing test does not skip the fuzzing: both run, and either failing fails the script.
+suite=0
+(cd "$BUILD_DIR" && ctest --output-on-failure -j 2 "$@") || suite=$?
 # The fuzz targets take their own sanitizer options (scripts/fuzz.sh).
+fuzz=0
 env -u ASAN_OPTIONS -u LSAN_OPTIONS -u UBSAN_OPTIONS IGB_FUZZ_TARGETS=checkpoint \
-  scripts/fuzz.sh "${IGB_SANITIZE_FUZZ_SECONDS:-60}"
+  scripts/fuzz.sh "${IGB_SANITIZE_FUZZ_SECONDS:-60}" || fuzz=$?
+if [ "$suite" -ne 0 ] || [ "$fuzz" -ne 0 ]; then
+  echo "sanitize: the suite exited with $suite, the checkpoint fuzzing with $fuzz" >&2
+  exit 1
+fi
