@@ -373,12 +373,15 @@ std::vector<PartitionPlan> baseline_plans(const PartitionProblem& p, PartitionOb
   out.push_back(split);
   // Load balanced: contiguous stages, each device's share of the work proportional to its speed
   // (the inverse of its time for the whole model); a node goes where the middle of its work falls.
+  // Each device's time for the whole model, once.
+  std::vector<double> total(p.device_count(), 0.0);
+  for (const auto& node : p.nodes)
+    for (int d = first; d <= last_device; ++d) total[d] += node.cost_ms[d];
+  auto usable = [&](int d) { return std::isfinite(total[d]) && total[d] > 0; };
   std::vector<double> speed;
   double speed_sum = 0;
   for (int d = first; d <= last_device; ++d) {
-    double total = 0;
-    for (const auto& node : p.nodes) total += node.cost_ms[d];
-    speed.push_back(std::isfinite(total) && total > 0 ? 1.0 / total : 0.0);
+    speed.push_back(usable(d) ? 1.0 / total[d] : 0.0);
     speed_sum += speed.back();
   }
   double work_total = 0;
@@ -388,10 +391,8 @@ std::vector<PartitionPlan> baseline_plans(const PartitionProblem& p, PartitionOb
     double share = 0;
     int count = 0;
     for (int d = first; d <= last_device; ++d) {
-      double total = 0;
-      for (const auto& node : p.nodes) total += node.cost_ms[d];
-      if (std::isfinite(total) && total > 0 && std::isfinite(p.nodes[i].cost_ms[d])) {
-        share += p.nodes[i].cost_ms[d] / total;
+      if (usable(d) && std::isfinite(p.nodes[i].cost_ms[d])) {
+        share += p.nodes[i].cost_ms[d] / total[d];
         ++count;
       }
     }
