@@ -240,7 +240,7 @@ void Trainer::check_first_batch() {
   at::Tensor output;
   {
     AutocastScope autocast(config_.amp, ctx_.device.type());
-    output = model_->forward(batch.input.to(ctx_.device));
+    output = task_.forward(*model_, batch.input.to(ctx_.device));
   }
   task_.loss(output.to(at::kFloat), batch.target.to(ctx_.device));
 }
@@ -286,7 +286,7 @@ double Trainer::train_minibatch(const compress::MinibatchInfo& info, const data:
   at::Tensor output;
   {
     AutocastScope autocast(config_.amp, ctx_.device.type());
-    output = model_->forward(input);
+    output = task_.forward(*model_, input);
   }
   task_.after_forward(info, input, output, target);
   // The loss, the schedule's terms and backward run in float32, outside autocast.

@@ -34,6 +34,12 @@ class TrainingTask {
   virtual ~TrainingTask() = default;
   virtual Model model() = 0;
   virtual const data::Dataset& train_set() const = 0;
+  /// The training forward pass of `model` on `input` (run under autocast with --amp); loss()
+  /// follows it. A task whose loss reads more than the output (the exits of an early-exit
+  /// network) keeps what it needs here. Default: model.forward(input).
+  virtual at::Tensor forward(ModelImpl& model, const at::Tensor& input) {
+    return model.forward(input);
+  }
   virtual at::Tensor loss(const at::Tensor& output, const at::Tensor& target) = 0;
   /// Runs validation; the primary metric comes first.
   virtual Metrics validate() = 0;

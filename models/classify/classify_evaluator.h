@@ -30,10 +30,12 @@ class ClassifyEvaluator : public Evaluator {
   const EvalLayout& layout() const override { return layout_; }
   nlohmann::json summary_fields() const override { return summary_; }
 
- private:
-  /// Calls `f` on each batch in order until it returns false.
+  /// Calls `f` on each batch (inputs and labels, on the loader's device) in order until it
+  /// returns false.
   void for_each_batch(const std::function<bool(const data::Example&)>& f) const;
+  const c10::Device& device() const { return device_; }
 
+ private:
   std::shared_ptr<const data::Dataset> dataset_;
   int64_t batch_size_, workers_;
   c10::Device device_;

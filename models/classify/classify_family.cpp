@@ -54,6 +54,15 @@ class ClassifyOptions : public FamilyOptions {
                              "Validation images of --data synthetic")
                   ->capture_default_str(),
               1, 1000000);
+    app.add_option("--earlyexit_lossweights,--earlyexit-lossweights", config_.earlyexit_lossweights,
+                   "Early-exit models: loss weight of each early exit, in forward order; the "
+                   "final exit gets 1 - their sum (Distiller's; docs/early-exit.md)")
+        ->expected(1, 64);
+    app.add_option("--earlyexit_thresholds,--earlyexit-thresholds", config_.earlyexit_thresholds,
+                   "Early-exit models: per early exit, the cross-entropy against the label "
+                   "below which validation counts a sample as leaving there (Distiller's "
+                   "label-based rule)")
+        ->expected(1, 64);
   }
 
   nlohmann::json run_train(const TrainConfig& train, const CLI::App& app, RunContext& ctx,
@@ -66,6 +75,12 @@ class ClassifyOptions : public FamilyOptions {
       if (!app.get_option("--model")->count()) config_.train.model = ckpt.meta().model;
       config_.train.data =
           resumed_data(config_.train.data, app.get_option("--data")->count() > 0, ckpt);
+      // The early-exit weights and thresholds carry over unless given again.
+      for (auto [key, field] : {std::pair{"earlyexit_lossweights", &config_.earlyexit_lossweights},
+                                std::pair{"earlyexit_thresholds", &config_.earlyexit_thresholds}})
+        if (!app.get_option(std::string("--") + key)->count() && ckpt.meta().config.contains(key) &&
+            ckpt.meta().config[key].is_array())
+          *field = ckpt.meta().config[key].get<std::vector<double>>();
     }
     return train_classify(config_, ctx, info);
   }

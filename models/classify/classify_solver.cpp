@@ -4,10 +4,12 @@
 
 #include "core/checkpoint.h"
 #include "core/error.h"
+#include "core/logger.h"
 #include "core/table.h"
 #include "data/classify_data.h"
 #include "models/classify/classifier.h"
 #include "models/classify/classify_evaluator.h"
+#include "models/classify/early_exit.h"
 #include "models/model_from_checkpoint.h"
 
 namespace igb::models::classify {
@@ -17,8 +19,12 @@ namespace {
 class ClassifyTask : public TrainingTask {
  public:
   ClassifyTask(Model model, data::ClassifyData data, const ClassifyConfig& config,
-               c10::Device device)
+               c10::Device device, Logger* logger)
       : model_(std::move(model)),
+        logger_(logger),
+        early_exits_(exit_points(*model_).size()),
+        lossweights_(config.earlyexit_lossweights),
+        thresholds_(config.earlyexit_thresholds),
         train_(std::move(data.train)),
         dataset_(data.dataset),
         classes_(static_cast<int64_t>(data.classes.size())),
@@ -29,11 +35,26 @@ class ClassifyTask : public TrainingTask {
 
   Model model() override { return model_; }
   const data::Dataset& train_set() const override { return *train_; }
+  at::Tensor forward(ModelImpl& model, const at::Tensor& input) override {
+    if (early_exits_ == 0) return model.forward(input);
+    exit_outputs_ = forward_exits(
+        model, [&model](const at::Tensor& x) { return model.forward(x); }, input);
+    at::Tensor final_output = exit_outputs_.back();
+    exit_outputs_.pop_back();
+    return final_output;
+  }
   at::Tensor loss(const at::Tensor& output, const at::Tensor& target) override {
-    return torch::cross_entropy_loss(output, target);
+    if (exit_outputs_.empty()) return torch::cross_entropy_loss(output, target);
+    std::vector<at::Tensor> outputs;
+    for (const auto& o : exit_outputs_) outputs.push_back(o.to(at::kFloat));
+    outputs.push_back(output);
+    exit_outputs_.clear();
+    return earlyexit_loss(outputs, target, lossweights_);
   }
   Metrics validate() override {
-    return validation_metrics(evaluate_model(evaluator_, *model_), evaluator_.layout());
+    if (early_exits_ == 0)
+      return validation_metrics(evaluate_model(evaluator_, *model_), evaluator_.layout());
+    return validate_exits();
   }
   std::string primary_metric() const override { return "top1"; }
   std::string secondary_metric() const override { return "top5"; }
@@ -42,18 +63,68 @@ class ClassifyTask : public TrainingTask {
            "  Loss: " + fixed(metric(m, "loss"), 3);
   }
   nlohmann::json summary(const Metrics& last, const Metrics& best) const override {
-    return {{"top1", metric(last, "top1")},
-            {"top5", metric(last, "top5")},
-            {"loss", metric(last, "loss")},
-            {"best_top1", metric(best, "top1")},
-            {"best_top5", metric(best, "top5")},
-            {"dataset", dataset_},
-            {"classes", classes_},
-            {"data", description_}};
+    nlohmann::json s = {{"top1", metric(last, "top1")},
+                        {"top5", metric(last, "top5")},
+                        {"loss", metric(last, "loss")},
+                        {"best_top1", metric(best, "top1")},
+                        {"best_top5", metric(best, "top5")},
+                        {"dataset", dataset_},
+                        {"classes", classes_},
+                        {"data", description_}};
+    if (early_exits_ > 0) s["early_exit"] = exit_summary(last);
+    return s;
   }
 
  private:
+  /// Validation of an early-exit network: Distiller's report (logged) and its figures as metrics.
+  Metrics validate_exits() {
+    DistillerExitStats stats(early_exits_, thresholds_);
+    evaluator_.for_each_batch([&](const data::Example& batch) {
+      const auto x = batch.input.to(evaluator_.device());
+      stats.add(forward_exits(
+                    *model_, [this](const at::Tensor& t) { return model_->forward(t); }, x),
+                batch.target.to(evaluator_.device()));
+      return true;
+    });
+    if (logger_)
+      for (const auto& line : stats.report()) logger_->info(line);
+    const auto ex = stats.exits();
+    Metrics m = {{"top1", stats.top1()}, {"top5", stats.top5()}, {"loss", ex.back().loss}};
+    const double n = static_cast<double>(std::max<int64_t>(1, stats.samples()));
+    for (size_t e = 0; e < ex.size(); ++e) {
+      const std::string p = "exit" + std::to_string(e) + "_";
+      m.emplace_back(p + "taken_pct", 100.0 * static_cast<double>(ex[e].taken) / n);
+      m.emplace_back(p + "top1", ex[e].top1);
+      m.emplace_back(p + "top5", ex[e].top5);
+      m.emplace_back(p + "top1_all", ex[e].top1_all);
+      m.emplace_back(p + "loss", ex[e].loss);
+    }
+    return m;
+  }
+
+  /// summary.json's "early_exit": the weights, the thresholds and each exit's last figures.
+  nlohmann::json exit_summary(const Metrics& last) const {
+    nlohmann::json exits = nlohmann::json::array();
+    for (size_t e = 0; e <= early_exits_; ++e) {
+      const std::string p = "exit" + std::to_string(e) + "_";
+      exits.push_back({{"exit", e},
+                       {"taken_pct", metric(last, p + "taken_pct")},
+                       {"top1", metric(last, p + "top1")},
+                       {"top5", metric(last, p + "top5")},
+                       {"top1_every_sample", metric(last, p + "top1_all")},
+                       {"loss", metric(last, p + "loss")}});
+    }
+    return {{"lossweights", lossweights_},
+            {"thresholds", thresholds_},
+            {"decided_by", "cross-entropy against the label (Distiller's rule)"},
+            {"exits", exits}};
+  }
+
   Model model_;
+  Logger* logger_;
+  size_t early_exits_;
+  std::vector<double> lossweights_, thresholds_;
+  std::vector<at::Tensor> exit_outputs_;
   std::unique_ptr<data::Dataset> train_;
   std::string dataset_;
   int64_t classes_;
@@ -108,7 +179,9 @@ nlohmann::json train_classify(const ClassifyConfig& config, RunContext& ctx, con
   const std::string model_line = "model: " + config.train.model + " " +
                                  model->options_json().dump() + ", " +
                                  std::to_string(count_parameters(*model)) + " parameters";
-  ClassifyTask task(model, std::move(data), config, ctx.device);
+  check_earlyexit_options(config.train.model, exit_points(*model).size(),
+                          config.earlyexit_lossweights, config.earlyexit_thresholds);
+  ClassifyTask task(model, std::move(data), config, ctx.device, ctx.logger);
   auto schedule = make_schedule(config.train, *model, ctx.logger, ckpt ? &*ckpt : nullptr);
   Trainer trainer(config.train, ctx, task, *schedule, info);
   if (ckpt) trainer.resume_from(*ckpt);

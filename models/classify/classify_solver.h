@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -24,6 +25,12 @@ struct ClassifyConfig {
   /// Images of the synthetic shapes' training and validation splits (--data synthetic only).
   int64_t synthetic_train = 20000;
   int64_t synthetic_val = 2000;
+  /// Distiller's --earlyexit_lossweights: one weight per early exit of a *_earlyexit model (the
+  /// final exit gets 1 - their sum).
+  std::vector<double> earlyexit_lossweights;
+  /// Distiller's --earlyexit_thresholds: per early exit, the cross-entropy against the label
+  /// below which validation counts a sample as leaving there (docs/early-exit.md).
+  std::vector<double> earlyexit_thresholds;
 };
 
 /// Trains a classifier as `config` says and returns summary.json's content.

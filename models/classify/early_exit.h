@@ -36,6 +36,65 @@ std::vector<at::Tensor> forward_exits(torch::nn::Module& model,
                                       const std::function<at::Tensor(const at::Tensor&)>& forward,
                                       const at::Tensor& x);
 
+/// Checks Distiller's early-exit options against a model with `exits` early exits (the final
+/// exit not counted): `--earlyexit_lossweights` gives one weight per early exit, each ≥ 0, with
+/// Σ w < 1 (the final exit gets 1 − Σ w); `--earlyexit_thresholds`, when given, one per early
+/// exit. InputError in one line naming the option otherwise, or when a model without exits is
+/// given either.
+void check_earlyexit_options(const std::string& model, size_t exits,
+                             const std::vector<double>& lossweights,
+                             const std::vector<double>& thresholds);
+
+/// Distiller's training loss of an early-exit network (image_classifier.py, earlyexit_loss):
+/// Σ_i w_i · CE(exit_i, target) + (1 − Σ w) · CE(final, target), the mean cross-entropy of each.
+/// `outputs` as forward_exits returns them (early exits, then the final output), in float32.
+at::Tensor earlyexit_loss(const std::vector<at::Tensor>& outputs, const at::Tensor& target,
+                          const std::vector<double>& lossweights);
+
+/// Distiller's validation statistics of an early-exit network (image_classifier.py,
+/// earlyexit_validate_loss and earlyexit_validate_stats): a sample leaves at the first early exit
+/// whose cross-entropy *against its true label* is below that exit's threshold, else at the final
+/// exit; each exit's top-1 and top-5 count the samples that left there, and the network's are
+/// their average weighted by the share leaving at each. This rule needs the label, so it is a
+/// training-time diagnostic; deployed decisions are deploy/early_exit's. Also kept per exit (not
+/// in Distiller): its top-1 over every sample.
+class DistillerExitStats {
+ public:
+  /// `thresholds` one per early exit; empty: every sample leaves at the final exit.
+  DistillerExitStats(size_t early_exits, std::vector<double> thresholds);
+
+  /// One batch: `outputs` as forward_exits returns them, `target` the labels.
+  void add(const std::vector<at::Tensor>& outputs, const at::Tensor& target);
+
+  struct Exit {
+    /// Samples that left here.
+    int64_t taken = 0;
+    /// Top-1 / top-5 (%) of the samples that left here (0 when none did, as Distiller).
+    double top1 = 0, top5 = 0;
+    /// Mean over batches of the batch's mean cross-entropy at this exit (Distiller's
+    /// losses_exits).
+    double loss = 0;
+    /// Top-1 (%) of this exit over every sample.
+    double top1_all = 0;
+  };
+  /// Early exits, then the final one.
+  std::vector<Exit> exits() const;
+  int64_t samples() const { return samples_; }
+  /// The network's top-1 and top-5 (%): Σ exit top-k · taken / samples.
+  double top1() const;
+  double top5() const;
+
+  /// Distiller's log lines ("Exit 0: 712", "Percent Early Exit 0: 71.200", "Accuracy Stats for
+  /// exit 0: top1 = …, top5 = …", "Totals for entire network with early exits: …").
+  std::vector<std::string> report() const;
+
+ private:
+  std::vector<double> thresholds_;
+  std::vector<int64_t> taken_, hit1_, hit5_, hit1_all_, batches_;
+  std::vector<double> loss_sum_;
+  int64_t samples_ = 0;
+};
+
 /// Distiller's exit of `resnet<N>_cifar_earlyexit` (models/cifar10/resnet_cifar_earlyexit.py):
 /// after layer1.2.relu2, AvgPool2d(3) → Flatten → Linear(16 · ⌊s/3⌋², classes) for an s × s input
 /// (1600 inputs at 32 × 32).

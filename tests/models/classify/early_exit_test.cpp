@@ -98,5 +98,81 @@ TEST(EarlyExit, AnExitMustFollowAnActivation) {
   }
 }
 
+TEST(EarlyExit, DistillersLossWeighsEachExitAndGivesTheFinalTheRest) {
+  // Two early exits and the final one, 3 samples of 4 classes; the loss by hand.
+  const auto e0 = torch::tensor({{2.0, 0.0, 0.0, 0.0}, {0.0, 1.0, 0.0, 0.0}, {0.0, 0.0, 0.0, 3.0}});
+  const auto e1 = torch::tensor({{0.5, 0.0, 0.0, 0.0}, {0.0, 0.0, 2.0, 0.0}, {1.0, 1.0, 1.0, 1.0}});
+  const auto fin =
+      torch::tensor({{4.0, 0.0, 0.0, 0.0}, {0.0, 4.0, 0.0, 0.0}, {0.0, 0.0, 0.0, 4.0}});
+  const auto target = torch::tensor({0, 1, 3}, torch::kLong);
+  // CE of logits z for class t: log Σ exp(z) − z_t.
+  const auto ce = [](const std::vector<std::vector<double>>& z, const std::vector<int>& t) {
+    double sum = 0;
+    for (size_t i = 0; i < z.size(); ++i) {
+      double s = 0;
+      for (double v : z[i]) s += std::exp(v);
+      sum += std::log(s) - z[i][static_cast<size_t>(t[i])];
+    }
+    return sum / static_cast<double>(z.size());
+  };
+  const double ce0 = ce({{2, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 0, 3}}, {0, 1, 3});
+  const double ce1 = ce({{0.5, 0, 0, 0}, {0, 0, 2, 0}, {1, 1, 1, 1}}, {0, 1, 3});
+  const double cef = ce({{4, 0, 0, 0}, {0, 4, 0, 0}, {0, 0, 0, 4}}, {0, 1, 3});
+  const double loss = earlyexit_loss({e0, e1, fin}, target, {0.3, 0.2}).item<double>();
+  EXPECT_NEAR(loss, 0.3 * ce0 + 0.2 * ce1 + 0.5 * cef, 1e-6);
+  EXPECT_NEAR(earlyexit_loss({e0, e1, fin}, target, {0.0, 0.0}).item<double>(), cef, 1e-6);
+}
+
+TEST(EarlyExit, DistillersOptionsAreCheckedAgainstTheExits) {
+  const auto message = [](const std::vector<double>& w, const std::vector<double>& t,
+                          size_t exits) {
+    try {
+      check_earlyexit_options("resnet20_cifar_earlyexit", exits, w, t);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(message({0.3}, {0.8}, 1), "");
+  EXPECT_NE(message({0.6, 0.4}, {}, 2).find("less than 1"), std::string::npos);
+  EXPECT_NE(message({0.5, 0.6}, {}, 2).find("sum to 1.100"), std::string::npos);
+  EXPECT_NE(message({0.3, 0.2}, {}, 1).find("give 1 weight"), std::string::npos);
+  EXPECT_NE(message({}, {}, 1).find("--earlyexit_lossweights"), std::string::npos);
+  EXPECT_NE(message({-0.1}, {}, 1).find("at least 0"), std::string::npos);
+  EXPECT_NE(message({0.3}, {0.5, 0.5}, 1).find("--earlyexit_thresholds"), std::string::npos);
+  EXPECT_NE(message({0.3}, {}, 0).find("has no early exits"), std::string::npos);
+}
+
+TEST(EarlyExit, DistillersReportCountsEachSampleAtItsFirstExitBelowTheThreshold) {
+  // One early exit and the final one; 4 samples of 3 classes.
+  const auto e0 =
+      torch::tensor({{5.0, 0.0, 0.0}, {0.0, 0.0, 5.0}, {0.0, 0.2, 0.0}, {0.0, 0.0, 0.1}});
+  const auto fin =
+      torch::tensor({{3.0, 0.0, 0.0}, {0.0, 3.0, 0.0}, {0.0, 0.0, 3.0}, {3.0, 0.0, 0.0}});
+  const auto target = torch::tensor({0, 1, 1, 2}, torch::kLong);
+  // CE at exit 0: sample 0 ≈ 0.013 (leaves), 1 ≈ 5.01, 2 ≈ 0.97, 3 ≈ 1.03: with threshold 1.0,
+  // samples 0 and 2 leave at exit 0 (both right), 1 and 3 go on to the final exit (1 right, 3
+  // wrong).
+  DistillerExitStats stats(1, {1.0});
+  stats.add({e0, fin}, target);
+  const auto ex = stats.exits();
+  ASSERT_EQ(ex.size(), 2u);
+  EXPECT_EQ(ex[0].taken, 2);
+  EXPECT_EQ(ex[1].taken, 2);
+  EXPECT_DOUBLE_EQ(ex[0].top1, 100.0);
+  EXPECT_DOUBLE_EQ(ex[1].top1, 50.0);
+  EXPECT_DOUBLE_EQ(ex[0].top1_all, 75.0);  // only sample 1 is wrong at exit 0
+  EXPECT_DOUBLE_EQ(stats.top1(), 75.0);
+  EXPECT_DOUBLE_EQ(ex[0].top5, 100.0);  // 3 classes: top-3 holds every label
+  const auto lines = stats.report();
+  EXPECT_EQ(lines[0], "Exit 0: 2");
+  EXPECT_EQ(lines[2], "Percent Early Exit 0: 50.000");
+  // No thresholds: every sample leaves at the final exit.
+  DistillerExitStats final_only(1, {});
+  final_only.add({e0, fin}, target);
+  EXPECT_EQ(final_only.exits()[1].taken, 4);
+  EXPECT_DOUBLE_EQ(final_only.top1(), 50.0);
+}
+
 }  // namespace
 }  // namespace igb::models::classify
