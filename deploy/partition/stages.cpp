@@ -78,34 +78,61 @@ std::unordered_map<const jit::Value*, int> value_ids(const tools::SummaryGraph& 
 
 }  // namespace
 
-void run_stage(const tools::SummaryGraph& graph, const Stage& stage,
-               std::map<int, at::Tensor>& values) {
+/// A stage compiled once: every node it runs, in trace order, with its operator and the slots of
+/// its inputs and outputs in one environment vector.
+struct StageRunner::Plan {
+  struct Step {
+    jit::Node* node = nullptr;
+    /// The node's operator; empty for the list and tuple nodes run_traced_node handles itself.
+    mutable jit::Operation op{nullptr};  // calling it is not const
+    std::vector<size_t> in, out;
+    /// The summary-graph op it is, or -1 for a helper node.
+    int op_id = -1;
+  };
+  std::vector<Step> steps;
+  /// Slots holding constants, filled once.
+  std::vector<c10::IValue> initial;
+  /// Where each value of the stage's input goes, and where each output is read.
+  std::vector<std::pair<int, size_t>> inputs, outputs;
+};
+
+StageRunner::StageRunner(const tools::SummaryGraph& graph, Stage stage)
+    : graph_(&graph), stage_(std::move(stage)), plan_(std::make_unique<Plan>()) {
   const auto id_of = value_ids(graph);
   std::unordered_map<const jit::Node*, int> op_of;
   for (const auto& op : graph.ops()) op_of[graph.jit_node(op.id)] = op.id;
-  const std::set<int> mine(stage.ops.begin(), stage.ops.end());
-  std::unordered_map<const jit::Value*, c10::IValue> env;
+  const std::set<int> mine(stage_.ops.begin(), stage_.ops.end());
+  std::unordered_map<const jit::Value*, size_t> slot;
+  const auto slot_of = [&](const jit::Value* v) {
+    auto [it, fresh] = slot.emplace(v, plan_->initial.size());
+    if (fresh) plan_->initial.emplace_back();
+    return it->second;
+  };
+  // Values the stage is given: its inputs, and the model's input wherever a helper reads it.
+  std::set<int> given(stage_.inputs.begin(), stage_.inputs.end());
+  given.insert(graph.inputs().begin(), graph.inputs().end());
   for (const auto& [v, id] : id_of)
-    if (auto it = values.find(id);
-        it != values.end() && !mine.count(graph.values().at(id).producer))
-      env[v] = it->second;
+    if (given.count(id) && !mine.count(graph.values().at(id).producer))
+      plan_->inputs.emplace_back(id, slot_of(v));
   for (jit::Node* node : graph.jit_graph()->nodes()) {
     if (node->kind() == c10::prim::Constant) {
-      env[node->output()] = *jit::toIValue(node->output());
+      plan_->initial[slot_of(node->output())] = *jit::toIValue(node->output());
       continue;
     }
     auto op = op_of.find(node);
     const bool ours = op != op_of.end() && mine.count(op->second);
     if (op != op_of.end() && !ours) continue;
-    jit::Stack stack;
+    Plan::Step step;
+    step.node = node;
+    step.op_id = ours ? op->second : -1;
     bool ready = true;
     for (const auto* in : node->inputs()) {
-      auto e = env.find(in);
-      if (e == env.end()) {
+      auto it = slot.find(in);
+      if (it == slot.end()) {
         ready = false;
         if (ours) {
           auto id = id_of.find(in);
-          throw InputError("stage " + std::to_string(stage.index) + " (" + stage.device_name +
+          throw InputError("stage " + std::to_string(stage_.index) + " (" + stage_.device_name +
                            "): op '" + graph.op(op->second).name + "' reads " +
                            (id == id_of.end() ? std::string("a value")
                                               : "'" + onnx_value_name(graph, id->second) + "'") +
@@ -113,20 +140,61 @@ void run_stage(const tools::SummaryGraph& graph, const Stage& stage,
         }
         break;
       }
-      stack.push_back(e->second);
+      step.in.push_back(it->second);
     }
     if (!ready) continue;  // a helper node of another stage's ops
-    tools::run_traced_node(node, stack);
-    for (size_t i = 0; i < node->outputs().size(); ++i) env[node->outputs()[i]] = stack.at(i);
+    const auto kind = node->kind();
+    if (kind != c10::prim::ListConstruct && kind != c10::prim::TupleConstruct &&
+        kind != c10::prim::ListUnpack)
+      step.op = node->getOperation();
+    for (const auto* out : node->outputs()) step.out.push_back(slot_of(out));
+    plan_->steps.push_back(std::move(step));
   }
   for (const auto& [v, id] : id_of)
-    if (std::binary_search(stage.outputs.begin(), stage.outputs.end(), id)) {
-      auto e = env.find(v);
-      if (e == env.end() || !e->second.isTensor())
-        throw InputError("stage " + std::to_string(stage.index) + " did not make '" +
+    if (std::binary_search(stage_.outputs.begin(), stage_.outputs.end(), id)) {
+      auto it = slot.find(v);
+      if (it == slot.end())
+        throw InputError("stage " + std::to_string(stage_.index) + " does not make '" +
                          onnx_value_name(graph, id) + "'");
-      values[id] = e->second.toTensor();
+      plan_->outputs.emplace_back(id, it->second);
     }
+}
+
+StageRunner::~StageRunner() = default;
+
+void StageRunner::run(std::map<int, at::Tensor>& values) const {
+  std::vector<c10::IValue> env = plan_->initial;
+  for (const auto& [id, s] : plan_->inputs)
+    if (auto it = values.find(id); it != values.end()) env[s] = it->second;
+  jit::Stack stack;
+  for (const auto& step : plan_->steps) {
+    stack.clear();
+    for (size_t s : step.in) {
+      if (env[s].isNone() && step.op_id >= 0 && !step.node->inputs().empty())
+        for (const auto& [id, slot] : plan_->inputs)
+          if (slot == s && !values.count(id))
+            throw InputError("stage " + std::to_string(stage_.index) + " (" + stage_.device_name +
+                             "): op '" + graph_->op(step.op_id).name + "' reads '" +
+                             onnx_value_name(*graph_, id) + "' that the stage was not given");
+      stack.push_back(env[s]);
+    }
+    if (step.op)
+      step.op(stack);
+    else
+      tools::run_traced_node(step.node, stack);
+    for (size_t i = 0; i < step.out.size(); ++i) env[step.out[i]] = std::move(stack.at(i));
+  }
+  for (const auto& [id, s] : plan_->outputs) {
+    if (!env[s].isTensor())
+      throw InputError("stage " + std::to_string(stage_.index) + " did not make '" +
+                       onnx_value_name(*graph_, id) + "'");
+    values[id] = env[s].toTensor();
+  }
+}
+
+void run_stage(const tools::SummaryGraph& graph, const Stage& stage,
+               std::map<int, at::Tensor>& values) {
+  StageRunner(graph, stage).run(values);
 }
 
 at::Tensor run_stages(const tools::SummaryGraph& graph, const std::vector<Stage>& stages,

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,9 +33,29 @@ struct Stage {
 std::vector<Stage> split_stages(const tools::SummaryGraph& graph, const Assignment& assignment,
                                 const std::vector<std::string>& device_names);
 
-/// Runs the ops of `stage` in LibTorch by replaying the trace (SummaryGraph::jit_graph()) over
-/// them alone: `values` must hold the stage's inputs; the stage's outputs are added to it.
-/// Throws InputError naming the op and the value when an input is missing.
+/// Runs the ops of one stage in LibTorch by replaying the trace (SummaryGraph::jit_graph()) over
+/// them alone, with the lookups from traced values to summary-graph values made once: for a
+/// stage run many times (the early-exit evaluator, a serving worker). `graph` must outlive it.
+class StageRunner {
+ public:
+  StageRunner(const tools::SummaryGraph& graph, Stage stage);
+  ~StageRunner();
+  StageRunner(const StageRunner&) = delete;
+  StageRunner& operator=(const StageRunner&) = delete;
+  /// `values` must hold the stage's inputs; the stage's outputs are added to it. Throws
+  /// InputError naming the op and the value when an input is missing.
+  void run(std::map<int, at::Tensor>& values) const;
+  const Stage& stage() const { return stage_; }
+
+ private:
+  struct Plan;
+  const tools::SummaryGraph* graph_;
+  Stage stage_;
+  /// The nodes to run with their operators looked up once, and the slots they read and write.
+  std::unique_ptr<Plan> plan_;
+};
+
+/// StageRunner(graph, stage).run(values).
 void run_stage(const tools::SummaryGraph& graph, const Stage& stage,
                std::map<int, at::Tensor>& values);
 

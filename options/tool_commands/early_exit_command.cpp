@@ -1,0 +1,385 @@
+// igb-tools early-exit: label-free exit thresholds calibrated on held-out data to a target, then
+// the deployed cascade (each batch split at every exit, only undecided samples run on) measured
+// on a separate set: accuracy, expected and measured MACs, latency against the final exit alone,
+// and the accuracy-against-MACs curve.
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <limits>
+
+#include "core/checkpoint.h"
+#include "core/cli.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/logger.h"
+#include "core/table.h"
+#include "data/classify_data.h"
+#include "deploy/early_exit/exit_calibration.h"
+#include "deploy/early_exit/exit_network.h"
+#include "options/common_options.h"
+#include "options/tool_commands/tool_command.h"
+#include "tools/plot.h"
+#include "tools/report.h"
+
+namespace igb::options {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using deploy::ExitNetwork;
+using deploy::ExitTable;
+using deploy::OperatingPoint;
+
+/// Labelled batches held in memory.
+struct LabelledSet {
+  std::vector<at::Tensor> inputs, targets;
+  std::string description;
+  int64_t size() const {
+    int64_t n = 0;
+    for (const auto& t : targets) n += t.size(0);
+    return n;
+  }
+};
+
+LabelledSet batches_of(const data::Dataset& d, const std::vector<int64_t>& indices, int64_t batch,
+                       std::string description) {
+  LabelledSet s;
+  s.description = std::move(description);
+  for (size_t i = 0; i < indices.size(); i += static_cast<size_t>(batch)) {
+    std::vector<at::Tensor> xs, ys;
+    for (size_t j = i; j < std::min(indices.size(), i + static_cast<size_t>(batch)); ++j) {
+      const auto ex = d.get(indices[j], 0);
+      xs.push_back(ex.input);
+      ys.push_back(ex.target.reshape({1}));
+    }
+    s.inputs.push_back(at::stack(xs));
+    s.targets.push_back(at::cat(ys));
+  }
+  return s;
+}
+
+/// The calibration set and the report set: the data's validation and test splits, or, when it has
+/// one evaluation split only, its even and odd samples.
+std::pair<LabelledSet, LabelledSet> load_splits(const std::string& data, const std::string& dataset,
+                                                const tools::Shape& input, int64_t batch,
+                                                int64_t max_pixels) {
+  data::ClassifyDataOptions o;
+  o.dataset = dataset;
+  o.input_shape = input;
+  o.seed = 0;
+  o.synthetic_train = 1;
+  o.max_image_pixels = max_pixels;
+  o.test_split = false;
+  auto val = data::load_classify_data(data, o);
+  o.test_split = true;
+  auto test = data::load_classify_data(data, o);
+  const auto all = [](int64_t n, int64_t from, int64_t step) {
+    std::vector<int64_t> v;
+    for (int64_t i = from; i < n; i += step) v.push_back(i);
+    return v;
+  };
+  if (val.description != test.description)
+    return {batches_of(*val.val, all(val.val->size(), 0, 1), batch,
+                       "the validation split of " + val.description),
+            batches_of(*test.val, all(test.val->size(), 0, 1), batch,
+                       "the test split of " + test.description)};
+  return {batches_of(*test.val, all(test.val->size(), 0, 2), batch,
+                     "the even samples of " + test.description),
+          batches_of(*test.val, all(test.val->size(), 1, 2), batch,
+                     "the odd samples of " + test.description)};
+}
+
+/// `set` in batches of `batch`.
+LabelledSet rebatch(const LabelledSet& set, int64_t batch) {
+  LabelledSet out;
+  out.description = set.description;
+  const auto x = at::cat(set.inputs), y = at::cat(set.targets);
+  for (int64_t i = 0; i < x.size(0); i += batch) {
+    const int64_t n = std::min(batch, x.size(0) - i);
+    out.inputs.push_back(x.narrow(0, i, n).contiguous());
+    out.targets.push_back(y.narrow(0, i, n).contiguous());
+  }
+  return out;
+}
+
+/// Every exit's score and correctness on every sample of `set`.
+ExitTable exit_table(const ExitNetwork& net, const LabelledSet& set,
+                     deploy::ExitCriterion criterion) {
+  ExitTable t;
+  t.score.resize(net.exits());
+  t.correct.resize(net.exits());
+  t.macs = net.exit_macs();
+  t.model_macs = net.model_macs();
+  for (size_t b = 0; b < set.inputs.size(); ++b) {
+    const auto all = net.run_all(set.inputs[b]);
+    for (size_t e = 0; e < all.size(); ++e) {
+      const auto s = deploy::exit_scores(all[e], criterion, set.targets[b]).contiguous();
+      const auto c = all[e].argmax(1).eq(set.targets[b]).to(at::kByte).contiguous();
+      t.score[e].insert(t.score[e].end(), s.data_ptr<float>(), s.data_ptr<float>() + s.numel());
+      t.correct[e].insert(t.correct[e].end(), c.data_ptr<uint8_t>(),
+                          c.data_ptr<uint8_t>() + c.numel());
+    }
+  }
+  return t;
+}
+
+/// Seconds `f` takes over `set` in batches of `batch`, the best of `repeats` passes.
+double best_seconds(const LabelledSet& set, int repeats, const std::function<void(size_t)>& f) {
+  double best = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t b = 0; b < set.inputs.size(); ++b) f(b);
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+/// What the cascade measured on the report set.
+struct Measured {
+  double final_ms = 0, cascade_ms = 0, native_ms = 0;
+  int64_t disagreements = 0;
+};
+
+Measured measure_cascade(const ExitNetwork& net, models::ModelImpl& model, const LabelledSet& set,
+                         deploy::ExitCriterion criterion, const OperatingPoint& point,
+                         const std::vector<int>& expected_exit, int repeats) {
+  Measured m;
+  // The decisions of the cascade against those of every exit computed for every sample.
+  size_t k = 0;
+  for (size_t b = 0; b < set.inputs.size(); ++b) {
+    const auto d = net.run(set.inputs[b], criterion, point.thresholds, set.targets[b]);
+    for (int64_t i = 0; i < d.exit.size(0); ++i, ++k)
+      if (d.exit[i].item<int64_t>() != expected_exit.at(k)) ++m.disagreements;
+  }
+  const double n = static_cast<double>(set.size());
+  for (int warm = 0; warm < 2; ++warm) net.run_final_only(set.inputs[0]);
+  m.final_ms =
+      1e3 / n * best_seconds(set, repeats, [&](size_t b) { net.run_final_only(set.inputs[b]); });
+  m.cascade_ms = 1e3 / n * best_seconds(set, repeats, [&](size_t b) {
+                   net.run(set.inputs[b], criterion, point.thresholds, set.targets[b]);
+                 });
+  m.native_ms =
+      1e3 / n * best_seconds(set, repeats, [&](size_t b) { model.forward(set.inputs[b]); });
+  return m;
+}
+
+/// Table per exit on the report set, then the totals; JSON of everything.
+tools::Report exit_report(const ExitNetwork& net, const OperatingPoint& p, double final_top1,
+                          const Measured& m, deploy::ExitCriterion criterion) {
+  tools::Report r;
+  r.title = "Early exit (" + deploy::exit_criterion_name(criterion) + ") on the report set";
+  r.table.columns = {"Exit", "Threshold", "MACs to leave", "Leaving (%)", "Top1 of those (%)"};
+  json exits = json::array();
+  for (size_t e = 0; e < net.exits(); ++e) {
+    const bool early = e + 1 < net.exits();
+    const std::string th =
+        early ? (std::isinf(p.thresholds[e])
+                     ? std::string("never")
+                     : fixed(deploy::natural_threshold(criterion, p.thresholds[e]), 4))
+              : "-";
+    r.table.rows.push_back({net.exit_names()[e], th, tools::grouped(net.exit_macs()[e]),
+                            fixed(p.share[e], 2), fixed(p.exit_top1[e], 2)});
+    exits.push_back({{"exit", net.exit_names()[e]},
+                     {"threshold", early && !std::isinf(p.thresholds[e])
+                                       ? json(deploy::natural_threshold(criterion, p.thresholds[e]))
+                                       : json(nullptr)},
+                     {"macs", net.exit_macs()[e]},
+                     {"head_macs", net.head_macs()[e]},
+                     {"share_pct", p.share[e]},
+                     {"top1", p.exit_top1[e]}});
+  }
+  const double latency_saving = 100.0 * (1.0 - m.cascade_ms / m.final_ms);
+  r.footer = {
+      "top1: final exit alone " + fixed(final_top1, 2) + " %, with early exits " +
+          fixed(p.top1, 2) + " % (" + fixed(p.top1 - final_top1, 2) + " points)",
+      "mean MACs: " + tools::grouped(static_cast<int64_t>(std::llround(p.mean_macs))) + " of " +
+          tools::grouped(net.model_macs()) + " (" + fixed(p.macs_saving, 1) + " % saved)",
+      "latency per sample: final exit alone " + fixed(m.final_ms, 3) + " ms, with early exits " +
+          fixed(m.cascade_ms, 3) + " ms (" + fixed(latency_saving, 1) + " % saved; " +
+          fixed(p.macs_saving > 0 ? latency_saving / p.macs_saving : 0.0, 2) +
+          " of the MAC saving); the model's own forward " + fixed(m.native_ms, 3) + " ms",
+      "decisions of the cascade that differ from every exit computed on every sample: " +
+          std::to_string(m.disagreements)};
+  r.json = {{"criterion", deploy::exit_criterion_name(criterion)},
+            {"exits", exits},
+            {"final_top1", final_top1},
+            {"top1", p.top1},
+            {"mean_macs", p.mean_macs},
+            {"model_macs", net.model_macs()},
+            {"macs_saving_pct", p.macs_saving},
+            {"final_ms_per_sample", m.final_ms},
+            {"cascade_ms_per_sample", m.cascade_ms},
+            {"native_ms_per_sample", m.native_ms},
+            {"latency_saving_pct", latency_saving},
+            {"disagreements", m.disagreements}};
+  return r;
+}
+
+/// curve.csv, curve.svg and curve.png: top-1 against mean MACs over one common threshold, with
+/// the calibrated point and the final exit alone.
+void write_curve(const fs::path& dir, const std::vector<OperatingPoint>& curve,
+                 const OperatingPoint& point, double final_top1, int64_t model_macs,
+                 deploy::ExitCriterion criterion) {
+  std::string csv = "threshold,mean_macs,macs_saving_pct,top1\n";
+  tools::PlotSeries line{"one threshold for every exit", {}, {}, true, {}};
+  for (const auto& p : curve) {
+    const double th = p.thresholds.empty() ? 0.0 : p.thresholds[0];
+    csv += (std::isinf(th) ? std::string("never")
+                           : fixed(deploy::natural_threshold(criterion, th), 6)) +
+           "," + fixed(p.mean_macs, 0) + "," + fixed(p.macs_saving, 3) + "," + fixed(p.top1, 3) +
+           "\n";
+    line.x.push_back(p.mean_macs / 1e6);
+    line.y.push_back(p.top1);
+  }
+  write_text_atomically(dir / "curve.csv", csv);
+  tools::LinePlot plot;
+  plot.title =
+      "Early exit: top-1 against mean MACs (" + deploy::exit_criterion_name(criterion) + ")";
+  plot.x_label = "mean MACs per sample (M)";
+  plot.y_label = "top-1 (%)";
+  plot.series = {
+      line,
+      {"calibrated thresholds", {point.mean_macs / 1e6}, {point.top1}, false, {}},
+      {"final exit alone", {static_cast<double>(model_macs) / 1e6}, {final_top1}, false, {}}};
+  write_text_atomically(dir / "curve.svg", tools::line_plot_svg(plot));
+  write_text_atomically(dir / "curve.png", tools::line_plot_png(plot));
+}
+
+class EarlyExitCommand : public ToolCommand {
+ public:
+  void add_options(CLI::App& sub) override {
+    sub.add_option("--checkpoint", checkpoint_, "Checkpoint of an early-exit classifier")
+        ->required();
+    sub.add_option("--data", data_,
+                   "Labelled data: digits, synthetic, a CIFAR-10 or MNIST "
+                   "folder, an image folder")
+        ->capture_default_str();
+    sub.add_option("--dataset", dataset_, "Force the dataset format")->capture_default_str();
+    sub.add_option("--exit-criterion", criterion_,
+                   "Confidence of an exit: max-softmax, entropy, or label-loss (Distiller's, "
+                   "which reads the label)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"max-softmax", "entropy", "label-loss"}));
+    auto* drop = real_range(sub.add_option("--target-accuracy-drop", drop_,
+                                           "Calibrate for the least MACs within this many points "
+                                           "of top-1 below the final exit (default 1)"),
+                            0, 100);
+    auto* macs = real_range(sub.add_option("--target-macs", macs_,
+                                           "Calibrate instead for the best top-1 within this "
+                                           "fraction of the model's MACs"),
+                            0, 1, /*min_excluded=*/true);
+    drop->excludes(macs);
+    int_range(sub.add_option("--batch-size", batch_,
+                             "Samples per batch of the cascade and of its latency")
+                  ->capture_default_str(),
+              1, 4096);
+    int_range(sub.add_option("--repeats", repeats_, "Timed passes over the report set (best)")
+                  ->capture_default_str(),
+              1, 100);
+    sub.add_option("--out", out_, "Folder for early_exit.{csv,json} and curve.{csv,svg,png}");
+    sub.add_option("--save", save_, "Write the checkpoint with the calibrated thresholds here");
+    add_threads_option(sub, threads_);
+  }
+  void check_outputs() const override {
+    if (!out_.empty()) check_output_folder("--out", out_);
+    if (!save_.empty()) check_output_file("--save", save_);
+    if (!save_.empty() && fs::absolute(save_) == fs::absolute(checkpoint_))
+      throw InputError("--save must differ from --checkpoint; the original checkpoint is kept");
+  }
+  int run() override;
+
+ private:
+  std::string checkpoint_, data_ = "digits", dataset_ = "auto", criterion_ = "max-softmax";
+  std::string out_, save_;
+  double drop_ = 1.0, macs_ = 0;
+  int64_t batch_ = 1, repeats_ = 3, threads_ = 0;
+};
+
+/// The checkpoint again, its meta holding the calibration (extra.early_exit).
+void save_calibrated(const std::string& from, const std::string& to, models::ModelImpl& model,
+                     const json& calibration) {
+  auto meta = Checkpoint::load(from).meta();
+  meta.extra["early_exit"] = calibration;
+  CheckpointParts parts;
+  parts.model = &model;
+  save_checkpoint(to, meta, parts);
+}
+
+int EarlyExitCommand::run() {
+  configure_runtime(threads_, "cpu");
+  Logger logger;
+  auto m = load_tool_model("", {}, checkpoint_, "");
+  m.model->eval();
+  torch::NoGradGuard no_grad;
+  const auto graph = tool_graph(m, m.input);
+  const ExitNetwork net(*m.model, graph);
+  const auto criterion = deploy::parse_exit_criterion(criterion_);
+  auto [calibration, report] =
+      load_splits(data_, dataset_, m.input, 128, data::kDefaultMaxImagePixels);
+  logger.info("calibrating on " + std::to_string(calibration.size()) + " samples (" +
+              calibration.description + ")");
+  const auto cal_table = exit_table(net, calibration, criterion);
+  deploy::CalibrationTarget target;
+  if (macs_ > 0)
+    target = {deploy::CalibrationTarget::Kind::kMacs, macs_};
+  else
+    target = {deploy::CalibrationTarget::Kind::kAccuracyDrop, drop_};
+  const auto cal = deploy::calibrate(cal_table, target);
+  const std::string target_text =
+      macs_ > 0 ? "mean MACs at most " + fixed(macs_, 3) + " of the model's"
+                : "top-1 at most " + fixed(drop_, 2) + " points below the final exit";
+  logger.info(std::string(cal.met ? "met" : "NOT met (closest point kept)") +
+              " on the calibration set: " + target_text + ": top-1 " + fixed(cal.point.top1, 2) +
+              " % (final exit " + fixed(deploy::final_top1(cal_table), 2) + " %), " +
+              fixed(cal.point.macs_saving, 1) + " % of the MACs saved");
+  logger.info("reporting on " + std::to_string(report.size()) + " samples (" + report.description +
+              ")");
+  const auto rep_table = exit_table(net, report, criterion);
+  const auto point = deploy::operating_point(rep_table, cal.point.thresholds);
+  const auto timed = rebatch(report, batch_);
+  const auto measured = measure_cascade(net, *m.model, timed, criterion, point,
+                                        deploy::exit_of_samples(rep_table, point.thresholds),
+                                        static_cast<int>(repeats_));
+  auto r = exit_report(net, point, deploy::final_top1(rep_table), measured, criterion);
+  r.json["calibration"] = {
+      {"set", calibration.description}, {"samples", calibration.size()},
+      {"target", target_text},          {"met", cal.met},
+      {"top1", cal.point.top1},         {"macs_saving_pct", cal.point.macs_saving}};
+  r.json["report_set"] = {{"set", report.description}, {"samples", report.size()}};
+  r.json["batch_size"] = batch_;
+  tools::print_report(r, std::cout);
+  if (!out_.empty()) {
+    fs::create_directories(out_);
+    tools::write_report(r, fs::path(out_) / "early_exit.csv", fs::path(out_) / "early_exit.json");
+    write_curve(out_, deploy::threshold_sweep(rep_table), point, deploy::final_top1(rep_table),
+                net.model_macs(), criterion);
+    logger.info("wrote " + out_ + "/early_exit.{csv,json} and curve.{csv,svg,png}");
+  }
+  if (!save_.empty()) {
+    json th = json::array();
+    for (double t : cal.point.thresholds)
+      th.push_back(std::isinf(t) ? json(nullptr) : json(deploy::natural_threshold(criterion, t)));
+    save_calibrated(checkpoint_, save_, *m.model,
+                    {{"criterion", criterion_},
+                     {"thresholds", th},
+                     {"exits", net.exit_names()},
+                     {"target", target_text},
+                     {"calibrated_on", calibration.description}});
+    logger.info("wrote " + save_ + " with the calibrated thresholds");
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_early_exit_command(Registry<ToolCommandSpec>& r) {
+  r.add("early-exit", {[] { return std::make_unique<EarlyExitCommand>(); }},
+        "Calibrate label-free exit thresholds of an early-exit classifier and measure the "
+        "accuracy, MACs and latency it saves");
+}
+
+}  // namespace igb::options
