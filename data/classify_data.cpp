@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/rng.h"
 #include "data/datasets.h"
 #include "data/image.h"
@@ -130,7 +131,9 @@ bool has_class_folders(const fs::path& root) {
   return !list_subfolders(base).empty();
 }
 
-LabeledImages synthetic_split(int64_t count, int64_t size, uint64_t seed) {
+}  // namespace
+
+LabeledImages synthetic_shape_images(int64_t count, int64_t size, uint64_t seed) {
   auto images = torch::empty({count, 3, size, size}, torch::kUInt8);
   auto labels = torch::empty({count}, torch::kInt64);
   auto acc = labels.accessor<int64_t, 1>();
@@ -140,6 +143,8 @@ LabeledImages synthetic_split(int64_t count, int64_t size, uint64_t seed) {
   }
   return {images, labels};
 }
+
+namespace {
 
 // Class sub-folders: <dir>/<class>/<image>; classes sorted by name. Every class folder there is
 // must hold images; a split may lack a class (a small validation set), but not add one.
@@ -186,6 +191,21 @@ LabeledImages read_cifar10_batches(const std::vector<fs::path>& files) {
     images.push_back(raw.narrow(1, 1, kRecord - 1).reshape({n, 3, 32, 32}));
   }
   return {torch::cat(images), torch::cat(labels)};
+}
+
+void write_cifar10_batch(const fs::path& file, const LabeledImages& d) {
+  if (d.images.dim() != 4 || d.images.size(1) != 3 || d.images.size(2) != 32 ||
+      d.images.size(3) != 32 || d.images.scalar_type() != torch::kUInt8)
+    throw InputError("a CIFAR-10 batch holds uint8 images of 3x32x32");
+  const int64_t n = d.images.size(0);
+  if (d.labels.numel() != n ||
+      (n > 0 && (d.labels.min().item<int64_t>() < 0 || d.labels.max().item<int64_t>() > 9)))
+    throw InputError("a CIFAR-10 batch needs one label from 0 to 9 per image");
+  const auto records =
+      torch::cat({d.labels.to(torch::kUInt8).reshape({n, 1}), d.images.reshape({n, 3072})}, 1)
+          .contiguous();
+  write_text_atomically(file, std::string(reinterpret_cast<const char*>(records.data_ptr()),
+                                          static_cast<size_t>(records.numel())));
 }
 
 LabeledImages read_mnist(const fs::path& images_path, const fs::path& labels_path) {
@@ -266,10 +286,10 @@ ClassifyData load_synthetic_shapes(const std::string&, const ClassifyDataOptions
   ClassifyData d;
   const auto pre = preprocess_for(o, {0.5, 0.5, 0.5}, {0.25, 0.25, 0.25});
   d.classes = synthetic_shape_classes();
-  d.train = std::make_unique<TensorDataset>(synthetic_split(o.synthetic_train, 32, 10'000'000), pre,
-                                            true);
-  d.val =
-      std::make_unique<TensorDataset>(synthetic_split(o.synthetic_val, 32, 20'000'000), pre, false);
+  d.train = std::make_unique<TensorDataset>(
+      synthetic_shape_images(o.synthetic_train, 32, 10'000'000), pre, true);
+  d.val = std::make_unique<TensorDataset>(synthetic_shape_images(o.synthetic_val, 32, 20'000'000),
+                                          pre, false);
   d.description = "synthetic shapes (" + std::to_string(o.synthetic_train) + " training, " +
                   std::to_string(o.synthetic_val) + " validation images, 10 classes)";
   return d;

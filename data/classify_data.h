@@ -23,6 +23,15 @@ struct LabeledImages {
 /// of 32×32). Throws InputError naming the file on a truncated file or a label outside 0–9.
 LabeledImages read_cifar10_batches(const std::vector<std::filesystem::path>& files);
 
+/// Writes `images` (uint8 [N, 3, 32, 32], labels 0–9) as one CIFAR-10 binary batch file, the
+/// format read_cifar10_batches reads, atomically. InputError for another shape or label range.
+void write_cifar10_batch(const std::filesystem::path& file, const LabeledImages& images);
+
+/// `count` images of the seeded synthetic shapes (uint8 [count, 3, size, size]), class i % 10,
+/// image i drawn from seed + i: the images `--data synthetic` trains on (seeds 10,000,000 for
+/// training, 20,000,000 for validation).
+LabeledImages synthetic_shape_images(int64_t count, int64_t size, uint64_t seed);
+
 /// Reads an MNIST IDX pair (images magic 2051, labels magic 2049, big-endian sizes). Throws
 /// InputError naming the file on a bad magic, truncated data, count mismatch or label > 9.
 LabeledImages read_mnist(const std::filesystem::path& images, const std::filesystem::path& labels);

@@ -16,6 +16,7 @@ void add_draw_command(Registry<ToolCommandSpec>& r);
 void add_profile_command(Registry<ToolCommandSpec>& r);
 void add_thin_command(Registry<ToolCommandSpec>& r);
 void add_early_exit_command(Registry<ToolCommandSpec>& r);
+void add_make_cifar_command(Registry<ToolCommandSpec>& r);
 void add_export_onnx_command(Registry<ToolCommandSpec>& r);
 void add_run_command(Registry<ToolCommandSpec>& r);
 void add_sensitivity_commands(Registry<ToolCommandSpec>& r);
@@ -36,6 +37,7 @@ void register_builtin_tool_commands() {
     add_profile_command(r);
     add_thin_command(r);
     add_early_exit_command(r);
+    add_make_cifar_command(r);
     add_export_onnx_command(r);
     add_run_command(r);
     add_sensitivity_commands(r);

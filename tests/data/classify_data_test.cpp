@@ -51,6 +51,20 @@ class ClassifyDataTest : public ::testing::Test {
 
 }  // namespace
 
+TEST_F(ClassifyDataTest, WrittenCifar10BatchesHoldTheRecordsByteForByte) {
+  const auto shapes = synthetic_shape_images(12, 32, 77);
+  write_cifar10_batch(root_ / "data_batch_1.bin", shapes);
+  // 12 records of 3073 bytes: the label, then the R, G, B planes.
+  EXPECT_EQ(fs::file_size(root_ / "data_batch_1.bin"), 12u * 3073u);
+  const auto back = read_cifar10_batches({root_ / "data_batch_1.bin"});
+  EXPECT_TRUE(torch::equal(back.images, shapes.images));
+  EXPECT_TRUE(torch::equal(back.labels, shapes.labels));
+  EXPECT_EQ(back.labels[11].item<int64_t>(), 1);  // class i % 10
+  EXPECT_THROW(
+      write_cifar10_batch(root_ / "x.bin", {shapes.images.narrow(2, 0, 16), shapes.labels}),
+      InputError);
+}
+
 TEST_F(ClassifyDataTest, Cifar10RecordsDecodeToKnownPixelsAndLabels) {
   write(root_ / "data_batch_1.bin", cifar_record(3) + cifar_record(7));
   write(root_ / "test_batch.bin", cifar_record(9));
