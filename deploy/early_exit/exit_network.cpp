@@ -73,11 +73,12 @@ std::set<int> ancestors(const tools::SummaryGraph& graph, int op) {
   return seen;
 }
 
-int64_t head_macs_of(torch::nn::Sequential head, tools::Shape shape, const std::string& name) {
+std::shared_ptr<const tools::SummaryGraph> head_graph_of(torch::nn::Sequential head,
+                                                         tools::Shape shape,
+                                                         const std::string& name) {
   shape.at(0) = 1;
-  const auto g = tools::SummaryGraph::build(
-      *head, shape, [&head](const torch::Tensor& x) { return head->forward(x); }, name);
-  return g.total_macs();
+  return std::make_shared<const tools::SummaryGraph>(tools::SummaryGraph::build(
+      *head, shape, [&head](const torch::Tensor& x) { return head->forward(x); }, name));
 }
 
 }  // namespace
@@ -133,9 +134,10 @@ ExitNetwork::ExitNetwork(torch::nn::Module& model, const tools::SummaryGraph& gr
     }
     int64_t macs = 0;
     for (int op : s.ops) macs += graph.macs(op);
-    head_macs_.push_back(e < points.size() ? head_macs_of(heads_[e], graph.shape(exit_values_[e]),
-                                                          names_[e] + ".branch_net")
-                                           : 0);
+    if (e < points.size())
+      head_graphs_.push_back(
+          head_graph_of(heads_[e], graph.shape(exit_values_[e]), names_[e] + ".branch_net"));
+    head_macs_.push_back(e < points.size() ? head_graphs_.back()->total_macs() : 0);
     cumulative += macs / batch + head_macs_.back();
     exit_macs_.push_back(cumulative);
     runners_.push_back(std::make_unique<StageRunner>(graph, s));

@@ -65,6 +65,8 @@ class ExitNetwork {
   /// Summary-graph value each early exit's head reads (the activation's output).
   const std::vector<int>& exit_values() const { return exit_values_; }
   torch::nn::Sequential head(size_t exit) const { return heads_.at(exit); }
+  /// The summary graph of early exit `exit`'s head on its activation's output (batch 1).
+  const tools::SummaryGraph& head_graph(size_t exit) const { return *head_graphs_.at(exit); }
 
   /// Every exit's logits (float32) for every sample of `x`, segment by segment.
   std::vector<at::Tensor> run_all(const at::Tensor& x) const;
@@ -94,6 +96,7 @@ class ExitNetwork {
   std::unique_ptr<StageRunner> whole_;
   // Running a head is not a change of the network (Sequential::forward is not const).
   mutable std::vector<torch::nn::Sequential> heads_;
+  std::vector<std::shared_ptr<const tools::SummaryGraph>> head_graphs_;
   std::vector<std::string> names_;
   std::vector<int> exit_values_;
   std::vector<int64_t> exit_macs_, head_macs_;

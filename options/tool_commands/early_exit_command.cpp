@@ -17,6 +17,7 @@
 #include "core/table.h"
 #include "data/classify_data.h"
 #include "deploy/early_exit/exit_calibration.h"
+#include "deploy/early_exit/exit_export.h"
 #include "deploy/early_exit/exit_network.h"
 #include "options/common_options.h"
 #include "options/tool_commands/tool_command.h"
@@ -65,7 +66,7 @@ LabelledSet batches_of(const data::Dataset& d, const std::vector<int64_t>& indic
 /// one evaluation split only, its even and odd samples.
 std::pair<LabelledSet, LabelledSet> load_splits(const std::string& data, const std::string& dataset,
                                                 const tools::Shape& input, int64_t batch,
-                                                int64_t max_pixels) {
+                                                int64_t max_pixels, int64_t max_samples) {
   data::ClassifyDataOptions o;
   o.dataset = dataset;
   o.input_shape = input;
@@ -76,9 +77,10 @@ std::pair<LabelledSet, LabelledSet> load_splits(const std::string& data, const s
   auto val = data::load_classify_data(data, o);
   o.test_split = true;
   auto test = data::load_classify_data(data, o);
-  const auto all = [](int64_t n, int64_t from, int64_t step) {
+  const auto all = [max_samples](int64_t n, int64_t from, int64_t step) {
     std::vector<int64_t> v;
-    for (int64_t i = from; i < n; i += step) v.push_back(i);
+    for (int64_t i = from; i < n; i += step)
+      if (max_samples <= 0 || static_cast<int64_t>(v.size()) < max_samples) v.push_back(i);
     return v;
   };
   if (val.description != test.description)
@@ -280,13 +282,21 @@ class EarlyExitCommand : public ToolCommand {
     int_range(sub.add_option("--repeats", repeats_, "Timed passes over the report set (best)")
                   ->capture_default_str(),
               1, 100);
+    int_range(
+        sub.add_option("--max-samples", max_samples_, "Use at most N samples of each set (0 = all)")
+            ->capture_default_str(),
+        0, 10000000);
     sub.add_option("--out", out_, "Folder for early_exit.{csv,json} and curve.{csv,svg,png}");
     sub.add_option("--save", save_, "Write the checkpoint with the calibrated thresholds here");
+    sub.add_option("--export", export_,
+                   "Write the segments (one ONNX file per exit, dynamic batch) and manifest.json "
+                   "with the calibrated thresholds into this folder");
     add_threads_option(sub, threads_);
   }
   void check_outputs() const override {
     if (!out_.empty()) check_output_folder("--out", out_);
     if (!save_.empty()) check_output_file("--save", save_);
+    if (!export_.empty()) check_output_folder("--export", export_);
     if (!save_.empty() && fs::absolute(save_) == fs::absolute(checkpoint_))
       throw InputError("--save must differ from --checkpoint; the original checkpoint is kept");
   }
@@ -294,9 +304,9 @@ class EarlyExitCommand : public ToolCommand {
 
  private:
   std::string checkpoint_, data_ = "digits", dataset_ = "auto", criterion_ = "max-softmax";
-  std::string out_, save_;
+  std::string out_, save_, export_;
   double drop_ = 1.0, macs_ = 0;
-  int64_t batch_ = 1, repeats_ = 3, threads_ = 0;
+  int64_t batch_ = 1, repeats_ = 3, threads_ = 0, max_samples_ = 0;
 };
 
 /// The checkpoint again, its meta holding the calibration (extra.early_exit).
@@ -319,7 +329,7 @@ int EarlyExitCommand::run() {
   const ExitNetwork net(*m.model, graph);
   const auto criterion = deploy::parse_exit_criterion(criterion_);
   auto [calibration, report] =
-      load_splits(data_, dataset_, m.input, 128, data::kDefaultMaxImagePixels);
+      load_splits(data_, dataset_, m.input, 128, data::kDefaultMaxImagePixels, max_samples_);
   logger.info("calibrating on " + std::to_string(calibration.size()) + " samples (" +
               calibration.description + ")");
   const auto cal_table = exit_table(net, calibration, criterion);
@@ -358,6 +368,12 @@ int EarlyExitCommand::run() {
     write_curve(out_, deploy::threshold_sweep(rep_table), point, deploy::final_top1(rep_table),
                 net.model_macs(), criterion);
     logger.info("wrote " + out_ + "/early_exit.{csv,json} and curve.{csv,svg,png}");
+  }
+  if (!export_.empty()) {
+    deploy::export_exit_segments(*m.model, graph, net, criterion, cal.point.thresholds,
+                                 deploy::OnnxExportOptions().dynamic_batch(true), export_);
+    logger.info("wrote " + std::to_string(net.exits()) + " segments and manifest.json to " +
+                export_);
   }
   if (!save_.empty()) {
     json th = json::array();

@@ -6,9 +6,12 @@
 
 #include "core/error.h"
 #include "deploy/early_exit/exit_calibration.h"
+#include "deploy/early_exit/exit_export.h"
 #include "deploy/early_exit/exit_network.h"
+#include "deploy/onnx/onnx_runtime.h"
 #include "models/classify/early_exit.h"
 #include "models/model.h"
+#include "tests/support.h"
 #include "tools/graph/summary_graph.h"
 
 namespace igb::deploy {
@@ -144,6 +147,67 @@ TEST(ExitNetwork, ASegmentRunWithoutItsInputNamesTheOpAndTheValue) {
         << e.what();
     EXPECT_NE(std::string(e.what()).find("layer2.0"), std::string::npos) << e.what();
   }
+}
+
+/// A threshold halfway between two neighbouring scores near quantile `q`, so that the float
+/// differences of another runtime cannot move a sample across it.
+double gap_threshold(const at::Tensor& scores, double q) {
+  const auto sorted = std::get<0>(scores.sort());
+  const auto i = static_cast<int64_t>(q * static_cast<double>(sorted.numel() - 1));
+  return 0.5 * (sorted[i].item<double>() + sorted[i + 1].item<double>());
+}
+
+TEST(ExitSegments, ChainedOnnxSegmentsDecideAsTheEvaluator) {
+  auto m = two_exit_resnet();
+  const auto g = exit_graph(m);
+  ExitNetwork net(*m, g);
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(9);
+  const auto x = torch::rand({16, 3, 32, 32});
+  const auto all = net.run_all(x);
+  const auto c = ExitCriterion::kMaxSoftmax;
+  const std::vector<double> th = {gap_threshold(exit_scores(all[0], c), 0.6),
+                                  gap_threshold(exit_scores(all[1], c), 0.4)};
+  const auto expected = net.run(x, c, th);
+  test::TempDir tmp;
+  const auto manifest =
+      export_exit_segments(*m, g, net, c, th, OnnxExportOptions().dynamic_batch(true), tmp.path());
+  ASSERT_EQ(manifest["segments"].size(), 3u);
+  EXPECT_EQ(manifest["segments"][0]["exit"]["output"], "exit0");
+  EXPECT_NEAR(manifest["segments"][1]["exit"]["threshold"].get<double>(), th[1], 1e-12);
+  EXPECT_EQ(manifest["segments"][0]["exit"]["macs_to_leave"], net.exit_macs()[0]);
+  // The chain as a server runs it: each segment on the samples still undecided.
+  std::map<std::string, at::Tensor> values{{"input", x}};
+  at::Tensor rows = torch::arange(16, torch::kLong);
+  std::vector<int64_t> exit_of(16, -1);
+  at::Tensor logits = torch::zeros({16, 10});
+  try {
+    for (const auto& s : manifest["segments"]) {
+      std::vector<std::pair<std::string, at::Tensor>> ins;
+      for (const auto& i : s["inputs"])
+        ins.emplace_back(i["name"].get<std::string>(), values.at(i["name"].get<std::string>()));
+      OnnxRuntimeRunner ort(tmp.path() / s["file"].get<std::string>(),
+                            tmp.path() / ("work" + s["segment"].dump()));
+      for (auto& [name, t] : ort.run_named(ins)) values[name] = t;
+      const auto z = values.at(s["exit"]["output"].get<std::string>());
+      const auto leave = s["exit"]["final"].get<bool>()
+                             ? torch::ones({z.size(0)}, torch::kBool)
+                             : exit_scores(z, c).ge(s["exit"]["threshold"].get<double>());
+      for (int64_t i = 0; i < z.size(0); ++i)
+        if (leave[i].item<bool>()) {
+          exit_of[static_cast<size_t>(rows[i].item<int64_t>())] = s["segment"].get<int64_t>();
+          logits[rows[i].item<int64_t>()] = z[i];
+        }
+      const auto stay = leave.logical_not().nonzero().flatten();
+      rows = rows.index_select(0, stay);
+      for (auto& [name, t] : values) t = t.index_select(0, stay);
+    }
+  } catch (const InputError& e) {
+    FAIL() << e.what();
+  }
+  for (int64_t i = 0; i < 16; ++i)
+    EXPECT_EQ(exit_of[static_cast<size_t>(i)], expected.exit[i].item<int64_t>()) << i;
+  EXPECT_LT((logits - expected.logits).abs().max().item<double>(), 1e-4);
 }
 
 TEST(ExitNetwork, AModelWithoutExitsIsRefused) {

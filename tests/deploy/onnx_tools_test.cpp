@@ -278,6 +278,68 @@ TEST(ToolRun, BadInputsAreOneLineNamingTheFile) {
 namespace igb::deploy {
 namespace {
 
+TEST(ToolEarlyExit, CalibratesMeasuresAndWritesTheCheckpointAndSegments) {
+  test::TempDir tmp;
+  const auto dir = tmp.path();
+  auto model = make("resnet20_cifar_earlyexit");
+  CheckpointMeta meta;
+  meta.optform = "classify";
+  meta.model = "resnet20_cifar_earlyexit";
+  meta.model_options = model->options_json();
+  save_checkpoint(dir / "ee.ckpt", meta, {model.get(), nullptr, nullptr, nullptr});
+  testing::internal::CaptureStdout();
+  ASSERT_EQ(run_tool_command({"early-exit",
+                              "--checkpoint",
+                              (dir / "ee.ckpt").string(),
+                              "--data",
+                              "synthetic",
+                              "--max-samples",
+                              "96",
+                              "--batch-size",
+                              "32",
+                              "--repeats",
+                              "1",
+                              "--target-accuracy-drop",
+                              "2",
+                              "--out",
+                              (dir / "out").string(),
+                              "--save",
+                              (dir / "cal.ckpt").string(),
+                              "--export",
+                              (dir / "segments").string(),
+                              "--threads",
+                              "1"}),
+            0);
+  const std::string printed = testing::internal::GetCapturedStdout();
+  EXPECT_NE(printed.find("layer1.2.relu2"), std::string::npos) << printed;
+  const auto report = nlohmann::json::parse(read_text_file(dir / "out" / "early_exit.json"));
+  EXPECT_EQ(report["disagreements"], 0);
+  EXPECT_EQ(report["report_set"]["samples"], 96);
+  EXPECT_EQ(report["exits"].size(), 2u);
+  EXPECT_NEAR(
+      report["exits"][0]["share_pct"].get<double>() + report["exits"][1]["share_pct"].get<double>(),
+      100.0, 1e-9);
+  for (const char* f : {"early_exit.csv", "curve.csv", "curve.svg", "curve.png"})
+    EXPECT_TRUE(fs::exists(dir / "out" / f)) << f;
+  const auto saved = Checkpoint::load((dir / "cal.ckpt").string());
+  ASSERT_TRUE(saved.meta().extra.contains("early_exit"));
+  EXPECT_EQ(saved.meta().extra["early_exit"]["criterion"], "max-softmax");
+  EXPECT_EQ(saved.meta().extra["early_exit"]["thresholds"].size(), 1u);
+  const auto manifest = nlohmann::json::parse(read_text_file(dir / "segments" / "manifest.json"));
+  ASSERT_EQ(manifest["segments"].size(), 2u);
+  EXPECT_TRUE(fs::exists(dir / "segments" / "segment0.onnx"));
+  EXPECT_EQ(manifest["segments"][0]["exit"]["threshold"],
+            saved.meta().extra["early_exit"]["thresholds"][0]);
+  // A model without exits is refused in one line.
+  auto plain = make("resnet20_cifar");
+  meta.model = "resnet20_cifar";
+  meta.model_options = plain->options_json();
+  save_checkpoint(dir / "plain.ckpt", meta, {plain.get(), nullptr, nullptr, nullptr});
+  EXPECT_THROW(run_tool_command({"early-exit", "--checkpoint", (dir / "plain.ckpt").string(),
+                                 "--data", "synthetic", "--max-samples", "8"}),
+               InputError);
+}
+
 TEST(ToolPartition, PlansWritesTheChartAndExportsStages) {
   const auto dir = fs::temp_directory_path() / ("igb_tool_partition_" + std::to_string(::getpid()));
   fs::remove_all(dir);
