@@ -1,5 +1,7 @@
 #include "compress/thinning.h"
 
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/optim/adagrad.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -47,6 +49,7 @@ class Planner {
         params_(model.named_parameters()),
         buffers_(model.named_buffers()),
         ties_(model, g) {
+    find_heads(model);
     const auto total = static_cast<size_t>(ties_.size());
     not_zero_preserving_.assign(total, false);
     why_spoiled_.assign(total, "");
@@ -58,6 +61,7 @@ class Planner {
 
   ThinningPlan plan() {
     for (const auto& op : g_.ops()) inspect(op);
+    for (const auto& h : heads_) inspect_head(h);
     decide();
     return build();
   }
@@ -72,6 +76,88 @@ class Planner {
   }
   static bool producer(const OpNode& op) { return tools::is_producer(op); }
   static const tools::OpInfo& info(const OpNode& op) { return tools::op_info(op.op_kind); }
+
+  /// An early exit's head (core/activation.h, attach_branch): it reads the channels of its
+  /// activation's output through its first layer, a conv (channel c = input channel c) or a
+  /// linear layer after channel-keeping pooling and a flatten (channel c = features
+  /// [c·block, (c+1)·block)). A head that starts otherwise keeps its channels as they are.
+  struct HeadUse {
+    std::string point, module, weight;
+    int value = -1;
+    bool linear = false, supported = false;
+    int64_t block = 1;
+  };
+
+  void find_heads(const torch::nn::Module& model) {
+    for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+      auto act = std::dynamic_pointer_cast<ActivationImpl>(item.value());
+      if (!act || !act->has_branch()) continue;
+      const int op = g_.find(item.key());
+      if (op < 0 || g_.op(op).outputs.empty()) continue;
+      HeadUse h;
+      h.point = item.key();
+      h.value = g_.op(op).outputs[0];
+      const auto& children = act->branch()->named_children();
+      for (const auto& c : children) {
+        const auto& m = c.value();
+        if (m->as<torch::nn::Conv2d>() || m->as<torch::nn::Linear>()) {
+          h.module = item.key() + ".branch_net." + c.key();
+          h.weight = h.module + ".weight";
+          h.linear = m->as<torch::nn::Linear>() != nullptr;
+          const int64_t in = h.linear ? m->as<torch::nn::Linear>()->options.in_features()
+                                      : m->as<torch::nn::Conv2d>()->options.in_channels();
+          const int64_t c_in = ties_.channels(h.value);
+          h.supported = c_in > 0 && in % c_in == 0 && (h.linear || in == c_in);
+          h.block = c_in > 0 ? in / c_in : 1;
+          break;
+        }
+        const std::string type = m->name();
+        const bool keeps_channels = type.find("Pool") != std::string::npos ||
+                                    type.find("Flatten") != std::string::npos ||
+                                    std::dynamic_pointer_cast<ActivationImpl>(m) != nullptr;
+        if (!keeps_channels) break;
+      }
+      heads_.push_back(h);
+    }
+  }
+
+  /// A head is one more consumer of its activation's channels.
+  void inspect_head(const HeadUse& h) {
+    const int64_t c_in = channels(h.value);
+    if (!h.supported) {
+      for (int64_t c = 0; c < c_in; ++c) {
+        not_zero_preserving_[node(h.value, c)] = true;
+        consumer_nonzero_[node(h.value, c)] = true;
+        if (why_spoiled_[node(h.value, c)].empty())
+          why_spoiled_[node(h.value, c)] = "the early exit's head at " + h.point +
+                                           " reads them through a layer thinning "
+                                           "does not resize";
+      }
+      return;
+    }
+    const auto w = tensor(h.weight).detach();
+    const auto per = h.linear ? w.reshape({w.size(0), c_in, h.block}) : w;
+    const auto nz = nonzero_per(per, 1);
+    for (int64_t c = 0; c < c_in; ++c) {
+      consumer_[node(h.value, c)] = true;
+      if (nz[static_cast<size_t>(c)]) consumer_nonzero_[node(h.value, c)] = true;
+    }
+  }
+
+  /// The head's first layer loses the features of the channels removed from its activation.
+  void thin_head(ThinningPlan& plan, const HeadUse& h) {
+    const auto kin = keep(h.value);
+    if (!h.supported || static_cast<int64_t>(kin.size()) == channels(h.value)) return;
+    std::vector<int64_t> features;
+    for (int64_t c : kin)
+      for (int64_t j = 0; j < h.block; ++j) features.push_back(c * h.block + j);
+    slice(plan.recipe, h.weight, 1, features);
+    set(plan.recipe, h.module, h.linear ? "in_features" : "in_channels",
+        static_cast<int64_t>(features.size()));
+    plan.log.push_back(h.module +
+                       " (early exit): " + (h.linear ? "input features " : "input channels ") +
+                       fmt_count(channels(h.value) * h.block, features.size()));
+  }
 
   /// Records which channels each op writes (sources) or reads (consumers), and whether they
   /// stay zero through it.
@@ -269,6 +355,7 @@ class Planner {
       else if (ties_.is_channel_pad_module(op))
         thin_channel_pad(plan, op, kout);
     }
+    for (const auto& h : heads_) thin_head(plan, h);
     return plan;
   }
 
@@ -363,6 +450,7 @@ class Planner {
   std::map<int, std::string> why_reach_, why_spoil_, why_last_;
   std::set<int> removed_;
   std::map<std::string, std::vector<int64_t>> sliced_;
+  std::vector<HeadUse> heads_;
 };
 
 /// Slices every state tensor of `p` in `optimizer` that has `p`'s shape along `dim`.

@@ -9,6 +9,7 @@
 #include "core/activation.h"
 #include "core/error.h"
 #include "core/thinning_recipe.h"
+#include "models/classify/early_exit.h"
 #include "models/model.h"
 
 namespace igb::compress {
@@ -304,6 +305,64 @@ TEST(Thinning, PixelShuffleGroupsGoWhole) {
   EXPECT_EQ(m->a->weight.size(0), 4);
   EXPECT_EQ(m->b->weight.size(1), 1);
   EXPECT_LE((m->forward(x) - before).abs().max().item<double>(), 1e-12);
+}
+
+/// resnet20_cifar with an exit after layer1.0.relu1 (AvgPool2d(3), Flatten, Linear(1600, 10)),
+/// whose channels only layer1.0.conv1 writes, in double precision.
+models::Model resnet_with_inner_exit() {
+  auto m = make("resnet20_cifar");
+  torch::manual_seed(2);
+  models::classify::attach_exits(
+      *m, {{"layer1.0.relu1", models::classify::distiller_resnet_cifar_exits(10, 32)[0].head}});
+  m->to(torch::kDouble);
+  m->eval();
+  return m;
+}
+
+std::vector<at::Tensor> exits_of(const models::Model& m, const at::Tensor& x) {
+  return models::classify::forward_exits(
+      *m, [&m](const at::Tensor& t) { return m->forward(t); }, x);
+}
+
+TEST(Thinning, AnEarlyExitsHeadLosesTheFeaturesOfRemovedFilters) {
+  auto m = resnet_with_inner_exit();
+  const auto g = graph_of(m);
+  zero_filter(m, g, "layer1.0.conv1", 3);
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(1);
+  const auto x = torch::randn({2, 3, 32, 32}, torch::kDouble);
+  const auto before = exits_of(m, x);
+  const auto plan = plan_thinning(*m, g, ThinningKind::kFilters);
+  ASSERT_FALSE(plan.empty()) << join(plan.log, " | ");
+  apply_thinning_recipe(*m, plan.recipe, "test");
+  EXPECT_EQ(size_of(m, "layer1.0.conv1.weight", 0), 15);
+  // The head reads 16 channels of 10x10 features; channel 3's block of 100 is gone.
+  EXPECT_EQ(size_of(m, "layer1.0.relu1.branch_net.2.weight", 1), 1500);
+  const auto after = exits_of(m, x);
+  EXPECT_LT((after[0] - before[0]).abs().max().item<double>(), 1e-9);
+  EXPECT_LT((after[1] - before[1]).abs().max().item<double>(), 1e-9);
+}
+
+TEST(Thinning, AnEarlyExitsHeadIsOneMoreReaderOfItsChannels) {
+  auto m = resnet_with_inner_exit();
+  torch::NoGradGuard no_grad;
+  auto params = m->named_parameters();
+  // layer1.0.conv2 no longer reads channel 5, but the head still does: nothing to remove.
+  params["layer1.0.conv2.weight"].select(1, 5).zero_();
+  EXPECT_TRUE(plan_thinning(*m, graph_of(m), ThinningKind::kChannels).empty());
+  // Once the head's features of channel 5 are zero too, the channel goes from both.
+  params["layer1.0.relu1.branch_net.2.weight"].narrow(1, 500, 100).zero_();
+  torch::manual_seed(1);
+  const auto x = torch::randn({2, 3, 32, 32}, torch::kDouble);
+  const auto before = exits_of(m, x);
+  const auto plan = plan_thinning(*m, graph_of(m), ThinningKind::kChannels);
+  ASSERT_FALSE(plan.empty());
+  apply_thinning_recipe(*m, plan.recipe, "test");
+  EXPECT_EQ(size_of(m, "layer1.0.conv2.weight", 1), 15);
+  EXPECT_EQ(size_of(m, "layer1.0.relu1.branch_net.2.weight", 1), 1500);
+  const auto after = exits_of(m, x);
+  EXPECT_LT((after[0] - before[0]).abs().max().item<double>(), 1e-9);
+  EXPECT_LT((after[1] - before[1]).abs().max().item<double>(), 1e-9);
 }
 
 TEST(Thinning, ChannelRemovalFollowsZeroInputChannels) {
