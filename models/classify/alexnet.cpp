@@ -33,7 +33,7 @@ class AlexNetImpl : public ClassifierImpl {
   torch::Tensor forward_impl(torch::Tensor x) override {
     return classifier->forward(avgpool(features->forward(x)).flatten(1));
   }
-  nlohmann::json options_json() const override { return options_to_json(options); }
+  nlohmann::json architecture_options_json() const override { return options_to_json(options); }
 
   AlexNetOptions options;
   Sequential features{nullptr}, classifier{nullptr};
@@ -70,7 +70,7 @@ class AlexNetBnImpl : public ClassifierImpl {
     if (x.size(2) != 6 || x.size(3) != 6) x = torch::adaptive_avg_pool2d(x, {6, 6});
     return classifier->forward(x.flatten(1));
   }
-  nlohmann::json options_json() const override { return options_to_json(options); }
+  nlohmann::json architecture_options_json() const override { return options_to_json(options); }
 
   AlexNetBnOptions options;
   Sequential features{nullptr}, classifier{nullptr};

@@ -15,9 +15,24 @@ class ClassifierImpl : public ModelImpl {
   int64_t num_classes() const { return num_classes_; }
   std::vector<int64_t> input_shape() const override { return input_shape_; }
 
+  /// The architecture's options, and the model args of exits the registry attached ("exits",
+  /// "exit_pool"; models/classify/early_exit.h) when there are any.
+  nlohmann::json options_json() const final {
+    nlohmann::json j = architecture_options_json();
+    for (const auto& [key, value] : exit_args_.items()) j[key] = value;
+    return j;
+  }
+  void set_exit_args(nlohmann::json args) { exit_args_ = std::move(args); }
+
  protected:
+  /// options_to_json() of the architecture's options struct.
+  virtual nlohmann::json architecture_options_json() const = 0;
+
   int64_t num_classes_;
   std::vector<int64_t> input_shape_;
+
+ private:
+  nlohmann::json exit_args_ = nlohmann::json::object();
 };
 
 /// A bias-free k x k convolution padded by k / 2, as the ResNets use them.
@@ -47,5 +62,10 @@ Model make_alexnet_bn(const AlexNetBnOptions& options);
 Model make_mobilenet(const MobileNetOptions& options);
 Model make_mobilenet_v2(const MobileNetV2Options& options);
 Model make_densenet_cifar(const DenseNetCifarOptions& options);
+/// resnet50 with Distiller's two exits (resnet50_earlyexit; models/classify/early_exit.h).
+Model make_resnet_earlyexit(const ResNetOptions& options);
+/// The Inception-v3 of torchvision with a stem for 32x32 inputs (models/classify/inception_v3.cpp);
+/// with options.exits, the four exits of the cascade after its layers 4, 8, 12 and 16.
+Model make_inception_v3_cifar(const InceptionV3CifarOptions& options);
 
 }  // namespace igb::models::classify

@@ -306,4 +306,24 @@ struct DenseNetCifarOptions {
   void validate(const std::string& model) const;
 };
 
+/// inception_v3_cifar and inception_v3_cifar_earlyexit (torchvision's Inception-v3, stem for 32×32
+/// inputs; docs/models.md).
+struct InceptionV3CifarOptions {
+  /// The cascade's four exits after layers 4, 8, 12 and 16 (inception_v3_cifar_earlyexit). Fixed
+  /// by the registry name, so it is neither a model arg nor a checkpoint key. Default false.
+  TORCH_ARG(bool, exits) = false;
+  /// Output classes (logits), 1 … 100000. Default 10.
+  TORCH_ARG(int64_t, num_classes) = 10;
+  /// Side of the square input in pixels, 24 … 4096. Default 32.
+  TORCH_ARG(int64_t, input_size) = 32;
+
+ public:
+  /// Each option as (JSON key, field, bounds); exits is not one (see above).
+  template <class F>
+  void visit(F&& f) {
+    f("num_classes", num_classes_, kNumClassesBounds);
+    f("input_size", input_size_, OptionBounds{24, kMaxInputSize});
+  }
+};
+
 }  // namespace igb::models::classify

@@ -91,7 +91,7 @@ class DenseNetCifarImpl : public ClassifierImpl {
     }
     return fc(avgpool(relu(bn(x))).flatten(1));
   }
-  nlohmann::json options_json() const override { return options_to_json(options); }
+  nlohmann::json architecture_options_json() const override { return options_to_json(options); }
 
   DenseNetCifarOptions options;
 

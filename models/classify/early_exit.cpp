@@ -1,7 +1,9 @@
 #include "models/classify/early_exit.h"
 
+#include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/pooling.h>
+#include <torch/utils.h>
 
 #include <ATen/ops/cross_entropy_loss.h>
 
@@ -9,6 +11,8 @@
 
 #include "core/error.h"
 #include "core/table.h"
+#include "core/train_mode_guard.h"
+#include "models/model.h"
 
 namespace igb::models::classify {
 
@@ -217,6 +221,100 @@ std::vector<ExitSpec> distiller_resnet_cifar_exits(int64_t classes, int64_t inpu
   torch::nn::Sequential head(torch::nn::AvgPool2d(torch::nn::AvgPool2dOptions(3)),
                              torch::nn::Flatten(), torch::nn::Linear(16 * side * side, classes));
   return {{"layer1.2.relu2", head}};
+}
+
+torch::nn::Sequential pooled_linear_head(int64_t channels, int64_t pool, int64_t classes) {
+  return torch::nn::Sequential(
+      torch::nn::AdaptiveAvgPool2d(torch::nn::AdaptiveAvgPool2dOptions(pool)), torch::nn::Flatten(),
+      torch::nn::Linear(channels * pool * pool, classes));
+}
+
+nlohmann::json take_exit_args(nlohmann::json& options) {
+  nlohmann::json args = nlohmann::json::object();
+  if (!options.is_object()) return args;
+  if (options.contains("exits")) {
+    if (!options["exits"].is_string())
+      throw InputError("model option 'exits' is a list of activations separated by commas");
+    args["exits"] = options["exits"];
+    options.erase("exits");
+  }
+  if (options.contains("exit_pool")) {
+    const auto& v = options["exit_pool"];
+    int64_t pool = 0;
+    try {
+      pool = v.is_string() ? std::stoll(v.get<std::string>()) : v.get<int64_t>();
+    } catch (const std::exception&) {
+      pool = 0;
+    }
+    if (pool < 1 || pool > 16)
+      throw InputError("model option 'exit_pool' must be an integer from 1 to 16, got " + v.dump());
+    if (!args.contains("exits"))
+      throw InputError("model option 'exit_pool' needs 'exits' (the activations to branch from)");
+    args["exit_pool"] = pool;
+    options.erase("exit_pool");
+  }
+  return args;
+}
+
+void attach_exit_args(torch::nn::Module& model, const nlohmann::json& args,
+                      const std::vector<int64_t>& input_shape, int64_t classes) {
+  if (!args.contains("exits")) return;
+  std::vector<std::string> names;
+  std::string text = args["exits"].get<std::string>();
+  for (size_t start = 0; start <= text.size();) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    if (comma > start) names.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  if (names.empty()) throw InputError("model option 'exits' names no activation");
+  const int64_t pool = args.value("exit_pool", int64_t{2});
+  // The channel count at each exit: a probe head that passes the feature map through.
+  std::vector<ExitSpec> probes;
+  for (const auto& n : names) probes.push_back({n, torch::nn::Sequential(torch::nn::Identity())});
+  attach_exits(model, probes);
+  std::vector<at::Tensor> outs;
+  {
+    torch::NoGradGuard no_grad;
+    TrainModeGuard eval(model, /*train=*/false);
+    auto* m = dynamic_cast<ModelImpl*>(&model);
+    if (!m) throw InputError("exits attach to a model of the zoo");
+    outs = forward_exits(
+        model, [m](const at::Tensor& x) { return m->forward(x); }, torch::zeros(input_shape));
+  }
+  std::vector<ExitSpec> heads;
+  auto points = exit_points(model);
+  for (size_t i = 0; i < points.size(); ++i) {
+    const auto& o = outs.at(i);
+    if (o.dim() != 4)
+      throw InputError("the exit at '" + points[i].first +
+                       "' needs a feature map [N, C, H, W]; its activation gives " +
+                       std::to_string(o.dim()) + " dimensions");
+    if (std::find(names.begin(), names.end(), points[i].first) != names.end())
+      heads.push_back({points[i].first, pooled_linear_head(o.size(1), pool, classes)});
+  }
+  attach_exits(model, heads);
+}
+
+namespace {
+
+int64_t strided(int64_t n, int64_t k, int64_t s, int64_t p) { return (n + 2 * p - k) / s + 1; }
+
+torch::nn::Sequential resnet50_head(int64_t in, int64_t out, int64_t side, int64_t classes) {
+  const int64_t a = strided(strided(side, 7, 2, 3), 3, 2, 1);
+  return torch::nn::Sequential(
+      torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 7).stride(2).padding(3).bias(true)),
+      torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(3).stride(2).padding(1)),
+      torch::nn::Flatten(), torch::nn::Linear(out * a * a, classes));
+}
+
+}  // namespace
+
+std::vector<ExitSpec> distiller_resnet50_exits(int64_t classes, int64_t input_size) {
+  // conv1 (7, stride 2, padding 3) and the max pool (3, 2, 1) give layer1's side; layer2 halves it.
+  const int64_t layer1 = strided(strided(input_size, 7, 2, 3), 3, 2, 1);
+  const int64_t layer2 = strided(layer1, 3, 2, 1);
+  return {{"layer1.2.relu3", resnet50_head(256, 10, layer1, classes)},
+          {"layer2.3.relu3", resnet50_head(512, 12, layer2, classes)}};
 }
 
 }  // namespace igb::models::classify

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/activation.h"
 
 namespace igb::models::classify {
@@ -95,9 +97,31 @@ class DistillerExitStats {
   int64_t samples_ = 0;
 };
 
+/// The generic head of an exit on a C-channel feature map: AdaptiveAvgPool2d(pool) → Flatten →
+/// Linear(C · pool², classes).
+torch::nn::Sequential pooled_linear_head(int64_t channels, int64_t pool, int64_t classes);
+
+/// Removes the model args that attach exits to any classifier from `options` and returns them:
+/// "exits", activation names separated by commas ("layer1.2.relu2,layer2.2.relu2"), and
+/// "exit_pool", the side of each head's pooling (1 … 16, default 2). Empty when neither is given.
+nlohmann::json take_exit_args(nlohmann::json& options);
+
+/// Attaches pooled_linear_head exits at the activations `args` names (take_exit_args), each sized
+/// by the channels its activation gives for the model's input; InputError naming an exit that is
+/// not an activation or whose output is not a feature map [N, C, H, W].
+void attach_exit_args(torch::nn::Module& model, const nlohmann::json& args,
+                      const std::vector<int64_t>& input_shape, int64_t classes);
+
 /// Distiller's exit of `resnet<N>_cifar_earlyexit` (models/cifar10/resnet_cifar_earlyexit.py):
 /// after layer1.2.relu2, AvgPool2d(3) → Flatten → Linear(16 · ⌊s/3⌋², classes) for an s × s input
 /// (1600 inputs at 32 × 32).
 std::vector<ExitSpec> distiller_resnet_cifar_exits(int64_t classes, int64_t input_size);
+
+/// Distiller's two exits of `resnet50_earlyexit` (models/imagenet/resnet_earlyexit.py), for an
+/// s × s input: after layer1.2.relu3, Conv2d(256, 10, 7, stride 2, padding 3) → MaxPool2d(3, 2,
+/// 1) → Flatten → Linear(10 · a², classes); after layer2.3.relu3, Conv2d(512, 12, 7, 2, 3) →
+/// MaxPool2d(3, 2, 1) → Flatten → Linear(12 · b², classes); a = 14 and b = 7 at 224 (Distiller's
+/// 1960 and 588).
+std::vector<ExitSpec> distiller_resnet50_exits(int64_t classes, int64_t input_size);
 
 }  // namespace igb::models::classify

@@ -81,7 +81,7 @@ class MobileNetV2Impl : public ClassifierImpl {
   torch::Tensor forward_impl(torch::Tensor x) override {
     return classifier->forward(avgpool(features->forward(x)).flatten(1));
   }
-  nlohmann::json options_json() const override { return options_to_json(options); }
+  nlohmann::json architecture_options_json() const override { return options_to_json(options); }
 
   MobileNetV2Options options;
   Sequential features{nullptr}, classifier{nullptr};
@@ -129,7 +129,7 @@ class MobileNetImpl : public ClassifierImpl {
     fc = register_module("fc", nn::Linear(c[5], o.num_classes()));
   }
   torch::Tensor forward_impl(torch::Tensor x) override { return fc(model->forward(x).flatten(1)); }
-  nlohmann::json options_json() const override { return options_to_json(options); }
+  nlohmann::json architecture_options_json() const override { return options_to_json(options); }
 
   MobileNetOptions options;
   Sequential model{nullptr};

@@ -81,7 +81,7 @@ class PreactResNetCifarImpl : public ClassifierImpl {
     for (auto& l : layers) x = l->forward(x);
     return fc(avgpool(final_relu(final_bn(x))).flatten(1));
   }
-  nlohmann::json options_json() const override { return options_to_json(options); }
+  nlohmann::json architecture_options_json() const override { return options_to_json(options); }
 
   PreactResNetCifarOptions options;
   nn::Conv2d conv1{nullptr};
@@ -179,7 +179,7 @@ class PreactResNetImpl : public ClassifierImpl {
     for (auto& l : layers) x = l->forward(x);
     return fc(avgpool(final_relu(final_bn(x))).flatten(1));
   }
-  nlohmann::json options_json() const override { return options_to_json(options); }
+  nlohmann::json architecture_options_json() const override { return options_to_json(options); }
 
   PreactResNetOptions options;
   nn::Conv2d conv1{nullptr};

@@ -2,6 +2,7 @@
 #include "core/activation.h"
 #include "core/sequential.h"
 #include "models/classify/classifier.h"
+#include "models/classify/early_exit.h"
 
 namespace igb::models::classify {
 
@@ -97,7 +98,7 @@ class ResNetImpl : public ClassifierImpl {
     for (auto& l : layers) x = l->forward(x);
     return fc(avgpool(x).flatten(1));
   }
-  nlohmann::json options_json() const override { return options_to_json(options); }
+  nlohmann::json architecture_options_json() const override { return options_to_json(options); }
 
   ResNetOptions options;
 
@@ -119,5 +120,13 @@ void ResNetOptions::validate(const std::string& model) const {
 }
 
 Model make_resnet(const ResNetOptions& options) { return std::make_shared<ResNetImpl>(options); }
+
+Model make_resnet_earlyexit(const ResNetOptions& options) {
+  if (options.depth() != 50)
+    throw InputError("Distiller's early exits are placed on resnet50 only");
+  auto model = std::make_shared<ResNetImpl>(options);
+  attach_exits(*model, distiller_resnet50_exits(options.num_classes(), options.input_size()));
+  return model;
+}
 
 }  // namespace igb::models::classify

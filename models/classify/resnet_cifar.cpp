@@ -103,7 +103,7 @@ class ResNetCifarImpl : public ClassifierImpl {
     for (auto& l : layers) x = l->forward(x);
     return fc(avgpool(x).flatten(1));
   }
-  nlohmann::json options_json() const override { return options_to_json(options); }
+  nlohmann::json architecture_options_json() const override { return options_to_json(options); }
 
   ResNetCifarOptions options;
 

@@ -46,7 +46,7 @@ class TwoConvNetImpl : public ClassifierImpl {
     x = x.flatten(1);
     return fc3(relu4(fc2(relu3(fc1(x)))));
   }
-  nlohmann::json options_json() const override { return options_to_json(options); }
+  nlohmann::json architecture_options_json() const override { return options_to_json(options); }
 
   Options options;
   nn::Conv2d conv1{nullptr}, conv2{nullptr};
@@ -79,7 +79,7 @@ class SimpleNetMnistImpl : public ClassifierImpl {
     // on the logits, since log_softmax leaves log-probabilities unchanged.
     return torch::log_softmax(fc2(relu3(fc1(x.flatten(1)))), 1);
   }
-  nlohmann::json options_json() const override { return options_to_json(options); }
+  nlohmann::json architecture_options_json() const override { return options_to_json(options); }
 
   SimpleNetMnistOptions options;
   nn::Conv2d conv1{nullptr}, conv2{nullptr};

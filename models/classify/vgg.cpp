@@ -95,7 +95,7 @@ class VggImpl : public ClassifierImpl {
     if (x.size(2) != 1 || x.size(3) != 1) x = torch::adaptive_avg_pool2d(x, {1, 1});
     return fc ? fc(x.flatten(1)) : classifier->forward(x.flatten(1));
   }
-  nlohmann::json options_json() const override { return options_to_json(options); }
+  nlohmann::json architecture_options_json() const override { return options_to_json(options); }
 
   Options options;
   Sequential features{nullptr}, classifier{nullptr};

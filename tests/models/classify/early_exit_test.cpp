@@ -98,6 +98,78 @@ TEST(EarlyExit, AnExitMustFollowAnActivation) {
   }
 }
 
+TEST(EarlyExit, DistillersResnet50ExitsHaveTheirShapes) {
+  register_builtin_models();
+  auto m = create_model("resnet50_earlyexit", {{"input_size", 224}});
+  const auto p = m->named_parameters();
+  // Distiller's Linear(1960) and Linear(588) at 224x224, conv heads 256→10 and 512→12.
+  EXPECT_EQ(p["layer1.2.relu3.branch_net.0.weight"].sizes(), (c10::IntArrayRef{10, 256, 7, 7}));
+  EXPECT_EQ(p["layer1.2.relu3.branch_net.3.weight"].sizes(), (c10::IntArrayRef{1000, 1960}));
+  EXPECT_EQ(p["layer2.3.relu3.branch_net.0.weight"].sizes(), (c10::IntArrayRef{12, 512, 7, 7}));
+  EXPECT_EQ(p["layer2.3.relu3.branch_net.3.weight"].sizes(), (c10::IntArrayRef{1000, 588}));
+  // At 64x64 the same heads fit the smaller maps.
+  auto small = create_model("resnet50_earlyexit", {{"input_size", 64}, {"num_classes", 10}});
+  small->eval();
+  torch::NoGradGuard no_grad;
+  const auto outs = forward_exits(
+      *small, [&](const at::Tensor& t) { return small->forward(t); }, torch::rand({2, 3, 64, 64}));
+  ASSERT_EQ(outs.size(), 3u);
+  for (const auto& o : outs) EXPECT_EQ(o.sizes(), (c10::IntArrayRef{2, 10}));
+}
+
+TEST(EarlyExit, AnyClassifierTakesExitsAsModelArgsAndKeepsThemInItsOptions) {
+  register_builtin_models();
+  torch::manual_seed(0);
+  auto m = create_model("resnet56_cifar",
+                        {{"exits", "layer1.8.relu2,layer2.8.relu2"}, {"exit_pool", "3"}});
+  const auto p = m->named_parameters();
+  EXPECT_EQ(p["layer1.8.relu2.branch_net.2.weight"].sizes(), (c10::IntArrayRef{10, 16 * 9}));
+  EXPECT_EQ(p["layer2.8.relu2.branch_net.2.weight"].sizes(), (c10::IntArrayRef{10, 32 * 9}));
+  const auto opts = m->options_json();
+  EXPECT_EQ(opts["exits"], "layer1.8.relu2,layer2.8.relu2");
+  EXPECT_EQ(opts["exit_pool"], 3);
+  // A checkpoint rebuilds the same model from its options.
+  auto again = create_model("resnet56_cifar", opts);
+  EXPECT_EQ(again->named_parameters().size(), p.size());
+  EXPECT_EQ(exit_points(*again).size(), 2u);
+  // Without exits the options are the architecture's alone.
+  EXPECT_FALSE(create_model("resnet20_cifar", {})->options_json().contains("exits"));
+  EXPECT_THROW(create_model("resnet20_cifar", {{"exits", "layer1.2.conv2"}}), InputError);
+  EXPECT_THROW(create_model("resnet20_cifar", {{"exit_pool", 2}}), InputError);
+  EXPECT_THROW(create_model("resnet20_cifar", {{"exits", "fc"}}), InputError);
+}
+
+TEST(EarlyExit, InceptionV3CifarHasTheCascadesFourExits) {
+  register_builtin_models();
+  torch::manual_seed(0);
+  auto m = create_model("inception_v3_cifar_earlyexit", {});
+  const auto points = exit_points(*m);
+  ASSERT_EQ(points.size(), 4u);
+  EXPECT_EQ(points[0].first, "after4");
+  EXPECT_EQ(points[3].first, "after16");
+  const auto p = m->named_parameters();
+  // torchvision's names; pooled heads on 64, 256, 768 and 1280 channels.
+  EXPECT_TRUE(p.contains("Mixed_5b.branch5x5_2.conv.weight"));
+  EXPECT_TRUE(p.contains("Mixed_7c.branch3x3dbl_3b.bn.weight"));
+  EXPECT_EQ(p["after4.branch_net.2.weight"].sizes(), (c10::IntArrayRef{10, 256}));
+  EXPECT_EQ(p["after16.branch_net.2.weight"].sizes(), (c10::IntArrayRef{10, 5120}));
+  m->eval();
+  torch::NoGradGuard no_grad;
+  const auto x = torch::rand({2, 3, 32, 32});
+  const auto outs = forward_exits(
+      *m, [&](const at::Tensor& t) { return m->forward(t); }, x);
+  ASSERT_EQ(outs.size(), 5u);
+  for (const auto& o : outs) EXPECT_EQ(o.sizes(), (c10::IntArrayRef{2, 10}));
+  // The branch points change nothing: the plain network with the same weights gives the same.
+  torch::manual_seed(0);
+  auto plain = create_model("inception_v3_cifar", {});
+  plain->eval();
+  auto dst = plain->named_parameters();
+  for (const auto& item : p)
+    if (dst.contains(item.key())) dst[item.key()].copy_(item.value());
+  EXPECT_TRUE(torch::allclose(plain->forward(x), outs.back(), 1e-5, 1e-5));
+}
+
 TEST(EarlyExit, DistillersLossWeighsEachExitAndGivesTheFinalTheRest) {
   // Two early exits and the final one, 3 samples of 4 classes; the loss by hand.
   const auto e0 = torch::tensor({{2.0, 0.0, 0.0, 0.0}, {0.0, 1.0, 0.0, 0.0}, {0.0, 0.0, 0.0, 3.0}});
