@@ -8,6 +8,8 @@
 #include <cmath>
 #include <iostream>
 #include <limits>
+#include <numeric>
+#include <random>
 
 #include "core/checkpoint.h"
 #include "core/cli.h"
@@ -77,21 +79,31 @@ std::pair<LabelledSet, LabelledSet> load_splits(const std::string& data, const s
   auto val = data::load_classify_data(data, o);
   o.test_split = true;
   auto test = data::load_classify_data(data, o);
-  const auto all = [max_samples](int64_t n, int64_t from, int64_t step) {
-    std::vector<int64_t> v;
-    for (int64_t i = from; i < n; i += step)
-      if (max_samples <= 0 || static_cast<int64_t>(v.size()) < max_samples) v.push_back(i);
+  // --max-samples keeps a fixed random subset, in the data's order.
+  const auto cap = [max_samples](std::vector<int64_t> v) {
+    if (max_samples > 0 && static_cast<int64_t>(v.size()) > max_samples) {
+      std::shuffle(v.begin(), v.end(), std::mt19937(7));
+      v.resize(static_cast<size_t>(max_samples));
+    }
+    std::sort(v.begin(), v.end());
     return v;
   };
-  if (val.description != test.description)
-    return {batches_of(*val.val, all(val.val->size(), 0, 1), batch,
-                       "the validation split of " + val.description),
-            batches_of(*test.val, all(test.val->size(), 0, 1), batch,
-                       "the test split of " + test.description)};
-  return {batches_of(*test.val, all(test.val->size(), 0, 2), batch,
-                     "the even samples of " + test.description),
-          batches_of(*test.val, all(test.val->size(), 1, 2), batch,
-                     "the odd samples of " + test.description)};
+  std::vector<int64_t> all(static_cast<size_t>(test.val->size()));
+  std::iota(all.begin(), all.end(), 0);
+  if (val.description != test.description) {
+    std::vector<int64_t> cal(static_cast<size_t>(val.val->size()));
+    std::iota(cal.begin(), cal.end(), 0);
+    return {batches_of(*val.val, cap(cal), batch, "the validation split of " + val.description),
+            batches_of(*test.val, cap(all), batch, "the test split of " + test.description)};
+  }
+  // One evaluation split: a fixed random half each (not every other sample: datasets stored
+  // class by class in turn would give each half its own classes).
+  std::shuffle(all.begin(), all.end(), std::mt19937(20240601));
+  const auto half = static_cast<std::ptrdiff_t>(all.size() / 2);
+  return {batches_of(*test.val, cap({all.begin(), all.begin() + half}), batch,
+                     "a fixed random half of " + test.description),
+          batches_of(*test.val, cap({all.begin() + half, all.end()}), batch,
+                     "the other half of " + test.description)};
 }
 
 /// `set` in batches of `batch`.
