@@ -605,6 +605,63 @@ TEST_F(Drivers, DeblurBlurOptionsAndPerceptualWeightsAreChecked) {
   EXPECT_FALSE(fs::exists(dir_ / "x" / "summary.json"));
 }
 
+TEST_F(Drivers, EarlyExitTrainingReportsEachExitAndResumes) {
+  // CIFAR-format files made by make-cifar: 40 training and 20 test images of the shapes.
+  auto mk =
+      run("igb-tools make-cifar --out " + (dir_ / "shapes").string() + " --train 40 --test 20");
+  ASSERT_EQ(mk.code, 0) << mk.output;
+  const std::string base =
+      "igb-train --optform=classify --model resnet20_cifar_earlyexit "
+      "--threads 1 --batch-size 8 --data " +
+      (dir_ / "shapes").string();
+  auto r = run(base + " --epochs 1 --earlyexit_lossweights 0.3 --earlyexit_thresholds 1.5 --out " +
+               (dir_ / "run").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("Accuracy Stats for exit 1: top1 = "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Totals for entire network with early exits: top1 = "), std::string::npos)
+      << r.output;
+  auto summary = nlohmann::json::parse(std::ifstream(dir_ / "run" / "summary.json"));
+  const auto& ee = summary["early_exit"];
+  EXPECT_EQ(ee["lossweights"], nlohmann::json::array({0.3}));
+  ASSERT_EQ(ee["exits"].size(), 2u);
+  // Distiller's totals: each exit's top-1 weighted by the share leaving there.
+  const double p0 = ee["exits"][0]["taken_pct"].get<double>();
+  const double p1 = ee["exits"][1]["taken_pct"].get<double>();
+  EXPECT_NEAR(p0 + p1, 100.0, 1e-9);
+  EXPECT_NEAR(
+      summary["top1"].get<double>(),
+      (p0 * ee["exits"][0]["top1"].get<double>() + p1 * ee["exits"][1]["top1"].get<double>()) /
+          100.0,
+      1e-6);
+  std::ifstream csv(dir_ / "run" / "metrics.csv");
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_NE(header.find("exit0_taken_pct,exit0_top1,exit0_top5,exit0_top1_all,exit0_loss"),
+            std::string::npos)
+      << header;
+  // The weights and thresholds carry over on resume.
+  auto again = run("igb-train --optform=classify --threads 1 --batch-size 8 --epochs 2 --resume " +
+                   (dir_ / "run" / "checkpoint.ckpt").string());
+  ASSERT_EQ(again.code, 0) << again.output;
+  summary = nlohmann::json::parse(std::ifstream(dir_ / "run" / "summary.json"));
+  EXPECT_EQ(summary["early_exit"]["thresholds"], nlohmann::json::array({1.5}));
+  // Bad weights, missing weights and weights for a model without exits: one line, exit 2.
+  const std::string out = " --epochs 1 --out " + (dir_ / "bad").string();
+  auto bad = run(base + " --earlyexit_lossweights 0.6 0.5" + out);
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("resnet20_cifar_earlyexit has 1 early exit, give 1 weight"),
+            std::string::npos)
+      << bad.output;
+  bad = run(base + out);
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--earlyexit_lossweights"), std::string::npos) << bad.output;
+  bad = run("igb-train --optform=classify --model resnet20_cifar --threads 1 --data " +
+            (dir_ / "shapes").string() + " --earlyexit_lossweights 0.3" + out);
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("resnet20_cifar has no early exits"), std::string::npos) << bad.output;
+  EXPECT_FALSE(fs::exists(dir_ / "bad" / "summary.json"));
+}
+
 TEST_F(Drivers, ClassifyTrainsOnCifarFilesAndTests) {
   // A tiny CIFAR-10 folder in the real binary format: 40 training and 20 test records.
   fs::create_directories(dir_ / "cifar");
