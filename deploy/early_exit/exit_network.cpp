@@ -63,12 +63,12 @@ namespace {
 /// Every op `op` depends on, itself included.
 std::set<int> ancestors(const tools::SummaryGraph& graph, int op) {
   std::set<int> seen{op};
-  std::vector<int> todo{op};
-  while (!todo.empty()) {
-    const int o = todo.back();
-    todo.pop_back();
+  std::vector<int> frontier{op};
+  while (!frontier.empty()) {
+    const int o = frontier.back();
+    frontier.pop_back();
     for (int p : graph.predecessors(o))
-      if (seen.insert(p).second) todo.push_back(p);
+      if (seen.insert(p).second) frontier.push_back(p);
   }
   return seen;
 }
