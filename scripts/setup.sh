@@ -9,6 +9,8 @@ PACKAGES=(
   build-essential clang cmake ninja-build ccache pkg-config clang-format clang-tidy
   libtorch-dev libyaml-cpp-dev libonnx-dev libopencv-dev libjpeg-dev libpng-dev libcli11-dev
   libgraphviz-dev graphviz libcairo2-dev libexpat1-dev libgtest-dev libgmock-dev libgloo-dev
+  # igb-serve: gRPC and the protocol compiler with its C++ plugin.
+  libgrpc++-dev protobuf-compiler protobuf-compiler-grpc
   nlohmann-json3-dev libfmt-dev
   # LibTorch falls back to BLAS for linear layers and small-batch convolutions; without an
   # optimised BLAS, Debian links the reference one (9x slower on ResNet-20 at batch 1). The

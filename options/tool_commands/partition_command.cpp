@@ -11,10 +11,6 @@
 #include "core/fs.h"
 #include "core/logger.h"
 #include "core/table.h"
-#include "data/image.h"
-#include "data/image_folder.h"
-#include "data/resize.h"
-#include "data/video.h"
 #include "deploy/partition/devices_file.h"
 #include "deploy/partition/layer_costs.h"
 #include "deploy/partition/model_partition.h"
@@ -22,6 +18,7 @@
 #include "deploy/partition/pipeline_sim.h"
 #include "deploy/partition/stages.h"
 #include "options/common_options.h"
+#include "options/tool_commands/partition_support.h"
 #include "options/tool_commands/tool_command.h"
 
 namespace igb::options {
@@ -31,37 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using deploy::PartitionPlan;
-
-/// A frame of the model's input shape from an RGB image in [0, 1]: resized, grey when the model
-/// takes one channel.
-at::Tensor to_model_input(const at::Tensor& rgb, const tools::Shape& input) {
-  at::Tensor x = data::imresize_to(rgb, input.at(2), input.at(3)).clamp(0, 1);
-  if (input.at(1) == 1) x = data::rgb_to_y(x);
-  if (x.size(0) != input.at(1))
-    throw InputError("--frames-from gives RGB frames; the model takes " +
-                     std::to_string(input.at(1)) + " channels");
-  return x.unsqueeze(0).contiguous();
-}
-
-std::vector<at::Tensor> read_frames(const fs::path& from, const tools::Shape& input, int count) {
-  if (input.size() != 4) throw InputError("--frames-from needs a model with a 4-D image input");
-  std::vector<at::Tensor> frames;
-  if (fs::is_directory(from)) {
-    for (const auto& f : data::list_images(from)) {
-      if (static_cast<int>(frames.size()) >= count) break;
-      frames.push_back(to_model_input(data::read_image(f), input));
-    }
-  } else {
-    data::VideoOptions vo;
-    vo.max_frames = count;
-    data::VideoFrames video(from, vo);
-    data::VideoFrame f;
-    while (video.next(f)) frames.push_back(to_model_input(f.rgb, input));
-  }
-  if (frames.size() < 2)
-    throw InputError("--frames-from " + from.string() + " gives fewer than 2 frames");
-  return frames;
-}
 
 std::string mb(double bytes) { return fixed(bytes / 1e6, 3); }
 
@@ -176,10 +142,10 @@ class PartitionCommand : public ToolCommand {
                 << deploy::this_machine() << " to " << write_costs_ << "\n";
       return kExitOk;
     }
-    read_costs(devices, *model, graph, forward);
+    in_.costs = device_layer_costs(devices, *model, graph, forward, cache_dir_, logger_);
     std::map<int, deploy::ValueTraffic> traffic;
     if (!frames_from_.empty()) {
-      const auto frames = read_frames(frames_from_, m.input, 8);
+      const auto frames = read_model_frames(frames_from_, m.input, 8, "--frames-from");
       traffic = deploy::measure_traffic(graph, frames);
       in_.traffic = &traffic;
       logger_.info("measured zero ratios on " + std::to_string(frames.size()) + " frames of " +
@@ -225,27 +191,6 @@ class PartitionCommand : public ToolCommand {
   }
 
  private:
-  /// One cost file per device: its own file, or this machine's measurement (cached).
-  void read_costs(const deploy::DevicesFile& devices, torch::nn::Module& model,
-                  const tools::SummaryGraph& graph, const tools::SummaryGraph::Forward& forward) {
-    std::optional<deploy::LayerCosts> measured;
-    for (const auto& d : devices.devices) {
-      if (!d.costs.empty()) {
-        auto c = deploy::read_layer_costs(d.costs);
-        deploy::check_layer_costs(c, graph, d.costs.string());
-        in_.costs.push_back(std::move(c));
-        continue;
-      }
-      if (!measured) {
-        bool cached = false;
-        measured = deploy::cached_layer_costs(model, graph, forward, cache_dir_, &cached);
-        logger_.info(std::string(cached ? "read cached" : "measured") + " per-op costs of " +
-                     graph.model_name() + " on " + measured->machine);
-      }
-      in_.costs.push_back(*measured);
-    }
-  }
-
   static Table plans_table(const deploy::PartitionProblem& p,
                            const std::vector<PartitionPlan>& plans) {
     Table t;

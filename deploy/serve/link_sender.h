@@ -1,0 +1,90 @@
+// The sending end of one link of a serving chain: frames go out in order, each tensor whole or as
+// its difference from the previous frame's, at an emulated bandwidth and latency when asked.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "deploy/serve/serve_options.h"
+#include "deploy/serve/wire.h"
+
+namespace igb::deploy {
+
+/// A frame to send: the message without its tensors, and the tensors by name.
+struct OutgoingFrame {
+  proto::Frame frame;
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+};
+
+class LinkSender {
+ public:
+  /// Called (on the sender's thread) when a frame could not be delivered: the frame and the fault.
+  using OnError = std::function<void(const proto::Frame& frame, const std::string& error)>;
+
+  /// `who` names the receiver in messages ("stage 2 (127.0.0.1:5002)"). With `diff`, tensors
+  /// after a frame's first are sent as differences (DiffEncoder) and frames leave in the order of
+  /// their seq; otherwise whole, in the order given.
+  LinkSender(const std::string& address, std::string who, LinkEmulation link,
+             TransferPrecision precision, bool diff, double timeout_ms, OnError on_error);
+  /// Stops: frames not yet sent are dropped.
+  ~LinkSender();
+  LinkSender(const LinkSender&) = delete;
+  LinkSender& operator=(const LinkSender&) = delete;
+
+  void send(OutgoingFrame f);
+  /// A seq that will never be sent (its frame failed before): later frames need not wait for it.
+  void skip(int64_t seq);
+
+  /// Payload bytes delivered, and the time the link took for them (transmission, the emulated
+  /// delay included), ms.
+  int64_t bytes_sent() const;
+  double send_ms() const;
+
+ private:
+  struct InFlight {
+    std::chrono::steady_clock::time_point due;
+    proto::Frame frame;
+    int64_t bytes = 0;
+    double transmit_ms = 0;
+  };
+  void transmit_loop();
+  void propagate_loop();
+  bool ready_locked() const;
+  proto::Frame encode(OutgoingFrame& f, int64_t* bytes);
+
+  std::string who_;
+  LinkEmulation link_;
+  TransferPrecision precision_;
+  bool diff_;
+  double timeout_ms_;
+  OnError on_error_;
+  std::unique_ptr<proto::Worker::Stub> stub_;
+  std::map<std::string, DiffEncoder> encoders_;
+  /// Set when a frame was not delivered: the transmitting thread starts the encoders afresh.
+  std::atomic<bool> reset_encoders_{false};
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::deque<OutgoingFrame> fifo_;
+  std::map<int64_t, OutgoingFrame> by_seq_;
+  std::map<int64_t, bool> skipped_;
+  int64_t next_seq_ = -1;
+  std::deque<InFlight> in_flight_;
+  int64_t bytes_sent_ = 0;
+  double send_ms_ = 0;
+  std::thread transmit_, propagate_;
+};
+
+}  // namespace igb::deploy

@@ -1,0 +1,274 @@
+#include "deploy/serve/serve_master.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include "core/error.h"
+#include "deploy/onnx/onnx_export.h"
+#include "deploy/partition/layer_costs.h"
+#include "deploy/serve/link_sender.h"
+#include "deploy/serve/wire.h"
+
+namespace igb::deploy {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+}  // namespace
+
+std::vector<std::vector<int>> stage_links(const tools::SummaryGraph& graph,
+                                          const std::vector<Stage>& stages) {
+  const int k = static_cast<int>(stages.size());
+  // Stage making each value (-1: a graph input, known from the start) and the last stage reading
+  // it (k for a model output: it goes with the answer).
+  std::map<int, int> made, last_read;
+  for (int v : graph.inputs()) made[v] = -1;
+  for (int s = 0; s < k; ++s)
+    for (int op : stages[s].ops) {
+      for (int v : graph.op(op).outputs) made[v] = s;
+      for (int v : graph.op(op).inputs) last_read[v] = std::max(last_read[v], s);
+    }
+  for (int v : graph.outputs()) last_read[v] = k;
+  std::vector<std::vector<int>> links(k);
+  for (const auto& [v, reader] : last_read) {
+    auto it = made.find(v);
+    if (it == made.end()) continue;
+    for (int l = std::max(it->second, 0); l < k; ++l)
+      if (reader > l) links[l].push_back(v);
+  }
+  return links;
+}
+
+class ServeMaster::Impl final : public proto::Collector::Service {
+ public:
+  Impl(const tools::SummaryGraph& graph, MasterOptions options)
+      : graph_(graph), options_(std::move(options)) {
+    if (options_.workers.empty()) throw InputError("--workers: give one address per stage");
+    if (!(options_.timeout_ms > 0)) throw InputError("--timeout must be positive");
+    silence_grpc_log();
+    server_ = start_server(options_.listen, this, "--listen", &address_);
+    reply_to_ = options_.advertise.empty() ? address_ : options_.advertise;
+    for (const auto& w : options_.workers)
+      stubs_.push_back(proto::Worker::NewStub(open_channel(w)));
+  }
+
+  ~Impl() override {
+    sender_.reset();
+    if (server_) server_->Shutdown(deadline_in(1000));
+  }
+
+  grpc::Status Collect(grpc::ServerContext*, const proto::Result* result, proto::Ack*) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      results_[result->id()] = *result;
+    }
+    arrived_.notify_all();
+    return grpc::Status::OK;
+  }
+
+  void configure(const std::vector<Stage>& stages, uint32_t number) {
+    if (stages.size() != options_.workers.size()) {
+      std::vector<std::string> names;
+      for (const auto& s : stages) names.push_back(s.device_name);
+      throw InputError("--workers gives " + std::to_string(options_.workers.size()) +
+                       " addresses; the plan runs " + std::to_string(stages.size()) + " stages (" +
+                       join(names) + ")");
+    }
+    links_ = stage_links(graph_, stages);
+    const std::string fingerprint = graph_fingerprint(graph_);
+    for (size_t i = 0; i < stages.size(); ++i) {
+      proto::StageConfig c;
+      c.set_plan(number);
+      c.set_stage(static_cast<int>(i));
+      for (int op : stages[i].ops) c.add_ops(graph_.op(op).name);
+      const std::vector<int>& in = i == 0 ? graph_.inputs() : links_[i - 1];
+      for (int v : in) c.add_inputs(onnx_value_name(graph_, v));
+      for (int v : links_[i]) c.add_outputs(onnx_value_name(graph_, v));
+      if (i + 1 < stages.size()) c.set_next(options_.workers[i + 1]);
+      c.set_fingerprint(fingerprint);
+      c.set_weights(options_.weights);
+      c.set_precision(to_proto(options_.precision));
+      c.set_diff(options_.diff);
+      c.set_timeout_ms(options_.timeout_ms);
+      // The first contact may wait for a worker still loading its model.
+      grpc::ClientContext ctx;
+      ctx.set_deadline(deadline_in(options_.timeout_ms));
+      ctx.set_wait_for_ready(true);
+      proto::ConfigureReply reply;
+      const auto status = stubs_[i]->Configure(&ctx, c, &reply);
+      if (!status.ok())
+        throw std::runtime_error(status_text(
+            status, "worker " + options_.workers[i] + " (stage " + std::to_string(i) + ")",
+            options_.timeout_ms));
+    }
+    plan_ = number;
+    stages_ = stages;
+    sender_.reset();
+    sender_ = std::make_unique<LinkSender>(
+        options_.workers[0], "worker " + options_.workers[0] + " (stage 0)", options_.link,
+        options_.precision, options_.diff, options_.timeout_ms,
+        [this](const proto::Frame& frame, const std::string& error) {
+          proto::Result r;
+          r.set_id(frame.id());
+          r.set_error("frame " + std::to_string(frame.id()) + " could not be sent: " + error);
+          std::lock_guard<std::mutex> lock(mutex_);
+          results_[frame.id()] = r;
+          arrived_.notify_all();
+        });
+    seq_ = 0;
+  }
+
+  ServeResult serve(const std::vector<at::Tensor>& frames,
+                    const std::function<void(int, int)>& progress) {
+    if (!sender_) throw std::logic_error("ServeMaster::serve before configure");
+    const int n = static_cast<int>(frames.size());
+    const auto t0 = Clock::now();
+    std::vector<Clock::time_point> sent(n);
+    std::vector<uint64_t> ids(n);
+    const std::string input_name = onnx_value_name(graph_, graph_.inputs().at(0));
+    ServeResult out;
+    out.outputs.resize(n);
+    out.latency_ms.resize(n);
+    out.sent_ms.resize(n);
+    out.done_ms.resize(n);
+    out.stages.resize(stages_.size());
+    for (size_t s = 0; s < stages_.size(); ++s) out.stages[s].worker = options_.workers[s];
+    out.link_bytes_first.assign(stages_.size(), 0);
+    out.link_bytes_later.assign(stages_.size(), 0);
+    int next_send = 0, done = 0;
+    while (done < n) {
+      // Send every frame that is due (all at once back to back, else at the rate).
+      while (next_send < n) {
+        const auto due = options_.rate_fps > 0
+                             ? t0 + std::chrono::microseconds(
+                                        static_cast<int64_t>(next_send * 1e6 / options_.rate_fps))
+                             : t0;
+        if (Clock::now() < due) break;
+        OutgoingFrame f;
+        ids[next_send] = next_id_++;
+        f.frame.set_id(ids[next_send]);
+        f.frame.set_plan(plan_);
+        f.frame.set_seq(seq_++);
+        f.frame.set_reply_to(reply_to_);
+        f.tensors.emplace_back(input_name, frames[next_send].to(at::kFloat).contiguous());
+        sent[next_send] = Clock::now();
+        sender_->send(std::move(f));
+        ++next_send;
+      }
+      const auto wait_until = std::min(
+          next_send < n && options_.rate_fps > 0
+              ? t0 + std::chrono::microseconds(
+                         static_cast<int64_t>(next_send * 1e6 / options_.rate_fps))
+              : Clock::time_point::max(),
+          sent[done] +
+              std::chrono::microseconds(static_cast<int64_t>(options_.timeout_ms * 1000.0)));
+      proto::Result r;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        arrived_.wait_until(lock, wait_until, [&] { return results_.count(ids[done]) > 0; });
+        auto it = results_.find(ids[done]);
+        if (it == results_.end()) {
+          if (Clock::now() < sent[done] + std::chrono::microseconds(
+                                              static_cast<int64_t>(options_.timeout_ms * 1000.0)))
+            continue;  // time to send the next frame
+          lock.unlock();
+          throw std::runtime_error("no result for frame " + std::to_string(done) + " within " +
+                                   std::to_string(static_cast<int64_t>(options_.timeout_ms)) +
+                                   " ms: " + silent_worker());
+        }
+        r = std::move(it->second);
+        results_.erase(it);
+      }
+      if (!r.error().empty()) throw std::runtime_error(r.error());
+      const auto now = Clock::now();
+      out.sent_ms[done] = std::chrono::duration<double, std::milli>(sent[done] - t0).count();
+      out.done_ms[done] = std::chrono::duration<double, std::milli>(now - t0).count();
+      out.latency_ms[done] = out.done_ms[done] - out.sent_ms[done];
+      add_result(r, done, out);
+      ++done;
+      if (progress) progress(done, n);
+    }
+    summarise(out);
+    return out;
+  }
+
+ private:
+  /// A frame's outputs and what each stage did for it.
+  void add_result(const proto::Result& r, int done, ServeResult& out) const {
+    for (const auto& t : r.outputs())
+      out.outputs[done].push_back(
+          decode_tensor(from_proto(t), "the result of frame " + std::to_string(done)));
+    for (const auto& h : r.hops()) {
+      if (h.stage() < 0 || h.stage() >= static_cast<int>(stages_.size())) continue;
+      auto& st = out.stages[h.stage()];
+      st.compute_ms += h.compute_ms();
+      st.queue_ms += h.queue_ms();
+      st.bytes_in += h.bytes_in();
+      st.bytes_out += h.bytes_out();
+      (done == 0 ? out.link_bytes_first : out.link_bytes_later)[h.stage()] += h.bytes_in();
+    }
+  }
+
+  static void summarise(ServeResult& out) {
+    const int n = static_cast<int>(out.latency_ms.size());
+    double sum = 0;
+    for (double l : out.latency_ms) {
+      sum += l;
+      out.max_latency_ms = std::max(out.max_latency_ms, l);
+    }
+    out.mean_latency_ms = n > 0 ? sum / n : 0;
+    if (n > 1) {
+      const double span = out.done_ms.back() - out.done_ms.front();
+      out.steady_fps = span > 0 ? (n - 1) / span * 1000.0 : 0;
+    }
+  }
+
+  /// The first worker that does not answer a report within a second, in our words.
+  std::string silent_worker() {
+    for (size_t i = 0; i < stubs_.size(); ++i) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(deadline_in(1000));
+      proto::ReportRequest req;
+      proto::WorkerReport rep;
+      const auto status = stubs_[i]->Report(&ctx, req, &rep);
+      if (!status.ok())
+        return status_text(
+            status, "worker " + options_.workers[i] + " (stage " + std::to_string(i) + ")", 1000);
+    }
+    return "every worker answers, but the frame did not come back (a worker lost it or is still "
+           "busy: raise --timeout)";
+  }
+
+  const tools::SummaryGraph& graph_;
+  MasterOptions options_;
+  std::string address_, reply_to_;
+  std::unique_ptr<grpc::Server> server_;
+  std::vector<std::unique_ptr<proto::Worker::Stub>> stubs_;
+  std::vector<Stage> stages_;
+  std::vector<std::vector<int>> links_;
+  uint32_t plan_ = 0;
+  int64_t seq_ = 0;
+  uint64_t next_id_ = 1;
+  std::unique_ptr<LinkSender> sender_;
+  std::mutex mutex_;
+  std::condition_variable arrived_;
+  std::map<uint64_t, proto::Result> results_;
+};
+
+ServeMaster::ServeMaster(const tools::SummaryGraph& graph, MasterOptions options)
+    : impl_(std::make_unique<Impl>(graph, std::move(options))) {}
+ServeMaster::~ServeMaster() = default;
+void ServeMaster::configure(const std::vector<Stage>& stages, uint32_t number) {
+  impl_->configure(stages, number);
+}
+ServeResult ServeMaster::serve(const std::vector<at::Tensor>& frames,
+                               const std::function<void(int, int)>& progress) {
+  return impl_->serve(frames, progress);
+}
+
+}  // namespace igb::deploy

@@ -1,0 +1,88 @@
+// The master of a partitioned serving chain (docs/serving.md): configures one worker per stage
+// of a plan, sends frames down the chain, collects the results and measures what the chain did.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "deploy/partition/model_partition.h"
+#include "deploy/partition/stages.h"
+#include "deploy/serve/serve_options.h"
+#include "tools/graph/summary_graph.h"
+
+namespace igb::deploy {
+
+struct MasterOptions {
+  /// weights_digest() of the model the plan runs (the workers must hold the same).
+  std::string weights;
+  /// One address per stage, in chain order.
+  std::vector<std::string> workers;
+  /// Where results come back (HOST:PORT, port 0 picks one), and the address the last worker is
+  /// told to send them to (default: the bound address).
+  std::string listen = "127.0.0.1:0";
+  std::string advertise;
+  TransferPrecision precision = TransferPrecision::kFp32;
+  /// Frames after the first as differences from the previous frame (--mode diff).
+  bool diff = false;
+  /// A frame whose result has not come back this long after it was sent fails the run, ms.
+  double timeout_ms = 10000;
+  /// Frames per second sent; 0 sends them back to back.
+  double rate_fps = 0;
+  /// The link from the master to the first worker (emulated; the plan's frames start there).
+  LinkEmulation link;
+};
+
+/// What one stage did, summed over the frames.
+struct StageTotals {
+  std::string worker;
+  double compute_ms = 0, queue_ms = 0;
+  int64_t bytes_in = 0, bytes_out = 0;
+};
+
+struct ServeResult {
+  /// Per frame, in order: send time and result time from the first send, ms.
+  std::vector<double> sent_ms, done_ms, latency_ms;
+  std::vector<std::vector<at::Tensor>> outputs;
+  std::vector<StageTotals> stages;
+  /// Bytes on each link: [0] master → first worker, [i] stage i-1 → stage i; first frame and the
+  /// rest.
+  std::vector<int64_t> link_bytes_first, link_bytes_later;
+  double mean_latency_ms = 0, max_latency_ms = 0;
+  /// Frames between the first and the last completion over that time (the simulator's steady
+  /// throughput).
+  double steady_fps = 0;
+};
+
+/// The values each link carries for `stages` (by value id): link i joins stage i and i + 1;
+/// the last entry is what the last stage answers with (the model's outputs).
+std::vector<std::vector<int>> stage_links(const tools::SummaryGraph& graph,
+                                          const std::vector<Stage>& stages);
+
+class ServeMaster {
+ public:
+  /// `graph` must outlive the master.
+  ServeMaster(const tools::SummaryGraph& graph, MasterOptions options);
+  ~ServeMaster();
+  ServeMaster(const ServeMaster&) = delete;
+  ServeMaster& operator=(const ServeMaster&) = delete;
+
+  /// Gives worker i stage i (plan `number`). An error naming the worker when one is unreachable,
+  /// holds another model or refuses the stage.
+  void configure(const std::vector<Stage>& stages, uint32_t number);
+  /// Sends `frames` (each the model's input, batch 1) down the chain and collects every result.
+  /// Throws (one line naming the worker and the frame) when a worker fails or no result comes back
+  /// within the timeout. `progress` (may be empty) is called after each result.
+  ServeResult serve(const std::vector<at::Tensor>& frames,
+                    const std::function<void(int done, int total)>& progress = {});
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace igb::deploy

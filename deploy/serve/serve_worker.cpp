@@ -1,0 +1,546 @@
+#include "deploy/serve/serve_worker.h"
+
+#include <c10/util/Exception.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "core/crc32c.h"
+#include "core/error.h"
+#include "deploy/onnx/onnx_export.h"
+#include "deploy/partition/layer_costs.h"
+#include "deploy/partition/stages.h"
+#include "deploy/serve/link_sender.h"
+#include "deploy/serve/wire.h"
+
+namespace igb::deploy {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
+  return out.empty() ? "a scalar" : out;
+}
+
+/// The first line of an error, without LibTorch's "[file:line]" location.
+std::string error_line(const std::exception& e) {
+  std::string s = e.what();
+  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) s = c10->what_without_backtrace();
+  if (auto nl = s.find('\n'); nl != std::string::npos) s.resize(nl);
+  return s;
+}
+
+grpc::Status refuse(const std::string& what) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, what);
+}
+
+}  // namespace
+
+std::string weights_digest(torch::nn::Module& model) {
+  uint32_t crc = 0;
+  auto add = [&](const std::string& name, const at::Tensor& t) {
+    crc = crc32c(name.data(), name.size(), crc);
+    const at::Tensor c = t.detach().to(at::kCPU).contiguous();
+    crc = crc32c(c.data_ptr(), static_cast<size_t>(c.nbytes()), crc);
+  };
+  for (const auto& p : model.named_parameters()) add(p.key(), p.value());
+  for (const auto& b : model.named_buffers()) add(b.key(), b.value());
+  char text[9];
+  std::snprintf(text, sizeof(text), "%08x", crc);
+  return text;
+}
+
+/// What a worker runs now: a master's plan or its cascade unit. Frames hold the plan they were
+/// accepted under, so a new plan does not disturb frames in flight.
+struct WorkerPlan {
+  uint32_t number = 0;
+  int stage = 0;
+  std::unique_ptr<StageRunner> runner;
+  /// Values received and values passed on (or answered with, on the last stage), by name.
+  std::vector<std::pair<std::string, int>> inputs, outputs;
+  bool diff = false;
+  double timeout_ms = 10000;
+  std::unique_ptr<LinkSender> sender;
+  /// A cascade unit's exit (null: a pipeline stage, or the cascade's final segment).
+  torch::nn::Sequential head{nullptr};
+  int exit_value = -1;
+  bool cascade = false;
+  ExitCriterion criterion = ExitCriterion::kMaxSoftmax;
+  double score_threshold = 0;
+  /// The receiving side of --mode diff: the tensor each input name holds, and the last seq taken.
+  std::map<std::string, DiffDecoder> decoders;
+  int64_t last_seq = -1;
+};
+
+class StageWorker::Impl final : public proto::Worker::Service {
+ public:
+  Impl(torch::nn::Module& model, const tools::SummaryGraph& graph,
+       tools::SummaryGraph::Forward forward, WorkerOptions options)
+      : model_(model), graph_(graph), forward_(std::move(forward)), options_(std::move(options)) {
+    if (options_.compute_threads < 1 || options_.compute_threads > 64)
+      throw InputError("--compute-threads must be between 1 and 64, not " +
+                       std::to_string(options_.compute_threads));
+    fingerprint_ = graph_fingerprint(graph_);
+    weights_ = weights_digest(model_);
+    for (size_t v = 0; v < graph_.values().size(); ++v)
+      value_ids_[onnx_value_name(graph_, static_cast<int>(v))] = static_cast<int>(v);
+  }
+
+  ~Impl() override { shutdown(); }
+
+  std::string start() {
+    silence_grpc_log();
+    server_ = start_server(options_.listen, this, "--listen", &address_);
+    for (int i = 0; i < options_.compute_threads; ++i)
+      compute_.emplace_back([this] { compute_loop(); });
+    return address_;
+  }
+
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    stopped_.wait(lock, [&] { return stop_; });
+  }
+
+  void shutdown() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stop_ && compute_.empty()) return;
+      stop_ = true;
+    }
+    queue_changed_.notify_all();
+    stopped_.notify_all();
+    for (auto& t : compute_) t.join();
+    compute_.clear();
+    if (server_) server_->Shutdown(deadline_in(1000));
+    std::lock_guard<std::mutex> lock(mutex_);
+    plan_.reset();
+  }
+
+  void set_cascade(const ExitNetwork& net, const CascadeUnit& unit) {
+    const int units = static_cast<int>(net.exits());
+    if (unit.unit < 0 || unit.unit >= units)
+      throw InputError("--unit " + std::to_string(unit.unit) + ": " + graph_.model_name() +
+                       " has " + std::to_string(units) + " segments (units 0 to " +
+                       std::to_string(units - 1) + ")");
+    const bool last = unit.unit == units - 1;
+    if (!last && unit.next.empty())
+      throw InputError("--unit " + std::to_string(unit.unit) +
+                       " is not the last segment: give --next, the address of unit " +
+                       std::to_string(unit.unit + 1));
+    const auto& segments = net.segments();
+    auto plan = std::make_shared<WorkerPlan>();
+    plan->cascade = true;
+    plan->stage = unit.unit;
+    plan->runner = std::make_unique<StageRunner>(graph_, segments[unit.unit]);
+    plan->timeout_ms = unit.timeout_ms;
+    plan->criterion = unit.criterion;
+    plan->score_threshold = unit.score_threshold;
+    for (int v : segments[unit.unit].inputs)
+      plan->inputs.emplace_back(onnx_value_name(graph_, v), v);
+    if (!last) {
+      plan->head = net.head(unit.unit);
+      plan->exit_value = net.exit_values().at(unit.unit);
+      // Everything a later segment reads that is known here: made by this segment or before.
+      std::set<int> known;
+      for (int e = 0; e <= unit.unit; ++e) {
+        known.insert(segments[e].inputs.begin(), segments[e].inputs.end());
+        known.insert(segments[e].outputs.begin(), segments[e].outputs.end());
+      }
+      std::set<int> later;
+      for (int e = unit.unit + 1; e < units; ++e)
+        for (int v : segments[e].inputs)
+          if (known.count(v)) later.insert(v);
+      for (int v : later) plan->outputs.emplace_back(onnx_value_name(graph_, v), v);
+      plan->sender = make_sender(unit.next, "unit " + std::to_string(unit.unit + 1), unit.precision,
+                                 false, unit.timeout_ms);
+    } else {
+      for (int v : graph_.outputs()) plan->outputs.emplace_back(onnx_value_name(graph_, v), v);
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    plan_ = std::move(plan);
+  }
+
+  // ---- the RPCs ----
+
+  grpc::Status Configure(grpc::ServerContext*, const proto::StageConfig* req,
+                         proto::ConfigureReply* reply) override {
+    const auto start = Clock::now();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (plan_ && plan_->cascade)
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                            "worker " + address_ + " is a cascade unit; it takes no plan");
+    }
+    if (req->fingerprint() != fingerprint_)
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "the plan is for a graph with fingerprint " + req->fingerprint() +
+                              "; worker " + address_ + " holds " + graph_.model_name() +
+                              " with fingerprint " + fingerprint_ +
+                              " (another model, input size or pruning)");
+    if (req->weights() != weights_)
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "the master's " + graph_.model_name() + " has weights " + req->weights() +
+                              "; worker " + address_ + " holds weights " + weights_ +
+                              " (another checkpoint)");
+    auto plan = std::make_shared<WorkerPlan>();
+    plan->number = req->plan();
+    plan->stage = req->stage();
+    plan->diff = req->diff();
+    plan->timeout_ms = req->timeout_ms() > 0 ? req->timeout_ms() : 10000;
+    if (auto status = build_stage(*req, *plan); !status.ok()) return status;
+    if (!req->next().empty())
+      plan->sender = make_sender(
+          req->next(), "stage " + std::to_string(req->stage() + 1) + " (" + req->next() + ")",
+          from_proto(req->precision()), req->diff(), plan->timeout_ms);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      plan_ = std::move(plan);
+    }
+    reply->set_model(graph_.model_name());
+    reply->set_setup_ms(ms_since(start));
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Deliver(grpc::ServerContext*, const proto::Frame* frame, proto::Ack*) override {
+    const auto received = Clock::now();
+    std::shared_ptr<WorkerPlan> plan;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      plan = plan_;
+      if (stop_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down");
+    }
+    if (!plan)
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "worker " + address_ + " holds no stage yet (no plan was configured)");
+    const std::string what = "frame " + std::to_string(frame->id());
+    if (!plan->cascade && frame->plan() != plan->number)
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          what + " is for plan " + std::to_string(frame->plan()) + "; worker " +
+                              address_ + " runs stage " + std::to_string(plan->stage) +
+                              " of plan " + std::to_string(plan->number));
+    if (frame->reply_to().empty()) return refuse(what + " names no reply_to address");
+    std::map<std::string, const proto::Tensor*> by_name;
+    for (const auto& t : frame->tensors()) {
+      bool known = false;
+      for (const auto& in : plan->inputs) known = known || in.first == t.name();
+      if (!known) {
+        std::vector<std::string> names;
+        for (const auto& in : plan->inputs) names.push_back("'" + in.first + "'");
+        return refuse(what + ": tensor '" + t.name() + "' is not an input of stage " +
+                      std::to_string(plan->stage) + " (it takes " + join(names) + ")");
+      }
+      if (!by_name.emplace(t.name(), &t).second)
+        return refuse(what + ": tensor '" + t.name() + "' is sent twice");
+    }
+    auto job = std::make_unique<Job>();
+    job->plan = plan;
+    job->queued = received;
+    *job->head.mutable_hops() = frame->hops();
+    job->head.set_id(frame->id());
+    job->head.set_plan(frame->plan());
+    job->head.set_seq(frame->seq());
+    job->head.set_reply_to(frame->reply_to());
+    try {
+      std::lock_guard<std::mutex> lock(decode_mutex_);
+      bool differences = false;
+      for (const auto& [name, t] : by_name) differences = differences || t->difference();
+      if (differences && frame->seq() != plan->last_seq + 1)
+        return refuse(what + " holds differences from seq " + std::to_string(frame->seq() - 1) +
+                      ", but the last frame this worker took is seq " +
+                      std::to_string(plan->last_seq));
+      // Decode into copies: a frame refused half way leaves what the worker holds unchanged.
+      auto decoders = plan->decoders;
+      for (const auto& [name, id] : plan->inputs) {
+        auto it = by_name.find(name);
+        if (it == by_name.end()) return refuse(what + " lacks input '" + name + "'");
+        const EncodedTensor e = from_proto(*it->second);
+        const std::string tensor_what = what + " tensor '" + name + "'";
+        at::Tensor x = plan->diff || e.difference ? decoders[name].decode(e, tensor_what)
+                                                  : decode_tensor(e, tensor_what);
+        if (x.sizes().vec() != graph_.shape(id))
+          return refuse(tensor_what + " is " + shape_text(x.sizes().vec()) + "; stage " +
+                        std::to_string(plan->stage) + " takes " + shape_text(graph_.shape(id)));
+        job->bytes_in += static_cast<int64_t>(e.payload.size());
+        // The decoder keeps the tensor as the base of the next difference; the stage may change
+        // its inputs in place (a traced ReLU_), so it gets a copy.
+        job->values[id] = plan->diff || e.difference ? x.clone() : std::move(x);
+      }
+      plan->decoders = std::move(decoders);
+      plan->last_seq = frame->seq();
+    } catch (const InputError& e) {
+      return refuse(e.what());
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(std::move(job));
+    }
+    queue_changed_.notify_one();
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Report(grpc::ServerContext*, const proto::ReportRequest* req,
+                      proto::WorkerReport* reply) override {
+    std::shared_ptr<WorkerPlan> plan;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      plan = plan_;
+      reply->set_frames(frames_);
+      reply->set_errors(errors_);
+      reply->set_compute_ms(compute_ms_);
+    }
+    reply->set_worker(address_);
+    reply->set_model(graph_.model_name());
+    reply->set_fingerprint(fingerprint_);
+    reply->set_machine(this_machine());
+    if (plan) {
+      reply->set_plan(plan->number);
+      reply->set_stage(plan->stage);
+      if (plan->sender) {
+        reply->set_bytes_sent(plan->sender->bytes_sent());
+        reply->set_send_ms(plan->sender->send_ms());
+      }
+    }
+    if (req->measure_costs()) {
+      try {
+        std::lock_guard<std::mutex> lock(measure_mutex_);
+        const auto costs = measure_layer_costs(model_, graph_, forward_);
+        for (const auto& [op, ms] : costs.ms) {
+          auto* c = reply->add_costs();
+          c->set_op(op);
+          c->set_ms(ms);
+        }
+      } catch (const std::exception& e) {
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                            "measuring the ops failed: " + error_line(e));
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  struct Job {
+    std::shared_ptr<WorkerPlan> plan;
+    proto::Frame head;
+    std::map<int, at::Tensor> values;
+    Clock::time_point queued;
+    int64_t bytes_in = 0;
+  };
+
+  /// The stage of a master's plan: its ops, the values it receives and passes on, checked
+  /// against the graph, and its runner.
+  grpc::Status build_stage(const proto::StageConfig& req, WorkerPlan& plan) const {
+    Stage stage;
+    stage.index = req.stage();
+    stage.device = req.stage();
+    stage.device_name = "stage " + std::to_string(req.stage());
+    std::set<int> made;
+    for (const auto& name : req.ops()) {
+      const int op = graph_.find(name);
+      if (op < 0) return refuse("op '" + name + "' is not in " + graph_.model_name());
+      stage.ops.push_back(op);
+      for (int v : graph_.op(op).outputs) made.insert(v);
+    }
+    std::sort(stage.ops.begin(), stage.ops.end());
+    std::set<int> given;
+    std::string bad;
+    auto value = [&](const std::string& name, std::vector<std::pair<std::string, int>>* into) {
+      auto it = value_ids_.find(name);
+      if (it == value_ids_.end()) {
+        bad = "value '" + name + "' is not in " + graph_.model_name();
+        return;
+      }
+      const std::string& dtype = graph_.values().at(it->second).dtype;
+      if (!dtype.empty() && dtype != "Float") {
+        bad = "value '" + name + "' is " + dtype + ": only float tensors cross a link";
+        return;
+      }
+      into->emplace_back(name, it->second);
+    };
+    for (const auto& name : req.inputs()) value(name, &plan.inputs);
+    for (const auto& name : req.outputs()) value(name, &plan.outputs);
+    if (!bad.empty()) return refuse(bad);
+    for (const auto& [name, id] : plan.inputs) {
+      given.insert(id);
+      stage.inputs.push_back(id);
+    }
+    for (int op : stage.ops)
+      for (int v : graph_.op(op).inputs)
+        if (!given.count(v) && !made.count(v))
+          return refuse("stage " + std::to_string(req.stage()) + ": op '" + graph_.op(op).name +
+                        "' reads '" + onnx_value_name(graph_, v) +
+                        "', which the stage neither receives nor makes");
+    for (const auto& [name, id] : plan.outputs) {
+      if (!given.count(id) && !made.count(id))
+        return refuse("stage " + std::to_string(req.stage()) + " passes on '" + name +
+                      "', which it neither receives nor makes");
+      if (made.count(id)) stage.outputs.push_back(id);
+    }
+    try {
+      plan.runner = std::make_unique<StageRunner>(graph_, stage);
+    } catch (const std::exception& e) {
+      return refuse(error_line(e));
+    }
+    return grpc::Status::OK;
+  }
+
+  std::unique_ptr<LinkSender> make_sender(const std::string& next, const std::string& who,
+                                          TransferPrecision precision, bool diff,
+                                          double timeout_ms) {
+    return std::make_unique<LinkSender>(
+        next, who, options_.link, precision, diff, timeout_ms,
+        [this, who](const proto::Frame& frame, const std::string& error) {
+          proto::Result r;
+          r.set_id(frame.id());
+          r.set_error("worker " + address_ + " could not pass frame " + std::to_string(frame.id()) +
+                      " on: " + error);
+          answer(frame.reply_to(), r);
+        });
+  }
+
+  /// Sends a result to `reply_to`; a reply_to that does not answer loses it (the master's
+  /// timeout reports the frame).
+  void answer(const std::string& reply_to, const proto::Result& result) {
+    proto::Collector::Stub* stub = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(collectors_mutex_);
+      auto& s = collectors_[reply_to];
+      if (!s) s = proto::Collector::NewStub(open_channel(reply_to));
+      stub = s.get();
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline_in(10000));
+    proto::Ack ack;
+    (void)stub->Collect(&ctx, result, &ack);
+  }
+
+  void compute_loop() {
+    for (;;) {
+      std::unique_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        queue_changed_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (stop_) return;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      run_job(*job);
+    }
+  }
+
+  void run_job(Job& job) {
+    WorkerPlan& plan = *job.plan;
+    const auto start = Clock::now();
+    proto::Hop hop;
+    hop.set_stage(plan.stage);
+    hop.set_worker(address_);
+    hop.set_queue_ms(std::chrono::duration<double, std::milli>(start - job.queued).count());
+    hop.set_bytes_in(job.bytes_in);
+    bool answers = plan.sender == nullptr;
+    try {
+      torch::NoGradGuard no_grad;
+      plan.runner->run(job.values);
+      if (plan.head) {
+        const at::Tensor logits = plan.head->forward(job.values.at(plan.exit_value));
+        const double score = exit_scores(logits, plan.criterion).item<double>();
+        hop.set_score(score);
+        if (score >= plan.score_threshold) {
+          answers = true;
+          job.values.clear();
+          job.values[-1] = logits;
+        }
+      }
+    } catch (const std::exception& e) {
+      proto::Result r;
+      r.set_id(job.head.id());
+      r.set_error("stage " + std::to_string(plan.stage) + " on worker " + address_ +
+                  " failed on frame " + std::to_string(job.head.id()) + ": " + error_line(e));
+      if (plan.sender) plan.sender->skip(job.head.seq());
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++errors_;
+      }
+      answer(job.head.reply_to(), r);
+      return;
+    }
+    hop.set_compute_ms(ms_since(start));
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++frames_;
+      compute_ms_ += hop.compute_ms();
+    }
+    if (!answers) {
+      OutgoingFrame out;
+      out.frame = std::move(job.head);
+      *out.frame.add_hops() = hop;
+      for (const auto& [name, id] : plan.outputs) out.tensors.emplace_back(name, job.values.at(id));
+      plan.sender->send(std::move(out));
+      return;
+    }
+    if (plan.sender) plan.sender->skip(job.head.seq());
+    proto::Result r;
+    r.set_id(job.head.id());
+    *r.mutable_hops() = job.head.hops();
+    *r.add_hops() = hop;
+    r.set_answered_by(plan.stage);
+    r.set_score(hop.score());
+    if (job.values.count(-1)) {
+      to_proto(encode_tensor(job.values[-1], TransferPrecision::kFp32), "output", r.add_outputs());
+    } else {
+      for (const auto& [name, id] : plan.outputs)
+        to_proto(encode_tensor(job.values.at(id), TransferPrecision::kFp32), name, r.add_outputs());
+    }
+    for (const auto& t : r.outputs())
+      r.mutable_hops()->rbegin()->set_bytes_out(r.hops().rbegin()->bytes_out() +
+                                                static_cast<int64_t>(t.payload().size()));
+    answer(job.head.reply_to(), r);
+  }
+
+  torch::nn::Module& model_;
+  const tools::SummaryGraph& graph_;
+  tools::SummaryGraph::Forward forward_;
+  WorkerOptions options_;
+  std::string fingerprint_, weights_;
+  std::map<std::string, int> value_ids_;
+  std::string address_;
+  std::unique_ptr<grpc::Server> server_;
+
+  std::mutex mutex_;
+  std::condition_variable queue_changed_, stopped_;
+  bool stop_ = false;
+  std::shared_ptr<WorkerPlan> plan_;
+  std::deque<std::unique_ptr<Job>> queue_;
+  std::vector<std::thread> compute_;
+  int64_t frames_ = 0, errors_ = 0;
+  double compute_ms_ = 0;
+
+  std::mutex decode_mutex_, measure_mutex_, collectors_mutex_;
+  std::map<std::string, std::unique_ptr<proto::Collector::Stub>> collectors_;
+};
+
+StageWorker::StageWorker(torch::nn::Module& model, const tools::SummaryGraph& graph,
+                         tools::SummaryGraph::Forward forward, WorkerOptions options)
+    : impl_(std::make_unique<Impl>(model, graph, std::move(forward), std::move(options))) {}
+
+StageWorker::~StageWorker() = default;
+
+void StageWorker::set_cascade(const ExitNetwork& net, const CascadeUnit& unit) {
+  impl_->set_cascade(net, unit);
+}
+
+std::string StageWorker::start() { return impl_->start(); }
+void StageWorker::wait() { impl_->wait(); }
+void StageWorker::shutdown() { impl_->shutdown(); }
+
+}  // namespace igb::deploy

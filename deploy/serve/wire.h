@@ -1,0 +1,51 @@
+// What igb-serve's programs share about the wire: tensors in and out of the protocol's messages,
+// gRPC's answers said in our words, channels and servers set up alike. Included only by the
+// sources of deploy/serve (the generated protocol headers stay out of every other header).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "deploy/serve/serve.grpc.pb.h"
+#include "deploy/serve/tensor_codec.h"
+
+namespace igb::deploy {
+
+/// The generated messages and services of deploy/serve/serve.proto.
+namespace proto = ::igb::serve::proto;
+
+/// The largest message a worker or master accepts: a frame's tensors at 2^28 values (the
+/// decoder's limit) in float32 would be 1 GiB; messages of a model's activations are far under.
+constexpr int kMaxMessageBytes = 1 << 30;
+
+proto::Precision to_proto(TransferPrecision p);
+TransferPrecision from_proto(proto::Precision p);
+
+/// An encoded tensor into / out of its message form (no check: decode_tensor checks).
+void to_proto(const EncodedTensor& e, const std::string& name, proto::Tensor* out);
+EncodedTensor from_proto(const proto::Tensor& t);
+
+/// A failed call to `who` in our words: "not reachable (nothing listens there, or it died)",
+/// "did not answer within 2000 ms", or the message our own server put in the status.
+std::string status_text(const grpc::Status& status, const std::string& who, double timeout_ms);
+
+/// A channel to `address` with igb-serve's message limits.
+std::shared_ptr<grpc::Channel> open_channel(const std::string& address);
+
+/// A deadline `ms` from now (a context's set_deadline).
+std::chrono::system_clock::time_point deadline_in(double ms);
+
+/// Keeps gRPC's own log lines out of the output (errors reach the user as our messages).
+void silence_grpc_log();
+
+/// Starts a server listening on `address` ("host:port"; port 0 picks a free one) with `service`;
+/// the bound address is written to `bound`. InputError naming `option` when it cannot listen.
+std::unique_ptr<grpc::Server> start_server(const std::string& address, grpc::Service* service,
+                                           const std::string& option, std::string* bound);
+
+}  // namespace igb::deploy

@@ -1,0 +1,292 @@
+// igb-serve with real processes on loopback: a partitioned chain of three workers equals the
+// model's forward pass (whole tensors and frame differences), a killed or stopped worker ends the
+// master with a clear error within its timeout, and malformed frames are refused while the worker
+// goes on serving.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "core/subprocess.h"
+#include "data/image.h"
+#include "deploy/partition/stages.h"
+#include "deploy/serve/serve_master.h"
+#include "deploy/serve/serve_worker.h"
+#include "deploy/serve/wire.h"
+#include "models/model.h"
+#include "tests/apps/run_support.h"
+#include "tests/support.h"
+
+namespace igb::deploy {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+/// Three workers of resnet20_cifar (seed-0 weights, as igb-serve gives a zoo model) on free
+/// loopback ports, stopped with the fixture.
+class ServeChain : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int i = 0; i < 3; ++i) {
+      const auto port = free_local_port();
+      addresses_.push_back("127.0.0.1:" + std::to_string(port));
+      pids_.push_back(
+          start_process({std::string(IGB_BIN_DIR) + "/igb-serve", "worker", "--listen",
+                         addresses_.back(), "--model", "resnet20_cifar", "--threads", "1"},
+                        dir_ / ("worker" + std::to_string(i) + ".log")));
+    }
+    torch::manual_seed(0);
+    models::register_builtin_models();
+    model_ = models::create_model("resnet20_cifar", {});
+    model_->eval();
+    auto m = model_;
+    graph_ = std::make_unique<tools::SummaryGraph>(tools::SummaryGraph::build(
+        *m, {1, 3, 32, 32}, [m](const torch::Tensor& x) { return m->forward(x); },
+        "resnet20_cifar"));
+    // Three stages by position: the stem and layer1, layer2, layer3 and the head.
+    Assignment a(graph_->ops().size(), 0);
+    for (size_t i = 0; i < a.size(); ++i) {
+      const std::string& name = graph_->op(static_cast<int>(i)).name;
+      if (name.rfind("layer2", 0) == 0) a[i] = 1;
+      if (name.rfind("layer3", 0) == 0 || name.rfind("fc", 0) == 0 || name == "avgpool" ||
+          name.rfind("flatten", 0) == 0)
+        a[i] = 2;
+    }
+    // Ops after the last layer3 op (pooling, flatten, fc) go to the last stage too.
+    bool tail = false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i] == 2) tail = true;
+      if (tail) a[i] = 2;
+    }
+    stages_ = split_stages(*graph_, a, {"a", "b", "c"});
+    ASSERT_EQ(stages_.size(), 3u);
+    torch::manual_seed(1);
+    auto base = torch::rand({1, 3, 32, 32});
+    for (int i = 0; i < 6; ++i) {
+      auto f = base.clone();
+      f.index_put_({0, torch::indexing::Slice(), torch::indexing::Slice(i * 4, i * 4 + 6),
+                    torch::indexing::Slice(4, 12)},
+                   0.9);
+      frames_.push_back(f);
+    }
+  }
+
+  void TearDown() override {
+    for (pid_t p : pids_) {
+      ::kill(p, SIGCONT);
+      ::kill(p, SIGKILL);
+      wait_process(p);
+    }
+  }
+
+  MasterOptions options(bool diff, double timeout_ms = 20000) const {
+    MasterOptions o;
+    o.workers = addresses_;
+    o.diff = diff;
+    o.timeout_ms = timeout_ms;
+    o.weights = weights_digest(*model_);
+    return o;
+  }
+
+  double max_difference(const ServeResult& r) {
+    torch::NoGradGuard no_grad;
+    double worst = 0;
+    for (size_t i = 0; i < frames_.size(); ++i) {
+      const auto ref = model_->forward(frames_[i]);
+      EXPECT_EQ(r.outputs[i].size(), 1u);
+      EXPECT_EQ(r.outputs[i][0].sizes(), ref.sizes());
+      worst = std::max(worst, (r.outputs[i][0] - ref).abs().max().item<double>());
+    }
+    return worst;
+  }
+
+  test::TempDir tmp_;
+  fs::path dir_ = tmp_.path();
+  std::vector<std::string> addresses_;
+  std::vector<pid_t> pids_;
+  models::Model model_;
+  std::unique_ptr<tools::SummaryGraph> graph_;
+  std::vector<Stage> stages_;
+  std::vector<at::Tensor> frames_;
+};
+
+TEST_F(ServeChain, ThreeWorkersGiveTheModelsOutputInFullAndDiffMode) {
+  {
+    ServeMaster master(*graph_, options(false));
+    master.configure(stages_, 1);
+    const auto r = master.serve(frames_);
+    // The stages replay the traced model op for op: the same arithmetic, bit for bit.
+    EXPECT_EQ(max_difference(r), 0.0);
+    // Link 1 carries layer1's output (16x32x32 float32) whole on every frame.
+    EXPECT_EQ(r.link_bytes_first[1], 16 * 32 * 32 * 4);
+    EXPECT_EQ(r.link_bytes_later[1], 5 * 16 * 32 * 32 * 4);
+    EXPECT_EQ(r.link_bytes_first[0], 3 * 32 * 32 * 4);
+  }
+  {
+    // A new plan number: the workers start their difference streams afresh.
+    ServeMaster master(*graph_, options(true));
+    master.configure(stages_, 2);
+    const auto r = master.serve(frames_);
+    // Each received tensor is the previous one plus a difference: one float32 rounding per add,
+    // carried through the network (docs/serving.md#modes).
+    EXPECT_LE(max_difference(r), 1e-5);
+    // The frames differ in a 6x8 patch: the input's differences are sent sparse.
+    EXPECT_LT(r.link_bytes_later[0], 5 * 3 * 32 * 32 * 4 / 4);
+  }
+}
+
+TEST_F(ServeChain, AKilledWorkerEndsTheMasterWithAClearError) {
+  ServeMaster master(*graph_, options(false, 3000));
+  master.configure(stages_, 1);
+  ::kill(pids_[2], SIGKILL);
+  wait_process(pids_[2]);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    master.serve(frames_);
+    FAIL() << "the chain served without its last worker";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("worker " + addresses_[1] + " could not pass frame"), std::string::npos)
+        << what;
+    EXPECT_NE(what.find(addresses_[2] + ") is not reachable"), std::string::npos) << what;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+}
+
+TEST_F(ServeChain, AStoppedWorkerEndsTheMasterWithinTheTimeout) {
+  ServeMaster master(*graph_, options(false, 2000));
+  master.configure(stages_, 1);
+  ::kill(pids_[1], SIGSTOP);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    master.serve(frames_);
+    FAIL() << "the chain served through a stopped worker";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("no result for frame 0 within 2000 ms"), std::string::npos) << what;
+    EXPECT_NE(what.find(addresses_[1] + " (stage 1) did not answer"), std::string::npos) << what;
+  }
+  // The timeout, and a second to find the worker that does not answer.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(3500));
+}
+
+TEST_F(ServeChain, MalformedFramesAreRefusedAndTheWorkerGoesOn) {
+  ServeMaster master(*graph_, options(false));
+  master.configure(stages_, 7);
+  auto stub = proto::Worker::NewStub(open_channel(addresses_[0]));
+  auto deliver = [&](const proto::Frame& f) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline_in(5000));
+    proto::Ack ack;
+    return stub->Deliver(&ctx, f, &ack);
+  };
+  auto frame = [&](const at::Tensor& x, const std::string& name, uint32_t plan) {
+    proto::Frame f;
+    f.set_id(99);
+    f.set_plan(plan);
+    f.set_reply_to("127.0.0.1:1");
+    to_proto(encode_tensor(x, TransferPrecision::kFp32), name, f.add_tensors());
+    return f;
+  };
+  const auto x = torch::rand({1, 3, 32, 32});
+  auto s = deliver(frame(torch::rand({1, 3, 20, 20}), "input", 7));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "frame 99 tensor 'input' is 1x3x20x20; stage 0 takes 1x3x32x32");
+  s = deliver(frame(x, "layer9", 7));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(),
+            "frame 99: tensor 'layer9' is not an input of stage 0 (it takes "
+            "'input')");
+  s = deliver(frame(x, "input", 3));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("frame 99 is for plan 3; worker " + addresses_[0] +
+                                   " runs stage 0 of plan 7"),
+            std::string::npos);
+  auto truncated = frame(x, "input", 7);
+  truncated.mutable_tensors(0)->mutable_payload()->resize(100);
+  s = deliver(truncated);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("frame 99 tensor 'input'"), std::string::npos)
+      << s.error_message();
+  auto no_input = frame(x, "input", 7);
+  no_input.clear_tensors();
+  s = deliver(no_input);
+  EXPECT_EQ(s.error_message(), "frame 99 lacks input 'input'");
+  // Refusals change nothing: the chain serves the next frames exactly.
+  const auto r = master.serve(frames_);
+  EXPECT_EQ(max_difference(r), 0.0);
+}
+
+TEST_F(ServeChain, AWorkerWithOtherWeightsRefusesThePlan) {
+  auto o = options(false);
+  o.weights = "00000000";
+  ServeMaster master(*graph_, o);
+  try {
+    master.configure(stages_, 1);
+    FAIL() << "configured workers holding other weights";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("(another checkpoint)"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ServeCommand, MasterRunsAPartitionPlanAndReportsTheSimulatorBesideTheMeasurement) {
+  test::TempDir tmp;
+  const fs::path dir = tmp.path();
+  {
+    std::ofstream f(dir / "devices.yaml");
+    f << "devices:\n  - {name: a}\n  - {name: b}\n  - {name: c}\n"
+         "links:\n  - {bandwidth_mb_s: 50, latency_ms: 1}\n  - {bandwidth_mb_s: 50, latency_ms: "
+         "1}\n";
+  }
+  fs::create_directories(dir / "frames");
+  torch::manual_seed(3);
+  for (int i = 0; i < 4; ++i)
+    data::write_image(dir / "frames" / ("f" + std::to_string(i) + ".png"),
+                      torch::rand({3, 32, 32}));
+  auto r = test::run_app("igb-tools partition --model resnet20_cifar --devices " +
+                         (dir / "devices.yaml").string() + " --threads 1 --cache-dir " +
+                         (dir / "cache").string() + " --out " + (dir / "plan").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto plan = json::parse(std::ifstream(dir / "plan" / "plan.json"));
+  int used = 0;
+  for (const auto& d : plan["plans"][0]["devices"]) used += d["ops"].empty() ? 0 : 1;
+  std::vector<std::string> addresses;
+  std::vector<pid_t> pids;
+  for (int i = 0; i < used; ++i) {
+    addresses.push_back("127.0.0.1:" + std::to_string(free_local_port()));
+    pids.push_back(start_process({std::string(IGB_BIN_DIR) + "/igb-serve", "worker", "--listen",
+                                  addresses.back(), "--model", "resnet20_cifar", "--threads", "1"},
+                                 dir / ("w" + std::to_string(i) + ".log")));
+  }
+  std::string workers;
+  for (const auto& a : addresses) workers += (workers.empty() ? "" : ",") + a;
+  r = test::run_app("igb-serve master --plan " + (dir / "plan" / "plan.json").string() +
+                    " --workers " + workers + " --model resnet20_cifar --input " +
+                    (dir / "frames").string() + " --frames 4 --mode diff --verify --threads 1 " +
+                    "--cache-dir " + (dir / "cache").string() + " --out " + (dir / "out").string());
+  for (pid_t p : pids) {
+    ::kill(p, SIGKILL);
+    wait_process(p);
+  }
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("Measured against the simulator"), std::string::npos) << r.output;
+  const auto report = json::parse(std::ifstream(dir / "out" / "serve.json"));
+  EXPECT_EQ(report["frames"], 4);
+  EXPECT_LE(report["verify_max_abs_diff"].get<double>(), 1e-5);
+  EXPECT_GT(report["simulated"]["throughput_fps"].get<double>(), 0);
+  EXPECT_GT(report["throughput_fps"].get<double>(), 0);
+  // A plan for another model is refused in one line.
+  r = test::run_app("igb-serve master --plan " + (dir / "plan" / "plan.json").string() +
+                    " --workers " + workers + " --model resnet32_cifar --input " +
+                    (dir / "frames").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("is for resnet20_cifar"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace igb::deploy
