@@ -44,9 +44,37 @@ std::vector<std::vector<int>> stage_links(const tools::SummaryGraph& graph,
   return links;
 }
 
+WorkerInfo worker_report(const std::string& address, double timeout_ms, bool measure_costs) {
+  silence_grpc_log();
+  auto stub = proto::Worker::NewStub(open_channel(address));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(deadline_in(timeout_ms));
+  ctx.set_wait_for_ready(true);
+  proto::ReportRequest req;
+  req.set_measure_costs(measure_costs);
+  proto::WorkerReport rep;
+  const auto status = stub->Report(&ctx, req, &rep);
+  if (!status.ok()) throw std::runtime_error(status_text(status, "worker " + address, timeout_ms));
+  WorkerInfo w;
+  w.model = rep.model();
+  w.fingerprint = rep.fingerprint();
+  w.machine = rep.machine();
+  w.input_shape.assign(rep.input_shape().begin(), rep.input_shape().end());
+  w.input_name = rep.input_name();
+  w.cascade = rep.cascade();
+  w.stage = rep.stage();
+  w.frames = rep.frames();
+  w.errors = rep.errors();
+  w.bytes_sent = rep.bytes_sent();
+  w.compute_ms = rep.compute_ms();
+  w.send_ms = rep.send_ms();
+  for (const auto& c : rep.costs()) w.costs[c.op()] = c.ms();
+  return w;
+}
+
 class ServeMaster::Impl final : public proto::Collector::Service {
  public:
-  Impl(const tools::SummaryGraph& graph, MasterOptions options)
+  Impl(const tools::SummaryGraph* graph, MasterOptions options)
       : graph_(graph), options_(std::move(options)) {
     if (options_.workers.empty()) throw InputError("--workers: give one address per stage");
     if (!(options_.timeout_ms > 0)) throw InputError("--timeout must be positive");
@@ -79,16 +107,18 @@ class ServeMaster::Impl final : public proto::Collector::Service {
                        " addresses; the plan runs " + std::to_string(stages.size()) + " stages (" +
                        join(names) + ")");
     }
-    links_ = stage_links(graph_, stages);
-    const std::string fingerprint = graph_fingerprint(graph_);
+    if (!graph_) throw std::logic_error("ServeMaster::configure without a graph");
+    const tools::SummaryGraph& graph = *graph_;
+    links_ = stage_links(graph, stages);
+    const std::string fingerprint = graph_fingerprint(graph);
     for (size_t i = 0; i < stages.size(); ++i) {
       proto::StageConfig c;
       c.set_plan(number);
       c.set_stage(static_cast<int>(i));
-      for (int op : stages[i].ops) c.add_ops(graph_.op(op).name);
-      const std::vector<int>& in = i == 0 ? graph_.inputs() : links_[i - 1];
-      for (int v : in) c.add_inputs(onnx_value_name(graph_, v));
-      for (int v : links_[i]) c.add_outputs(onnx_value_name(graph_, v));
+      for (int op : stages[i].ops) c.add_ops(graph.op(op).name);
+      const std::vector<int>& in = i == 0 ? graph.inputs() : links_[i - 1];
+      for (int v : in) c.add_inputs(onnx_value_name(graph, v));
+      for (int v : links_[i]) c.add_outputs(onnx_value_name(graph, v));
       if (i + 1 < stages.size()) c.set_next(options_.workers[i + 1]);
       c.set_fingerprint(fingerprint);
       c.set_weights(options_.weights);
@@ -108,6 +138,19 @@ class ServeMaster::Impl final : public proto::Collector::Service {
     }
     plan_ = number;
     stages_ = stages;
+    input_name_ = onnx_value_name(graph, graph.inputs().at(0));
+    open_sender();
+  }
+
+  void attach(const std::string& input_name) {
+    input_name_ = input_name;
+    plan_ = 0;
+    open_sender();
+  }
+
+  /// The link to the first worker; a new one starts the frame sequence (and its differences)
+  /// afresh.
+  void open_sender() {
     sender_.reset();
     sender_ = std::make_unique<LinkSender>(
         options_.workers[0], "worker " + options_.workers[0] + " (stage 0)", options_.link,
@@ -125,69 +168,57 @@ class ServeMaster::Impl final : public proto::Collector::Service {
 
   ServeResult serve(const std::vector<at::Tensor>& frames,
                     const std::function<void(int, int)>& progress) {
-    if (!sender_) throw std::logic_error("ServeMaster::serve before configure");
+    if (!sender_) throw std::logic_error("ServeMaster::serve before configure or attach");
     const int n = static_cast<int>(frames.size());
-    const auto t0 = Clock::now();
-    std::vector<Clock::time_point> sent(n);
-    std::vector<uint64_t> ids(n);
-    const std::string input_name = onnx_value_name(graph_, graph_.inputs().at(0));
+    Sending st;
+    st.t0 = Clock::now();
+    st.sent.resize(n);
+    st.ids.resize(n);
     ServeResult out;
     out.outputs.resize(n);
     out.latency_ms.resize(n);
     out.sent_ms.resize(n);
     out.done_ms.resize(n);
-    out.stages.resize(stages_.size());
-    for (size_t s = 0; s < stages_.size(); ++s) out.stages[s].worker = options_.workers[s];
-    out.link_bytes_first.assign(stages_.size(), 0);
-    out.link_bytes_later.assign(stages_.size(), 0);
-    int next_send = 0, done = 0;
+    out.answered_by.resize(n);
+    out.score.resize(n);
+    int done = 0;
+    auto last_ping = Clock::now();
+    const auto ping_every = ms(ping_ms());
     while (done < n) {
-      // Send every frame that is due (all at once back to back, else at the rate).
-      while (next_send < n) {
-        const auto due = options_.rate_fps > 0
-                             ? t0 + std::chrono::microseconds(
-                                        static_cast<int64_t>(next_send * 1e6 / options_.rate_fps))
-                             : t0;
-        if (Clock::now() < due) break;
-        OutgoingFrame f;
-        ids[next_send] = next_id_++;
-        f.frame.set_id(ids[next_send]);
-        f.frame.set_plan(plan_);
-        f.frame.set_seq(seq_++);
-        f.frame.set_reply_to(reply_to_);
-        f.tensors.emplace_back(input_name, frames[next_send].to(at::kFloat).contiguous());
-        sent[next_send] = Clock::now();
-        sender_->send(std::move(f));
-        ++next_send;
-      }
-      const auto wait_until = std::min(
-          next_send < n && options_.rate_fps > 0
-              ? t0 + std::chrono::microseconds(
-                         static_cast<int64_t>(next_send * 1e6 / options_.rate_fps))
-              : Clock::time_point::max(),
-          sent[done] +
-              std::chrono::microseconds(static_cast<int64_t>(options_.timeout_ms * 1000.0)));
+      send_due(frames, done, st);
+      const bool waiting = done < st.next;
+      const auto frame_deadline =
+          waiting ? st.sent[done] + ms(options_.timeout_ms) : Clock::time_point::max();
+      const auto wake = std::min({next_due(st, done, n), frame_deadline, last_ping + ping_every});
       proto::Result r;
+      bool got = false;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        arrived_.wait_until(lock, wait_until, [&] { return results_.count(ids[done]) > 0; });
-        auto it = results_.find(ids[done]);
-        if (it == results_.end()) {
-          if (Clock::now() < sent[done] + std::chrono::microseconds(
-                                              static_cast<int64_t>(options_.timeout_ms * 1000.0)))
-            continue;  // time to send the next frame
-          lock.unlock();
+        arrived_.wait_until(lock, wake, [&] { return waiting && results_.count(st.ids[done]); });
+        auto it = waiting ? results_.find(st.ids[done]) : results_.end();
+        if (it != results_.end()) {
+          r = std::move(it->second);
+          results_.erase(it);
+          got = true;
+        }
+      }
+      const auto now = Clock::now();
+      if (!got) {
+        if (waiting && now >= frame_deadline)
           throw std::runtime_error("no result for frame " + std::to_string(done) + " within " +
                                    std::to_string(static_cast<int64_t>(options_.timeout_ms)) +
                                    " ms: " + silent_worker());
+        if (waiting && now >= last_ping + ping_every) {
+          // A worker that stops answering is named long before the frame's timeout.
+          if (auto who = unanswering_worker(); !who.empty())
+            throw std::runtime_error("frame " + std::to_string(done) + " is waiting: " + who);
+          last_ping = Clock::now();
         }
-        r = std::move(it->second);
-        results_.erase(it);
+        continue;
       }
       if (!r.error().empty()) throw std::runtime_error(r.error());
-      const auto now = Clock::now();
-      out.sent_ms[done] = std::chrono::duration<double, std::milli>(sent[done] - t0).count();
-      out.done_ms[done] = std::chrono::duration<double, std::milli>(now - t0).count();
+      out.sent_ms[done] = std::chrono::duration<double, std::milli>(st.sent[done] - st.t0).count();
+      out.done_ms[done] = std::chrono::duration<double, std::milli>(now - st.t0).count();
       out.latency_ms[done] = out.done_ms[done] - out.sent_ms[done];
       add_result(r, done, out);
       ++done;
@@ -198,14 +229,66 @@ class ServeMaster::Impl final : public proto::Collector::Service {
   }
 
  private:
+  /// Where the sending of one serve() call stands.
+  struct Sending {
+    Clock::time_point t0;
+    std::vector<Clock::time_point> sent;
+    std::vector<uint64_t> ids;
+    /// Frames sent so far.
+    int next = 0;
+  };
+
+  static Clock::duration ms(double v) {
+    return std::chrono::microseconds(static_cast<int64_t>(v * 1000.0));
+  }
+
+  /// How long a worker may take to answer a report before the master names it: a quarter of the
+  /// timeout, between 0.25 and 2 seconds.
+  double ping_ms() const { return std::clamp(options_.timeout_ms / 4, 250.0, 2000.0); }
+
+  /// When the next frame may go: at its time under --rate, as soon as a result frees a place under
+  /// max_in_flight, never when all are sent.
+  Clock::time_point next_due(const Sending& st, int done, int n) const {
+    if (st.next >= n) return Clock::time_point::max();
+    if (options_.max_in_flight > 0 && st.next - done >= options_.max_in_flight)
+      return Clock::time_point::max();
+    if (options_.rate_fps > 0) return st.t0 + ms(st.next * 1000.0 / options_.rate_fps);
+    return Clock::now();
+  }
+
+  void send_due(const std::vector<at::Tensor>& frames, int done, Sending& st) {
+    const int n = static_cast<int>(frames.size());
+    while (st.next < n && next_due(st, done, n) <= Clock::now()) {
+      OutgoingFrame f;
+      st.ids[st.next] = next_id_++;
+      f.frame.set_id(st.ids[st.next]);
+      f.frame.set_plan(plan_);
+      f.frame.set_seq(seq_++);
+      f.frame.set_reply_to(reply_to_);
+      f.tensors.emplace_back(input_name_, frames[st.next].to(at::kFloat).contiguous());
+      st.sent[st.next] = Clock::now();
+      sender_->send(std::move(f));
+      ++st.next;
+    }
+  }
+
   /// A frame's outputs and what each stage did for it.
   void add_result(const proto::Result& r, int done, ServeResult& out) const {
     for (const auto& t : r.outputs())
       out.outputs[done].push_back(
           decode_tensor(from_proto(t), "the result of frame " + std::to_string(done)));
+    out.answered_by[done] = r.answered_by();
+    out.score[done] = r.score();
     for (const auto& h : r.hops()) {
-      if (h.stage() < 0 || h.stage() >= static_cast<int>(stages_.size())) continue;
-      auto& st = out.stages[h.stage()];
+      if (h.stage() < 0 || h.stage() >= 1024) continue;
+      const auto stage = static_cast<size_t>(h.stage());
+      if (out.stages.size() <= stage) {
+        out.stages.resize(stage + 1);
+        out.link_bytes_first.resize(stage + 1, 0);
+        out.link_bytes_later.resize(stage + 1, 0);
+      }
+      auto& st = out.stages[stage];
+      st.worker = h.worker();
       st.compute_ms += h.compute_ms();
       st.queue_ms += h.queue_ms();
       st.bytes_in += h.bytes_in();
@@ -228,25 +311,33 @@ class ServeMaster::Impl final : public proto::Collector::Service {
     }
   }
 
-  /// The first worker that does not answer a report within a second, in our words.
-  std::string silent_worker() {
+  /// The first worker that does not answer a report within ping_ms(), in our words; empty when
+  /// all answer.
+  std::string unanswering_worker() {
     for (size_t i = 0; i < stubs_.size(); ++i) {
       grpc::ClientContext ctx;
-      ctx.set_deadline(deadline_in(1000));
+      ctx.set_deadline(deadline_in(ping_ms()));
       proto::ReportRequest req;
       proto::WorkerReport rep;
       const auto status = stubs_[i]->Report(&ctx, req, &rep);
       if (!status.ok())
-        return status_text(
-            status, "worker " + options_.workers[i] + " (stage " + std::to_string(i) + ")", 1000);
+        return status_text(status,
+                           "worker " + options_.workers[i] + " (stage " + std::to_string(i) + ")",
+                           ping_ms());
     }
-    return "every worker answers, but the frame did not come back (a worker lost it or is still "
-           "busy: raise --timeout)";
+    return "";
   }
 
-  const tools::SummaryGraph& graph_;
+  std::string silent_worker() {
+    const std::string who = unanswering_worker();
+    return !who.empty() ? who
+                        : "every worker answers, but the frame did not come back (a worker lost "
+                          "it or is still busy: raise --timeout)";
+  }
+
+  const tools::SummaryGraph* graph_;
   MasterOptions options_;
-  std::string address_, reply_to_;
+  std::string address_, reply_to_, input_name_;
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::unique_ptr<proto::Worker::Stub>> stubs_;
   std::vector<Stage> stages_;
@@ -261,7 +352,10 @@ class ServeMaster::Impl final : public proto::Collector::Service {
 };
 
 ServeMaster::ServeMaster(const tools::SummaryGraph& graph, MasterOptions options)
-    : impl_(std::make_unique<Impl>(graph, std::move(options))) {}
+    : impl_(std::make_unique<Impl>(&graph, std::move(options))) {}
+ServeMaster::ServeMaster(MasterOptions options)
+    : impl_(std::make_unique<Impl>(nullptr, std::move(options))) {}
+void ServeMaster::attach(const std::string& input_name) { impl_->attach(input_name); }
 ServeMaster::~ServeMaster() = default;
 void ServeMaster::configure(const std::vector<Stage>& stages, uint32_t number) {
   impl_->configure(stages, number);

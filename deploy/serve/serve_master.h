@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,9 @@ struct MasterOptions {
   double timeout_ms = 10000;
   /// Frames per second sent; 0 sends them back to back.
   double rate_fps = 0;
+  /// Frames sent and not yet answered at most (0: no limit). 1 sends each frame when the last
+  /// one's result is back.
+  int max_in_flight = 0;
   /// The link from the master to the first worker (emulated; the plan's frames start there).
   LinkEmulation link;
 };
@@ -48,6 +52,9 @@ struct ServeResult {
   /// Per frame, in order: send time and result time from the first send, ms.
   std::vector<double> sent_ms, done_ms, latency_ms;
   std::vector<std::vector<at::Tensor>> outputs;
+  /// The stage (a cascade's unit) that answered each frame, and its exit's score.
+  std::vector<int> answered_by;
+  std::vector<double> score;
   std::vector<StageTotals> stages;
   /// Bytes on each link: [0] master → first worker, [i] stage i-1 → stage i; first frame and the
   /// rest.
@@ -63,10 +70,30 @@ struct ServeResult {
 std::vector<std::vector<int>> stage_links(const tools::SummaryGraph& graph,
                                           const std::vector<Stage>& stages);
 
+/// What a worker says of itself (its Report, without measuring).
+struct WorkerInfo {
+  std::string model, fingerprint, machine;
+  std::vector<int64_t> input_shape;
+  std::string input_name;
+  bool cascade = false;
+  int stage = 0;
+  int64_t frames = 0, errors = 0, bytes_sent = 0;
+  double compute_ms = 0, send_ms = 0;
+  /// With `measure_costs`: every op's forward time on the worker's machine, ms.
+  std::map<std::string, double> costs;
+};
+
+/// Asks the worker at `address` for its report, waiting up to `timeout_ms` for it to come up.
+/// An error in our words when it does not answer.
+WorkerInfo worker_report(const std::string& address, double timeout_ms, bool measure_costs = false);
+
 class ServeMaster {
  public:
   /// `graph` must outlive the master.
   ServeMaster(const tools::SummaryGraph& graph, MasterOptions options);
+  /// A master of a chain it does not configure (a cascade, each unit set up by its own command
+  /// line): attach() instead of configure().
+  explicit ServeMaster(MasterOptions options);
   ~ServeMaster();
   ServeMaster(const ServeMaster&) = delete;
   ServeMaster& operator=(const ServeMaster&) = delete;
@@ -74,8 +101,11 @@ class ServeMaster {
   /// Gives worker i stage i (plan `number`). An error naming the worker when one is unreachable,
   /// holds another model or refuses the stage.
   void configure(const std::vector<Stage>& stages, uint32_t number);
+  /// Sends to the first worker as it is, frames holding one tensor named `input_name`.
+  void attach(const std::string& input_name);
   /// Sends `frames` (each the model's input, batch 1) down the chain and collects every result.
-  /// Throws (one line naming the worker and the frame) when a worker fails or no result comes back
+  /// Throws (one line naming the worker and the frame) when a worker fails, stops answering
+  /// reports (asked every quarter of the timeout while a frame waits), or no result comes back
   /// within the timeout. `progress` (may be empty) is called after each result.
   ServeResult serve(const std::vector<at::Tensor>& frames,
                     const std::function<void(int done, int total)>& progress = {});

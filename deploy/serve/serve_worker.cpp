@@ -89,6 +89,10 @@ class StageWorker::Impl final : public proto::Worker::Service {
   Impl(torch::nn::Module& model, const tools::SummaryGraph& graph,
        tools::SummaryGraph::Forward forward, WorkerOptions options)
       : model_(model), graph_(graph), forward_(std::move(forward)), options_(std::move(options)) {
+    if (!(options_.compute_speed > 0 && options_.compute_speed <= 1))
+      throw InputError(
+          "--compute-speed must be in (0, 1]: a worker can emulate a slower machine, "
+          "not a faster one");
     if (options_.compute_threads < 1 || options_.compute_threads > 64)
       throw InputError("--compute-threads must be between 1 and 64, not " +
                        std::to_string(options_.compute_threads));
@@ -168,6 +172,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
     } else {
       for (int v : graph_.outputs()) plan->outputs.emplace_back(onnx_value_name(graph_, v), v);
     }
+    warm_up(*plan);
     std::lock_guard<std::mutex> lock(mutex_);
     plan_ = std::move(plan);
   }
@@ -200,6 +205,11 @@ class StageWorker::Impl final : public proto::Worker::Service {
     plan->diff = req->diff();
     plan->timeout_ms = req->timeout_ms() > 0 ? req->timeout_ms() : 10000;
     if (auto status = build_stage(*req, *plan); !status.ok()) return status;
+    try {
+      warm_up(*plan);
+    } catch (const std::exception& e) {
+      return refuse("stage " + std::to_string(req->stage()) + " does not run: " + error_line(e));
+    }
     if (!req->next().empty())
       plan->sender = make_sender(
           req->next(), "stage " + std::to_string(req->stage() + 1) + " (" + req->next() + ")",
@@ -304,7 +314,10 @@ class StageWorker::Impl final : public proto::Worker::Service {
     reply->set_model(graph_.model_name());
     reply->set_fingerprint(fingerprint_);
     reply->set_machine(this_machine());
+    for (int64_t d : graph_.input_shape()) reply->add_input_shape(d);
+    reply->set_input_name(onnx_value_name(graph_, graph_.inputs().at(0)));
     if (plan) {
+      reply->set_cascade(plan->cascade);
       reply->set_plan(plan->number);
       reply->set_stage(plan->stage);
       if (plan->sender) {
@@ -319,7 +332,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
         for (const auto& [op, ms] : costs.ms) {
           auto* c = reply->add_costs();
           c->set_op(op);
-          c->set_ms(ms);
+          c->set_ms(ms / options_.compute_speed);
         }
       } catch (const std::exception& e) {
         return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
@@ -393,6 +406,17 @@ class StageWorker::Impl final : public proto::Worker::Service {
       return refuse(error_line(e));
     }
     return grpc::Status::OK;
+  }
+
+  /// Runs a new plan's stage (and exit head) once on zeros: the first frame does not pay for
+  /// LibTorch's first-run work (kernel choice, workspace allocation), which the simulator's
+  /// per-op costs exclude too (they are timed after warm-up runs).
+  void warm_up(WorkerPlan& plan) const {
+    torch::NoGradGuard no_grad;
+    std::map<int, at::Tensor> values;
+    for (const auto& [name, id] : plan.inputs) values[id] = torch::zeros(graph_.shape(id));
+    plan.runner->run(values);
+    if (plan.head) plan.head->forward(values.at(plan.exit_value));
   }
 
   std::unique_ptr<LinkSender> make_sender(const std::string& next, const std::string& who,
@@ -473,6 +497,12 @@ class StageWorker::Impl final : public proto::Worker::Service {
       }
       answer(job.head.reply_to(), r);
       return;
+    }
+    if (options_.compute_speed < 1) {
+      // The emulated machine is slower: it would still be busy with the frame.
+      const double ran = ms_since(start);
+      std::this_thread::sleep_for(std::chrono::microseconds(
+          static_cast<int64_t>(ran * (1.0 / options_.compute_speed - 1.0) * 1000.0)));
     }
     hop.set_compute_ms(ms_since(start));
     {

@@ -22,6 +22,10 @@ struct WorkerOptions {
   int compute_threads = 1;
   /// The link to the next worker (emulated in this sender).
   LinkEmulation link;
+  /// A slower machine than this one, emulated: each stage takes 1 / compute_speed times as long
+  /// (the worker sleeps the difference, holding its compute thread), and the per-op costs it
+  /// reports are divided by it, as a devices file's `speed` divides a cost file. In (0, 1].
+  double compute_speed = 1;
 };
 
 /// A cascade unit's part (docs/serving.md#cascades): segment `unit` of the model's exit network
