@@ -251,6 +251,9 @@ class StageWorker::Impl final : public proto::Worker::Service {
         return refuse(what + ": tensor '" + t.name() + "' is not an input of stage " +
                       std::to_string(plan->stage) + " (it takes " + join(names) + ")");
       }
+      if (!proto::Precision_IsValid(t.precision()))
+        return refuse(what + ": tensor '" + t.name() + "' has precision " +
+                      std::to_string(t.precision()) + " (0 fp32, 1 fp16, 2 int8)");
       if (!by_name.emplace(t.name(), &t).second)
         return refuse(what + ": tensor '" + t.name() + "' is sent twice");
     }

@@ -219,6 +219,18 @@ TEST_F(ServeChain, MalformedFramesAreRefusedAndTheWorkerGoesOn) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("frame 99 tensor 'input'"), std::string::npos)
       << s.error_message();
+  auto bad_dtype = frame(x, "input", 7);
+  bad_dtype.mutable_tensors(0)->set_precision(static_cast<proto::Precision>(9));
+  s = deliver(bad_dtype);
+  EXPECT_EQ(s.error_message(), "frame 99: tensor 'input' has precision 9 (0 fp32, 1 fp16, 2 int8)");
+  auto int8_as_fp32 = frame(x, "input", 7);
+  int8_as_fp32.mutable_tensors(0)->set_precision(proto::INT8);
+  s = deliver(int8_as_fp32);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  auto twice = frame(x, "input", 7);
+  *twice.add_tensors() = twice.tensors(0);
+  s = deliver(twice);
+  EXPECT_EQ(s.error_message(), "frame 99: tensor 'input' is sent twice");
   auto no_input = frame(x, "input", 7);
   no_input.clear_tensors();
   s = deliver(no_input);
@@ -376,8 +388,10 @@ TEST(ServeCascade, ThreeUnitsAnswerAtTheFirstConfidentExitAsTheEvaluatorDecides)
   o.workers = {addresses[0]};
   o.timeout_ms = 20000;
   o.max_in_flight = 1;
+  // Every unit is up (each only learns of a missing next unit when it forwards).
+  for (size_t u = 1; u < addresses.size(); ++u) worker_report(addresses[u], 60000);
   ServeMaster client(o);
-  const auto info = worker_report(addresses[0], 20000);
+  const auto info = worker_report(addresses[0], 60000);
   EXPECT_TRUE(info.cascade);
   EXPECT_EQ(info.input_shape, (std::vector<int64_t>{1, 3, 32, 32}));
   client.attach(info.input_name);
