@@ -6,6 +6,7 @@
 #include "models/deblur/deblur_family.h"
 #include "models/family.h"
 #include "models/sr/sr_family.h"
+#include "models/torchscript/imported_model.h"
 
 namespace igb::models {
 
@@ -32,6 +33,7 @@ void register_builtin_models() {
     auto& models = model_registry();
     for (const auto& name : family_registry().names())
       family_registry().get(name).register_models(models);
+    register_torchscript_model(models);
     models.freeze();
   });
 }
@@ -45,7 +47,20 @@ const EvalLayout& family_layout(const std::string& name) { return family(name).l
 
 const Family& family_of_model(const std::string& model) {
   register_builtin_models();
+  if (is_torchscript_model(model))
+    throw InputError("model " + model + ": an imported model's family is read from the model");
   return family(model_registry().get(model).family);
+}
+
+const Family& family_of_model(const std::string& name, const ModelImpl& model) {
+  if (!is_torchscript_model(name)) return family_of_model(name);
+  register_builtin_families();
+  const auto options = model.options_json();
+  const std::string f = options.value("family", "");
+  if (!family_registry().contains(f))
+    throw InputError("model " + name + " is of no family igb trains (its output is neither " +
+                     "[N, classes] nor an upscaled image); give --model-arg family=classify or sr");
+  return family(f);
 }
 
 }  // namespace igb::models

@@ -81,5 +81,8 @@ const Family& family(const std::string& name);
 
 /// The family of zoo model `model`.
 const Family& family_of_model(const std::string& model);
+/// The family of model `name` built as `model`: a zoo model's, or the one an imported model
+/// (torchscript:PATH) read from its output.
+const Family& family_of_model(const std::string& name, const ModelImpl& model);
 
 }  // namespace igb::models

@@ -19,6 +19,9 @@ PACKAGES=(
   # Real material: the photographs, handwritten digits and videos of OpenCV's samples
   # (--data photos, --data digits, video frames; data/opencv_samples.h).
   opencv-doc
+  # PyTorch's Python API, the same 1.13.1 build as libtorch-dev: the tests script and trace models
+  # with it to import them (docs/byo-model.md), the benchmarks run their peer loops in it.
+  python3-torch
 )
 
 scripts/install_packages.sh setup "${PACKAGES[@]}"

@@ -25,7 +25,7 @@ namespace {
 
 /// --calibrate's batches: the synthetic data of the model's family, at its traced input shape.
 deploy::OnnxBatchSource synthetic_batches(const ToolModel& m, int64_t batches) {
-  const auto inputs = models::family_of_model(m.name).synthetic_inputs;
+  const auto inputs = models::family_of_model(m.name, *m.model).synthetic_inputs;
   const tools::Shape in = m.input;
   return [inputs, in, batches](const std::function<void(const at::Tensor&)>& f) {
     inputs(in, batches, f);

@@ -94,7 +94,7 @@ std::function<tools::SensitivityMetrics()> sweep_evaluation(const SensitivityArg
   data.run_config = m.run_config;
   data.max_image_pixels = args.max_image_pixels;
   std::shared_ptr<models::Evaluator> evaluator =
-      models::family_of_model(m.name).make_evaluator(*m.model, data, device);
+      models::family_of_model(m.name, *m.model).make_evaluator(*m.model, data, device);
   loaded = evaluator->description();
   auto evaluate = [evaluator, model = m.model] {
     return models::evaluate_model(*evaluator, *model).metrics;

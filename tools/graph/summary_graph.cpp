@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/jit_containers.h"
 #include "core/text.h"
 #include "core/trace_scope.h"
 #include "core/train_mode_guard.h"
@@ -749,31 +750,7 @@ std::vector<Reach> SummaryGraph::parametric_predecessors(int op) const {
 }
 
 void run_traced_node(torch::jit::Node* node, torch::jit::Stack& stack) {
-  const size_t n = node->inputs().size();
-  switch (node->kind()) {
-    case c10::prim::ListConstruct: {
-      c10::impl::GenericList list(node->output()->type()->containedType(0));
-      list.reserve(n);
-      for (size_t i = stack.size() - n; i < stack.size(); ++i) list.push_back(stack[i]);
-      stack.resize(stack.size() - n);
-      stack.emplace_back(std::move(list));
-      return;
-    }
-    case c10::prim::TupleConstruct: {
-      std::vector<c10::IValue> items(stack.end() - static_cast<std::ptrdiff_t>(n), stack.end());
-      stack.resize(stack.size() - n);
-      stack.emplace_back(c10::ivalue::Tuple::create(std::move(items)));
-      return;
-    }
-    case c10::prim::ListUnpack: {
-      auto list = stack.back().toList();
-      stack.pop_back();
-      for (const auto& item : list) stack.push_back(item);
-      return;
-    }
-    default:
-      node->getOperation()(stack);
-  }
+  if (!run_container_node(node, stack)) node->getOperation()(stack);
 }
 
 at::Tensor replay_trace(const SummaryGraph& graph, const at::Tensor& input,
