@@ -18,6 +18,7 @@ void add_thin_command(Registry<ToolCommandSpec>& r);
 void add_early_exit_command(Registry<ToolCommandSpec>& r);
 void add_make_cifar_command(Registry<ToolCommandSpec>& r);
 void add_export_onnx_command(Registry<ToolCommandSpec>& r);
+void add_export_torchscript_command(Registry<ToolCommandSpec>& r);
 void add_run_command(Registry<ToolCommandSpec>& r);
 void add_sensitivity_commands(Registry<ToolCommandSpec>& r);
 void add_partition_command(Registry<ToolCommandSpec>& r);
@@ -39,6 +40,7 @@ void register_builtin_tool_commands() {
     add_early_exit_command(r);
     add_make_cifar_command(r);
     add_export_onnx_command(r);
+    add_export_torchscript_command(r);
     add_run_command(r);
     add_sensitivity_commands(r);
     add_partition_command(r);

@@ -15,6 +15,7 @@
 #include "core/thinning_recipe.h"
 #include "deploy/onnx/onnx_export.h"
 #include "deploy/onnx/onnx_runtime.h"
+#include "deploy/torchscript/torchscript_export.h"
 #include "models/model.h"
 #include "tests/apps/run_support.h"
 #include "tests/support.h"
@@ -225,6 +226,53 @@ TEST_F(TorchScriptImport, OnnxExportOfAnImportedModelMatchesOnnxRuntime) {
   }
   torch::NoGradGuard no_grad;
   EXPECT_LE((m->forward(x) - ort).abs().max().item<double>(), 1e-4);
+}
+
+/// Exports `m` as TorchScript, runs the file in PyTorch on `x` and reads it back with igb: both
+/// must give m's output, and PyTorch must list m's parameter names.
+void check_export_round_trip(const models::Model& m, const std::string& name, const fs::path& dir,
+                             const at::Tensor& x) {
+  SCOPED_TRACE(name);
+  m->eval();
+  const auto pt = dir / (name + "_exported.pt");
+  deploy::export_torchscript(
+      *m, m->input_shape(), [&](const at::Tensor& in) { return m->forward(in); }, pt);
+  torch::NoGradGuard no_grad;
+  const auto want = m->forward(x);
+  write_npy(dir / (name + "_x.npy"), x);
+  const auto r =
+      shell(std::string(kDebianPython) + " " + IGB_SOURCE_DIR +
+            "/tests/fixtures/torchscript/run_model.py " + pt.string() + " " +
+            (dir / (name + "_x.npy")).string() + " " + (dir / (name + "_y.npy")).string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_LE((read_npy(dir / (name + "_y.npy")) - want).abs().max().item<double>(), 1e-5);
+  std::string names;
+  for (const auto& p : m->named_parameters()) names += p.key() + "\n";
+  EXPECT_EQ(r.output, names);
+  auto back = models::create_model("torchscript:" + pt.string(), {});
+  back->eval();
+  EXPECT_LE((back->forward(x) - want).abs().max().item<double>(), 1e-5);
+  EXPECT_EQ(models::count_parameters(*back), models::count_parameters(*m));
+}
+
+TEST_F(TorchScriptImport, ExportedTorchScriptLoadsInPythonWithTheSameOutputs) {
+  torch::manual_seed(11);
+  const auto x = torch::randn({2, 3, 32, 32});
+  // A zoo model (with the zero-padded shortcuts), and an imported one after thinning.
+  check_export_round_trip(tools::make("resnet20_cifar"), "zoo_resnet20", dir_, x);
+  auto m = models::create_model("torchscript:" + file("resnet20", "script"), {});
+  {
+    torch::NoGradGuard no_grad;
+    auto params = m->named_parameters();
+    for (const char* p : {"layer2.1.conv1.weight", "layer2.1.bn1.weight", "layer2.1.bn1.bias"})
+      params[p].narrow(0, 3, 5).zero_();
+  }
+  m->eval();
+  const auto plan =
+      compress::plan_thinning(*m, tools::graph_of(m, "resnet20"), compress::ThinningKind::kFilters);
+  apply_thinning_recipe(*m, plan.recipe, "resnet20");
+  ASSERT_EQ(m->named_parameters()["layer2.1.conv1.weight"].size(0), 27);
+  check_export_round_trip(m, "thinned_resnet20", dir_, x);
 }
 
 TEST_F(TorchScriptImport, BadFilesAndInputsAreOneLineInputErrors) {
