@@ -38,8 +38,9 @@ bool set_conv(Options& o, const std::string& option, int64_t value) {
 
 void set_module_option(torch::nn::Module& module, const std::string& name,
                        const std::string& option, int64_t value) {
-  bool done = false;
-  if (auto* c = module.as<torch::nn::Conv2d>())
+  bool done = dynamic_cast<ShapedByTensors*>(&module) != nullptr;
+  if (done) {
+  } else if (auto* c = module.as<torch::nn::Conv2d>())
     done = set_conv(c->options, option, value);
   else if (auto* c1 = module.as<torch::nn::Conv1d>())
     done = set_conv(c1->options, option, value);

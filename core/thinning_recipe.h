@@ -32,8 +32,17 @@ void apply_thinning_recipe(torch::nn::Module& model, const nlohmann::json& recip
 /// state stays attached) now holds the smaller tensor; a defined gradient is sliced alike.
 void slice_in_place(at::Tensor& t, int64_t dim, const std::vector<int64_t>& keep);
 
+/// A module whose forward takes its channel counts from the shapes of its tensors, as an imported
+/// TorchScript module that runs its own code does (models/torchscript/script_body.h): thinning
+/// slices its tensors and has no option of it to set.
+class ShapedByTensors {
+ public:
+  virtual ~ShapedByTensors() = default;
+};
+
 /// Sets one option of a module thinning changes (conv in/out channels and groups, linear in/out
-/// features, norm num_features, PReLU num_parameters, channel pad before/after).
+/// features, norm num_features, PReLU num_parameters, channel pad before/after); nothing for a
+/// ShapedByTensors module.
 void set_module_option(torch::nn::Module& module, const std::string& name,
                        const std::string& option, int64_t value);
 

@@ -19,7 +19,9 @@ constexpr int64_t kNoIntMax = std::numeric_limits<int64_t>::max();
 
 /// What is trained and how: model, data, epochs, batches, learning rate and optimizer.
 void add_training_options(CLI::App& app, models::TrainConfig& c) {
-  app.add_option("--model", c.model, "Model registry name (igb-tools list models)")
+  app.add_option("--model", c.model,
+                 "Model registry name (igb-tools list models) or torchscript:PATH, a TorchScript "
+                 "file (docs/byo-model.md)")
       ->capture_default_str();
   app.add_option("--data", c.data,
                  "A dataset (igb-tools list datasets: synthetic, photos, digits, ...) or a data "

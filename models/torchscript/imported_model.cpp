@@ -52,9 +52,10 @@ std::string file_crc32c(const std::string& file) {
   return hex;
 }
 
-/// The part every imported model shares: the mirrored TorchScript module and its options.
+/// The part every imported model shares: the mirrored TorchScript module and its options. The root
+/// runs its own code too (ShapedByTensors: see ScriptedBlockImpl).
 template <class Base>
-class Imported : public Base {
+class Imported : public Base, public ShapedByTensors {
  public:
   template <class... Args>
   Imported(const torch::jit::Module& module, ImportedOptions options, Args&&... base_args)

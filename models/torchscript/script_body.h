@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/thinning_recipe.h"
+
 namespace torch::jit {
 struct Module;
 }  // namespace torch::jit
@@ -55,8 +57,10 @@ class ScriptBody {
 };
 
 /// A TorchScript submodule igb has no native module for: it holds the submodule's tensors and
-/// children under their names and runs the submodule's forward graph (ScriptBody).
-class ScriptedBlockImpl : public torch::nn::Module {
+/// children under their names and runs the submodule's forward graph (ScriptBody). Its code reads
+/// its tensors as they are, so thinning slices a weight it passes to a functional op
+/// (`F.conv2d(x, self.weight)`) with nothing else to change.
+class ScriptedBlockImpl : public torch::nn::Module, public ShapedByTensors {
  public:
   explicit ScriptedBlockImpl(std::shared_ptr<ScriptContext> ctx);
   /// The forward of the TorchScript submodule this block mirrors.

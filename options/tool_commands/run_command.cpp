@@ -17,7 +17,9 @@ namespace {
 class RunCommand : public ToolCommand {
  public:
   void add_options(CLI::App& sub) override {
-    sub.add_option("--model", args_.model, "A model of the zoo (see igb-tools list models)");
+    sub.add_option("--model", args_.model,
+                   "A model of the zoo (igb-tools list models) or torchscript:PATH, a TorchScript "
+                   "file (docs/byo-model.md)");
     sub.add_option("--model-arg", args_.options,
                    "Model option KEY=VALUE (repeatable), e.g. scale=3");
     sub.add_option("--checkpoint", args_.checkpoint,

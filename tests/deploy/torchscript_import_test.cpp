@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 
 #include <nlohmann/json.hpp>
@@ -181,13 +182,21 @@ TEST_F(TorchScriptImport, DistillerSchedulesRunUnchangedAndGiveTheZooTwinsSparsi
 }
 
 TEST_F(TorchScriptImport, ThinningAnImportedModelKeepsTheMaskedOutput) {
-  for (const std::string twin : {"resnet20", "densenet10"}) {
+  // The functional model's stem is a weight F.conv2d reads: thinning slices it, and the module's
+  // TorchScript code runs on the smaller weight.
+  const std::map<std::string, std::pair<std::string, std::string>> zeroed{
+      {"resnet20", {"layer1.0.conv1", "layer1.0.bn1"}},
+      {"densenet10", {"dense1.0.conv1", "dense1.0.bn2"}},
+      {"functional", {"stem", "bn"}}};
+  const std::map<std::string, int64_t> left{
+      {"resnet20", 14}, {"densenet10", 46}, {"functional", 6}};
+  for (const auto& [twin, layers] : zeroed) {
     SCOPED_TRACE(twin);
-    auto m = models::create_model("torchscript:" + file(twin, "trace"), {});
+    auto m = models::create_model(
+        "torchscript:" + file(twin, twin == "functional" ? "script" : "trace"), {});
     m->eval();
-    // Filters 1 and 4 of the first conv (and their BN), so the channels are zero after it.
-    const std::string conv = twin == "resnet20" ? "layer1.0.conv1" : "dense1.0.conv1";
-    const std::string bn = twin == "resnet20" ? "layer1.0.bn1" : "dense1.0.bn2";
+    // Filters 1 and 4 of the conv (and their BN), so the channels are zero after it.
+    const auto& [conv, bn] = layers;
     {
       torch::NoGradGuard no_grad;
       auto params = m->named_parameters();
@@ -205,7 +214,7 @@ TEST_F(TorchScriptImport, ThinningAnImportedModelKeepsTheMaskedOutput) {
         compress::plan_thinning(*m, tools::graph_of(m, twin), compress::ThinningKind::kFilters);
     ASSERT_FALSE(plan.empty());
     apply_thinning_recipe(*m, plan.recipe, twin);
-    EXPECT_EQ(m->named_parameters()[conv + ".weight"].size(0), twin == "resnet20" ? 14 : 46);
+    EXPECT_EQ(m->named_parameters()[conv + ".weight"].size(0), left.at(twin));
     EXPECT_LE((m->forward(x) - masked).abs().max().item<double>(), 1e-5);
   }
 }

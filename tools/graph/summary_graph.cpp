@@ -53,6 +53,8 @@ int64_t volume(const Shape& shape) {
 
 std::string OpNode::param(const std::string& suffix) const {
   for (const auto& p : params)
+    if (p == suffix) return p;  // a parameter of the root module ("weight")
+  for (const auto& p : params)
     if (p.size() > suffix.size() &&
         p.compare(p.size() - suffix.size(), suffix.size(), suffix) == 0 &&
         p[p.size() - suffix.size() - 1] == '.')
