@@ -126,6 +126,20 @@ ImportedOptions read_options(const nlohmann::json& json) {
   return o;
 }
 
+/// igb models take one input: a forward with another count of arguments without defaults is
+/// refused, naming them.
+void check_forward_inputs(const torch::jit::Module& module, const std::string& file) {
+  auto forward = module.find_method("forward");
+  if (!forward) throw InputError(file + ": the module has no forward method");
+  const auto& args = forward->function().getSchema().arguments();
+  std::vector<std::string> required;
+  for (size_t i = 1; i < args.size(); ++i)
+    if (!args[i].default_value()) required.push_back(args[i].name());
+  if (required.size() != 1)
+    throw InputError(file + ": forward takes " + std::to_string(required.size()) + " inputs (" +
+                     join(required) + "); igb gives a model one batch of images");
+}
+
 /// The file's own forward on zeros of `input`, in evaluation mode.
 at::Tensor trial_forward(torch::jit::Module& module, const ImportedOptions& o,
                          const std::vector<int64_t>& input) {
@@ -204,6 +218,7 @@ Model import_model(const nlohmann::json& json) {
     throw InputError(o.file + " changed since the model was saved with it (CRC-32C " + crc +
                      ", recorded " + o.crc32c + ")");
   o.crc32c = crc;
+  check_forward_inputs(module, o.file);
   const bool sr = o.family == "sr";
   const std::vector<int64_t> input{1, o.channels, sr ? 32 : o.input_size, sr ? 32 : o.input_size};
   if (sr) o.input_size = 32;

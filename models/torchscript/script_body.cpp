@@ -36,7 +36,14 @@ struct ScriptProgram {
   std::string name;
   std::string where;
   std::map<std::string, std::shared_ptr<jit::Graph>> methods;
+  /// Per method: one more than the largest Value::unique() of its graph (a call's value slots).
+  std::map<std::string, size_t> slots;
   std::unordered_map<const jit::Node*, jit::Operation> ops;
+  /// The value of every prim::Constant node, converted once.
+  std::unordered_map<const jit::Node*, c10::IValue> constants;
+  /// prim::GetAttr nodes that read a child of the module itself, resolved once (modules are
+  /// never replaced: thinning and quantization change them in place).
+  std::unordered_map<const jit::Node*, torch::nn::Module*> children;
 };
 
 struct ScriptContext {
@@ -321,6 +328,9 @@ void prepare_nodes(ScriptProgram& p, const jit::Graph& g, jit::Block* block) {
                        "'; igb runs forwards that only read their module's attributes");
     if (n->kind() == c10::prim::CallMethod && n->input(0) == g.inputs()[0])
       prepare_method(p, n->s(c10::attr::name));  // a method of the module itself
+    if (n->kind() == c10::prim::Constant &&
+        n->output()->type()->kind() != c10::TypeKind::FunctionType)
+      p.constants.emplace(n, *jit::toIValue(n->output()));
     if (interpreted(n->kind())) continue;
     try {
       p.ops.emplace(n, n->getOperation());
@@ -339,7 +349,29 @@ void prepare_method(ScriptProgram& p, const std::string& method) {
   auto g = fn->graph()->copy();
   inline_functions(*g, p.where);
   p.methods[method] = g;
+  size_t slots = 0;
+  for (const auto* v : g->inputs()) slots = std::max(slots, v->unique() + 1);
+  std::vector<jit::Node*> nodes;
+  collect_nodes(g->block(), nodes);
+  for (const auto* n : nodes) {
+    for (const auto* v : n->outputs()) slots = std::max(slots, v->unique() + 1);
+    for (const auto* b : n->blocks())
+      for (const auto* v : b->inputs()) slots = std::max(slots, v->unique() + 1);
+  }
+  p.slots[method] = slots;
   prepare_nodes(p, *g, g->block());
+}
+
+/// Fills `p.children` for the reads of `owner`'s own children in every prepared method.
+void resolve_children(ScriptProgram& p, torch::nn::Module& owner) {
+  const auto children = owner.named_children();
+  for (const auto& [method, g] : p.methods) {
+    std::vector<jit::Node*> nodes;
+    collect_nodes(g->block(), nodes);
+    for (const auto* n : nodes)
+      if (n->kind() == c10::prim::GetAttr && n->input(0) == g->inputs()[0])
+        if (const auto* child = children.find(n->s(c10::attr::name))) p.children[n] = child->get();
+  }
 }
 
 /// "forward", or "forward1", "forward2", ... (the tracer's names for the later calls of a module).
@@ -369,6 +401,7 @@ void mirror(const jit::Module& m, torch::nn::Module& owner, const std::string& n
   // A traced module called more than once has one method per call: forward, forward1, ...
   for (const auto& method : m.get_methods())
     if (is_forward(method.name())) prepare_method(*program, method.name());
+  resolve_children(*program, owner);
   ctx->programs[&owner] = program;
 }
 
@@ -391,70 +424,86 @@ c10::IValue call_leaf(torch::nn::Module& m, const std::vector<c10::IValue>& args
   throw InputError(where + ": calls a " + m.name() + ", which igb cannot run");
 }
 
-/// One call of a method: the values of its graph and which of them are modules.
+/// One call of a method: the values of its graph and which of them are modules, in slots by
+/// Value::unique().
 struct Frame {
+  Frame(const ScriptContext& c, const ScriptProgram& p, size_t slots)
+      : ctx(c), program(p), values_(slots), modules_(slots, nullptr), set_(slots, 0) {}
+
   const ScriptContext& ctx;
   const ScriptProgram& program;
-  std::unordered_map<const jit::Value*, c10::IValue> values;
-  std::unordered_map<const jit::Value*, torch::nn::Module*> modules;
 
+  void put(const jit::Value* v, c10::IValue x) {
+    values_[v->unique()] = std::move(x);
+    set_[v->unique()] = 1;
+  }
+  void put_module(const jit::Value* v, torch::nn::Module* m) { modules_[v->unique()] = m; }
+  torch::nn::Module* module(const jit::Value* v) const { return modules_[v->unique()]; }
   const c10::IValue& value(const jit::Value* v, const jit::Node* user) const {
-    auto it = values.find(v);
-    if (it != values.end()) return it->second;
+    if (set_[v->unique()]) return values_[v->unique()];
     throw InputError(program.where + ": op " + kind_name(user) +
-                     (modules.count(v) ? " takes a module as a value; igb runs calls of a "
-                                         "submodule's forward and reads of its attributes only"
-                                       : " reads a value no op produced"));
+                     (module(v) ? " takes a module as a value; igb runs calls of a "
+                                  "submodule's forward and reads of its attributes only"
+                                : " reads a value no op produced"));
   }
   void copy(const jit::Value* from, const jit::Value* to, const jit::Node* user) {
-    auto m = modules.find(from);
-    if (m != modules.end())
-      modules[to] = m->second;
+    if (auto* m = module(from))
+      put_module(to, m);
     else
-      values[to] = value(from, user);
+      put(to, value(from, user));
   }
+
+ private:
+  std::vector<c10::IValue> values_;
+  std::vector<torch::nn::Module*> modules_;
+  std::vector<char> set_;
 };
 
 void run_block(Frame& f, jit::Block* block);
 
 void run_get_attr(Frame& f, jit::Node* n) {
-  auto it = f.modules.find(n->input(0));
-  if (it == f.modules.end())
+  auto cached = f.program.children.find(n);
+  if (cached != f.program.children.end()) {
+    f.put_module(n->output(), cached->second);
+    return;
+  }
+  torch::nn::Module* owner = f.module(n->input(0));
+  if (!owner)
     throw InputError(f.program.where + ": reads attribute '" + n->s(c10::attr::name) +
                      "' of an object that is not a module");
-  torch::nn::Module& m = *it->second;
+  torch::nn::Module& m = *owner;
   const std::string name = n->s(c10::attr::name);
   const auto children = m.named_children();
   if (const auto* child = children.find(name)) {
-    f.modules[n->output()] = child->get();
+    f.put_module(n->output(), child->get());
     return;
   }
   const auto params = m.named_parameters(false);
   if (const auto* p = params.find(name)) {
-    f.values[n->output()] = *p;
+    f.put(n->output(), *p);
     return;
   }
   const auto buffers = m.named_buffers(false);
   if (const auto* b = buffers.find(name)) {
-    f.values[n->output()] = *b;
+    f.put(n->output(), *b);
     return;
   }
   if (name == "training") {
-    f.values[n->output()] = m.is_training();
+    f.put(n->output(), m.is_training());
     return;
   }
   auto program = f.ctx.programs.find(&m);
   if (program == f.ctx.programs.end() || !program->second->module.hasattr(name))
     throw InputError(f.program.where + ": reads attribute '" + name + "', which igb's " + m.name() +
                      " does not have");
-  f.values[n->output()] = program->second->module.attr(name);
+  f.put(n->output(), program->second->module.attr(name));
 }
 
 void run_call_method(Frame& f, jit::Node* n) {
-  auto it = f.modules.find(n->input(0));
-  if (it == f.modules.end())
+  torch::nn::Module* called = f.module(n->input(0));
+  if (!called)
     throw InputError(f.program.where + ": calls a method of an object that is not a module");
-  torch::nn::Module& target = *it->second;
+  torch::nn::Module& target = *called;
   std::vector<c10::IValue> args;
   for (size_t i = 1; i < n->inputs().size(); ++i) args.push_back(f.value(n->input(i), n));
   const std::string method = n->s(c10::attr::name);
@@ -469,7 +518,7 @@ void run_call_method(Frame& f, jit::Node* n) {
     TraceScope scope(&target);
     out = call_leaf(target, args, f.program.where);
   }
-  f.values[n->output()] = std::move(out);
+  f.put(n->output(), std::move(out));
 }
 
 void run_loop(Frame& f, jit::Node* n) {
@@ -479,13 +528,13 @@ void run_loop(Frame& f, jit::Node* n) {
   for (size_t i = 2; i < n->inputs().size(); ++i) carried.push_back(f.value(n->input(i), n));
   auto* body = n->blocks()[0];
   for (int64_t i = 0; i < trips && go; ++i) {
-    f.values[body->inputs()[0]] = i;
-    for (size_t j = 0; j < carried.size(); ++j) f.values[body->inputs()[j + 1]] = carried[j];
+    f.put(body->inputs()[0], i);
+    for (size_t j = 0; j < carried.size(); ++j) f.put(body->inputs()[j + 1], carried[j]);
     run_block(f, body);
     go = f.value(body->outputs()[0], n).toBool();
     for (size_t j = 0; j < carried.size(); ++j) carried[j] = f.value(body->outputs()[j + 1], n);
   }
-  for (size_t j = 0; j < carried.size(); ++j) f.values[n->outputs()[j]] = carried[j];
+  for (size_t j = 0; j < carried.size(); ++j) f.put(n->outputs()[j], carried[j]);
 }
 
 void run_operator(Frame& f, jit::Node* n) {
@@ -500,15 +549,15 @@ void run_operator(Frame& f, jit::Node* n) {
   }
   const size_t outs = n->outputs().size();
   for (size_t i = 0; i < outs; ++i)
-    f.values[n->outputs()[i]] = std::move(stack[stack.size() - outs + i]);
+    f.put(n->outputs()[i], std::move(stack[stack.size() - outs + i]));
 }
 
 void run_block(Frame& f, jit::Block* block) {
   for (auto* n : block->nodes()) {
     const auto kind = n->kind();
     if (kind == c10::prim::Constant) {
-      if (n->output()->type()->kind() == c10::TypeKind::FunctionType) continue;
-      f.values[n->output()] = *jit::toIValue(n->output());
+      auto c = f.program.constants.find(n);
+      if (c != f.program.constants.end()) f.put(n->output(), c->second);
     } else if (kind == c10::prim::GetAttr) {
       run_get_attr(f, n);
     } else if (kind == c10::prim::CallMethod) {
@@ -538,9 +587,9 @@ c10::IValue call_method(const ScriptContext& ctx, torch::nn::Module& self,
     throw InputError(program.where + ": " + method + " takes " +
                      std::to_string(g.inputs().size() - 1) + " inputs, given " +
                      std::to_string(args.size()));
-  Frame f{ctx, program, {}, {}};
-  f.modules[g.inputs()[0]] = &self;
-  for (size_t i = 0; i < args.size(); ++i) f.values[g.inputs()[i + 1]] = std::move(args[i]);
+  Frame f(ctx, program, program.slots.at(method));
+  f.put_module(g.inputs()[0], &self);
+  for (size_t i = 0; i < args.size(); ++i) f.put(g.inputs()[i + 1], std::move(args[i]));
   run_block(f, g.block());
   return f.value(g.outputs()[0], g.return_node());
 }

@@ -308,6 +308,12 @@ TEST_F(TorchScriptImport, BadFilesAndInputsAreOneLineInputErrors) {
                     " --model-arg crc32c=00000000");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("changed since"), std::string::npos) << r.output;
+  // A forward of two inputs.
+  r = test::run_app("igb-tools macs --model torchscript:" + file("two_inputs", "script"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("forward takes 2 inputs (x, y); igb gives a model one batch of images"),
+            std::string::npos)
+      << r.output;
   // A classifier file is not a super-resolution model.
   r = test::run_app("igb-train --optform=sr --epochs 1 --model torchscript:" +
                     file("simplenet", "trace") + " --out " + (dir_ / "sr_run").string());
