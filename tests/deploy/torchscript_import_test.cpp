@@ -157,15 +157,16 @@ TEST_F(TorchScriptImport, DistillerSchedulesRunUnchangedAndGiveTheZooTwinsSparsi
   for (const auto& c : cases) {
     SCOPED_TRACE(c.schedule);
     const std::string common = std::string(" --synthetic-train 32 ") +
-                               "--synthetic-val 16 --batch-size 8 --epochs 6 --threads 1 " +
+                               "--synthetic-val 16 --batch-size 8 --threads 1 " +
                                "--seed 7 --compress " + IGB_SOURCE_DIR + "/" + c.schedule;
     const auto zoo_run = dir_ / "runs" / (std::string(c.twin.file) + "_zoo");
     const auto imported_run = dir_ / "runs" / (std::string(c.twin.file) + "_imported");
     auto r = test::run_app("igb-train --optform=classify --model " + std::string(c.twin.zoo) + " " +
-                           c.zoo_args + common + " --out " + zoo_run.string());
+                           c.zoo_args + common + " --epochs 6 --out " + zoo_run.string());
     ASSERT_EQ(r.code, 0) << r.output;
-    r = test::run_app("igb-train --optform=classify --model torchscript:" +
-                      file(c.twin.file, "script") + common + " --out " + imported_run.string());
+    r = test::run_app(
+        "igb-train --optform=classify --model torchscript:" + file(c.twin.file, "script") + common +
+        " --epochs 6 --out " + imported_run.string());
     ASSERT_EQ(r.code, 0) << r.output;
     // The same weights, data and schedule: the same masks, thinned shapes and trained weights.
     const auto zoo_rows = sparsity_rows(zoo_run);
@@ -174,6 +175,11 @@ TEST_F(TorchScriptImport, DistillerSchedulesRunUnchangedAndGiveTheZooTwinsSparsi
     // The imported run's checkpoint rebuilds its model alone (the file, by path and CRC-32C).
     r = test::run_app("igb-test --optform=classify --data synthetic --threads 1 --checkpoint " +
                       (imported_run / "checkpoint.ckpt").string());
+    EXPECT_EQ(r.code, 0) << r.output;
+    // And --resume continues it.
+    r = test::run_app("igb-train --optform=classify --resume " +
+                      (imported_run / "checkpoint.ckpt").string() + common + " --epochs 7 --out " +
+                      (imported_run.string() + "_resumed"));
     EXPECT_EQ(r.code, 0) << r.output;
   }
   // resnet20's filter pruning thinned layer2 to half its filters, as the zoo model's run did.
@@ -282,6 +288,24 @@ TEST_F(TorchScriptImport, ExportedTorchScriptLoadsInPythonWithTheSameOutputs) {
   apply_thinning_recipe(*m, plan.recipe, "resnet20");
   ASSERT_EQ(m->named_parameters()["layer2.1.conv1.weight"].size(0), 27);
   check_export_round_trip(m, "thinned_resnet20", dir_, x);
+}
+
+TEST_F(TorchScriptImport, ASuperResolutionFileTrainsUnderTheSrOptform) {
+  const auto pt = file("fsrcnn", "trace");
+  auto m = models::create_model("torchscript:" + pt, {{"channels", 1}});
+  EXPECT_EQ(m->options_json().at("family"), "sr");
+  EXPECT_EQ(m->options_json().at("scale"), 3);
+  const auto graph = tools::graph_of(m, "fsrcnn");
+  EXPECT_EQ(graph.op("last_part").type, "ConvTranspose");
+  EXPECT_EQ(graph.op("first_part.1").type, "PReLU");
+  const auto run = dir_ / "runs" / "fsrcnn";
+  auto r = test::run_app(
+      "igb-train --optform=sr --upscale 3 --channels y --epochs 1 --max-batches 2 "
+      "--threads 1 --model torchscript:" +
+      pt + " --compress " + IGB_SOURCE_DIR + "/tests/fixtures/torchscript/" +
+      "fsrcnn_agp.yaml --out " + run.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(sparsity_rows(run).find("mid_part.2.weight"), std::string::npos);
 }
 
 TEST_F(TorchScriptImport, BadFilesAndInputsAreOneLineInputErrors) {
