@@ -142,6 +142,26 @@ void share(at::Tensor& slot, const at::Tensor& value) {
   slot.set_data(value.detach());
 }
 
+/// What a convolution's operator and tensors say, for shared_conv.
+struct ConvArgs {
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups;
+  at::Tensor weight, bias;
+};
+
+/// A Conv2d or ConvTranspose2d of `options` completed by `a`, holding the file's tensors.
+template <class Conv, class Options>
+std::shared_ptr<torch::nn::Module> shared_conv(Options options, const ConvArgs& a) {
+  Conv conv(options.stride(a.stride)
+                .padding(a.padding)
+                .dilation(a.dilation)
+                .groups(a.groups)
+                .bias(a.bias.defined()));
+  share(conv->weight, a.weight);
+  share(conv->bias, a.bias);
+  return conv.ptr();
+}
+
 std::shared_ptr<torch::nn::Module> make_conv(const jit::Module& m) {
   auto g = flat_forward(m);
   auto* op = single_op(*g, {"aten::_convolution", "aten::conv2d", "aten::conv_transpose2d"});
@@ -163,31 +183,16 @@ std::shared_ptr<torch::nn::Module> make_conv(const jit::Module& m) {
     transposed = t->toBool();
   }
   const std::vector<int64_t> kernel{weight.size(2), weight.size(3)};
-  if (!transposed) {
-    torch::nn::Conv2d conv(
-        torch::nn::Conv2dOptions(weight.size(1) * g_count, weight.size(0), kernel)
-            .stride(*stride)
-            .padding(*padding)
-            .dilation(*dilation)
-            .groups(g_count)
-            .bias(bias.defined()));
-    share(conv->weight, weight);
-    share(conv->bias, bias);
-    return conv.ptr();
-  }
+  const ConvArgs args{*stride, *padding, *dilation, g_count, weight, bias};
+  if (!transposed)
+    return shared_conv<torch::nn::Conv2d>(
+        torch::nn::Conv2dOptions(weight.size(1) * g_count, weight.size(0), kernel), args);
   auto output_padding = constant_ints(op, "output_padding");
   if (!output_padding) return nullptr;
-  torch::nn::ConvTranspose2d conv(
+  return shared_conv<torch::nn::ConvTranspose2d>(
       torch::nn::ConvTranspose2dOptions(weight.size(0), weight.size(1) * g_count, kernel)
-          .stride(*stride)
-          .padding(*padding)
-          .output_padding(*output_padding)
-          .dilation(*dilation)
-          .groups(g_count)
-          .bias(bias.defined()));
-  share(conv->weight, weight);
-  share(conv->bias, bias);
-  return conv.ptr();
+          .output_padding(*output_padding),
+      args);
 }
 
 std::shared_ptr<torch::nn::Module> make_linear(const jit::Module& m) {
