@@ -187,6 +187,38 @@ TEST_F(TorchScriptImport, DistillerSchedulesRunUnchangedAndGiveTheZooTwinsSparsi
                                 std::regex("layer2\\.0\\.conv1\\.weight +\\| 16x16x3x3")));
 }
 
+/// The line of `output` that starts with `prefix` ("" when none).
+std::string line_of(const std::string& output, const std::string& prefix) {
+  for (const auto& line : test::RunResult{0, output}.lines())
+    if (line.rfind(prefix, 0) == 0) return line;
+  return "";
+}
+
+TEST_F(TorchScriptImport, QuantizationAwareTrainingWrapsTheZooTwinsLayersAndExportsInt8) {
+  std::string wrapped[2], exported[2];
+  for (int imported = 0; imported < 2; ++imported) {
+    const auto run = dir_ / "runs" / (imported ? "qat_imported" : "qat_zoo");
+    const std::string model = imported ? "torchscript:" + file("resnet20", "trace")
+                                       : "resnet20_cifar --model-arg shortcut=conv";
+    auto r = test::run_app("igb-train --optform=classify --model " + model +
+                           " --synthetic-train 32 --synthetic-val 16 --batch-size 8 --threads 1 "
+                           "--seed 7 --epochs 2 --compress " +
+                           IGB_SOURCE_DIR + "/schedules/classify/resnet20_int8_qat.yaml --out " +
+                           run.string());
+    ASSERT_EQ(r.code, 0) << r.output;
+    wrapped[imported] = line_of(r.output, "quantizer qat_quantizer");
+    r = test::run_app("igb-tools export-onnx --int8-qdq --checkpoint " +
+                      (run / "checkpoint.ckpt").string() + " --out " + (run / "m.onnx").string());
+    ASSERT_EQ(r.code, 0) << r.output;
+    exported[imported] = line_of(r.output, "  precision int8");
+  }
+  // Every conv weight, every ReLU module and the model input, as for the zoo model.
+  EXPECT_NE(wrapped[0].find("layer3.2.relu2 activations 8 bits"), std::string::npos) << wrapped[0];
+  EXPECT_EQ(wrapped[1], wrapped[0]);
+  EXPECT_NE(exported[0].find("activation and"), std::string::npos) << exported[0];
+  EXPECT_EQ(exported[1], exported[0]);
+}
+
 TEST_F(TorchScriptImport, ThinningAnImportedModelKeepsTheMaskedOutput) {
   // The functional model's stem is a weight F.conv2d reads: thinning slices it, and the module's
   // TorchScript code runs on the smaller weight.
