@@ -138,7 +138,7 @@ class MasterCommand {
         ->delimiter(',')
         ->required();
     // The input shape is the plan's.
-    sub.add_option("--model", target_.model, "The plan's model, from the zoo");
+    sub.add_option("--model", target_.model, "The plan's model: a zoo model or torchscript:PATH");
     sub.add_option("--model-arg", target_.options, "Model option KEY=VALUE (repeatable)");
     sub.add_option("--checkpoint", target_.checkpoint, "The plan's model, from a checkpoint");
     add_threads_option(sub, target_.threads);

@@ -153,6 +153,7 @@ TEST_F(TorchScriptImport, DistillerSchedulesRunUnchangedAndGiveTheZooTwinsSparsi
       {twins()[0], "schedules/classify/simplenet_agp.yaml", ""},
       {twins()[1], "schedules/distiller/resnet20_cifar_filters_agp.yaml",
        "--model-arg shortcut=conv"},
+      {twins()[2], "tests/fixtures/torchscript/densenet10_filters.yaml", "--model-arg depth=10"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.schedule);
@@ -182,6 +183,11 @@ TEST_F(TorchScriptImport, DistillerSchedulesRunUnchangedAndGiveTheZooTwinsSparsi
                       (imported_run.string() + "_resumed"));
     EXPECT_EQ(r.code, 0) << r.output;
   }
+  // densenet10's first transition lost half its 18 filters, and through dense2's concatenation
+  // the second transition the same input channels (30 -> 21 with dense2's own).
+  const auto dense = sparsity_rows(dir_ / "runs" / "densenet10_imported");
+  EXPECT_TRUE(std::regex_search(dense, std::regex("trans1\\.conv\\.weight +\\| 9x36x1x1")));
+  EXPECT_TRUE(std::regex_search(dense, std::regex("trans2\\.conv\\.weight +\\| 15x21x1x1")));
   // resnet20's filter pruning thinned layer2 to half its filters, as the zoo model's run did.
   EXPECT_TRUE(std::regex_search(sparsity_rows(dir_ / "runs" / "resnet20_imported"),
                                 std::regex("layer2\\.0\\.conv1\\.weight +\\| 16x16x3x3")));
@@ -332,7 +338,8 @@ TEST_F(TorchScriptImport, ASuperResolutionFileTrainsUnderTheSrOptform) {
   EXPECT_EQ(graph.op("first_part.1").type, "PReLU");
   const auto run = dir_ / "runs" / "fsrcnn";
   auto r = test::run_app(
-      "igb-train --optform=sr --upscale 3 --channels y --epochs 1 --max-batches 2 "
+      "igb-train --optform=sr --data synthetic --upscale 3 --channels y --epochs 1 "
+      "--max-batches 2 "
       "--threads 1 --model torchscript:" +
       pt + " --compress " + IGB_SOURCE_DIR + "/tests/fixtures/torchscript/" +
       "fsrcnn_agp.yaml --out " + run.string());

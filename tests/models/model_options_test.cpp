@@ -142,7 +142,10 @@ TEST_F(ModelOptions, RegistryDefaultsAreTheCheckpointKeysOfBefore) {
       {"deblurgan_small", {{"ngf", 16}, {"blocks", 3}, {"dropout", 0.0}}},
       {"patchgan", {{"ndf", 64}, {"n_layers", 3}}},
       {"patchgan_small", {{"ndf", 16}, {"n_layers", 3}}},
-      {"patchgan_tiny", {{"ndf", 8}, {"n_layers", 3}}}};
+      {"patchgan_tiny", {{"ndf", 8}, {"n_layers", 3}}},
+      // torchscript:PATH (docs/byo-model.md): the file and what a forward on zeros tells.
+      {"torchscript",
+       {{"file", ""}, {"crc32c", ""}, {"family", "auto"}, {"input_size", 32}, {"channels", 3}}}};
   EXPECT_EQ(model_registry().names().size(), expected.size());
   for (const auto& name : model_registry().names()) {
     ASSERT_TRUE(expected.count(name)) << name;
