@@ -126,7 +126,7 @@ std::optional<std::vector<int64_t>> constant_ints(const jit::Node* node, const s
 std::optional<double> constant_double(const jit::Node* node, const std::string& input) {
   auto v = constant(node, input);
   if (!v || !(v->isDouble() || v->isInt())) return std::nullopt;
-  return v->isDouble() ? v->toDouble() : static_cast<double>(v->toInt());
+  return v->isDouble() ? v->to<double>() : static_cast<double>(v->toInt());
 }
 
 at::Tensor tensor_attr(const jit::Module& m, const std::string& name) {
@@ -221,7 +221,7 @@ std::shared_ptr<torch::nn::Module> make_norm(const jit::Module& m) {
   // class constant, traced ones record it.
   double momentum = constant_double(op, "momentum").value_or(0.1);
   if (m.type()->hasConstant("momentum") && m.type()->getConstant("momentum").isDouble())
-    momentum = m.type()->getConstant("momentum").toDouble();
+    momentum = m.type()->getConstant("momentum").to<double>();
   const int64_t features = weight.defined() ? weight.size(0) : mean.size(0);
   Norm norm(Options(features)
                 .eps(*eps)
