@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "compress/yaml_reader.h"
+#include "core/yaml_reader.h"
 
 namespace igb::compress {
 

@@ -3,7 +3,7 @@
 // clipping value α stepped in an optimizer group of its own.
 #include "compress/fake_quant.h"
 #include "compress/quantizer.h"
-#include "compress/yaml_reader.h"
+#include "core/yaml_reader.h"
 
 namespace igb::compress {
 

@@ -4,8 +4,8 @@
 #include <utility>
 #include <vector>
 
-#include "compress/yaml_reader.h"
 #include "core/logger.h"
+#include "core/yaml_reader.h"
 
 namespace igb::compress {
 

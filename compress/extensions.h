@@ -21,9 +21,11 @@ namespace igb {
 class Logger;
 }
 
-namespace igb::compress {
-
+namespace igb {
 class YamlReader;
+}  // namespace igb
+
+namespace igb::compress {
 
 /// What an extension may read and change when it acts: the model and how to trace it, the
 /// optimizer whose state follows the parameters, and the scheduler's masks.

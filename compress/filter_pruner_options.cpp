@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "compress/pruners.h"
-#include "compress/yaml_reader.h"
+#include "core/yaml_reader.h"
 
 namespace igb::compress {
 

@@ -9,9 +9,11 @@
 #include "compress/model_params.h"
 #include "compress/policy_timing.h"
 
-namespace igb::compress {
-
+namespace igb {
 class YamlReader;
+}  // namespace igb
+
+namespace igb::compress {
 
 /// The keys of Distiller's filter pruners that choose filters by something other than their
 /// weights' norms (BernoulliFilterPruner, ActivationAPoZRankedFilterPruner,

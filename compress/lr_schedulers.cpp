@@ -6,7 +6,7 @@
 #include <cmath>
 #include <mutex>
 
-#include "compress/yaml_reader.h"
+#include "core/yaml_reader.h"
 
 namespace igb::compress {
 

@@ -12,9 +12,11 @@
 
 #include "core/registry.h"
 
-namespace igb::compress {
-
+namespace igb {
 class YamlReader;
+}  // namespace igb
+
+namespace igb::compress {
 
 /// What an LR scheduler is told when its policy steps it at the end of an epoch.
 struct LrStep {

@@ -11,7 +11,7 @@
 #include "compress/activation_pruners.h"
 #include "compress/random_pruners.h"
 #include "compress/splicing_pruner.h"
-#include "compress/yaml_reader.h"
+#include "core/yaml_reader.h"
 
 namespace igb::compress {
 

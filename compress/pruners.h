@@ -15,9 +15,11 @@
 #include "compress/policy_timing.h"
 #include "core/registry.h"
 
-namespace igb::compress {
-
+namespace igb {
 class YamlReader;
+}  // namespace igb
+
+namespace igb::compress {
 
 /// Masks by parameter name (1 keep, 0 pruned), owned by the scheduler.
 using MaskTable = std::map<std::string, at::Tensor>;

@@ -5,7 +5,7 @@
 #include "compress/fake_quant.h"
 #include "compress/quantization_state.h"
 #include "compress/quantizer.h"
-#include "compress/yaml_reader.h"
+#include "core/yaml_reader.h"
 
 namespace igb::compress {
 

@@ -13,10 +13,10 @@
 #include <set>
 
 #include "compress/fake_quant.h"
-#include "compress/yaml_reader.h"
 #include "core/activation.h"
 #include "core/error.h"
 #include "core/logger.h"
+#include "core/yaml_reader.h"
 
 namespace igb::compress {
 

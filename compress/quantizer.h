@@ -25,9 +25,11 @@ class ActivationImpl;
 class Logger;
 }  // namespace igb
 
-namespace igb::compress {
-
+namespace igb {
 class YamlReader;
+}  // namespace igb
+
+namespace igb::compress {
 
 /// Bit widths of one layer (Distiller's QBits: bits_activations, bits_weights, bits_bias); kFloat
 /// keeps that tensor in floating point (Distiller's None, `null` in a schedule).

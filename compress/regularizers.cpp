@@ -4,7 +4,7 @@
 
 #include <mutex>
 
-#include "compress/yaml_reader.h"
+#include "core/yaml_reader.h"
 
 namespace igb::compress {
 

@@ -14,9 +14,11 @@
 #include "compress/pruners.h"
 #include "core/registry.h"
 
-namespace igb::compress {
-
+namespace igb {
 class YamlReader;
+}  // namespace igb
+
+namespace igb::compress {
 
 /// Group structures of GroupLassoRegularizer: 2-D kernels, filters (3D), whole tensor (4D),
 /// input channels, rows or columns of a 2-D weight, and Distiller's two overlapping combinations,

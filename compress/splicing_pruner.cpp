@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "compress/yaml_reader.h"
+#include "core/yaml_reader.h"
 
 namespace igb::compress {
 

@@ -123,6 +123,15 @@ std::string read_text_file(const fs::path& path) {
   return ss.str();
 }
 
+std::string read_input_file(const fs::path& path) {
+  if (fs::is_directory(path)) throw InputError(path.string() + ": is a folder, not a file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path.string() + ": cannot be read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 std::string local_time_string(const char* fmt) {
   std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};

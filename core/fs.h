@@ -27,6 +27,9 @@ int pending_temporary_count() noexcept;
 
 /// Reads a whole file; throws InputError naming the file when it cannot be read.
 std::string read_text_file(const std::filesystem::path& path);
+/// The same for a file a user named as input, in the readers' words: InputError "FILE: is a folder,
+/// not a file" or "FILE: cannot be read".
+std::string read_input_file(const std::filesystem::path& path);
 
 /// A fresh folder under the system's temporary directory (`<prefix>-XXXXXX`, by mkdtemp), removed
 /// with its content when the object goes. Throws std::runtime_error when it cannot be made.

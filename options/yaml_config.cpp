@@ -2,10 +2,12 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <iterator>
+
 #include <CLI/CLI.hpp>
 
-#include "compress/yaml_reader.h"
 #include "core/error.h"
+#include "core/yaml_reader.h"
 
 namespace igb::options {
 
@@ -84,27 +86,21 @@ std::string YamlConfig::where(const std::string& option) const {
 }
 
 std::vector<CLI::ConfigItem> YamlConfig::from_config(std::istream& input) const {
-  YAML::Node root;
-  try {
-    root = YAML::Load(input);
-  } catch (const YAML::Exception& e) {
-    throw InputError(file_ + ":" + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
-  }
+  const YAML::Node root = parse_yaml(std::string(std::istreambuf_iterator<char>(input), {}), file_);
   std::vector<CLI::ConfigItem> items;
   if (root.IsNull()) return items;
   if (!root.IsMap())
     throw InputError(file_ + ":" + std::to_string(root.Mark().line + 1) +
                      ": a config file is a mapping of option names to values");
-  compress::check_duplicate_keys(root, file_);
   for (const auto& kv : root) {
-    const std::string key = compress::yaml_scalar(file_, kv.first, "an option name");
+    const std::string key = yaml_scalar(file_, kv.first, "an option name");
     const auto& val = kv.second;
     const std::string where = file_ + ":" + std::to_string(kv.first.Mark().line + 1);
     if (key == "optform") {
       if (!val.IsScalar())
         throw InputError(where +
                          ": optform has the wrong type of value: expected a single value, got " +
-                         compress::yaml_describe(val));
+                         yaml_describe(val));
       if (val.Scalar() != optform_)
         throw InputError(where + ": the file is for --optform=" + val.Scalar() +
                          ", but this run is --optform=" + optform_);
@@ -127,7 +123,7 @@ std::vector<CLI::ConfigItem> YamlConfig::from_config(std::istream& input) const 
       if (val.IsSequence() && option->get_items_expected_max() <= 1)
         throw InputError(where + ": option '" + key +
                          "' has the wrong type of value: expected a single value, got " +
-                         compress::yaml_describe(val));
+                         yaml_describe(val));
     }
     lines_[key] = where;
     CLI::ConfigItem item;
@@ -137,10 +133,10 @@ std::vector<CLI::ConfigItem> YamlConfig::from_config(std::istream& input) const 
     } else if (val.IsSequence()) {
       for (const auto& v : val) {
         if (!v.IsScalar())
-          throw InputError(compress::yaml_where(file_, v) + ": option '" + key +
+          throw InputError(yaml_where(file_, v) + ": option '" + key +
                            "' has the wrong type of value: expected a list of single values, got "
                            "a list holding " +
-                           compress::yaml_describe(v));
+                           yaml_describe(v));
         item.inputs.push_back(v.as<std::string>());
       }
       if (item.inputs.empty()) continue;  // `[]`, as written for a repeatable option not given
@@ -149,7 +145,7 @@ std::vector<CLI::ConfigItem> YamlConfig::from_config(std::istream& input) const 
     } else {
       throw InputError(where + ": option '" + key +
                        "' has the wrong type of value: expected a value or a list of values, got " +
-                       compress::yaml_describe(val));
+                       yaml_describe(val));
     }
     items.push_back(std::move(item));
   }

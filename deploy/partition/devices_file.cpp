@@ -4,8 +4,8 @@
 
 #include <set>
 
-#include "compress/yaml_reader.h"
 #include "core/error.h"
+#include "core/yaml_reader.h"
 
 namespace igb::deploy {
 
@@ -13,14 +13,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-double positive(compress::YamlReader& r, const std::string& key, double value) {
+double positive(YamlReader& r, const std::string& key, double value) {
   if (!(value > 0))
     throw InputError(r.where(key) + ": " + r.path() + "." + key + " must be above 0");
   return value;
 }
 
-int device_index(const DevicesFile& d, compress::YamlReader& r, const std::string& key,
-                 int fallback) {
+int device_index(const DevicesFile& d, YamlReader& r, const std::string& key, int fallback) {
   const std::string name = r.get<std::string>(key, "");
   if (name.empty()) return fallback;
   std::vector<std::string> names;
@@ -37,18 +36,12 @@ int device_index(const DevicesFile& d, compress::YamlReader& r, const std::strin
 DevicesFile load_devices_file(const fs::path& path) {
   const std::string file = path.string();
   if (!fs::is_regular_file(path)) throw InputError("--devices " + file + " is not a file");
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(file);
-  } catch (const YAML::Exception& e) {
-    throw InputError(file + ":" + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
-  }
+  const YAML::Node root = load_yaml_file(path);
   if (!root.IsMap())
     throw InputError(file +
                      ": a devices file is a mapping with 'devices' and 'links' (see "
                      "docs/partition.md)");
-  compress::check_duplicate_keys(root, file);
-  compress::YamlReader top(root, file, "devices file");
+  YamlReader top(root, file, "devices file");
   DevicesFile d;
   d.file = path;
   const YAML::Node devices = top.required("devices");
@@ -59,9 +52,8 @@ DevicesFile load_devices_file(const fs::path& path) {
   for (size_t i = 0; i < devices.size(); ++i) {
     const YAML::Node& n = devices[i];
     const std::string at = "devices[" + std::to_string(i) + "]";
-    if (!n.IsMap())
-      throw InputError(compress::yaml_where(file, n) + ": " + at + " is not a mapping");
-    compress::YamlReader r(n, file, at);
+    if (!n.IsMap()) throw InputError(yaml_where(file, n) + ": " + at + " is not a mapping");
+    YamlReader r(n, file, at);
     DeviceSpec s;
     s.name = r.get<std::string>("name");
     if (s.name.empty()) throw InputError(r.where("name") + ": " + at + ".name is empty");
@@ -94,9 +86,8 @@ DevicesFile load_devices_file(const fs::path& path) {
     const YAML::Node& n = links[i];
     const std::string at = "links[" + std::to_string(i) + "] (" + d.devices[i].name + " - " +
                            d.devices[i + 1].name + ")";
-    if (!n.IsMap())
-      throw InputError(compress::yaml_where(file, n) + ": " + at + " is not a mapping");
-    compress::YamlReader r(n, file, at);
+    if (!n.IsMap()) throw InputError(yaml_where(file, n) + ": " + at + " is not a mapping");
+    YamlReader r(n, file, at);
     LinkSpec l;
     l.bandwidth = 1e6 * positive(r, "bandwidth_mb_s", r.get<double>("bandwidth_mb_s"));
     l.latency_ms = r.get<double>("latency_ms", 0.0);

@@ -9,8 +9,8 @@
 #include <regex>
 #include <set>
 
-#include "compress/yaml_reader.h"
 #include "core/error.h"
+#include "core/yaml_reader.h"
 #include "models/eval_layout.h"
 
 namespace igb::options {
@@ -23,7 +23,7 @@ namespace {
 const std::set<std::string> kManaged = {"out", "resume", "optform", "config"};
 
 /// Reads the run keys shared by `defaults` and each run into `run` (values given replace it).
-void read_run_fields(compress::YamlReader& r, BenchRun& run, const fs::path& plan_dir) {
+void read_run_fields(YamlReader& r, BenchRun& run, const fs::path& plan_dir) {
   run.optform = r.get<std::string>("optform", run.optform);
   run.model = r.get<std::string>("model", run.model);
   run.data = r.get<std::string>("data", run.data);
@@ -39,11 +39,11 @@ void read_run_fields(compress::YamlReader& r, BenchRun& run, const fs::path& pla
   if (!opts.IsMap())
     throw InputError(r.where("options") +
                      ": options is a mapping of igb-train option names to values, not " +
-                     compress::yaml_describe(opts));
+                     yaml_describe(opts));
   for (const auto& kv : opts) {
-    std::string key = compress::yaml_scalar(r.file(), kv.first, "an option name");
+    std::string key = yaml_scalar(r.file(), kv.first, "an option name");
     while (!key.empty() && key[0] == '-') key.erase(0, 1);
-    const std::string where = compress::yaml_where(r.file(), kv.first);
+    const std::string where = yaml_where(r.file(), kv.first);
     if (kManaged.count(key))
       throw InputError(where + ": option '" + key + "' is the bench's own (" +
                        (key == "optform" ? "use the optform key" : "set by igb-bench") + ")");
@@ -54,11 +54,11 @@ void read_run_fields(compress::YamlReader& r, BenchRun& run, const fs::path& pla
     const YAML::Node& v = kv.second;
     if (v.IsSequence()) {
       for (const auto& e : v)
-        run.options.emplace_back(key, compress::yaml_scalar(r.file(), e, "options." + key));
+        run.options.emplace_back(key, yaml_scalar(r.file(), e, "options." + key));
     } else if (v.IsNull()) {
       throw InputError(where + ": options." + key + " has no value (a flag takes true)");
     } else {
-      const std::string s = compress::yaml_scalar(r.file(), v, "options." + key);
+      const std::string s = yaml_scalar(r.file(), v, "options." + key);
       if (s == "true" || s == "True")
         run.options.emplace_back(key, "");
       else if (s != "false" && s != "False")
@@ -85,30 +85,24 @@ std::vector<std::string> BenchRun::train_args() const {
 BenchPlan load_bench_plan(const std::string& file) {
   if (!fs::exists(file)) throw InputError("--plan " + file + " does not exist");
   if (!fs::is_regular_file(file)) throw InputError("--plan " + file + " is not a file");
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(file);
-  } catch (const YAML::Exception& e) {
-    throw InputError(file + ":" + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
-  }
+  const YAML::Node root = load_yaml_file(file);
   if (!root.IsMap())
     throw InputError(file + ": a bench plan is a mapping with 'runs' (see docs/igb-bench.md)");
-  compress::check_duplicate_keys(root, file);
   const fs::path plan_dir = fs::path(file).parent_path();
-  compress::YamlReader top(root, file, "plan");
+  YamlReader top(root, file, "plan");
   BenchPlan plan;
   plan.file = file;
   plan.title = top.get<std::string>("title", fs::path(file).stem().string());
   BenchRun defaults;
   if (const auto d = top.node("defaults"); d && !d.IsNull()) {
     if (!d.IsMap()) throw InputError(top.where("defaults") + ": defaults is a mapping");
-    compress::YamlReader r(d, file, "defaults");
+    YamlReader r(d, file, "defaults");
     read_run_fields(r, defaults, plan_dir);
     r.finish();
   }
   if (const auto l = top.node("latency"); l && !l.IsNull()) {
     if (!l.IsMap()) throw InputError(top.where("latency") + ": latency is a mapping");
-    compress::YamlReader r(l, file, "latency");
+    YamlReader r(l, file, "latency");
     plan.latency_batch = r.get<int64_t>("batch_size", plan.latency_batch);
     plan.latency_repeats = r.get<int64_t>("repeats", plan.latency_repeats);
     r.finish();
@@ -125,9 +119,9 @@ BenchPlan load_bench_plan(const std::string& file) {
   std::map<std::string, std::string> seen;
   for (size_t i = 0; i < runs.size(); ++i) {
     const YAML::Node& n = runs[i];
-    const std::string where = compress::yaml_where(file, n);
+    const std::string where = yaml_where(file, n);
     if (!n.IsMap()) throw InputError(where + ": runs[" + std::to_string(i) + "] is not a mapping");
-    compress::YamlReader r(n, file, "runs[" + std::to_string(i) + "]");
+    YamlReader r(n, file, "runs[" + std::to_string(i) + "]");
     BenchRun run = defaults;
     run.where = where;
     run.name = r.get<std::string>("name");

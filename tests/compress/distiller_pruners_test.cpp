@@ -19,9 +19,9 @@
 #include "compress/random_pruners.h"
 #include "compress/scheduler.h"
 #include "compress/splicing_pruner.h"
-#include "compress/yaml_reader.h"
 #include "core/activation.h"
 #include "core/error.h"
+#include "core/yaml_reader.h"
 
 namespace igb::compress {
 

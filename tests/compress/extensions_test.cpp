@@ -10,8 +10,8 @@
 #include <functional>
 
 #include "compress/scheduler.h"
-#include "compress/yaml_reader.h"
 #include "core/error.h"
+#include "core/yaml_reader.h"
 #include "models/model.h"
 #include "tests/support.h"
 

@@ -14,9 +14,9 @@
 #include <sstream>
 
 #include "compress/scheduler.h"
-#include "compress/yaml_reader.h"
 #include "core/error.h"
 #include "core/optim_lr.h"
+#include "core/yaml_reader.h"
 
 namespace igb::compress {
 

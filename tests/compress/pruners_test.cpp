@@ -17,8 +17,8 @@
 #include "compress/channel_groups.h"
 #include "compress/regularizers.h"
 #include "compress/scheduler.h"
-#include "compress/yaml_reader.h"
 #include "core/error.h"
+#include "core/yaml_reader.h"
 
 namespace igb::compress {
 

@@ -7,9 +7,9 @@
 #include <sstream>
 
 #include "compress/scheduler.h"
-#include "compress/yaml_reader.h"
 #include "core/error.h"
 #include "core/logger.h"
+#include "core/yaml_reader.h"
 #include "options/yaml_config.h"
 
 namespace igb::compress {

@@ -1,14 +1,20 @@
-#include "compress/yaml_reader.h"
+#include "core/yaml_reader.h"
 
 #include <algorithm>
 #include <map>
 #include <set>
 #include <utility>
 
-namespace igb::compress {
+#include "core/fs.h"
+
+namespace igb {
+
+std::string yaml_where(const std::string& file, const YAML::Mark& mark) {
+  return file + ":" + std::to_string(mark.line + 1);
+}
 
 std::string yaml_where(const std::string& file, const YAML::Node& node) {
-  return file + ":" + std::to_string(node.Mark().line + 1);
+  return yaml_where(file, node.Mark());
 }
 
 std::string yaml_describe(const YAML::Node& node) {
@@ -93,6 +99,22 @@ void check_duplicate_keys(const YAML::Node& root, const std::string& file) {
   walk_for_duplicates(root, file, "", seen);
 }
 
+YAML::Node parse_yaml(const std::string& text, const std::string& file) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    const std::string where = e.mark.is_null() ? file : yaml_where(file, e.mark);
+    throw InputError(where + ": invalid YAML: " + e.msg);
+  }
+  check_duplicate_keys(root, file);
+  return root;
+}
+
+YAML::Node load_yaml_file(const std::filesystem::path& path) {
+  return parse_yaml(read_input_file(path), path.string());
+}
+
 YamlReader::YamlReader(YAML::Node node, std::string file, std::string path)
     : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)) {
   if (!node_.IsMap())
@@ -159,4 +181,4 @@ InputError YamlReader::wrong_type(const YAML::Node& n, const std::string& key,
                     expected + ", got " + yaml_describe(n));
 }
 
-}  // namespace igb::compress
+}  // namespace igb

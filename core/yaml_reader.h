@@ -4,13 +4,25 @@
 
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "core/error.h"
 
-namespace igb::compress {
+namespace igb {
+
+/// Parses the YAML `text` of `file` (named in every message), the one way igb reads YAML:
+/// InputError "FILE:LINE: invalid YAML: WHAT" for text that is not YAML, and
+/// check_duplicate_keys' refusals (a key given twice, an alias bomb). An empty text is a null node.
+///
+///   YAML::Node root = parse_yaml(text, "schedule.yaml");
+YAML::Node parse_yaml(const std::string& text, const std::string& file);
+
+/// Reads `path` and parses it as parse_yaml does; InputError "FILE: cannot be read" when it cannot
+/// be opened or read.
+YAML::Node load_yaml_file(const std::filesystem::path& path);
 
 /// What a value of type T looks like, for messages: "a number", "an integer", "true or false",
 /// "a single value", "a list of numbers", …
@@ -105,8 +117,9 @@ class YamlReader {
   std::vector<std::string> known_;
 };
 
-/// "file:line" of a node.
+/// "file:line" of a node, or of a mark.
 std::string yaml_where(const std::string& file, const YAML::Node& node);
+std::string yaml_where(const std::string& file, const YAML::Mark& mark);
 
 /// The text of a mapping key or a value that must be one plain value: InputError naming file:line,
 /// `what` (the key path or section) and what was found when it is a list or a mapping.
@@ -145,4 +158,4 @@ std::string yaml_expected() {
   }
 }
 
-}  // namespace igb::compress
+}  // namespace igb
