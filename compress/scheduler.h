@@ -19,10 +19,6 @@
 #include "compress/training_hooks.h"
 #include "tools/graph/summary_graph.h"
 
-namespace YAML {
-class Node;
-}
-
 namespace igb {
 class Logger;
 }
@@ -118,33 +114,21 @@ class CompressionScheduler : public TrainingHooks {
   const std::vector<std::string>& named_params() const { return named_params_; }
 
  private:
+  /// Reads a schedule's YAML into the scheduler's instances and policies
+  /// (compress/schedule_parser.cpp); the only part of the scheduler that sees YAML.
+  class Parser;
+
   CompressionScheduler(torch::nn::Module& model, double base_lr, Logger* logger);
-  /// Reads a schedule: the YAML, its top-level keys and version, each section's instances (their
-  /// names added to `instances`), then the policies, then warns of instances no policy uses.
-  void parse(const std::string& text, const std::string& file);
-  void parse_pruners(const YAML::Node& root, std::set<std::string>& instances);
-  void parse_regularizers(const YAML::Node& root, std::set<std::string>& instances);
-  void parse_lr_schedulers(const YAML::Node& root, std::set<std::string>& instances);
-  void parse_extensions(const YAML::Node& root, std::set<std::string>& instances);
-  /// Reads the quantizer (at most one; its name added to `instances`).
-  void parse_quantizers(const YAML::Node& root, std::set<std::string>& instances);
   /// After the policies: checks the quantizer policy (one, starting at epoch 0) and what it cannot
   /// be combined with (thinning, activation ranking, double copies), then prepares the model, as
   /// Distiller's QuantizationPolicy does when the schedule is loaded.
   void setup_quantizer();
   bool quantizer_prepared() const;
-  /// Appends every policy to policies_; returns the instance names they use.
-  std::set<std::string> parse_policies(const YAML::Node& root);
-  Policy parse_policy(const YAML::Node& node);
-  /// The policy's instance_name names an instance of its kind (`body` is its mapping, for
-  /// file:line).
-  void check_policy_instance(const Policy& policy, const YamlReader& body) const;
-  /// Cross-check of a pruner and its policy: AGP needs a range of epochs.
-  void check_policy_timing(const Policy& policy) const;
-  /// Adds the parameters the policy's pruner or regularizer names to named_params_.
-  void note_named_params(const Policy& policy);
   /// Logs `lines` as warnings, the first kWarningsShown of them and then "… and N more `rest`".
   void warn_summarised(const std::vector<std::string>& lines, const std::string& rest) const;
+  /// The section key of a policy kind: "pruner", "regularizer", "lr_scheduler", "extension",
+  /// "quantizer".
+  static std::string section_kind(Policy::Kind kind);
 
   void run_extension(Extension& extension, int64_t epoch, torch::optim::Optimizer& optimizer);
   /// Whether some pruning policy is scheduled at `epoch`.
