@@ -31,9 +31,13 @@ void register_builtin_models() {
   std::call_once(once, [] {
     register_builtin_families();
     auto& models = model_registry();
-    for (const auto& name : family_registry().names())
-      family_registry().get(name).register_models(models);
-    register_torchscript_model(models);
+    std::vector<ImportHook> import_hooks;
+    for (const auto& name : family_registry().names()) {
+      const Family& f = family_registry().get(name);
+      f.register_models(models);
+      if (f.import_hook) import_hooks.push_back(*f.import_hook);
+    }
+    register_torchscript_model(models, std::move(import_hooks));
     models.freeze();
   });
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "models/evaluate_checkpoint.h"
 #include "models/evaluation.h"
 #include "models/model.h"
+#include "models/torchscript/import_hook.h"
 #include "models/train_config.h"
 #include "models/trainer.h"
 
@@ -68,6 +70,10 @@ struct Family {
   /// tables that compare runs before any evaluator exists (igb-bench).
   EvalLayout layout;
   SyntheticInputs synthetic_inputs;
+  /// How a TorchScript file (torchscript:PATH) is recognised as one of its models and wrapped
+  /// into its model class (models/torchscript/import_hook.h); none for a family that takes zoo
+  /// models only.
+  std::optional<ImportHook> import_hook;
 };
 
 /// The family registry, filled and frozen by register_builtin_families().

@@ -10,8 +10,9 @@
 #include "data/datasets.h"
 #include "models/classify/classifier.h"
 #include "models/classify/classify_evaluator.h"
+#include "models/classify/classify_import.h"
 #include "models/classify/classify_solver.h"
-#include "models/model_from_checkpoint.h"
+#include "models/family_parts.h"
 
 namespace igb::models::classify {
 
@@ -70,11 +71,7 @@ class ClassifyOptions : public FamilyOptions {
     config_.train = train;
     config_.model_args = parse_model_args(model_args_);
     if (!config_.train.resume.empty()) {
-      auto ckpt = Checkpoint::load(config_.train.resume);
-      check_model_args_match(config_.model_args, ckpt);
-      if (!app.get_option("--model")->count()) config_.train.model = ckpt.meta().model;
-      config_.train.data =
-          resumed_data(config_.train.data, app.get_option("--data")->count() > 0, ckpt);
+      const auto ckpt = inherit_resumed_run(config_.train, config_.model_args, app);
       // The early-exit weights and thresholds carry over unless given again.
       for (auto [key, field] : {std::pair{"earlyexit_lossweights", &config_.earlyexit_lossweights},
                                 std::pair{"earlyexit_thresholds", &config_.earlyexit_thresholds}})
@@ -144,6 +141,7 @@ Family classify_family() {
   f.make_evaluator = make_classify_evaluator;
   f.layout = ClassifyEvaluator::base_layout();
   f.synthetic_inputs = synthetic_inputs;
+  f.import_hook = classify_import_hook(kName);
   return f;
 }
 

@@ -4,15 +4,13 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/checkpoint.h"
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/table.h"
-#include "data/synthetic_images.h"
 #include "models/deblur/deblur_evaluator.h"
 #include "models/deblur/deblur_models.h"
 #include "models/deblur/deblur_solver.h"
-#include "models/model_from_checkpoint.h"
+#include "models/family_parts.h"
 #include "models/report_sets.h"
 
 namespace igb::models::deblur {
@@ -27,20 +25,13 @@ class DeblurOptions : public FamilyOptions {
     // The defaults: deblurgan_small on the training photographs (Debian's opencv-doc) under
     // synthetic motion blur, 1.3 dB above the blurred input on the held-out ones in about 15
     // minutes on two cores (docs/igb-train.md).
-    train.model = "deblurgan_small";
-    train.data = "photos";
-    train.epochs = 100;
-    train.lr_decay = "cosine";
-    train.batch_size = 8;
-    train.lr = 1e-3;
-    train.optimizer = "adam";
+    set_photo_train_defaults(train, "deblurgan_small", /*epochs=*/100, /*batch_size=*/8,
+                             /*lr=*/1e-3);
   }
 
   void add_train_options(CLI::App& app) override {
-    int_range(app.add_option("--patch-size", config_.patch_size,
-                             "Training crop side in pixels (a multiple of 4)")
-                  ->capture_default_str(),
-              8, 4096);
+    add_patch_size_option(app, config_.patch_size,
+                          "Training crop side in pixels (a multiple of 4)");
     app.add_option("--blur-dir", config_.blur_dir,
                    "Folder of blurred images (with --sharp-dir, pairs by file name) instead of "
                    "--data");
@@ -116,13 +107,7 @@ class DeblurOptions : public FamilyOptions {
     config_.critic_args = parse_model_args(critic_args_);
     if (!critic_args_.empty() && config_.gan == "none")
       throw InputError("--critic-arg has no critic to configure with --gan none");
-    if (!config_.train.resume.empty()) {
-      auto ckpt = Checkpoint::load(config_.train.resume);
-      check_model_args_match(config_.model_args, ckpt);
-      if (!app.get_option("--model")->count()) config_.train.model = ckpt.meta().model;
-      config_.train.data =
-          resumed_data(config_.train.data, app.get_option("--data")->count() > 0, ckpt);
-    }
+    if (!config_.train.resume.empty()) inherit_resumed_run(config_.train, config_.model_args, app);
     return train_deblur(config_, ctx, info);
   }
 
@@ -141,10 +126,8 @@ class DeblurOptions : public FamilyOptions {
     app.add_option_function<std::string>(
         "--sharp-dir", [&options](const std::string& v) { options["sharp_dir"] = v; },
         "Folder of the sharp partners");
-    app.add_flag("--self-ensemble", request.self_ensemble,
-                 "Restore each image as the mean of the generator's outputs on its eight flips "
-                 "and transposes (8x the cost; not with --quantize-eval or --onnx)");
-    add_also_eval_option(app, request.also_eval);
+    add_self_ensemble_options(app, request,
+                              "Restore each image as the mean of the generator's outputs");
   }
 
  private:
@@ -155,15 +138,9 @@ class DeblurOptions : public FamilyOptions {
   bool fixed_blur_ = false;
 };
 
-/// The synthetic images deblurring data is made of, at the input's size, one image a batch,
-/// mapped to the generator's [−1, 1].
-void synthetic_inputs(const std::vector<int64_t>& in, int64_t batches,
-                      const std::function<void(const at::Tensor&)>& f) {
-  for (int64_t b = 0; b < batches; ++b) {
-    auto rgb = data::render_synthetic_image(in[2], in[3], static_cast<uint64_t>(1000 + b));
-    if (in[1] != 3) rgb = rgb.mean(0, true).expand({in[1], in[2], in[3]}).contiguous();
-    f(to_signed(rgb).unsqueeze(0));
-  }
+/// A synthetic image deblurring data is made of, mapped to the generator's [−1, 1].
+at::Tensor to_deblur_input(const at::Tensor& rgb, int64_t channels) {
+  return to_signed(channels == 3 ? rgb : grey_channels(rgb, channels));
 }
 
 }  // namespace
@@ -176,7 +153,7 @@ Family deblur_family() {
   f.register_models = [](Registry<ModelSpec>& r) { register_deblur_models(r, kName); };
   f.make_evaluator = make_deblur_evaluator;
   f.layout = DeblurEvaluator::base_layout();
-  f.synthetic_inputs = synthetic_inputs;
+  f.synthetic_inputs = synthetic_image_inputs(to_deblur_input);
   return f;
 }
 

@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/jit/api/module.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -11,8 +12,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/train_mode_guard.h"
-#include "models/classify/classifier.h"
-#include "models/sr/sr_model.h"
+#include "models/torchscript/imported.h"
 #include "models/torchscript/script_body.h"
 
 namespace igb::models {
@@ -30,17 +30,18 @@ struct ImportedOptions {
   std::string family = "auto";
   int64_t input_size = 32;
   int64_t channels = 3;
-  int64_t num_classes = 0;
-  int64_t scale = 0;
+  /// The value of the family hook's own arg (ImportHook::arg), 0 until given or resolved; by
+  /// the hooks' order.
+  std::vector<int64_t> hook_args;
 
-  nlohmann::json to_json() const {
+  nlohmann::json to_json(const std::vector<ImportHook>& hooks) const {
     nlohmann::json j{{"file", file},
                      {"crc32c", crc32c},
                      {"family", family},
                      {"input_size", input_size},
                      {"channels", channels}};
-    if (family == "classify") j["num_classes"] = num_classes;
-    if (family == "sr") j["scale"] = scale;
+    for (size_t i = 0; i < hooks.size(); ++i)
+      if (family == hooks[i].family) j[hooks[i].arg] = hook_args[i];
     return j;
   }
 };
@@ -52,57 +53,35 @@ std::string file_crc32c(const std::string& file) {
   return hex;
 }
 
-/// The part every imported model shares: the mirrored TorchScript module and its options. The root
-/// runs its own code too (ShapedByTensors: see ScriptedBlockImpl).
-template <class Base>
-class Imported : public Base, public ShapedByTensors {
- public:
-  template <class... Args>
-  Imported(const torch::jit::Module& module, ImportedOptions options, Args&&... base_args)
-      : Base(std::forward<Args>(base_args)...), options_(std::move(options)) {
-    body_.build(module, *this, options_.file);
-  }
-
- protected:
-  torch::Tensor forward_impl(torch::Tensor x) override {
-    auto out = body_.run(*this, {std::move(x)});
-    if (!out.isTensor())
-      throw InputError(options_.file + ": forward returns a " + out.tagKind() +
-                       "; igb models return one tensor");
-    return out.toTensor();
-  }
-
-  ImportedOptions options_;
-  ScriptBody body_;
-};
-
-class ImportedClassifier final : public Imported<classify::ClassifierImpl> {
- public:
-  using Imported::Imported;
-
- protected:
-  nlohmann::json architecture_options_json() const override { return options_.to_json(); }
-};
-
-class ImportedSr final : public Imported<sr::SrModelImpl> {
- public:
-  using Imported::Imported;
-  nlohmann::json options_json() const override { return options_.to_json(); }
-};
-
+/// A model of no family the trainers take: the tools' fallback ("family" model).
 class ImportedModel final : public Imported<ModelImpl> {
  public:
-  ImportedModel(const torch::jit::Module& module, ImportedOptions options,
+  ImportedModel(const torch::jit::Module& module, const ImportedArgs& args,
                 std::vector<int64_t> input)
-      : Imported(module, std::move(options)), input_(std::move(input)) {}
+      : Imported(module, args), input_(std::move(input)) {}
   std::vector<int64_t> input_shape() const override { return input_; }
-  nlohmann::json options_json() const override { return options_.to_json(); }
+  nlohmann::json options_json() const override { return options_; }
 
  private:
   std::vector<int64_t> input_;
 };
 
-ImportedOptions read_options(const nlohmann::json& json) {
+/// The index of family `name`'s hook; hooks.size() for none ("auto", "model").
+size_t hook_index(const std::vector<ImportHook>& hooks, const std::string& name) {
+  size_t i = 0;
+  while (i < hooks.size() && hooks[i].family != name) ++i;
+  return i;
+}
+
+/// The values of model arg "family": auto, each hook's family, model.
+std::vector<std::string> family_choices(const std::vector<ImportHook>& hooks) {
+  std::vector<std::string> out{"auto"};
+  for (const auto& h : hooks) out.push_back(h.family);
+  out.push_back("model");
+  return out;
+}
+
+ImportedOptions read_options(const nlohmann::json& json, const std::vector<ImportHook>& hooks) {
   ImportedOptions o;
   OptionReader r("torchscript", json);
   o.file = r.get<std::string>("file", "");
@@ -112,16 +91,17 @@ ImportedOptions read_options(const nlohmann::json& json) {
   r.check_range("input_size", o.input_size, 1, 8192);
   o.channels = r.get<int64_t>("channels", o.channels);
   r.check_range("channels", o.channels, 1, 4096);
-  o.num_classes = r.get<int64_t>("num_classes", o.num_classes);
-  r.check_range("num_classes", o.num_classes, 0, 1 << 24);
-  o.scale = r.get<int64_t>("scale", o.scale);
-  r.check_range("scale", o.scale, 0, 16);
+  for (const auto& h : hooks) {
+    o.hook_args.push_back(r.get<int64_t>(h.arg, 0));
+    r.check_range(h.arg, o.hook_args.back(), 0, h.arg_max);
+  }
   r.finish();
   if (o.file.empty())
     throw InputError("model torchscript: give the file as --model torchscript:PATH");
-  if (o.family != "auto" && o.family != "classify" && o.family != "sr" && o.family != "model")
+  const auto families = family_choices(hooks);
+  if (std::find(families.begin(), families.end(), o.family) == families.end())
     throw InputError("model torchscript: option 'family' is '" + o.family +
-                     "'; valid: auto, classify, sr, model");
+                     "'; valid: " + join(families));
   o.file = std::filesystem::absolute(o.file).lexically_normal().string();
   return o;
 }
@@ -162,33 +142,20 @@ at::Tensor trial_forward(torch::jit::Module& module, const ImportedOptions& o,
   return out.toTensor();
 }
 
-/// Fixes the family (auto: read from the output's shape) and checks num_classes and scale.
-void resolve_family(ImportedOptions& o, const at::Tensor& out) {
-  const bool classifier = out.dim() == 2;
-  const bool upscaler = out.dim() == 4 && out.size(1) == o.channels &&
-                        out.size(2) % o.input_size == 0 && out.size(2) == out.size(3) &&
-                        out.size(2) / o.input_size >= 2 && out.size(2) / o.input_size <= 4;
-  if (o.family == "auto") o.family = classifier ? "classify" : upscaler ? "sr" : "model";
-  if (o.family == "classify") {
-    if (!classifier)
-      throw InputError(o.file + ": family classify needs [N, classes] outputs; its forward gives " +
-                       std::to_string(out.dim()) + "-D ones");
-    if (o.num_classes != 0 && o.num_classes != out.size(1))
-      throw InputError(o.file + ": the model gives " + std::to_string(out.size(1)) +
-                       " class scores, not num_classes " + std::to_string(o.num_classes));
-    o.num_classes = out.size(1);
+/// Fixes the family (auto: the first hook that recognises the output, else model) and lets its
+/// hook check the output and resolve its arg.
+void resolve_family(ImportedOptions& o, const std::vector<ImportHook>& hooks, const at::Tensor& out,
+                    const std::vector<int64_t>& input) {
+  if (o.family == "auto") {
+    o.family = "model";
+    for (const auto& h : hooks)
+      if (h.recognises(out, input)) {
+        o.family = h.family;
+        break;
+      }
   }
-  if (o.family == "sr") {
-    if (!upscaler)
-      throw InputError(o.file +
-                       ": family sr needs an output of the input's channels, 2-4 times "
-                       "its height and width");
-    const int64_t s = out.size(2) / o.input_size;
-    if (o.scale != 0 && o.scale != s)
-      throw InputError(o.file + ": the model upscales x" + std::to_string(s) + ", not x" +
-                       std::to_string(o.scale));
-    o.scale = s;
-  }
+  const size_t i = hook_index(hooks, o.family);
+  if (i < hooks.size()) o.hook_args[i] = hooks[i].resolve(out, input, o.hook_args[i], o.file);
 }
 
 /// The rebuilt model must compute what the file computes: compared on a seeded random input.
@@ -210,8 +177,8 @@ void check_rebuilt(ModelImpl& model, torch::jit::Module& module, const ImportedO
                      std::to_string(diff) + ")");
 }
 
-Model import_model(const nlohmann::json& json) {
-  ImportedOptions o = read_options(json);
+Model import_model(const nlohmann::json& json, const std::vector<ImportHook>& hooks) {
+  ImportedOptions o = read_options(json, hooks);
   auto module = load_torchscript(o.file);
   const std::string crc = file_crc32c(o.file);
   if (!o.crc32c.empty() && o.crc32c != crc)
@@ -219,29 +186,37 @@ Model import_model(const nlohmann::json& json) {
                      ", recorded " + o.crc32c + ")");
   o.crc32c = crc;
   check_forward_inputs(module, o.file);
-  const bool sr = o.family == "sr";
-  const std::vector<int64_t> input{1, o.channels, sr ? 32 : o.input_size, sr ? 32 : o.input_size};
-  if (sr) o.input_size = 32;
-  resolve_family(o, trial_forward(module, o, input));
+  // A family named up front may fix the input (SR models take 32x32 patches).
+  const size_t named = hook_index(hooks, o.family);
+  if (named < hooks.size() && hooks[named].input_size != 0) o.input_size = hooks[named].input_size;
+  const std::vector<int64_t> input{1, o.channels, o.input_size, o.input_size};
+  resolve_family(o, hooks, trial_forward(module, o, input), input);
+  ImportedArgs args;
+  args.file = o.file;
+  args.options = o.to_json(hooks);
+  args.channels = o.channels;
+  args.input_size = o.input_size;
   Model model;
-  if (o.family == "classify")
-    model =
-        std::make_shared<ImportedClassifier>(module, o, o.num_classes, o.channels, o.input_size);
-  else if (o.family == "sr")
-    model = std::make_shared<ImportedSr>(module, o, o.scale, o.channels);
-  else
-    model = std::make_shared<ImportedModel>(module, o, input);
+  const size_t h = hook_index(hooks, o.family);
+  if (h < hooks.size()) {
+    args.value = o.hook_args[h];
+    model = hooks[h].wrap(module, args);
+  } else {
+    model = std::make_shared<ImportedModel>(module, args, input);
+  }
   check_rebuilt(*model, module, o);
   return model;
 }
 
 }  // namespace
 
-void register_torchscript_model(Registry<ModelSpec>& registry) {
+void register_torchscript_model(Registry<ModelSpec>& registry, std::vector<ImportHook> hooks) {
   ModelSpec spec;
   spec.family = "";
-  spec.make = import_model;
-  spec.defaults = ImportedOptions().to_json();
+  spec.defaults = ImportedOptions().to_json(hooks);
+  spec.make = [hooks = std::move(hooks)](const nlohmann::json& json) {
+    return import_model(json, hooks);
+  };
   registry.add("torchscript", std::move(spec),
                "torchscript:PATH, a model saved by torch.jit.script or torch.jit.trace "
                "(docs/byo-model.md)");

@@ -1,8 +1,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "models/model.h"
+#include "models/torchscript/import_hook.h"
 
 namespace igb::models {
 
@@ -14,11 +16,12 @@ bool is_torchscript_model(const std::string& name);
 
 /// The registry entry "torchscript", whose factory builds a model from a TorchScript file: the
 /// model args "file" (what follows "torchscript:" in the name), "crc32c" (checked when given: a
-/// checkpoint records it), "family" (auto, classify, sr or model: auto reads it from the output
-/// of a forward on zeros, [N, K] for a classifier, [N, C, s·h, s·w] for super-resolution),
-/// "input_size" and "channels" (the input, default 32 and 3), "num_classes" and "scale" (checked
-/// against the output when given). The model's forward is checked against the file's on a random
-/// input before it is returned.
-void register_torchscript_model(Registry<ModelSpec>& registry);
+/// checkpoint records it), "family" (auto, a family of `hooks`, or model: auto takes the first
+/// hook that recognises the output of a forward on zeros, else model, a plain model the tools
+/// take), "input_size" and "channels" (the input, default 32 and 3), and each hook's own arg
+/// (ImportHook::arg: num_classes, scale), which its hook checks against the output when given.
+/// The family's hook wraps the model into the family's model class. The model's forward is
+/// checked against the file's on a random input before it is returned.
+void register_torchscript_model(Registry<ModelSpec>& registry, std::vector<ImportHook> hooks);
 
 }  // namespace igb::models

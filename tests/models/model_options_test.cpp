@@ -6,8 +6,10 @@
 
 #include "core/error.h"
 #include "models/classify/classifier.h"
+#include "models/classify/classify_import.h"
 #include "models/model.h"
 #include "models/sr/fsrcnn.h"
+#include "models/sr/sr_import.h"
 #include "models/sr/vdsr.h"
 
 namespace igb::models {
@@ -246,6 +248,56 @@ TEST_F(ModelOptions, BadValuesAreInputErrorsNamingTheOption) {
             std::string::npos);
   EXPECT_EQ(error_of("fsrcnn", nlohmann::json::array({1})),
             "model fsrcnn: options must be a mapping");
+}
+
+TEST_F(ModelOptions, TorchScriptArgsComeFromTheFamiliesImportHooks) {
+  // All checked before the file is read: "family" takes auto, each hook's family and model, and
+  // each hook adds its own arg, in the order of the families.
+  const std::string name = "torchscript:/nonexistent/model.pt";
+  EXPECT_EQ(error_of(name, {{"family", "deblur"}}),
+            "model torchscript: option 'family' is 'deblur'; valid: auto, classify, sr, model");
+  EXPECT_EQ(error_of(name, {{"classes", 3}}),
+            "model torchscript has no option 'classes'; valid options: file, crc32c, family, "
+            "input_size, channels, num_classes, scale");
+  EXPECT_EQ(error_of(name, {{"num_classes", -1}}),
+            "model torchscript: option 'num_classes' = -1 is out of range [0, 16777216]");
+  EXPECT_EQ(error_of(name, {{"scale", 17}}),
+            "model torchscript: option 'scale' = 17 is out of range [0, 16]");
+}
+
+TEST_F(ModelOptions, ImportHooksRecogniseAndResolveTheirFamilysOutputs) {
+  const std::vector<int64_t> input{1, 3, 32, 32};
+  const auto classify = classify::classify_import_hook("classify");
+  const auto sr = sr::sr_import_hook("sr");
+  EXPECT_EQ(sr.input_size, 32);
+  EXPECT_EQ(classify.input_size, 0);
+  const auto scores = torch::zeros({1, 10});
+  const auto x3 = torch::zeros({1, 3, 96, 96});
+  EXPECT_TRUE(classify.recognises(scores, input));
+  EXPECT_FALSE(classify.recognises(x3, input));
+  EXPECT_TRUE(sr.recognises(x3, input));
+  EXPECT_FALSE(sr.recognises(scores, input));
+  // x5, another channel count, or a non-square output is no SR model's.
+  EXPECT_FALSE(sr.recognises(torch::zeros({1, 3, 160, 160}), input));
+  EXPECT_FALSE(sr.recognises(torch::zeros({1, 1, 96, 96}), input));
+  EXPECT_FALSE(sr.recognises(torch::zeros({1, 3, 96, 64}), input));
+  EXPECT_EQ(classify.resolve(scores, input, 0, "f.pt"), 10);
+  EXPECT_EQ(sr.resolve(x3, input, 3, "f.pt"), 3);
+  const auto error = [&](const ImportHook& h, const at::Tensor& out, int64_t given) {
+    try {
+      h.resolve(out, input, given, "f.pt");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(error(classify, scores, 7), "f.pt: the model gives 10 class scores, not num_classes 7");
+  EXPECT_EQ(error(classify, x3, 0),
+            "f.pt: family classify needs [N, classes] outputs; its forward gives 4-D ones");
+  EXPECT_EQ(error(sr, x3, 2), "f.pt: the model upscales x3, not x2");
+  EXPECT_EQ(error(sr, scores, 0),
+            "f.pt: family sr needs an output of the input's channels, 2-4 times its height and "
+            "width");
 }
 
 }  // namespace igb::models
