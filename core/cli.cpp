@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <iostream>
 #include <limits>
 #include <sstream>
 
@@ -23,6 +24,41 @@ nlohmann::json parse_model_args(const std::vector<std::string>& args) {
     out[a.substr(0, eq)] = a.substr(eq + 1);
   }
   return out;
+}
+
+namespace {
+
+void add_help_all(CLI::App& app) {
+  if (app.get_help_all_ptr() == nullptr)
+    app.set_help_all_flag("--help-all", "Print this help with every sub-command's options");
+  for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) add_help_all(*sub);
+}
+
+}  // namespace
+
+bool parse_command_line(CLI::App& app, int argc, char** argv, const LocateOption& locate) {
+  add_help_all(app);
+  const auto located = [&](const std::string& message) {
+    return locate ? locate(message) : message;
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return true;
+  } catch (const CLI::CallForAllHelp&) {
+    std::cout << app.help("", CLI::AppFormatMode::All);
+    return true;
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {
+      std::cout << app.help();
+      return true;
+    }
+    throw InputError(located(e.what()) + " (see --help)");
+  } catch (const InputError& e) {
+    throw InputError(located(e.what()));
+  }
+  return false;
 }
 
 namespace {

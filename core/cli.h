@@ -2,16 +2,33 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace CLI {
+class App;
 class Option;
 }  // namespace CLI
 
 namespace igb {
+
+/// Rewrites an error message about an option before it is shown (igb-train adds the config file's
+/// line of an option that came from there).
+using LocateOption = std::function<std::string(const std::string& message)>;
+
+/// Parses a command line with `app` (argv[0] is the program), the one way igb's programs read
+/// theirs. `--help` prints the help of the command or sub-command given, `--help-all` (added to
+/// `app` and every sub-command) the same with every sub-command's options; either returns true
+/// and the caller exits 0. A CLI11 error becomes InputError "MESSAGE (see --help)"; the messages
+/// of CLI11 and of InputErrors the options' checks throw pass through `locate` when given.
+///
+///   CLI::App app("What it does", "igb-bench");
+///   app.add_option("--plan", plan)->required();
+///   if (parse_command_line(app, argc, argv)) return kExitOk;
+bool parse_command_line(CLI::App& app, int argc, char** argv, const LocateOption& locate = {});
 
 /// Limits an integer option to [min, max]. A value outside, or not an integer, is refused with one
 /// line that names the option and the limit ("--epochs must be an integer from 1 to 1000000, not

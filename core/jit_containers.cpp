@@ -1,5 +1,6 @@
 #include "core/jit_containers.h"
 
+#include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 
 namespace igb {
@@ -36,6 +37,50 @@ bool run_container_node(const torch::jit::Node* node, torch::jit::Stack& stack) 
     default:
       return false;
   }
+}
+
+namespace {
+
+// A prim::ListConstruct whose every input is a constant that `one` reads.
+template <class T, class One>
+std::optional<std::vector<T>> constructed_list(const torch::jit::Value* v, One one) {
+  if (v->node()->kind() != c10::prim::ListConstruct) return std::nullopt;
+  std::vector<T> out;
+  for (const auto* in : v->node()->inputs()) {
+    auto iv = torch::jit::toIValue(in);
+    if (!iv) return std::nullopt;
+    const std::optional<T> x = one(*iv);
+    if (!x) return std::nullopt;
+    out.push_back(*x);
+  }
+  return out;
+}
+
+std::optional<int64_t> one_int(const c10::IValue& i) {
+  return i.isInt() ? std::optional<int64_t>(i.toInt()) : std::nullopt;
+}
+
+std::optional<double> one_double(const c10::IValue& i) {
+  return i.isDouble() ? std::optional<double>(i.toDouble()) : std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::vector<int64_t>> constant_ints(const torch::jit::Value* v) {
+  if (auto iv = torch::jit::toIValue(v)) {
+    if (iv->isIntList()) return iv->toIntVector();
+    if (iv->isInt()) return std::vector<int64_t>{iv->toInt()};
+    return std::nullopt;
+  }
+  return constructed_list<int64_t>(v, one_int);
+}
+
+std::optional<std::vector<double>> constant_doubles(const torch::jit::Value* v) {
+  if (auto iv = torch::jit::toIValue(v)) {
+    if (iv->isDoubleList()) return iv->toDoubleVector();
+    return std::nullopt;
+  }
+  return constructed_list<double>(v, one_double);
 }
 
 }  // namespace igb

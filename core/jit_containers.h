@@ -2,8 +2,13 @@
 
 #include <ATen/core/stack.h>
 
+#include <cstdint>
+#include <optional>
+#include <vector>
+
 namespace torch::jit {
 struct Node;
+struct Value;
 }  // namespace torch::jit
 
 namespace igb {
@@ -14,5 +19,11 @@ namespace igb {
 /// inputs last, in order; they are replaced by its outputs. Returns false, touching nothing, for
 /// any other node.
 bool run_container_node(const torch::jit::Node* node, torch::jit::Stack& stack);
+
+/// The constant behind `v` as a list of ints: a constant int or int list, or a
+/// prim::ListConstruct of constant ints; nothing otherwise (None included).
+std::optional<std::vector<int64_t>> constant_ints(const torch::jit::Value* v);
+/// The same for floats: a constant float list or a prim::ListConstruct of constant floats.
+std::optional<std::vector<double>> constant_doubles(const torch::jit::Value* v);
 
 }  // namespace igb

@@ -90,20 +90,9 @@ bool parse(CLI::App& app, int argc, char** argv, int first, YamlConfig* yaml) {
   for (int i = first; i < argc && yaml; ++i)
     if (std::string(argv[i]).rfind("--config=", 0) == 0)
       yaml->set_file(std::string(argv[i]).substr(9));
-  try {
-    app.parse(argc - first + 1, argv + first - 1);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return true;
-  } catch (const CLI::CallForAllHelp&) {
-    std::cout << app.help("", CLI::AppFormatMode::All);
-    return true;
-  } catch (const CLI::ParseError& e) {
-    throw InputError(located(e.what(), yaml, argc, argv, first) + " (see --help)");
-  } catch (const InputError& e) {
-    throw InputError(located(e.what(), yaml, argc, argv, first));
-  }
-  return false;
+  return parse_command_line(
+      app, argc - first + 1, argv + first - 1,
+      [&](const std::string& message) { return located(message, yaml, argc, argv, first); });
 }
 
 std::string default_run_dir(const std::string& model) {
@@ -354,16 +343,9 @@ int tools_main(int argc, char** argv) {
   models::register_builtin_models();
   compress::register_builtin_compression();
   CLI::App app("Analysis and export tools for igb models and checkpoints.", "igb-tools");
-  app.require_subcommand(1);
   ToolCommandSet commands(app);
-  // CLI11 would only say that a subcommand is required.
-  if (argc > 1 && argv[1][0] != '-') {
-    const auto names = commands.names();
-    if (std::find(names.begin(), names.end(), argv[1]) == names.end())
-      throw InputError(std::string("unknown command '") + argv[1] +
-                       "'; valid commands: " + join(names));
-  }
-  if (parse(app, argc, argv, 1, nullptr)) return kExitOk;
+  commands.check_command_name(argc, argv);
+  if (parse_command_line(app, argc, argv)) return kExitOk;
   return commands.run();
 }
 

@@ -13,6 +13,8 @@ namespace igb::deploy {
 namespace {
 
 using A = OnnxAttr;
+using tools::op_spelling;
+using tools::OpSpelling;
 
 const char* onnx_type(const OpNode& op) { return onnx_mapping(op.op_kind).op; }
 
@@ -99,7 +101,7 @@ void emit_linear(OnnxWriter& w, const OpNode& op) {
   if (w.input_shape(op).size() != 2)
     w.fail(op, "Gemm takes a 2-D input, not " + shape_to_string(w.input_shape(op)) +
                    " (flatten before the linear layer)");
-  if (op.kind == "aten::addmm" &&
+  if (op_spelling(op.kind) == OpSpelling::kAddmm &&
       (w.number_arg(op, "beta").value_or(1) != 1 || w.number_arg(op, "alpha").value_or(1) != 1))
     w.fail(op, "addmm with beta or alpha other than 1");
   std::vector<std::string> inputs = {w.input(op), require_param(w, op, "weight")};
@@ -147,7 +149,7 @@ void emit_unary(OnnxWriter& w, const OpNode& op) {
 
 void emit_clip(OnnxWriter& w, const OpNode& op) {
   double lo = op.clamp_min, hi = op.clamp_max;
-  if (op.kind == "aten::relu6") {
+  if (op_spelling(op.kind) == OpSpelling::kRelu6) {
     lo = 0;
     hi = 6;
   } else if (op.op_kind == OpKind::kReLU6) {
@@ -245,7 +247,7 @@ void emit_adaptive_pool(OnnxWriter& w, const OpNode& op) {
 }
 
 void emit_arithmetic(OnnxWriter& w, const OpNode& op) {
-  if (op.kind.rfind("aten::div", 0) == 0 && w.string_arg(op, "rounding_mode"))
+  if (op.op_kind == OpKind::kDiv && w.string_arg(op, "rounding_mode"))
     w.fail(op, "division with a rounding mode");
   const OnnxOperand a = w.operand(op, 0);
   OnnxOperand b = w.operand(op, 1);
@@ -321,15 +323,16 @@ void emit_pad(OnnxWriter& w, const OpNode& op) {
   }
   begins.insert(begins.end(), ends.begin(), ends.end());
   std::string mode = "constant";
-  if (op.kind == "aten::reflection_pad2d") mode = "reflect";
-  if (op.kind == "aten::replication_pad2d") mode = "edge";
-  if (op.kind == "aten::pad") {
+  const OpSpelling spelling = op_spelling(op.kind);
+  if (spelling == OpSpelling::kReflectionPad) mode = "reflect";
+  if (spelling == OpSpelling::kReplicationPad) mode = "edge";
+  if (spelling == OpSpelling::kPadModeString) {
     mode = w.string_arg(op, "mode").value_or("constant");
     if (mode == "replicate") mode = "edge";
     if (mode != "constant" && mode != "reflect" && mode != "edge")
       w.fail(op, "pad mode '" + mode + "' (ONNX has constant, reflect and edge)");
   }
-  if (op.kind == "aten::_pad_enum") {
+  if (spelling == OpSpelling::kPadModeEnum) {
     // at::padding_mode: reflect, replicate, circular, constant.
     const auto code = static_cast<int64_t>(w.number_arg(op, "mode").value_or(3));
     if (code < 0 || code > 3 || code == 2)

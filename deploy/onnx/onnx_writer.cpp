@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/jit_containers.h"
 #include "core/text.h"
 
 namespace igb::deploy {
@@ -298,41 +299,14 @@ std::optional<double> OnnxWriter::number_arg(const OpNode& op, const char* name)
 std::optional<std::vector<int64_t>> OnnxWriter::ints_arg(const OpNode& op, const char* name) const {
   const jit::Value* v = arg(op, name);
   if (!v) return std::nullopt;
-  if (auto iv = jit::toIValue(v)) {
-    if (iv->isIntList()) return iv->toIntVector();
-    if (iv->isInt()) return std::vector<int64_t>{iv->toInt()};
-    if (iv->isNone()) return std::nullopt;
-  }
-  if (v->node()->kind() == c10::prim::ListConstruct) {
-    std::vector<int64_t> out;
-    for (const auto* in : v->node()->inputs()) {
-      auto iv = jit::toIValue(in);
-      if (!iv || !iv->isInt()) return std::nullopt;
-      out.push_back(iv->toInt());
-    }
-    return out;
-  }
-  return std::nullopt;
+  return constant_ints(v);
 }
 
 std::optional<std::vector<double>> OnnxWriter::doubles_arg(const OpNode& op,
                                                            const char* name) const {
   const jit::Value* v = arg(op, name);
   if (!v) return std::nullopt;
-  if (auto iv = jit::toIValue(v)) {
-    if (iv->isDoubleList()) return iv->toDoubleVector();
-    if (iv->isNone()) return std::nullopt;
-  }
-  if (v->node()->kind() == c10::prim::ListConstruct) {
-    std::vector<double> out;
-    for (const auto* in : v->node()->inputs()) {
-      auto iv = jit::toIValue(in);
-      if (!iv || !iv->isDouble()) return std::nullopt;
-      out.push_back(iv->toDouble());
-    }
-    return out;
-  }
-  return std::nullopt;
+  return constant_doubles(v);
 }
 
 std::optional<bool> OnnxWriter::bool_arg(const OpNode& op, const char* name) const {

@@ -221,6 +221,18 @@ std::string op_type_name(OpKind kind, const std::string& aten) {
   return pos == std::string::npos ? aten : aten.substr(pos + 2);
 }
 
+OpSpelling op_spelling(const std::string& aten) {
+  static const std::unordered_map<std::string, OpSpelling> spellings = {
+      {"aten::addmm", OpSpelling::kAddmm},
+      {"aten::relu6", OpSpelling::kRelu6},
+      {"aten::reflection_pad2d", OpSpelling::kReflectionPad},
+      {"aten::replication_pad2d", OpSpelling::kReplicationPad},
+      {"aten::pad", OpSpelling::kPadModeString},
+      {"aten::_pad_enum", OpSpelling::kPadModeEnum}};
+  const auto it = spellings.find(aten);
+  return it == spellings.end() ? OpSpelling::kPlain : it->second;
+}
+
 bool is_parameter_view(const std::string& aten) {
   static const std::vector<std::string> views = {
       "aten::t",       "aten::transpose",  "aten::permute", "aten::view",

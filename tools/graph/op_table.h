@@ -188,6 +188,25 @@ const std::vector<OpInfo>& op_table();
 /// Readable type of an op: the table's, or the aten name without "aten::" for kOther.
 std::string op_type_name(OpKind kind, const std::string& aten);
 
+/// The operators of one kind whose arguments say something the kind does not (for readers of an
+/// op's arguments, such as the ONNX exporter): which of them an op was traced as.
+enum class OpSpelling : uint8_t {
+  /// Any other operator.
+  kPlain,
+  /// Linear as aten::addmm (beta and alpha arguments).
+  kAddmm,
+  /// ReLU6 as aten::relu6 (bounds implied, not arguments).
+  kRelu6,
+  /// Pads whose mode is in the operator's name: aten::reflection_pad2d, replication_pad2d.
+  kReflectionPad,
+  kReplicationPad,
+  /// aten::pad (mode as a string argument) and aten::_pad_enum (mode as at::padding_mode).
+  kPadModeString,
+  kPadModeEnum,
+};
+/// The spelling of a traced operator ("aten::addmm" → kAddmm).
+OpSpelling op_spelling(const std::string& aten);
+
 /// Whether a traced operator only re-views a tensor (linear's weight.t()): applied to a
 /// parameter, it stands for the parameter itself.
 bool is_parameter_view(const std::string& aten);

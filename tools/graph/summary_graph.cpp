@@ -66,26 +66,6 @@ std::string OpNode::attrs() const { return format_attrs(*this); }
 
 namespace {
 
-/// The constant behind `v` as a list of ints (a prim::Constant list or a ListConstruct of
-/// constants), or nothing.
-std::optional<std::vector<int64_t>> const_ints(const jit::Value* v) {
-  if (auto iv = jit::toIValue(v)) {
-    if (iv->isIntList()) return iv->toIntVector();
-    if (iv->isInt()) return std::vector<int64_t>{iv->toInt()};
-    return std::nullopt;
-  }
-  if (v->node()->kind() == c10::prim::ListConstruct) {
-    std::vector<int64_t> out;
-    for (const auto* in : v->node()->inputs()) {
-      auto iv = jit::toIValue(in);
-      if (!iv || !iv->isInt()) return std::nullopt;
-      out.push_back(iv->toInt());
-    }
-    return out;
-  }
-  return std::nullopt;
-}
-
 /// The input of `n` passed as schema argument `name`, or nullptr when the operator has no such
 /// argument (or no schema).
 const jit::Value* argument(const jit::Node* n, const char* name) {
@@ -437,7 +417,7 @@ class GraphBuilder {
     for (const auto& [name, attr] : op_info(op.op_kind).attrs) {
       const jit::Value* v = argument(node, name);
       if (!v) continue;
-      auto ints = [&] { return const_ints(v).value_or(Shape{}); };
+      auto ints = [&] { return constant_ints(v).value_or(Shape{}); };
       switch (attr) {
         case OpAttr::kStride:
           op.stride = ints();
