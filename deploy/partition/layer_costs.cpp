@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/json_reader.h"
 #include "core/runtime.h"
 #include "core/text.h"
 #include "tools/profile.h"
@@ -73,9 +74,9 @@ LayerCosts read_layer_costs(const fs::path& path) {
   const std::string where = path.string();
   json j;
   try {
-    j = json::parse(read_text_file(path));
+    j = json::parse(read_input_file(path));
   } catch (const json::exception& e) {
-    throw InputError(where + " is not a layer cost file: " + first_line(e.what()));
+    throw InputError(where + " is not a layer cost file: " + json_error_text(e));
   }
   auto bad = [&](const std::string& what) {
     return InputError(where + " is not a layer cost file: " + what);
@@ -99,7 +100,7 @@ LayerCosts read_layer_costs(const fs::path& path) {
       c.ms[name] = v;
     }
   } catch (const json::exception& e) {
-    throw bad(first_line(e.what()));
+    throw bad(json_error_text(e));
   }
   return c;
 }

@@ -47,7 +47,7 @@ struct PartitionLink {
 
 /// A model (nodes in topological order, values) and a chain of devices to cut it across.
 ///
-///   PartitionProblem p = ...;       // from a summary graph: partition_problem_from_graph
+///   PartitionProblem p = ...;       // from a summary graph: partition_problem (graph_problem.h)
 ///   PlanCost c = evaluate(p, {0, 0, 1, 2});
 struct PartitionProblem {
   std::string model;

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "deploy/serve/serve_options.h"
+#include "deploy/serve/link_emulation.h"
 #include "deploy/serve/wire.h"
 
 namespace igb::deploy {

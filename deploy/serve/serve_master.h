@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "deploy/partition/model_partition.h"
 #include "deploy/partition/stages.h"
-#include "deploy/serve/serve_options.h"
+#include "deploy/partition/transfer_size.h"
+#include "deploy/serve/link_emulation.h"
 #include "tools/graph/summary_graph.h"
 
 namespace igb::deploy {

@@ -62,10 +62,11 @@ std::string weights_digest(torch::nn::Module& model) {
   return text;
 }
 
-/// What a worker runs now: a master's plan or its cascade unit. Frames hold the plan they were
-/// accepted under, so a new plan does not disturb frames in flight.
-struct WorkerPlan {
-  uint32_t number = 0;
+/// What a worker runs now, its role: one stage of a master's plan (the plan numbered
+/// `plan_number`), or a unit of a cascade. Frames hold the role they were accepted under, so a new
+/// plan does not disturb frames in flight.
+struct WorkerRole {
+  uint32_t plan_number = 0;
   int stage = 0;
   std::unique_ptr<StageRunner> runner;
   /// Values received and values passed on (or answered with, on the last stage), by name.
@@ -129,7 +130,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
     compute_.clear();
     if (server_) server_->Shutdown(deadline_in(1000));
     std::lock_guard<std::mutex> lock(mutex_);
-    plan_.reset();
+    role_.reset();
   }
 
   void set_cascade(const ExitNetwork& net, const CascadeUnit& unit) {
@@ -144,18 +145,18 @@ class StageWorker::Impl final : public proto::Worker::Service {
                        " is not the last segment: give --next, the address of unit " +
                        std::to_string(unit.unit + 1));
     const auto& segments = net.segments();
-    auto plan = std::make_shared<WorkerPlan>();
-    plan->cascade = true;
-    plan->stage = unit.unit;
-    plan->runner = std::make_unique<StageRunner>(graph_, segments[unit.unit]);
-    plan->timeout_ms = unit.timeout_ms;
-    plan->criterion = unit.criterion;
-    plan->score_threshold = unit.score_threshold;
+    auto role = std::make_shared<WorkerRole>();
+    role->cascade = true;
+    role->stage = unit.unit;
+    role->runner = std::make_unique<StageRunner>(graph_, segments[unit.unit]);
+    role->timeout_ms = unit.timeout_ms;
+    role->criterion = unit.criterion;
+    role->score_threshold = unit.score_threshold;
     for (int v : segments[unit.unit].inputs)
-      plan->inputs.emplace_back(onnx_value_name(graph_, v), v);
+      role->inputs.emplace_back(onnx_value_name(graph_, v), v);
     if (!last) {
-      plan->head = net.head(unit.unit);
-      plan->exit_value = net.exit_values().at(unit.unit);
+      role->head = net.head(unit.unit);
+      role->exit_value = net.exit_values().at(unit.unit);
       // Everything a later segment reads that is known here: made by this segment or before.
       std::set<int> known;
       for (int e = 0; e <= unit.unit; ++e) {
@@ -166,15 +167,15 @@ class StageWorker::Impl final : public proto::Worker::Service {
       for (int e = unit.unit + 1; e < units; ++e)
         for (int v : segments[e].inputs)
           if (known.count(v)) later.insert(v);
-      for (int v : later) plan->outputs.emplace_back(onnx_value_name(graph_, v), v);
-      plan->sender = make_sender(unit.next, "unit " + std::to_string(unit.unit + 1), unit.precision,
+      for (int v : later) role->outputs.emplace_back(onnx_value_name(graph_, v), v);
+      role->sender = make_sender(unit.next, "unit " + std::to_string(unit.unit + 1), unit.precision,
                                  false, unit.timeout_ms);
     } else {
-      for (int v : graph_.outputs()) plan->outputs.emplace_back(onnx_value_name(graph_, v), v);
+      for (int v : graph_.outputs()) role->outputs.emplace_back(onnx_value_name(graph_, v), v);
     }
-    warm_up(*plan);
+    warm_up(*role);
     std::lock_guard<std::mutex> lock(mutex_);
-    plan_ = std::move(plan);
+    role_ = std::move(role);
   }
 
   // ---- the RPCs ----
@@ -184,7 +185,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
     const auto start = Clock::now();
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (plan_ && plan_->cascade)
+      if (role_ && role_->cascade)
         return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                             "worker " + address_ + " is a cascade unit; it takes no plan");
     }
@@ -199,24 +200,24 @@ class StageWorker::Impl final : public proto::Worker::Service {
                           "the master's " + graph_.model_name() + " has weights " + req->weights() +
                               "; worker " + address_ + " holds weights " + weights_ +
                               " (another checkpoint)");
-    auto plan = std::make_shared<WorkerPlan>();
-    plan->number = req->plan();
-    plan->stage = req->stage();
-    plan->diff = req->diff();
-    plan->timeout_ms = req->timeout_ms() > 0 ? req->timeout_ms() : 10000;
-    if (auto status = build_stage(*req, *plan); !status.ok()) return status;
+    auto role = std::make_shared<WorkerRole>();
+    role->plan_number = req->plan();
+    role->stage = req->stage();
+    role->diff = req->diff();
+    role->timeout_ms = req->timeout_ms() > 0 ? req->timeout_ms() : 10000;
+    if (auto status = build_stage(*req, *role); !status.ok()) return status;
     try {
-      warm_up(*plan);
+      warm_up(*role);
     } catch (const std::exception& e) {
       return refuse("stage " + std::to_string(req->stage()) + " does not run: " + error_line(e));
     }
     if (!req->next().empty())
-      plan->sender = make_sender(
+      role->sender = make_sender(
           req->next(), "stage " + std::to_string(req->stage() + 1) + " (" + req->next() + ")",
-          from_proto(req->precision()), req->diff(), plan->timeout_ms);
+          from_proto(req->precision()), req->diff(), role->timeout_ms);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      plan_ = std::move(plan);
+      role_ = std::move(role);
     }
     reply->set_model(graph_.model_name());
     reply->set_setup_ms(ms_since(start));
@@ -225,31 +226,31 @@ class StageWorker::Impl final : public proto::Worker::Service {
 
   grpc::Status Deliver(grpc::ServerContext*, const proto::Frame* frame, proto::Ack*) override {
     const auto received = Clock::now();
-    std::shared_ptr<WorkerPlan> plan;
+    std::shared_ptr<WorkerRole> role;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      plan = plan_;
+      role = role_;
       if (stop_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down");
     }
-    if (!plan)
+    if (!role)
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           "worker " + address_ + " holds no stage yet (no plan was configured)");
     const std::string what = "frame " + std::to_string(frame->id());
-    if (!plan->cascade && frame->plan() != plan->number)
+    if (!role->cascade && frame->plan() != role->plan_number)
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           what + " is for plan " + std::to_string(frame->plan()) + "; worker " +
-                              address_ + " runs stage " + std::to_string(plan->stage) +
-                              " of plan " + std::to_string(plan->number));
+                              address_ + " runs stage " + std::to_string(role->stage) +
+                              " of plan " + std::to_string(role->plan_number));
     if (frame->reply_to().empty()) return refuse(what + " names no reply_to address");
     std::map<std::string, const proto::Tensor*> by_name;
     for (const auto& t : frame->tensors()) {
       bool known = false;
-      for (const auto& in : plan->inputs) known = known || in.first == t.name();
+      for (const auto& in : role->inputs) known = known || in.first == t.name();
       if (!known) {
         std::vector<std::string> names;
-        for (const auto& in : plan->inputs) names.push_back("'" + in.first + "'");
+        for (const auto& in : role->inputs) names.push_back("'" + in.first + "'");
         return refuse(what + ": tensor '" + t.name() + "' is not an input of stage " +
-                      std::to_string(plan->stage) + " (it takes " + join(names) + ")");
+                      std::to_string(role->stage) + " (it takes " + join(names) + ")");
       }
       if (!proto::Precision_IsValid(t.precision()))
         return refuse(what + ": tensor '" + t.name() + "' has precision " +
@@ -258,7 +259,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
         return refuse(what + ": tensor '" + t.name() + "' is sent twice");
     }
     auto job = std::make_unique<Job>();
-    job->plan = plan;
+    job->role = role;
     job->queued = received;
     *job->head.mutable_hops() = frame->hops();
     job->head.set_id(frame->id());
@@ -269,29 +270,29 @@ class StageWorker::Impl final : public proto::Worker::Service {
       std::lock_guard<std::mutex> lock(decode_mutex_);
       bool differences = false;
       for (const auto& [name, t] : by_name) differences = differences || t->difference();
-      if (differences && frame->seq() != plan->last_seq + 1)
+      if (differences && frame->seq() != role->last_seq + 1)
         return refuse(what + " holds differences from seq " + std::to_string(frame->seq() - 1) +
                       ", but the last frame this worker took is seq " +
-                      std::to_string(plan->last_seq));
+                      std::to_string(role->last_seq));
       // Decode into copies: a frame refused half way leaves what the worker holds unchanged.
-      auto decoders = plan->decoders;
-      for (const auto& [name, id] : plan->inputs) {
+      auto decoders = role->decoders;
+      for (const auto& [name, id] : role->inputs) {
         auto it = by_name.find(name);
         if (it == by_name.end()) return refuse(what + " lacks input '" + name + "'");
         const EncodedTensor e = from_proto(*it->second);
         const std::string tensor_what = what + " tensor '" + name + "'";
-        at::Tensor x = plan->diff || e.difference ? decoders[name].decode(e, tensor_what)
+        at::Tensor x = role->diff || e.difference ? decoders[name].decode(e, tensor_what)
                                                   : decode_tensor(e, tensor_what);
         if (x.sizes().vec() != graph_.shape(id))
           return refuse(tensor_what + " is " + shape_text(x.sizes().vec()) + "; stage " +
-                        std::to_string(plan->stage) + " takes " + shape_text(graph_.shape(id)));
+                        std::to_string(role->stage) + " takes " + shape_text(graph_.shape(id)));
         job->bytes_in += static_cast<int64_t>(e.payload.size());
         // The decoder keeps the tensor as the base of the next difference; the stage may change
         // its inputs in place (a traced ReLU_), so it gets a copy.
-        job->values[id] = plan->diff || e.difference ? x.clone() : std::move(x);
+        job->values[id] = role->diff || e.difference ? x.clone() : std::move(x);
       }
-      plan->decoders = std::move(decoders);
-      plan->last_seq = frame->seq();
+      role->decoders = std::move(decoders);
+      role->last_seq = frame->seq();
     } catch (const InputError& e) {
       return refuse(e.what());
     }
@@ -305,10 +306,10 @@ class StageWorker::Impl final : public proto::Worker::Service {
 
   grpc::Status Report(grpc::ServerContext*, const proto::ReportRequest* req,
                       proto::WorkerReport* reply) override {
-    std::shared_ptr<WorkerPlan> plan;
+    std::shared_ptr<WorkerRole> role;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      plan = plan_;
+      role = role_;
       reply->set_frames(frames_);
       reply->set_errors(errors_);
       reply->set_compute_ms(compute_ms_);
@@ -319,13 +320,13 @@ class StageWorker::Impl final : public proto::Worker::Service {
     reply->set_machine(this_machine());
     for (int64_t d : graph_.input_shape()) reply->add_input_shape(d);
     reply->set_input_name(onnx_value_name(graph_, graph_.inputs().at(0)));
-    if (plan) {
-      reply->set_cascade(plan->cascade);
-      reply->set_plan(plan->number);
-      reply->set_stage(plan->stage);
-      if (plan->sender) {
-        reply->set_bytes_sent(plan->sender->bytes_sent());
-        reply->set_send_ms(plan->sender->send_ms());
+    if (role) {
+      reply->set_cascade(role->cascade);
+      reply->set_plan(role->plan_number);
+      reply->set_stage(role->stage);
+      if (role->sender) {
+        reply->set_bytes_sent(role->sender->bytes_sent());
+        reply->set_send_ms(role->sender->send_ms());
       }
     }
     if (req->measure_costs()) {
@@ -347,7 +348,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
 
  private:
   struct Job {
-    std::shared_ptr<WorkerPlan> plan;
+    std::shared_ptr<WorkerRole> role;
     proto::Frame head;
     std::map<int, at::Tensor> values;
     Clock::time_point queued;
@@ -356,7 +357,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
 
   /// The stage of a master's plan: its ops, the values it receives and passes on, checked
   /// against the graph, and its runner.
-  grpc::Status build_stage(const proto::StageConfig& req, WorkerPlan& plan) const {
+  grpc::Status build_stage(const proto::StageConfig& req, WorkerRole& role) const {
     Stage stage;
     stage.index = req.stage();
     stage.device = req.stage();
@@ -384,10 +385,10 @@ class StageWorker::Impl final : public proto::Worker::Service {
       }
       into->emplace_back(name, it->second);
     };
-    for (const auto& name : req.inputs()) value(name, &plan.inputs);
-    for (const auto& name : req.outputs()) value(name, &plan.outputs);
+    for (const auto& name : req.inputs()) value(name, &role.inputs);
+    for (const auto& name : req.outputs()) value(name, &role.outputs);
     if (!bad.empty()) return refuse(bad);
-    for (const auto& [name, id] : plan.inputs) {
+    for (const auto& [name, id] : role.inputs) {
       given.insert(id);
       stage.inputs.push_back(id);
     }
@@ -397,14 +398,14 @@ class StageWorker::Impl final : public proto::Worker::Service {
           return refuse("stage " + std::to_string(req.stage()) + ": op '" + graph_.op(op).name +
                         "' reads '" + onnx_value_name(graph_, v) +
                         "', which the stage neither receives nor makes");
-    for (const auto& [name, id] : plan.outputs) {
+    for (const auto& [name, id] : role.outputs) {
       if (!given.count(id) && !made.count(id))
         return refuse("stage " + std::to_string(req.stage()) + " passes on '" + name +
                       "', which it neither receives nor makes");
       if (made.count(id)) stage.outputs.push_back(id);
     }
     try {
-      plan.runner = std::make_unique<StageRunner>(graph_, stage);
+      role.runner = std::make_unique<StageRunner>(graph_, stage);
     } catch (const std::exception& e) {
       return refuse(error_line(e));
     }
@@ -414,12 +415,12 @@ class StageWorker::Impl final : public proto::Worker::Service {
   /// Runs a new plan's stage (and exit head) once on zeros: the first frame does not pay for
   /// LibTorch's first-run work (kernel choice, workspace allocation), which the simulator's
   /// per-op costs exclude too (they are timed after warm-up runs).
-  void warm_up(WorkerPlan& plan) const {
+  void warm_up(WorkerRole& role) const {
     torch::NoGradGuard no_grad;
     std::map<int, at::Tensor> values;
-    for (const auto& [name, id] : plan.inputs) values[id] = torch::zeros(graph_.shape(id));
-    plan.runner->run(values);
-    if (plan.head) plan.head->forward(values.at(plan.exit_value));
+    for (const auto& [name, id] : role.inputs) values[id] = torch::zeros(graph_.shape(id));
+    role.runner->run(values);
+    if (role.head) role.head->forward(values.at(role.exit_value));
   }
 
   std::unique_ptr<LinkSender> make_sender(const std::string& next, const std::string& who,
@@ -467,22 +468,22 @@ class StageWorker::Impl final : public proto::Worker::Service {
   }
 
   void run_job(Job& job) {
-    WorkerPlan& plan = *job.plan;
+    WorkerRole& role = *job.role;
     const auto start = Clock::now();
     proto::Hop hop;
-    hop.set_stage(plan.stage);
+    hop.set_stage(role.stage);
     hop.set_worker(address_);
     hop.set_queue_ms(std::chrono::duration<double, std::milli>(start - job.queued).count());
     hop.set_bytes_in(job.bytes_in);
-    bool answers = plan.sender == nullptr;
+    bool answers = role.sender == nullptr;
     try {
       torch::NoGradGuard no_grad;
-      plan.runner->run(job.values);
-      if (plan.head) {
-        const at::Tensor logits = plan.head->forward(job.values.at(plan.exit_value));
-        const double score = exit_scores(logits, plan.criterion).item<double>();
+      role.runner->run(job.values);
+      if (role.head) {
+        const at::Tensor logits = role.head->forward(job.values.at(role.exit_value));
+        const double score = exit_scores(logits, role.criterion).item<double>();
         hop.set_score(score);
-        if (score >= plan.score_threshold) {
+        if (score >= role.score_threshold) {
           answers = true;
           job.values.clear();
           job.values[-1] = logits;
@@ -491,9 +492,9 @@ class StageWorker::Impl final : public proto::Worker::Service {
     } catch (const std::exception& e) {
       proto::Result r;
       r.set_id(job.head.id());
-      r.set_error("stage " + std::to_string(plan.stage) + " on worker " + address_ +
+      r.set_error("stage " + std::to_string(role.stage) + " on worker " + address_ +
                   " failed on frame " + std::to_string(job.head.id()) + ": " + error_line(e));
-      if (plan.sender) plan.sender->skip(job.head.seq());
+      if (role.sender) role.sender->skip(job.head.seq());
       {
         std::lock_guard<std::mutex> lock(mutex_);
         ++errors_;
@@ -517,21 +518,21 @@ class StageWorker::Impl final : public proto::Worker::Service {
       OutgoingFrame out;
       out.frame = std::move(job.head);
       *out.frame.add_hops() = hop;
-      for (const auto& [name, id] : plan.outputs) out.tensors.emplace_back(name, job.values.at(id));
-      plan.sender->send(std::move(out));
+      for (const auto& [name, id] : role.outputs) out.tensors.emplace_back(name, job.values.at(id));
+      role.sender->send(std::move(out));
       return;
     }
-    if (plan.sender) plan.sender->skip(job.head.seq());
+    if (role.sender) role.sender->skip(job.head.seq());
     proto::Result r;
     r.set_id(job.head.id());
     *r.mutable_hops() = job.head.hops();
     *r.add_hops() = hop;
-    r.set_answered_by(plan.stage);
+    r.set_answered_by(role.stage);
     r.set_score(hop.score());
     if (job.values.count(-1)) {
       to_proto(encode_tensor(job.values[-1], TransferPrecision::kFp32), "output", r.add_outputs());
     } else {
-      for (const auto& [name, id] : plan.outputs)
+      for (const auto& [name, id] : role.outputs)
         to_proto(encode_tensor(job.values.at(id), TransferPrecision::kFp32), name, r.add_outputs());
     }
     for (const auto& t : r.outputs())
@@ -552,7 +553,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
   std::mutex mutex_;
   std::condition_variable queue_changed_, stopped_;
   bool stop_ = false;
-  std::shared_ptr<WorkerPlan> plan_;
+  std::shared_ptr<WorkerRole> role_;
   std::deque<std::unique_ptr<Job>> queue_;
   std::vector<std::thread> compute_;
   int64_t frames_ = 0, errors_ = 0;

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "deploy/early_exit/exit_network.h"
-#include "deploy/partition/model_partition.h"
-#include "deploy/serve/serve_options.h"
+#include "deploy/partition/transfer_size.h"
+#include "deploy/serve/link_emulation.h"
 #include "tools/graph/summary_graph.h"
 
 namespace igb::deploy {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "deploy/partition/model_partition.h"
+#include "deploy/partition/transfer_size.h"
 
 namespace igb::deploy {
 

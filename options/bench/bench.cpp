@@ -21,6 +21,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/cli.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/progress.h"
@@ -30,6 +31,7 @@
 #include "models/eval_layout.h"
 #include "options/bench/bench_plan.h"
 #include "options/bench/bench_report.h"
+#include "options/bench/run_files.h"
 
 namespace igb::options {
 
@@ -49,49 +51,8 @@ struct RunState : BenchRunRecord {
 
 fs::path record_path(const RunState& s) { return s.dir / "bench_run.json"; }
 
-/// Whether the run directory holds a finished training: summary.json's epochs all have their
-/// metrics.csv row (a row follows its epoch's checkpoint).
-bool training_complete(const fs::path& dir) {
-  const json summary = read_json(dir / "summary.json");
-  if (!summary.is_object() || !summary.contains("epochs")) return false;
-  std::ifstream csv(dir / "metrics.csv");
-  std::string line;
-  int64_t rows = -1;  // the header
-  while (std::getline(csv, line))
-    if (!line.empty()) ++rows;
-  return rows >= summary.value("epochs", int64_t{1} << 40);
-}
-
 void save_record(const RunState& s) {
   write_text_atomically(record_path(s), s.record.dump(2) + "\n");
-}
-
-/// The line of a failed program's log that says why: its last "error:" line, else its last line.
-std::string error_line(const fs::path& log) {
-  std::ifstream in(log);
-  std::string line, last, error;
-  while (std::getline(in, line)) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    last = line;
-    if (line.find("error:") != std::string::npos) error = line;
-  }
-  return error.empty() ? last : error;
-}
-
-/// The last "==> epoch A/B" of a training log: (A + 1, B + 1), or nothing yet.
-std::optional<std::pair<int64_t, int64_t>> last_epoch(const fs::path& log) {
-  std::ifstream in(log, std::ios::binary | std::ios::ate);
-  if (!in) return std::nullopt;
-  const std::streamoff size = in.tellg();
-  const std::streamoff from = std::max<std::streamoff>(0, size - 8192);
-  in.seekg(from);
-  std::string tail(static_cast<size_t>(size - from), '\0');
-  in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
-  const size_t at = tail.rfind("==> epoch ");
-  if (at == std::string::npos) return std::nullopt;
-  long a = 0, b = 0;
-  if (std::sscanf(tail.c_str() + at, "==> epoch %ld/%ld", &a, &b) != 2) return std::nullopt;
-  return std::make_pair(static_cast<int64_t>(a) + 1, static_cast<int64_t>(b) + 1);
 }
 
 class Bench {
@@ -392,14 +353,7 @@ int bench_main(int argc, char** argv) {
   app.add_flag("--resume", resume,
                "Continue the bench in --out: finished runs are kept, interrupted ones resume from "
                "their last checkpoint, failed ones run again");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return kExitOk;
-  } catch (const CLI::ParseError& e) {
-    throw InputError(std::string(e.what()) + " (see --help)");
-  }
+  if (parse_command_line(app, argc, argv)) return kExitOk;
   BenchPlan plan = load_bench_plan(plan_file);
   if (dry_run) {
     for (const auto& r : plan.runs) {

@@ -4,7 +4,6 @@
 // and the accuracy-against-MACs curve.
 #include <CLI/CLI.hpp>
 
-#include <chrono>
 #include <cmath>
 #include <iostream>
 #include <limits>
@@ -18,6 +17,7 @@
 #include "core/logger.h"
 #include "core/table.h"
 #include "data/classify_data.h"
+#include "deploy/early_exit/cascade_timing.h"
 #include "deploy/early_exit/exit_calibration.h"
 #include "deploy/early_exit/exit_export.h"
 #include "deploy/early_exit/exit_network.h"
@@ -34,22 +34,12 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using deploy::ExitNetwork;
 using deploy::ExitTable;
+using deploy::LabelledBatches;
 using deploy::OperatingPoint;
 
-/// Labelled batches held in memory.
-struct LabelledSet {
-  std::vector<at::Tensor> inputs, targets;
-  std::string description;
-  int64_t size() const {
-    int64_t n = 0;
-    for (const auto& t : targets) n += t.size(0);
-    return n;
-  }
-};
-
-LabelledSet batches_of(const data::Dataset& d, const std::vector<int64_t>& indices, int64_t batch,
-                       std::string description) {
-  LabelledSet s;
+LabelledBatches batches_of(const data::Dataset& d, const std::vector<int64_t>& indices,
+                           int64_t batch, std::string description) {
+  LabelledBatches s;
   s.description = std::move(description);
   for (size_t i = 0; i < indices.size(); i += static_cast<size_t>(batch)) {
     std::vector<at::Tensor> xs, ys;
@@ -66,9 +56,10 @@ LabelledSet batches_of(const data::Dataset& d, const std::vector<int64_t>& indic
 
 /// The calibration set and the report set: the data's validation and test splits, or, when it has
 /// one evaluation split only, its even and odd samples.
-std::pair<LabelledSet, LabelledSet> load_splits(const std::string& data, const std::string& dataset,
-                                                const tools::Shape& input, int64_t batch,
-                                                int64_t max_pixels, int64_t max_samples) {
+std::pair<LabelledBatches, LabelledBatches> load_splits(const std::string& data,
+                                                        const std::string& dataset,
+                                                        const tools::Shape& input, int64_t batch,
+                                                        int64_t max_pixels, int64_t max_samples) {
   data::ClassifyDataOptions o;
   o.dataset = dataset;
   o.input_shape = input;
@@ -106,84 +97,9 @@ std::pair<LabelledSet, LabelledSet> load_splits(const std::string& data, const s
                      "the other half of " + test.description)};
 }
 
-/// `set` in batches of `batch`.
-LabelledSet rebatch(const LabelledSet& set, int64_t batch) {
-  LabelledSet out;
-  out.description = set.description;
-  const auto x = at::cat(set.inputs), y = at::cat(set.targets);
-  for (int64_t i = 0; i < x.size(0); i += batch) {
-    const int64_t n = std::min(batch, x.size(0) - i);
-    out.inputs.push_back(x.narrow(0, i, n).contiguous());
-    out.targets.push_back(y.narrow(0, i, n).contiguous());
-  }
-  return out;
-}
-
-/// Every exit's score and correctness on every sample of `set`.
-ExitTable exit_table(const ExitNetwork& net, const LabelledSet& set,
-                     deploy::ExitCriterion criterion) {
-  ExitTable t;
-  t.score.resize(net.exits());
-  t.correct.resize(net.exits());
-  t.macs = net.exit_macs();
-  t.model_macs = net.model_macs();
-  for (size_t b = 0; b < set.inputs.size(); ++b) {
-    const auto all = net.run_all(set.inputs[b]);
-    for (size_t e = 0; e < all.size(); ++e) {
-      const auto s = deploy::exit_scores(all[e], criterion, set.targets[b]).contiguous();
-      const auto c = all[e].argmax(1).eq(set.targets[b]).to(at::kByte).contiguous();
-      t.score[e].insert(t.score[e].end(), s.data_ptr<float>(), s.data_ptr<float>() + s.numel());
-      t.correct[e].insert(t.correct[e].end(), c.data_ptr<uint8_t>(),
-                          c.data_ptr<uint8_t>() + c.numel());
-    }
-  }
-  return t;
-}
-
-/// Seconds `f` takes over `set` in batches of `batch`, the best of `repeats` passes.
-double best_seconds(const LabelledSet& set, int repeats, const std::function<void(size_t)>& f) {
-  double best = std::numeric_limits<double>::infinity();
-  for (int r = 0; r < repeats; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (size_t b = 0; b < set.inputs.size(); ++b) f(b);
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
-
-/// What the cascade measured on the report set.
-struct Measured {
-  double final_ms = 0, cascade_ms = 0, native_ms = 0;
-  int64_t disagreements = 0;
-};
-
-Measured measure_cascade(const ExitNetwork& net, models::ModelImpl& model, const LabelledSet& set,
-                         deploy::ExitCriterion criterion, const OperatingPoint& point,
-                         const std::vector<int>& expected_exit, int repeats) {
-  Measured m;
-  // The decisions of the cascade against those of every exit computed for every sample.
-  size_t k = 0;
-  for (size_t b = 0; b < set.inputs.size(); ++b) {
-    const auto d = net.run(set.inputs[b], criterion, point.thresholds, set.targets[b]);
-    for (int64_t i = 0; i < d.exit.size(0); ++i, ++k)
-      if (d.exit[i].item<int64_t>() != expected_exit.at(k)) ++m.disagreements;
-  }
-  const double n = static_cast<double>(set.size());
-  for (int warm = 0; warm < 2; ++warm) net.run_final_only(set.inputs[0]);
-  m.final_ms =
-      1e3 / n * best_seconds(set, repeats, [&](size_t b) { net.run_final_only(set.inputs[b]); });
-  m.cascade_ms = 1e3 / n * best_seconds(set, repeats, [&](size_t b) {
-                   net.run(set.inputs[b], criterion, point.thresholds, set.targets[b]);
-                 });
-  m.native_ms =
-      1e3 / n * best_seconds(set, repeats, [&](size_t b) { model.forward(set.inputs[b]); });
-  return m;
-}
-
 /// Table per exit on the report set, then the totals; JSON of everything.
 tools::Report exit_report(const ExitNetwork& net, const OperatingPoint& p, double final_top1,
-                          const Measured& m, deploy::ExitCriterion criterion) {
+                          const deploy::CascadeTiming& m, deploy::ExitCriterion criterion) {
   tools::Report r;
   r.title = "Early exit (" + deploy::exit_criterion_name(criterion) + ") on the report set";
   r.table.columns = {"Exit", "Threshold", "MACs to leave", "Leaving (%)", "Top1 of those (%)"};
@@ -344,7 +260,7 @@ int EarlyExitCommand::run() {
       load_splits(data_, dataset_, m.input, 128, data::kDefaultMaxImagePixels, max_samples_);
   logger.info("calibrating on " + std::to_string(calibration.size()) + " samples (" +
               calibration.description + ")");
-  const auto cal_table = exit_table(net, calibration, criterion);
+  const auto cal_table = deploy::exit_table(net, calibration, criterion);
   deploy::CalibrationTarget target;
   if (macs_ > 0)
     target = {deploy::CalibrationTarget::Kind::kMacs, macs_};
@@ -360,12 +276,14 @@ int EarlyExitCommand::run() {
               fixed(cal.point.macs_saving, 1) + " % of the MACs saved");
   logger.info("reporting on " + std::to_string(report.size()) + " samples (" + report.description +
               ")");
-  const auto rep_table = exit_table(net, report, criterion);
+  const auto rep_table = deploy::exit_table(net, report, criterion);
   const auto point = deploy::operating_point(rep_table, cal.point.thresholds);
-  const auto timed = rebatch(report, batch_);
-  const auto measured = measure_cascade(net, *m.model, timed, criterion, point,
-                                        deploy::exit_of_samples(rep_table, point.thresholds),
-                                        static_cast<int>(repeats_));
+  const auto timed = deploy::rebatch(report, batch_);
+  auto model = m.model;
+  const auto measured = deploy::time_cascade(
+      net, [model](const at::Tensor& x) { return model->forward(x); }, timed, criterion,
+      point.thresholds, deploy::exit_of_samples(rep_table, point.thresholds),
+      static_cast<int>(repeats_));
   auto r = exit_report(net, point, deploy::final_top1(rep_table), measured, criterion);
   r.json["calibration"] = {
       {"set", calibration.description}, {"samples", calibration.size()},

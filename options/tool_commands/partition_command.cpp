@@ -12,10 +12,11 @@
 #include "core/logger.h"
 #include "core/table.h"
 #include "deploy/partition/devices_file.h"
+#include "deploy/partition/graph_problem.h"
 #include "deploy/partition/layer_costs.h"
-#include "deploy/partition/model_partition.h"
 #include "deploy/partition/partition_solver.h"
 #include "deploy/partition/pipeline_sim.h"
+#include "deploy/partition/plan_file.h"
 #include "deploy/partition/stages.h"
 #include "options/common_options.h"
 #include "options/tool_commands/partition_support.h"
@@ -26,7 +27,6 @@ namespace igb::options {
 namespace {
 
 namespace fs = std::filesystem;
-using json = nlohmann::json;
 using deploy::PartitionPlan;
 
 std::string mb(double bytes) { return fixed(bytes / 1e6, 3); }
@@ -43,35 +43,6 @@ std::string stage_text(const deploy::PartitionProblem& p, const deploy::Assignme
   if (count == 0) return "-";
   if (count == 1) return p.nodes[first].name;
   return p.nodes[first].name + " ... " + p.nodes[last].name + " (" + std::to_string(count) + ")";
-}
-
-json plan_json(const deploy::PartitionProblem& p, const PartitionPlan& plan) {
-  json j = {{"method", plan.method},
-            {"valid", plan.cost.valid},
-            {"latency_ms", plan.cost.latency_ms},
-            {"bottleneck_ms", plan.cost.bottleneck_ms},
-            {"throughput_fps", plan.cost.throughput_fps()},
-            {"devices", json::array()},
-            {"links", json::array()}};
-  if (!plan.cost.valid) j["why_invalid"] = plan.cost.why_invalid;
-  for (int d = 0; d < p.device_count(); ++d) {
-    json ops = json::array();
-    for (size_t i = 0; i < plan.assignment.size(); ++i)
-      if (plan.assignment[i] == d) ops.push_back(p.nodes[i].name);
-    j["devices"].push_back({{"device", p.devices[d]},
-                            {"ms", plan.cost.device_ms.at(d)},
-                            {"param_bytes", plan.cost.device_param_bytes.at(d)},
-                            {"ops", ops}});
-  }
-  for (int l = 0; l + 1 < p.device_count(); ++l)
-    j["links"].push_back({{"from", p.devices[l]},
-                          {"to", p.devices[l + 1]},
-                          {"forward_bytes", plan.cost.forward_bytes.at(l)},
-                          {"forward_ms", plan.cost.forward_ms.at(l)},
-                          {"backward_bytes", plan.cost.backward_bytes.at(l)},
-                          {"backward_ms", plan.cost.backward_ms.at(l)},
-                          {"values", plan.cost.forward_values.at(l)}});
-  return j;
 }
 
 class PartitionCommand : public ToolCommand {
@@ -179,7 +150,7 @@ class PartitionCommand : public ToolCommand {
               << fixed(sim.mean_latency_ms, 3) << " ms, throughput " << fixed(sim.steady_fps, 2)
               << " fps\n";
     if (!out_.empty()) {
-      write_plan(m, first, plans, table, servers, sim);
+      write_plan(m, first, plans, table, servers, so, sim);
       write_cuts(graph, in_.precision, in_.traffic);
     }
     if (!export_.empty()) {
@@ -228,30 +199,19 @@ class PartitionCommand : public ToolCommand {
   void write_plan(const ToolModel& m, const deploy::PartitionProblem& first,
                   const std::vector<PartitionPlan>& plans, const Table& table,
                   const std::vector<deploy::PipelineServer>& servers,
+                  const deploy::SimulationOptions& simulation,
                   const deploy::SimulationResult& sim) const {
     fs::create_directories(out_);
-    json j = {{"model", m.name},
-              {"input", m.input},
-              {"devices_file", devices_},
-              {"objective", objective_},
-              {"transfer", transfer_},
-              {"mode", mode_},
-              {"plans", json::array()},
-              {"simulation",
-               {{"frames", frames_},
-                {"rate_fps", rate_},
-                {"first_latency_ms", sim.latency_ms.front()},
-                {"mean_latency_ms", sim.mean_latency_ms},
-                {"max_latency_ms", sim.max_latency_ms},
-                {"throughput_fps", sim.steady_fps},
-                {"servers", json::array()}}}};
-    for (const auto& p : plans) j["plans"].push_back(plan_json(first, p));
-    for (const auto& s : sim.servers)
-      j["simulation"]["servers"].push_back({{"name", s.name},
-                                            {"utilisation", s.utilisation},
-                                            {"max_queue", s.max_queue},
-                                            {"mean_queue", s.mean_queue}});
-    write_text_atomically(fs::path(out_) / "plan.json", j.dump(1) + "\n");
+    deploy::PlanFile file;
+    file.model = m.name;
+    file.input = m.input;
+    file.devices_file = devices_;
+    file.objective = objective_;
+    file.transfer = transfer_;
+    file.mode = mode_;
+    for (const auto& p : plans) file.plans.push_back(deploy::plan_file_entry(first, p));
+    file.simulation = deploy::plan_file_simulation(simulation, sim);
+    deploy::write_plan_file(file, fs::path(out_) / "plan.json");
     write_text_atomically(fs::path(out_) / "plan.csv", table.to_csv());
     const auto chart = deploy::gantt_chart(
         servers, sim, m.name + ": " + std::to_string(frames_) + " frames, optimal plan");

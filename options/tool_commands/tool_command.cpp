@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <mutex>
 
 #include "core/cli.h"
@@ -48,9 +49,11 @@ void register_builtin_tool_commands() {
   });
 }
 
-ToolCommandSet::ToolCommandSet(CLI::App& app) {
-  register_builtin_tool_commands();
-  const auto& r = tool_command_registry();
+ToolCommandSet::ToolCommandSet(CLI::App& app)
+    : ToolCommandSet(app, (register_builtin_tool_commands(), tool_command_registry())) {}
+
+ToolCommandSet::ToolCommandSet(CLI::App& app, const Registry<ToolCommandSpec>& r) {
+  app.require_subcommand(1);
   for (const auto& name : r.names()) {
     CLI::App* sub = app.add_subcommand(name, r.entry(name).help);
     auto command = r.get(name).make();
@@ -63,6 +66,14 @@ std::vector<std::string> ToolCommandSet::names() const {
   std::vector<std::string> out;
   for (const auto& c : commands_) out.push_back(c.first->get_name());
   return out;
+}
+
+void ToolCommandSet::check_command_name(int argc, char** argv) const {
+  if (argc < 2 || argv[1][0] == '-') return;
+  const auto valid = names();
+  if (std::find(valid.begin(), valid.end(), argv[1]) == valid.end())
+    throw InputError(std::string("unknown command '") + argv[1] +
+                     "'; valid commands: " + join(valid));
 }
 
 int ToolCommandSet::run() {

@@ -15,8 +15,9 @@ class App;
 
 namespace igb::options {
 
-/// One `igb-tools` sub-command: its options, its help and what it runs. Each lives in a file of
-/// its own under options/tool_commands/ and is registered by name with its help line:
+/// One sub-command of `igb-tools` or `igb-serve`: its options, its help and what it runs. Each
+/// lives in a file of its own (options/tool_commands/, options/serve_commands/) and is registered
+/// by name with its help line in its program's registry:
 ///
 ///   class DrawCommand : public ToolCommand { ... };
 ///   void add_draw_command(Registry<ToolCommandSpec>& r) {
@@ -44,16 +45,20 @@ Registry<ToolCommandSpec>& tool_command_registry();
 /// Registers every igb-tools command; idempotent.
 void register_builtin_tool_commands();
 
-/// Every registered command as a sub-command of `app`; after app.parse(), run() checks the output
-/// places of the command given, then runs it.
+/// Every command of `registry` (igb-tools' by default) as a sub-command of `app`; after
+/// app.parse(), run() checks the output places of the command given, then runs it.
 ///
 ///   CLI::App app("igb-tools");
 ///   ToolCommandSet commands(app);
-///   app.parse(argc, argv);
+///   if (parse_command_line(app, argc, argv)) return kExitOk;
 ///   return commands.run();
 class ToolCommandSet {
  public:
   explicit ToolCommandSet(CLI::App& app);
+  ToolCommandSet(CLI::App& app, const Registry<ToolCommandSpec>& registry);
+  /// InputError "unknown command 'X'; valid commands: …" when argv[1] names no command (CLI11
+  /// would only say that one is required).
+  void check_command_name(int argc, char** argv) const;
   /// The names of the commands, sorted.
   std::vector<std::string> names() const;
   int run();

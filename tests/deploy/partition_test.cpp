@@ -7,12 +7,14 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "deploy/onnx/onnx_runtime.h"
 #include "deploy/partition/devices_file.h"
+#include "deploy/partition/graph_problem.h"
 #include "deploy/partition/layer_costs.h"
-#include "deploy/partition/model_partition.h"
 #include "deploy/partition/partition_solver.h"
 #include "deploy/partition/pipeline_sim.h"
+#include "deploy/partition/plan_file.h"
 #include "deploy/partition/stages.h"
 #include "tests/tools/tools_support.h"
 
@@ -390,6 +392,130 @@ TEST(Partition, ZooModelsEqualBruteForce) {
       const auto brute = brute_force_plan(p, o);
       expect_same_cost(solve_partition(p, o).cost, brute.best.cost, o, name);
     }
+  }
+}
+
+/// A plan file of resnet20_cifar's optimal plan and its baselines on three devices.
+PlanFile resnet20_plan_file(const tools::SummaryGraph& g) {
+  ModelPartitionInputs in;
+  in.costs = mac_costs(g, {4, 1, 0.2});
+  const auto p = partition_problem(g, chain(3), in);
+  PlanFile file;
+  file.model = "resnet20_cifar";
+  file.input = g.input_shape();
+  file.devices_file = "chain.yaml";
+  file.objective = "throughput";
+  file.transfer = "fp16";
+  file.mode = "diff";
+  const auto best = solve_partition(p, PartitionObjective::kThroughput);
+  file.plans.push_back(plan_file_entry(p, best));
+  for (const auto& b : baseline_plans(p, PartitionObjective::kThroughput))
+    file.plans.push_back(plan_file_entry(p, b));
+  SimulationOptions so;
+  so.frames = 12;
+  so.rate_fps = 50;
+  file.simulation =
+      plan_file_simulation(so, simulate_pipeline(pipeline_servers(p, p, best.assignment), so));
+  return file;
+}
+
+TEST(PlanFile, RoundTripGivesTheSameFileAndAssignment) {
+  auto m = make("resnet20_cifar");
+  const auto g = graph_of(m, "resnet20_cifar");
+  ModelPartitionInputs in;
+  in.costs = mac_costs(g, {4, 1, 0.2});
+  const auto best =
+      solve_partition(partition_problem(g, chain(3), in), PartitionObjective::kThroughput);
+  const auto file = resnet20_plan_file(g);
+  ASSERT_GE(file.plans.size(), 3u);
+  const auto dir = partition_folder("plan_file");
+  write_plan_file(file, dir / "plan.json");
+  const auto back = read_plan_file(dir / "plan.json");
+  EXPECT_EQ(plan_file_json(back), plan_file_json(file));
+  EXPECT_EQ(back.source, dir / "plan.json");
+  EXPECT_EQ(back.assignment(g), best.assignment);
+  EXPECT_EQ(back.device_names(), (std::vector<std::string>{"dev0", "dev1", "dev2"}));
+  EXPECT_EQ(back.simulation.frames, 12);
+  EXPECT_EQ(back.simulation.servers.size(), file.simulation.servers.size());
+  // The devices file is looked for beside the plan when it is not where it was given.
+  EXPECT_EQ(back.devices_path(), dir / "chain.yaml");
+  const auto j = nlohmann::json::parse(read_text_file(dir / "plan.json"));
+  EXPECT_EQ(j["format"], "igb partition plan");
+  EXPECT_EQ(j["version"], 1);
+  // A file written before the format and version were recorded is read as version 1.
+  auto old = j;
+  old.erase("format");
+  old.erase("version");
+  EXPECT_EQ(plan_file_json(plan_file_from_json(old, "old.json")), j);
+}
+
+TEST(PlanFile, MalformedFilesAreRefusedInOneLineNamingTheKey) {
+  auto m = make("resnet20_cifar");
+  const auto g = graph_of(m, "resnet20_cifar");
+  const auto good = plan_file_json(resnet20_plan_file(g));
+  const auto refused = [](const nlohmann::json& j) {
+    try {
+      plan_file_from_json(j, "p.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  auto j = good;
+  j["version"] = 2;
+  EXPECT_EQ(refused(j), "p.json: plan.version is 2; this igb reads version 1");
+  j = good;
+  j["format"] = "igb layer costs";
+  EXPECT_NE(refused(j).find("plan.format must be \"igb partition plan\""), std::string::npos);
+  j = good;
+  j.erase("model");
+  EXPECT_EQ(refused(j), "p.json: plan.model is missing");
+  j = good;
+  j["plans"][0]["devices"][1]["ops"] = "conv1";
+  EXPECT_EQ(refused(j), "p.json: plan.plans[0].devices[1].ops must be a list");
+  j = good;
+  j["plans"][0]["latency_ms"] = "fast";
+  EXPECT_EQ(refused(j), "p.json: plan.plans[0].latency_ms must be a number");
+  j = good;
+  j["plans"][0]["links"].erase(0);
+  EXPECT_NE(refused(j).find("plan.plans[0].links must hold one link fewer than devices (3)"),
+            std::string::npos);
+  j = good;
+  j["plans"] = nlohmann::json::array();
+  EXPECT_EQ(refused(j), "p.json: plan.plans is empty");
+  EXPECT_EQ(refused(nlohmann::json::array()), "p.json: plan must be a JSON object");
+  // Ops the graph does not have, and ops on no device.
+  auto file = plan_file_from_json(good, "p.json");
+  file.plans[0].devices[0].ops.push_back("nonesuch");
+  try {
+    file.assignment(g);
+    ADD_FAILURE() << "an unknown op was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("op 'nonesuch' of device dev0 is not an op of"),
+              std::string::npos);
+  }
+  file = plan_file_from_json(good, "p.json");
+  for (auto& d : file.plans[0].devices)
+    if (!d.ops.empty()) {
+      d.ops.erase(d.ops.begin());
+      break;
+    }
+  try {
+    file.assignment(g);
+    ADD_FAILURE() << "an op on no device was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is on no device of the plan"), std::string::npos);
+  }
+  // Text that is not JSON names the file in our words.
+  const auto dir = partition_folder("plan_bad");
+  write_text_atomically(dir / "plan.json", "{\"model\": ");
+  try {
+    read_plan_file(dir / "plan.json");
+    ADD_FAILURE() << "text that is not JSON was accepted";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("plan.json: not JSON (parse error"), std::string::npos) << what;
+    EXPECT_EQ(what.find("json.exception"), std::string::npos) << what;
   }
 }
 

@@ -14,9 +14,13 @@
 #include "core/subprocess.h"
 #include "data/image.h"
 #include "deploy/early_exit/exit_network.h"
+#include "deploy/partition/graph_problem.h"
+#include "deploy/partition/partition_solver.h"
+#include "deploy/partition/plan_file.h"
 #include "deploy/partition/stages.h"
 #include "deploy/serve/serve_master.h"
 #include "deploy/serve/serve_worker.h"
+#include "deploy/serve/served_chain.h"
 #include "deploy/serve/wire.h"
 #include "models/model.h"
 #include "tests/apps/run_support.h"
@@ -250,6 +254,90 @@ TEST_F(ServeChain, AWorkerWithOtherWeightsRefusesThePlan) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("(another checkpoint)"), std::string::npos) << e.what();
   }
+}
+
+// docs/library.md, step by step: plan resnet20_cifar on two devices, write and read the plan,
+// serve it on in-process workers, predict it with the simulator and re-plan from the workers'
+// measurements; no command line anywhere.
+TEST(Library, PlansWritesReadsAndServesAModelWithoutTheCli) {
+  models::register_builtin_models();
+  torch::manual_seed(0);
+  auto model = models::create_model("resnet20_cifar", {});
+  model->eval();
+  const tools::SummaryGraph::Forward forward = [model](const torch::Tensor& x) {
+    return model->forward(x);
+  };
+  const auto graph = tools::SummaryGraph::build(*model, {1, 3, 32, 32}, forward, "resnet20_cifar");
+  DevicesFile chain;
+  chain.devices = {{"camera", {}, 0.25}, {"server", {}, 4.0}};
+  chain.links = {{2e6, 5}};
+  chain.sink = 1;
+  const auto here = measure_layer_costs(*model, graph, forward, 2);
+  ModelPartitionInputs in;
+  in.costs = {here, here};
+  in.precision = TransferPrecision::kFp16;
+  const auto problem = partition_problem(graph, chain, in);
+  const auto best = solve_partition(problem, PartitionObjective::kLatency);
+  ASSERT_TRUE(best.cost.valid) << best.cost.why_invalid;
+
+  test::TempDir tmp;
+  PlanFile plan;
+  plan.model = "resnet20_cifar";
+  plan.input = graph.input_shape();
+  plan.devices_file = "chain.yaml";
+  plan.plans = {plan_file_entry(problem, best)};
+  write_plan_file(plan, tmp.path() / "plans" / "plan.json");
+  const auto again = read_plan_file(tmp.path() / "plans" / "plan.json");
+  const Assignment assignment = again.assignment(graph);
+  EXPECT_EQ(assignment, best.assignment);
+
+  // A camera four times slower than this machine and a server four times faster: the plan keeps
+  // the camera's part small, and both devices are used (the frame starts on the camera).
+  const auto stages = split_stages(graph, assignment, again.device_names());
+  ASSERT_GE(stages.size(), 1u);
+  std::vector<std::unique_ptr<StageWorker>> workers;
+  MasterOptions mo;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    workers.push_back(std::make_unique<StageWorker>(*model, graph, forward, WorkerOptions()));
+    mo.workers.push_back(workers.back()->start());
+  }
+  mo.weights = weights_digest(*model);
+  mo.precision = in.precision;
+  torch::manual_seed(3);
+  std::vector<at::Tensor> frames;
+  for (int i = 0; i < 3; ++i) frames.push_back(torch::rand({1, 3, 32, 32}));
+  {
+    ServeMaster master(graph, mo);
+    master.configure(stages, 1);
+    const ServeResult result = master.serve(frames);
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < frames.size(); ++i) {
+      const auto ref = model->forward(frames[i]);
+      // FP16 on the link: the chain's output is the model's within half precision.
+      EXPECT_LT((result.outputs[i][0] - ref).abs().max().item<double>(),
+                2e-2 * std::max(1.0, ref.abs().max().item<double>()));
+    }
+  }
+
+  ServedChain served;
+  served.devices = chain;
+  served.costs = {here, here};
+  served.precision = in.precision;
+  const auto predicted = served.simulate(graph, assignment, 30, 0);
+  // Frames back to back: the first frame's latency is the plan's.
+  EXPECT_NEAR(predicted.latency_ms.front(), best.cost.latency_ms, 1e-6 * best.cost.latency_ms);
+  std::vector<WorkerInfo> reports;
+  for (const auto& address : mo.workers) reports.push_back(worker_report(address, 10000, true));
+  const auto next = replan_chain(graph, served, assignment, again.device_names(), reports,
+                                 PartitionObjective::kLatency);
+  // The workers run on this machine: each device with a stage has speed 1 in the measured chain
+  // and the costs its worker reported.
+  for (const auto& st : stages)
+    EXPECT_EQ(next.chain.devices.devices.at(static_cast<size_t>(st.device)).speed, 1.0);
+  EXPECT_EQ(next.chain.costs.at(static_cast<size_t>(stages[0].device)).ms, reports[0].costs);
+  EXPECT_EQ(next.assignment.size(), assignment.size());
+  EXPECT_EQ(next.changed, next.assignment != assignment);
+  for (auto& w : workers) w->shutdown();
 }
 
 TEST(ServeCommand, MasterRunsAPartitionPlanAndReportsTheSimulatorBesideTheMeasurement) {

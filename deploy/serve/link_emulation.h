@@ -1,4 +1,4 @@
-// Settings shared by igb-serve's worker, master and client that need no gRPC header.
+// The emulated link of igb-serve's worker, master and client (no gRPC header needed).
 #pragma once
 
 namespace igb::deploy {

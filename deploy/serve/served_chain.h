@@ -1,0 +1,70 @@
+// A served chain as the planner and the simulator see it, and re-planning it from what its workers
+// measured (igb-serve master --replan; docs/serving.md).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "deploy/partition/devices_file.h"
+#include "deploy/partition/graph_problem.h"
+#include "deploy/partition/layer_costs.h"
+#include "deploy/partition/partition_solver.h"
+#include "deploy/partition/pipeline_sim.h"
+#include "deploy/serve/serve_master.h"
+#include "tools/graph/summary_graph.h"
+
+namespace igb::deploy {
+
+/// The devices and links of a chain, each device's op costs, and the tensors' measured zeros:
+/// what a plan is made and simulated from.
+///
+///   ServedChain chain{load_devices_file(plan.devices_path()), costs, {}, precision, diff};
+///   chain.measure_traffic(graph, frames);
+///   SimulationResult predicted = chain.simulate(graph, plan.assignment(graph), 30, 0);
+struct ServedChain {
+  DevicesFile devices;
+  /// One cost file per device, in chain order.
+  std::vector<LayerCosts> costs;
+  /// Zero ratios of the graph's tensors on real frames (empty: tensors sent dense).
+  std::map<int, ValueTraffic> traffic;
+  TransferPrecision precision = TransferPrecision::kFp32;
+  /// Frames after the first are sent as differences.
+  bool diff = false;
+
+  /// Measures `traffic` on the first 8 of `frames` (as igb-tools partition --frames-from); fewer
+  /// than two frames leave it empty.
+  void measure_traffic(const tools::SummaryGraph& graph, const std::vector<at::Tensor>& frames);
+  /// The planner's problem for the first frame (whole tensors) or a later one.
+  PartitionProblem problem(const tools::SummaryGraph& graph, bool later) const;
+  /// The simulator's figures for `assignment` with `frames` frames at `rate_fps` (0: back to back).
+  SimulationResult simulate(const tools::SummaryGraph& graph, const Assignment& assignment,
+                            int frames, double rate_fps) const;
+};
+
+/// What re-planning found.
+struct Replan {
+  /// The chain as measured: each device's op costs from its worker's machine (speed 1), each
+  /// link's bandwidth from the bytes its sender moved and the time they took.
+  ServedChain chain;
+  /// The plan to serve on: the new one, or the old one when nothing changed or the new one left a
+  /// device without ops.
+  Assignment assignment;
+  bool changed = false;
+  /// Ops the solver's plan moves to another device.
+  int moved = 0;
+  /// The solver's plan left a device without ops, so the old plan (and the old chain) stays.
+  bool kept_for_empty_device = false;
+  /// One line for the log: how many ops the solver's plan moves.
+  std::string summary() const;
+};
+
+/// Re-plans `assignment` of `graph` on `chain` from the reports of the workers serving it (one per
+/// stage of the current plan, in chain order; igb-serve master --replan), for `objective`.
+Replan replan_chain(const tools::SummaryGraph& graph, const ServedChain& chain,
+                    const Assignment& assignment, const std::vector<std::string>& device_names,
+                    const std::vector<WorkerInfo>& reports, PartitionObjective objective);
+
+}  // namespace igb::deploy

@@ -1,0 +1,254 @@
+// igb-serve master: runs a plan of igb-tools partition on stage workers, sends frames, collects
+// the results and measures them against the simulator (docs/serving.md).
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "core/cli.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/logger.h"
+#include "core/table.h"
+#include "deploy/partition/plan_file.h"
+#include "deploy/serve/serve_master.h"
+#include "deploy/serve/serve_worker.h"
+#include "deploy/serve/served_chain.h"
+#include "models/model.h"
+#include "options/common_options.h"
+#include "options/serve_commands/serve_command.h"
+#include "options/tool_commands/partition_support.h"
+
+namespace igb::options {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+class MasterCommand : public ToolCommand {
+ public:
+  void add_options(CLI::App& sub) override {
+    sub.add_option("--plan", plan_, "plan.json of igb-tools partition --out")->required();
+    sub.add_option("--workers", workers_, "The workers' addresses, one per stage in chain order")
+        ->delimiter(',')
+        ->required();
+    // The input shape is the plan's.
+    sub.add_option("--model", target_.model, "The plan's model: a zoo model or torchscript:PATH");
+    sub.add_option("--model-arg", target_.options, "Model option KEY=VALUE (repeatable)");
+    sub.add_option("--checkpoint", target_.checkpoint, "The plan's model, from a checkpoint");
+    add_threads_option(sub, target_.threads);
+    sub.add_option("--input", input_, "A video file or a folder of images (the frames)")
+        ->required();
+    sub.add_option("--frames", frames_, "Frames to send")->capture_default_str();
+    sub.add_option("--rate", options_.rate_fps, "Frames per second (0: back to back)")
+        ->capture_default_str();
+    sub.add_option("--mode", mode_, "full: whole tensors; diff: later frames as differences")
+        ->capture_default_str();
+    sub.add_option("--transfer", transfer_, "Precision on the links: fp32, fp16 or int8")
+        ->capture_default_str();
+    sub.add_option("--timeout", timeout_s_, "Seconds a frame's result may take")
+        ->capture_default_str();
+    sub.add_option("--listen", options_.listen, "HOST:PORT where results come back")
+        ->capture_default_str();
+    sub.add_option("--advertise", options_.advertise,
+                   "The address the last worker sends results to (default: --listen's)");
+    add_link_options(sub, options_.link, "the first worker");
+    sub.add_flag("--replan", replan_,
+                 "After --replan-after frames, re-plan from the workers' measured op costs and "
+                 "link throughput, and serve the rest on the new plan");
+    sub.add_option("--replan-after", replan_after_, "Frames served on the first plan")
+        ->capture_default_str();
+    sub.add_flag("--verify", verify_,
+                 "Compare every result with the model's own forward pass on the frame");
+    sub.add_option("--out", out_, "Folder for serve.json and serve_frames.csv");
+    sub.add_option("--cache-dir", cache_dir_, "Where measured per-op costs are cached");
+  }
+
+  void check_outputs() const override {
+    if (!out_.empty()) check_output_folder("--out", out_);
+  }
+
+  int run() override {
+    configure_runtime(target_.threads, "cpu");
+    check_options();
+    const auto plan = deploy::read_plan_file(plan_);
+    if (plan.devices_file.empty()) throw InputError("--plan " + plan_ + " names no devices_file");
+    target_.input = tools::shape_to_string(plan.input);
+    // A zoo model without a checkpoint has the same initial weights in every process.
+    torch::manual_seed(0);
+    const auto m = target_.load();
+    auto model = m.model;
+    model->eval();
+    const auto graph = tool_graph(m, m.input);
+    const tools::SummaryGraph::Forward forward = [model](const torch::Tensor& x) {
+      return model->forward(x);
+    };
+    if (plan.model != m.name || plan.input != m.input)
+      throw InputError("--plan " + plan_ + " is for " + plan.model + " at " +
+                       tools::shape_to_string(plan.input) + ", not " + m.name + " at " +
+                       tools::shape_to_string(m.input));
+    // The optimal plan (the first of the file): its ops per device.
+    auto assignment = plan.assignment(graph);
+    const auto device_names = plan.device_names();
+    auto stages = deploy::split_stages(graph, assignment, device_names);
+    auto frames = read_model_frames(input_, m.input, frames_, "--input");
+    Logger logger;
+    deploy::ServedChain chain;
+    chain.devices = deploy::load_devices_file(plan.devices_path());
+    chain.precision = options_.precision;
+    chain.diff = options_.diff;
+    chain.costs = device_layer_costs(chain.devices, *model, graph, forward, cache_dir_, logger);
+    chain.measure_traffic(graph, frames);
+    options_.weights = deploy::weights_digest(*model);
+    deploy::ServeMaster master(graph, options_);
+    master.configure(stages, 1);
+    logger.info("configured " + std::to_string(stages.size()) + " workers; sending " +
+                std::to_string(frames.size()) + " frames");
+    if (replan_) {
+      // The Python system plans the first frame and the second apart, then keeps the second's
+      // plan: every change of plan empties the workers' difference caches.
+      const size_t k = std::min<size_t>(static_cast<size_t>(replan_after_), frames.size() - 1);
+      master.serve({frames.begin(), frames.begin() + static_cast<std::ptrdiff_t>(k)});
+      std::vector<deploy::WorkerInfo> reports;
+      for (size_t i = 0; i < stages.size(); ++i)
+        reports.push_back(deploy::worker_report(workers_[i], options_.timeout_ms, true));
+      const auto next = deploy::replan_chain(graph, chain, assignment, device_names, reports,
+                                             deploy::parse_objective(plan.objective));
+      logger.info(next.summary());
+      if (next.kept_for_empty_device) {
+        logger.info("the new plan leaves a device without ops; keeping the first plan");
+      } else {
+        chain = next.chain;
+      }
+      if (next.changed) {
+        assignment = next.assignment;
+        stages = deploy::split_stages(graph, assignment, device_names);
+      }
+      master.configure(stages, 2);
+      frames.erase(frames.begin(), frames.begin() + static_cast<std::ptrdiff_t>(k));
+    }
+    const auto result = master.serve(frames, [&](int done, int total) {
+      if (done % 50 == 0 || done == total)
+        logger.info(std::to_string(done) + "/" + std::to_string(total) + " frames served");
+    });
+    const double max_diff = verify_ ? verify(model, frames, result) : -1;
+    report(stages, result,
+           chain.simulate(graph, assignment, static_cast<int>(frames.size()), options_.rate_fps),
+           max_diff);
+    return kExitOk;
+  }
+
+ private:
+  void check_options() {
+    if (mode_ != "full" && mode_ != "diff")
+      throw InputError("--mode must be full or diff, not '" + mode_ + "'");
+    if (frames_ < 1) throw InputError("--frames must be at least 1");
+    if (!(timeout_s_ > 0)) throw InputError("--timeout must be positive");
+    if (replan_ && frames_ < 2) throw InputError("--replan needs --frames of at least 2");
+    if (replan_after_ < 1) throw InputError("--replan-after must be at least 1");
+    options_.diff = mode_ == "diff";
+    options_.precision = deploy::parse_transfer_precision(transfer_);
+    options_.timeout_ms = timeout_s_ * 1000.0;
+    options_.workers = workers_;
+  }
+
+  static double verify(const models::Model& model, const std::vector<at::Tensor>& frames,
+                       const deploy::ServeResult& result) {
+    torch::NoGradGuard no_grad;
+    double max_diff = 0;
+    for (size_t i = 0; i < frames.size(); ++i) {
+      const at::Tensor ref = model->forward(frames[i]);
+      if (result.outputs[i].empty() || result.outputs[i][0].sizes() != ref.sizes())
+        throw std::runtime_error("frame " + std::to_string(i) +
+                                 ": the chain's output does not have the model's shape");
+      max_diff = std::max(max_diff, (result.outputs[i][0] - ref).abs().max().item<double>());
+    }
+    return max_diff;
+  }
+
+  void report(const std::vector<deploy::Stage>& stages, const deploy::ServeResult& r,
+              const deploy::SimulationResult& sim, double max_diff) {
+    const int n = static_cast<int>(r.latency_ms.size());
+    if (r.stages.size() < stages.size()) return;
+    Table t;
+    t.columns = {"Stage",
+                 "Device",
+                 "Worker",
+                 "Ops",
+                 "Compute (ms/frame)",
+                 "Queue (ms/frame)",
+                 "In first (B)",
+                 "In later (B/frame)"};
+    for (size_t s = 0; s < stages.size(); ++s) {
+      const auto& st = r.stages[s];
+      t.rows.push_back(
+          {std::to_string(s), stages[s].device_name, st.worker,
+           std::to_string(stages[s].ops.size()), fixed(st.compute_ms / n, 3),
+           fixed(st.queue_ms / n, 3), std::to_string(r.link_bytes_first[s]),
+           n > 1 ? fixed(static_cast<double>(r.link_bytes_later[s]) / (n - 1), 0) : "-"});
+    }
+    std::cout << "Stages\n" << t.to_text() << "\n";
+    Table s;
+
+    s.columns = {"", "Measured", "Simulated", "Measured / simulated"};
+    auto row = [&](const std::string& what, double a, double b) {
+      s.rows.push_back({what, fixed(a, 3), fixed(b, 3), b > 0 ? fixed(a / b, 3) : "-"});
+    };
+    row("Mean latency (ms)", r.mean_latency_ms, sim.mean_latency_ms);
+    row("First frame (ms)", r.latency_ms.front(), sim.latency_ms.front());
+    row("Throughput (fps)", r.steady_fps, sim.steady_fps);
+    std::cout << "Measured against the simulator\n" << s.to_text() << "\n";
+    if (max_diff >= 0)
+      std::cout << "--verify: largest difference from the model's forward "
+                << (max_diff == 0 ? std::string("0") : fixed(max_diff, 9)) << " over " << n
+                << " frames\n";
+    if (out_.empty()) return;
+    json j = {{"frames", n},
+              {"mode", mode_},
+              {"transfer", transfer_},
+              {"rate_fps", options_.rate_fps},
+              {"mean_latency_ms", r.mean_latency_ms},
+              {"max_latency_ms", r.max_latency_ms},
+              {"throughput_fps", r.steady_fps},
+              {"simulated",
+               {{"mean_latency_ms", sim.mean_latency_ms},
+                {"first_latency_ms", sim.latency_ms.front()},
+                {"throughput_fps", sim.steady_fps}}},
+              {"stages", json::array()}};
+    if (max_diff >= 0) j["verify_max_abs_diff"] = max_diff;
+    for (size_t i = 0; i < stages.size(); ++i)
+      j["stages"].push_back({{"stage", i},
+                             {"device", stages[i].device_name},
+                             {"worker", r.stages[i].worker},
+                             {"compute_ms", r.stages[i].compute_ms / n},
+                             {"queue_ms", r.stages[i].queue_ms / n},
+                             {"bytes_in_first", r.link_bytes_first[i]},
+                             {"bytes_in_later", r.link_bytes_later[i]}});
+    write_text_atomically(fs::path(out_) / "serve.json", j.dump(1) + "\n");
+    std::string csv = "frame,sent_ms,done_ms,latency_ms\n";
+    for (int i = 0; i < n; ++i)
+      csv += std::to_string(i) + "," + fixed(r.sent_ms[i], 3) + "," + fixed(r.done_ms[i], 3) + "," +
+             fixed(r.latency_ms[i], 3) + "\n";
+    write_text_atomically(fs::path(out_) / "serve_frames.csv", csv);
+    std::cout << "wrote serve.json and serve_frames.csv to " << out_ << "\n";
+  }
+
+  ToolTarget target_;
+  deploy::MasterOptions options_;
+  std::string plan_, input_, mode_ = "full", transfer_ = "fp32", out_, cache_dir_;
+  std::vector<std::string> workers_;
+  int frames_ = 30;
+  double timeout_s_ = 10;
+  bool verify_ = false, replan_ = false;
+  int replan_after_ = 1;
+};
+
+}  // namespace
+
+void add_master_command(Registry<ToolCommandSpec>& r) {
+  r.add("master", {[] { return std::make_unique<MasterCommand>(); }},
+        "Run a plan of igb-tools partition on workers: send frames, collect results, measure "
+        "against the simulator");
+}
+
+}  // namespace igb::options

@@ -1,0 +1,28 @@
+#pragma once
+
+#include <string>
+
+#include "core/registry.h"
+#include "options/tool_commands/tool_command.h"
+
+namespace igb::deploy {
+struct LinkEmulation;
+}
+
+namespace igb::options {
+
+/// The whole of `igb-serve worker|master|client ...` (docs/serving.md). Returns the exit code;
+/// throws on errors (InputError → exit 2, a failed chain → exit 1).
+int serve_main(int argc, char** argv);
+
+/// The igb-serve commands, by name (filled by register_builtin_serve_commands()); the same shape
+/// as igb-tools' registry, one file a command under options/serve_commands/.
+Registry<ToolCommandSpec>& serve_command_registry();
+
+/// Registers every igb-serve command; idempotent.
+void register_builtin_serve_commands();
+
+/// --link-bandwidth and --link-latency of an emulated link to `to` ("the next worker").
+void add_link_options(CLI::App& sub, deploy::LinkEmulation& link, const std::string& to);
+
+}  // namespace igb::options
