@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/json_reader.h"
 #include "deploy/onnx/onnx_merge.h"
 
 namespace igb::deploy {
@@ -94,6 +95,33 @@ json export_exit_segments(torch::nn::Module& model, const tools::SummaryGraph& g
   }
   write_text_atomically(dir / "manifest.json", manifest.dump(1) + "\n");
   return manifest;
+}
+
+SegmentsManifest read_segments_manifest(const fs::path& path) {
+  const json j = load_json_file(path);
+  const JsonReader r(j, path.string(), "manifest");
+  if (r.get<std::string>("format") != "igb early-exit segments")
+    throw r.error("format",
+                  "must be \"igb early-exit segments\" (igb-tools early-exit --export "
+                  "writes manifest.json)");
+  if (r.get<int64_t>("version") != 1)
+    throw r.error("version", "is " + r.raw("version").dump() + "; this igb reads version 1");
+  SegmentsManifest m;
+  m.model = r.get<std::string>("model");
+  m.input = r.get<std::vector<int64_t>>("input");
+  try {
+    m.criterion = parse_exit_criterion(r.get<std::string>("criterion"));
+  } catch (const InputError& e) {
+    throw r.error("criterion", std::string("is not one: ") + e.what());
+  }
+  for (const auto& s : r.list("segments")) {
+    const auto exit = s.object("exit");
+    m.thresholds.push_back(exit.raw("threshold").is_null()
+                               ? std::nullopt
+                               : std::optional<double>(exit.get<double>("threshold")));
+  }
+  if (m.thresholds.empty()) throw r.error("segments", "is empty");
+  return m;
 }
 
 }  // namespace igb::deploy

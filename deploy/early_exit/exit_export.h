@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "deploy/early_exit/exit_network.h"
@@ -23,5 +25,19 @@ nlohmann::json export_exit_segments(torch::nn::Module& model, const tools::Summa
                                     const std::vector<double>& score_thresholds,
                                     const OnnxExportOptions& options,
                                     const std::filesystem::path& dir);
+
+/// What a cascade unit reads of the manifest.json export_exit_segments writes.
+struct SegmentsManifest {
+  std::string model;
+  std::vector<int64_t> input;
+  ExitCriterion criterion = ExitCriterion::kMaxSoftmax;
+  /// Per segment, its exit's threshold in the criterion's unit; none where the exit never answers
+  /// early (the final one, and an early one calibrated never to).
+  std::vector<std::optional<double>> thresholds;
+};
+
+/// Reads a segments manifest strictly (format "igb early-exit segments", version 1); InputError
+/// naming the file and the key otherwise.
+SegmentsManifest read_segments_manifest(const std::filesystem::path& path);
 
 }  // namespace igb::deploy

@@ -96,6 +96,9 @@ std::unique_ptr<grpc::Server> start_server(const std::string& address, grpc::Ser
   for (size_t i = colon + 1; i < address.size(); ++i)
     if (address[i] < '0' || address[i] > '9')
       throw InputError(option + " " + address + ": the port must be a number");
+  // gRPC would take the port modulo 65536 and listen on another one.
+  if (address.size() - colon - 1 > 5 || std::stol(address.substr(colon + 1)) > 65535)
+    throw InputError(option + " " + address + ": the port must be from 0 to 65535");
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);

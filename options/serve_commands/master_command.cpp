@@ -36,6 +36,7 @@ class MasterCommand : public ToolCommand {
     sub.add_option("--model", target_.model, "The plan's model: a zoo model or torchscript:PATH");
     sub.add_option("--model-arg", target_.options, "Model option KEY=VALUE (repeatable)");
     sub.add_option("--checkpoint", target_.checkpoint, "The plan's model, from a checkpoint");
+    add_seed_option(sub, target_.seed);
     add_threads_option(sub, target_.threads);
     sub.add_option("--input", input_, "A video file or a folder of images (the frames)")
         ->required();
@@ -74,8 +75,6 @@ class MasterCommand : public ToolCommand {
     const auto plan = deploy::read_plan_file(plan_);
     if (plan.devices_file.empty()) throw InputError("--plan " + plan_ + " names no devices_file");
     target_.input = tools::shape_to_string(plan.input);
-    // A zoo model without a checkpoint has the same initial weights in every process.
-    torch::manual_seed(0);
     const auto m = target_.load();
     auto model = m.model;
     model->eval();

@@ -7,7 +7,7 @@
 
 #include "core/cli.h"
 #include "core/error.h"
-#include "core/json_reader.h"
+#include "deploy/early_exit/exit_export.h"
 #include "deploy/early_exit/exit_network.h"
 #include "deploy/serve/serve_worker.h"
 #include "models/model.h"
@@ -18,8 +18,6 @@
 namespace igb::options {
 
 namespace {
-
-using json = nlohmann::json;
 
 class WorkerCommand : public ToolCommand {
  public:
@@ -48,8 +46,6 @@ class WorkerCommand : public ToolCommand {
 
   int run() override {
     configure_runtime(target_.threads, "cpu");
-    // A zoo model without a checkpoint has the same initial weights in every process.
-    torch::manual_seed(0);
     const auto m = target_.load();
     auto model = m.model;
     model->eval();
@@ -58,21 +54,17 @@ class WorkerCommand : public ToolCommand {
         *model, graph, [model](const torch::Tensor& x) { return model->forward(x); }, options_);
     std::unique_ptr<deploy::ExitNetwork> net;
     if (!cascade_.empty()) {
-      const json manifest = load_json_file(cascade_);
-      if (manifest.value("format", "") != "igb early-exit segments")
-        throw InputError("--cascade " + cascade_ +
-                         ": not an early-exit manifest (igb-tools early-exit --export writes one)");
+      const auto manifest = deploy::read_segments_manifest(cascade_);
       net = std::make_unique<deploy::ExitNetwork>(*model, graph);
-      const auto& segments = manifest.at("segments");
-      if (segments.size() != net->exits())
-        throw InputError("--cascade " + cascade_ + " has " + std::to_string(segments.size()) +
+      const auto& thresholds = manifest.thresholds;
+      if (thresholds.size() != net->exits())
+        throw InputError("--cascade " + cascade_ + " has " + std::to_string(thresholds.size()) +
                          " segments; " + m.name + " has " + std::to_string(net->exits()));
-      unit_.criterion = deploy::parse_exit_criterion(manifest.at("criterion").get<std::string>());
-      if (unit_.unit >= 0 && unit_.unit < static_cast<int>(segments.size())) {
-        const auto& t = segments.at(unit_.unit).at("threshold");
-        unit_.score_threshold = t.is_null()
-                                    ? std::numeric_limits<double>::infinity()
-                                    : deploy::score_threshold(unit_.criterion, t.get<double>());
+      unit_.criterion = manifest.criterion;
+      if (unit_.unit >= 0 && unit_.unit < static_cast<int>(thresholds.size())) {
+        const auto& t = thresholds[static_cast<size_t>(unit_.unit)];
+        unit_.score_threshold = t ? deploy::score_threshold(unit_.criterion, *t)
+                                  : std::numeric_limits<double>::infinity();
       }
       unit_.timeout_ms = timeout_s_ * 1000.0;
       worker.set_cascade(*net, unit_);

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "deploy/early_exit/exit_calibration.h"
 #include "deploy/early_exit/exit_export.h"
 #include "deploy/early_exit/exit_network.h"
@@ -176,6 +177,25 @@ TEST(ExitSegments, ChainedOnnxSegmentsDecideAsTheEvaluator) {
   EXPECT_EQ(manifest["segments"][0]["exit"]["output"], "exit0");
   EXPECT_NEAR(manifest["segments"][1]["exit"]["threshold"].get<double>(), th[1], 1e-12);
   EXPECT_EQ(manifest["segments"][0]["exit"]["macs_to_leave"], net.exit_macs()[0]);
+  // What a cascade unit reads of the file the exporter wrote (igb-serve worker --cascade).
+  const auto read = read_segments_manifest(tmp.path() / "manifest.json");
+  ASSERT_EQ(read.thresholds.size(), 3u);
+  EXPECT_NEAR(*read.thresholds[0], natural_threshold(c, th[0]), 1e-12);
+  EXPECT_NEAR(*read.thresholds[1], natural_threshold(c, th[1]), 1e-12);
+  EXPECT_FALSE(read.thresholds[2].has_value());
+  EXPECT_EQ(read.criterion, c);
+  EXPECT_EQ(read.input, g.input_shape());
+  auto broken = manifest;
+  broken["segments"][1]["exit"].erase("threshold");
+  write_text_atomically(tmp.path() / "broken.json", broken.dump());
+  try {
+    read_segments_manifest(tmp.path() / "broken.json");
+    ADD_FAILURE() << "a segment without a threshold was read";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("manifest.segments[1].exit.threshold is missing"),
+              std::string::npos)
+        << e.what();
+  }
   // The chain as a server runs it: each segment on the samples still undecided.
   std::map<std::string, at::Tensor> values{{"input", x}};
   at::Tensor rows = torch::arange(16, torch::kLong);

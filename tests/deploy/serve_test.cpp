@@ -13,6 +13,7 @@
 
 #include "core/subprocess.h"
 #include "data/image.h"
+#include "deploy/early_exit/exit_export.h"
 #include "deploy/early_exit/exit_network.h"
 #include "deploy/partition/graph_problem.h"
 #include "deploy/partition/partition_solver.h"
@@ -340,6 +341,21 @@ TEST(Library, PlansWritesReadsAndServesAModelWithoutTheCli) {
   for (auto& w : workers) w->shutdown();
 }
 
+TEST(ServeCommand, APortOutsideTheRangeIsRefusedNotWrapped) {
+  // gRPC reads 99999 as 99999 - 65536 = 34463 and would listen there.
+  for (const char* port : {"99999", "65536", "1000000"}) {
+    const auto r = test::run_app(std::string("igb-serve worker --model resnet20_cifar --listen "
+                                             "127.0.0.1:") +
+                                 port);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find(std::string("--listen 127.0.0.1:") + port +
+                            ": the port must be from 0 to 65535"),
+              std::string::npos)
+        << r.output;
+    EXPECT_EQ(r.output.find("listening on"), std::string::npos) << r.output;
+  }
+}
+
 TEST(ServeCommand, MasterRunsAPartitionPlanAndReportsTheSimulatorBesideTheMeasurement) {
   test::TempDir tmp;
   const fs::path dir = tmp.path();
@@ -436,16 +452,9 @@ TEST(ServeCascade, ThreeUnitsAnswerAtTheFirstConfidentExitAsTheEvaluatorDecides)
   const std::vector<double> thresholds{between(exit_scores(all[0], criterion), 15),
                                        between(exit_scores(all[1], criterion), 11)};
   const auto decided = net.run(x, criterion, thresholds);
-  {
-    std::ofstream f(tmp / "manifest.json");
-    f << json{{"format", "igb early-exit segments"},
-              {"criterion", "max-softmax"},
-              {"segments",
-               {{{"threshold", natural_threshold(criterion, thresholds[0])}},
-                {{"threshold", natural_threshold(criterion, thresholds[1])}},
-                {{"threshold", nullptr}}}}}
-             .dump();
-  }
+  // The manifest igb-tools early-exit --export writes, by the same exporter.
+  export_exit_segments(*model, graph, net, criterion, thresholds,
+                       OnnxExportOptions().dynamic_batch(true), tmp / "segments");
   std::vector<std::string> addresses;
   for (int u = 0; u < 3; ++u) addresses.push_back("127.0.0.1:" + std::to_string(free_local_port()));
   std::vector<pid_t> pids;
@@ -463,7 +472,7 @@ TEST(ServeCascade, ThreeUnitsAnswerAtTheFirstConfidentExitAsTheEvaluatorDecides)
                                   "--threads",
                                   "1",
                                   "--cascade",
-                                  (tmp / "manifest.json").string(),
+                                  (tmp / "segments" / "manifest.json").string(),
                                   "--unit",
                                   std::to_string(u)};
     if (u < 2) {
