@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/finite_number.h"
 
 namespace igb {
 
@@ -28,6 +30,31 @@ nlohmann::json parse_model_args(const std::vector<std::string>& args) {
 
 namespace {
 
+[[noreturn]] void refuse(const CLI::Option* opt, const std::string& limit,
+                         const std::string& value);
+
+// Every real option (CLI11's type FLOAT, one value or a list) of `app` and its sub-commands
+// refuses values that are not finite numbers, whether given on the command line or in a config
+// file.
+void add_finite_checks(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->get_type_name().find("FLOAT") == std::string::npos) continue;
+    try {
+      opt->get_validator("finite");
+      continue;  // added by an earlier parse
+    } catch (const CLI::OptionNotFound&) {
+    }
+    CLI::Validator finite(
+        [opt](std::string& value) -> std::string {
+          if (!finite_number_text(value)) refuse(opt, "a finite number", value);
+          return "";
+        },
+        "", "finite");
+    opt->check(finite);
+  }
+  for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) add_finite_checks(*sub);
+}
+
 void add_help_all(CLI::App& app) {
   if (app.get_help_all_ptr() == nullptr)
     app.set_help_all_flag("--help-all", "Print this help with every sub-command's options");
@@ -38,6 +65,7 @@ void add_help_all(CLI::App& app) {
 
 bool parse_command_line(CLI::App& app, int argc, char** argv, const LocateOption& locate) {
   add_help_all(app);
+  add_finite_checks(app);
   const auto located = [&](const std::string& message) {
     return locate ? locate(message) : message;
   };
@@ -146,9 +174,18 @@ fs::path nearest_existing_folder(const std::string& option, const fs::path& path
 }
 
 void check_writable(const std::string& option, const fs::path& path, const fs::path& folder) {
-  if (::access(folder.c_str(), W_OK | X_OK) != 0)
+  const auto refuse_folder = [&] {
     throw InputError(option + " " + path.string() + ": the folder " + folder.string() +
                      " is not writable");
+  };
+  if (::access(folder.c_str(), W_OK | X_OK) != 0) refuse_folder();
+  // access() says yes to root everywhere, and to anyone on /proc and /sys: make a file there, the
+  // way the output will be made, and remove it at once.
+  std::string probe = (folder / ".igb-write-check-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) refuse_folder();
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/finite_number.h"
 
 namespace igb {
 
@@ -73,7 +74,7 @@ class JsonReader {
     } else if constexpr (std::is_floating_point_v<T>) {
       if (!v.is_number()) throw error(key, "must be a number");
       const T x = v.get<T>();
-      if (!std::isfinite(x)) throw error(key, "must be a finite number");
+      if (!finite_number(x)) throw error(key, "must be a finite number");
       return x;
     } else if constexpr (std::is_same_v<T, std::string>) {
       if (!v.is_string()) throw error(key, "must be a string");

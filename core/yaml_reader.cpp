@@ -1,5 +1,7 @@
 #include "core/yaml_reader.h"
 
+#include <yaml-cpp/depthguard.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -103,6 +105,10 @@ YAML::Node parse_yaml(const std::string& text, const std::string& file) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's own text for it is "bad file".
+    throw InputError(yaml_where(file, e.mark) + ": invalid YAML: nested " +
+                     std::to_string(e.depth()) + " levels deep, deeper than igb reads");
   } catch (const YAML::Exception& e) {
     const std::string where = e.mark.is_null() ? file : yaml_where(file, e.mark);
     throw InputError(where + ": invalid YAML: " + e.msg);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/finite_number.h"
 
 namespace igb {
 
@@ -91,11 +92,15 @@ class YamlReader {
     try {
       v = n.as<T>();
     } catch (const YAML::Exception&) {
+      // 1e400 is a number yaml-cpp cannot hold: not finite, as .nan and .inf are.
+      if constexpr (std::is_floating_point_v<T>)
+        if (n.IsScalar() && !finite_number_text(n.Scalar()))
+          throw wrong_type(n, key, "a finite number");
       throw wrong_type(n, key, yaml_expected<T>());
     }
     // Every number of a schedule is finite: .nan or .inf is refused where it is read.
     if constexpr (std::is_floating_point_v<T>)
-      if (!std::isfinite(v)) throw wrong_type(n, key, "a finite number");
+      if (!finite_number(v)) throw wrong_type(n, key, "a finite number");
     return v;
   }
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "core/finite_number.h"
 #include "core/fs.h"
 #include "core/json_reader.h"
 #include "core/runtime.h"
@@ -95,7 +96,7 @@ LayerCosts read_layer_costs(const fs::path& path) {
     for (const auto& [name, ms] : j.at("ops").items()) {
       if (!ms.is_number()) throw bad("op '" + name + "' has no number of milliseconds");
       const double v = ms.get<double>();
-      if (!std::isfinite(v) || v < 0)
+      if (!finite_number(v) || v < 0)
         throw bad("op '" + name + "' has a negative or non-finite cost");
       c.ms[name] = v;
     }

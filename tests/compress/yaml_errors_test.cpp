@@ -1,8 +1,10 @@
 // Schedule and config files: values of the wrong shape (nested lists), duplicate keys, AGP's
 // sparsity range and policies outside the run's epochs are refused or warned about with file:line.
 #include <gtest/gtest.h>
+
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
+#include <fstream>
 
 #include <sstream>
 
@@ -11,6 +13,7 @@
 #include "core/logger.h"
 #include "core/yaml_reader.h"
 #include "options/yaml_config.h"
+#include "tests/support.h"
 
 namespace igb::compress {
 
@@ -300,6 +303,80 @@ TEST(YamlErrors, AliasesExpandingPastTheLimitAreRefused) {
   EXPECT_EQ(config_error(bomb), "c.yaml" + expected);
   // A few aliases that stay small are fine.
   EXPECT_EQ(config_error("a: &a [1, 2]\nb: *a\n"), "(no InputError)");
+}
+
+// YAML nested past yaml-cpp's depth limit is refused in our words (it was yaml-cpp's "bad file"),
+// in schedules, config files and every file the one loader reads.
+TEST(YamlErrors, NestingTooDeepIsInvalidYamlNamingTheFile) {
+  const std::string deep = "a: " + std::string(5000, '[') + std::string(5000, ']') + "\n";
+  const std::string schedule = schedule_error("version: 1\n" + deep);
+  EXPECT_EQ(schedule.rfind("s.yaml:2: invalid YAML: ", 0), 0u) << schedule;
+  const std::string config = config_error(deep);
+  EXPECT_EQ(config.rfind("c.yaml:1: invalid YAML: ", 0), 0u) << config;
+  test::TempDir tmp;
+  std::ofstream(tmp / "deep.yaml") << deep;
+  try {
+    load_yaml_file(tmp / "deep.yaml");
+    FAIL() << "nesting too deep was accepted";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind((tmp / "deep.yaml").string() + ":1: invalid YAML: ", 0), 0u) << what;
+    EXPECT_EQ(what.find("bad file"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
+// Every number of every schedule class goes through the one finite check of YamlReader: a table
+// of each class's real keys, each fed .nan, .inf, -.inf and 1e400 (beyond a double).
+TEST(YamlErrors, EveryRealKeyOfEveryScheduleClassRefusesNonFiniteNumbers) {
+  const std::vector<std::pair<std::string, std::string>> keys = {
+      {"pruners",
+       "class: AutomatedGradualPruner, initial_sparsity: V, final_sparsity: 0.5, "
+       "weights: [weight]"},
+      {"pruners",
+       "class: AutomatedGradualPruner, initial_sparsity: 0.1, final_sparsity: V, "
+       "weights: [weight]"},
+      {"pruners",
+       "class: L1RankedStructureParameterPruner, group_type: Filters, "
+       "desired_sparsity: V, weights: [weight]"},
+      {"pruners",
+       "class: L1RankedStructureParameterPruner_AGP, group_type: Filters, "
+       "initial_sparsity: V, final_sparsity: 0.5, weights: [weight]"},
+      {"pruners", "class: MagnitudeParameterPruner, thresholds: {weight: V}"},
+      {"pruners", "class: SensitivityPruner, sensitivities: {weight: V}"},
+      {"pruners", "class: SparsityLevelParameterPruner, levels: {weight: V}"},
+      {"pruners",
+       "class: SplicingPruner, sensitivities: {weight: 0.5}, low_thresh_mult: V, "
+       "hi_thresh_mult: 0.7"},
+      {"pruners",
+       "class: RandomLevelStructureParameterPruner, group_type: Filters, "
+       "sparsity_range: [0.1, V], weights: [weight]"},
+      {"regularizers", "class: L1Regularizer, reg_regims: {weight: V}"},
+      {"regularizers", "class: GroupLassoRegularizer, reg_regims: {weight: [V, Rows]}"},
+      {"quantizers",
+       "class: PACTQuantizer, bits_activations: 4, bits_weights: 4, "
+       "act_clip_init_val: V"},
+      {"quantizers",
+       "class: PACTQuantizer, bits_activations: 4, bits_weights: 4, "
+       "act_clip_decay: V"},
+      {"lr_schedulers", "class: StepLR, step_size: 2, gamma: V"},
+      {"lr_schedulers", "class: ExponentialLR, gamma: V"},
+      {"lr_schedulers", "class: MultiStepLR, milestones: [2], gamma: V"},
+      {"lr_schedulers", "class: CosineAnnealingLR, T_max: 4, eta_min: V"},
+      {"lr_schedulers", "class: PolynomialLR, T_max: 4, power: V"},
+      {"lr_schedulers", "class: MultiStepMultiGammaLR, milestones: [2], gammas: [V]"},
+      {"lr_schedulers", "class: ReduceLROnPlateau, factor: V"},
+  };
+  for (const auto& [section, body] : keys)
+    for (const std::string value : {".nan", ".inf", "-.inf", "1e400"}) {
+      std::string b = body;
+      b.replace(b.find('V'), 1, value);
+      const std::string yaml = "version: 1\n" + section + ":\n  x: {" + b + "}\npolicies: []\n";
+      const std::string what = schedule_error(yaml);
+      EXPECT_NE(what.find("has the wrong type of value: expected a finite number"),
+                std::string::npos)
+          << yaml << "\n-> " << what;
+    }
 }
 
 }  // namespace igb::compress

@@ -341,6 +341,27 @@ TEST(LayerCosts, RoundTripAndMismatchIsRefused) {
   std::ofstream(dir / "bad.json") << "{\"format\": \"igb layer costs\", \"version\": 1, "
                                      "\"model\": \"m\", \"input\": [1], \"ops\": {\"a\": -1}}";
   EXPECT_THROW(read_layer_costs(dir / "bad.json"), InputError);
+  // Malformed JSON, a missing key, a cost beyond a double: one line in our words, no library tag.
+  const auto refused = [&](const std::string& text) {
+    std::ofstream(dir / "worse.json") << text;
+    try {
+      read_layer_costs(dir / "worse.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string head = "{\"format\": \"igb layer costs\", \"version\": 1, ";
+  for (const auto& [text, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"{\"format\": ", "is not a layer cost file: parse error"},
+           {head + "\"input\": [1], \"ops\": {}}", "is not a layer cost file: key 'model'"},
+           {head + "\"model\": \"m\", \"input\": [1], \"ops\": {\"a\": 1e400}}",
+            "is not a layer cost file: number overflow parsing '1e400'"}}) {
+    const std::string what = refused(text);
+    EXPECT_NE(what.find(needle), std::string::npos) << what;
+    EXPECT_EQ(what.find("json.exception"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
   // A thinned model is another graph.
   auto other = make("resnet32_cifar");
   EXPECT_NE(graph_fingerprint(graph_of(other, "resnet32_cifar")), c.fingerprint);
