@@ -1,6 +1,7 @@
 #include "core/fs.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -122,6 +123,18 @@ std::string read_text_file(const fs::path& path) {
   ss << in.rdbuf();
   return ss.str();
 }
+
+std::unique_ptr<FolderLock> FolderLock::try_lock(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw InputError("cannot open the folder " + dir.string() + ": " + strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return nullptr;
+  }
+  return std::unique_ptr<FolderLock>(new FolderLock(fd));
+}
+
+FolderLock::~FolderLock() { ::close(fd_); }
 
 std::string read_input_file(const fs::path& path) {
   if (fs::is_directory(path)) throw InputError(path.string() + ": is a folder, not a file");

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 
 namespace igb {
@@ -30,6 +31,26 @@ std::string read_text_file(const std::filesystem::path& path);
 /// The same for a file a user named as input, in the readers' words: InputError "FILE: is a folder,
 /// not a file" or "FILE: cannot be read".
 std::string read_input_file(const std::filesystem::path& path);
+
+/// An exclusive lock on a folder (flock on the folder itself: no file is added), held while the
+/// object lives and released when its process dies however it dies. igb-train holds one on its
+/// run directory while it writes there; igb-bench --resume asks for each run's before it starts.
+///
+///   auto lock = FolderLock::try_lock(run_dir);
+///   if (!lock) throw InputError(run_dir.string() + " is being written by another process");
+class FolderLock {
+ public:
+  /// Locks `dir` (an existing folder); nothing when another process holds the lock.
+  /// InputError when the folder cannot be opened.
+  static std::unique_ptr<FolderLock> try_lock(const std::filesystem::path& dir);
+  ~FolderLock();
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+
+ private:
+  explicit FolderLock(int fd) : fd_(fd) {}
+  int fd_;
+};
 
 /// A fresh folder under the system's temporary directory (`<prefix>-XXXXXX`, by mkdtemp), removed
 /// with its content when the object goes. Throws std::runtime_error when it cannot be made.

@@ -2,11 +2,13 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <stdexcept>
 
@@ -38,10 +40,14 @@ pid_t start_process(const std::vector<std::string>& argv, const fs::path& log,
   for (auto& e : entries) envp.push_back(e.data());
   envp.push_back(nullptr);
   const std::string log_path = log.string();
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("cannot start a process: ") + strerror(errno));
   if (pid == 0) {
-    // The child: only async-signal-safe calls until exec.
+    // The child: only async-signal-safe calls until exec. It dies with its parent (a killed
+    // igb-bench takes its igb-train along), also when the parent died before this line.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(128 + SIGTERM);
     const int in = ::open("/dev/null", O_RDONLY);
     if (in >= 0) ::dup2(in, 0);
     if (!log_path.empty()) {

@@ -12,7 +12,10 @@ namespace igb {
 
 /// Starts `argv[0]` (a path) with the rest of `argv` as its arguments, stdin from /dev/null and
 /// stdout and stderr appended to `log` (created when missing). Returns the child's pid; a program
-/// that cannot be started still gets a pid, whose exit code is 127 with the reason in `log`.
+/// that cannot be started still gets a pid, whose exit code is 127 with the reason in `log`. The
+/// child gets SIGTERM when the thread that started it ends (PR_SET_PDEATHSIG): children do not
+/// outlive their parent, however it dies. Start children from a thread that lives as long as
+/// they should.
 pid_t start_process(const std::vector<std::string>& argv, const std::filesystem::path& log);
 
 /// As above, with `env` ("NAME=value" entries) replacing or adding to the inherited environment;

@@ -394,6 +394,13 @@ void Trainer::open_run_directory(const fs::path& out) {
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) throw InputError("cannot create the run directory " + out.string() + ": " + ec.message());
+  // Held until the process ends: a second writer (an igb-bench resuming while an orphaned run
+  // still trains, two commands given one --out) is refused before it touches a file.
+  run_dir_lock_ = FolderLock::try_lock(out);
+  if (!run_dir_lock_)
+    throw InputError("the run directory " + out.string() +
+                     " is being written by another process (a training still running); stop it "
+                     "or choose another --out");
   // A fresh run allowed over an old one (--overwrite) starts its logs afresh: no row or event of
   // the old run is mixed into the new one's.
   if (resumed_from_.empty() && config_.overwrite)
@@ -693,6 +700,7 @@ nlohmann::json Trainer::run() {
         fixed(1000 * ctx_.dist->average_seconds() / static_cast<double>(ctx_.dist->average_calls()),
               2) +
         " ms a step");
+  run_dir_lock_.reset();
   return summary;
 }
 
@@ -701,6 +709,13 @@ Checkpoint load_checkpoint_for(const std::string& path, const std::string& optfo
   if (ckpt.meta().optform != optform)
     throw InputError("checkpoint " + path + " was trained with --optform=" + ckpt.meta().optform +
                      ", not " + optform);
+  // A checkpoint whose optform was changed by hand would reach the other family's solver with a
+  // model it cannot score.
+  const auto& registry = model_registry();
+  const std::string& model = ckpt.meta().model;
+  if (registry.contains(model) && registry.get(model).family != optform)
+    throw InputError("checkpoint " + path + " says --optform=" + optform + " but holds " + model +
+                     ", a " + registry.get(model).family + " model: it is damaged or was edited");
   return ckpt;
 }
 

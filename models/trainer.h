@@ -24,6 +24,7 @@ namespace igb {
 class CsvAppender;
 class Distributed;
 class EventWriter;
+class FolderLock;
 }  // namespace igb
 
 namespace igb::models {
@@ -163,6 +164,8 @@ class Trainer {
   Model model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<LossScaler> scaler_;
+  /// The run directory's lock, held while this process writes there.
+  std::shared_ptr<FolderLock> run_dir_lock_;
   /// Conv weights and 4-D inputs in channels-last memory (--amp on CPU).
   bool channels_last_ = false;
   int64_t start_epoch_ = 0;

@@ -30,6 +30,7 @@
 #include "core/text.h"
 #include "models/eval_layout.h"
 #include "options/bench/bench_plan.h"
+#include "options/bench/bench_progress.h"
 #include "options/bench/bench_report.h"
 #include "options/bench/run_files.h"
 
@@ -46,6 +47,7 @@ json read_json(const fs::path& p) { return read_json_or_null(p); }
 struct RunState : BenchRunRecord {
   enum Stage { kTrain, kTest, kMeasure, kDone } stage = kTrain;
   pid_t pid = -1;
+  int64_t planned_epochs = 0;
   std::chrono::steady_clock::time_point started;
 };
 
@@ -103,6 +105,13 @@ class Bench {
     for (const char* p : {"igb-train", "igb-test", "igb-tools"})
       if (!fs::exists(bin_ / p))
         throw InputError(std::string(p) + " is not beside igb-bench in " + bin_.string());
+    // A run another process still trains (an igb-train left by a bench that was killed before
+    // this one) would be written by two; igb-train holds its run directory's lock while it writes.
+    for (const auto& r : plan_.runs)
+      if (fs::is_directory(out_ / r.name) && !FolderLock::try_lock(out_ / r.name))
+        throw InputError("run '" + r.name + "': " + (out_ / r.name).string() +
+                         " is being written by another process (a training still running); stop "
+                         "it before resuming the bench");
     fs::create_directories(out_ / "logs");
     write_text_atomically(
         recorded,
@@ -121,6 +130,7 @@ class Bench {
         s.stage = RunState::kTest;
       }
       s.record["name"] = r.name;
+      s.planned_epochs = planned_epochs(r);
       states_.push_back(std::move(s));
     }
   }
@@ -290,17 +300,13 @@ class Bench {
                     : std::string("starting"));
       else if (s.pid > 0)
         going += "  " + s.run->name + " testing";
-      if (e) {
-        epochs_done += s.stage == RunState::kTrain ? e->first : e->second;
-        epochs_total += e->second;
-      } else {
-        epochs_total += s.run->epochs > 0 ? s.run->epochs : 0;
-      }
+      // Every run counts, started or not: a run not started yet trains all its epochs.
+      epochs_done += e ? (s.stage == RunState::kTrain ? e->first : e->second)
+                       : (s.stage == RunState::kTrain ? 0 : s.planned_epochs);
+      epochs_total += e ? e->second : s.planned_epochs;
     }
-    std::string eta;
-    if (epochs_done > 0 && epochs_total > epochs_done)
-      eta = "  ETA " + format_duration(elapsed / static_cast<double>(epochs_done) *
-                                       static_cast<double>(epochs_total - epochs_done));
+    if (epochs_at_start_ < 0) epochs_at_start_ = epochs_done;
+    const std::string eta = plan_eta(elapsed, epochs_at_start_, epochs_done, epochs_total);
     const std::string line =
         "[" + std::to_string(done) + "/" + std::to_string(states_.size()) + " runs]" + going + eta;
     // Off a terminal, a line when the set of runs or a run's epoch changes, at most every 30 s.
@@ -323,6 +329,8 @@ class Bench {
   std::vector<RunState> states_;
   std::chrono::steady_clock::time_point start_, last_log_;
   int64_t logged_done_ = -1;
+  /// Epochs trained before this bench started (a resumed one): not part of its pace.
+  int64_t epochs_at_start_ = -1;
   std::string shown_;
 };
 

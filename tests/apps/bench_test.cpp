@@ -12,7 +12,9 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "core/subprocess.h"
 #include "tests/apps/run_support.h"
 #include "tests/support.h"
 
@@ -59,7 +61,116 @@ std::string plan_text() {
   return s;
 }
 
+/// The children of `pid` (from /proc/*/stat, whose fourth field is the parent's pid).
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state = 0;
+    pid_t parent = 0;
+    rest >> state >> parent;
+    if (parent == pid) out.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return out;
+}
+
+/// Whether `pid` is gone or a zombie nobody reaped yet (it ran its last instruction either way).
+bool dead(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+}
+
+const char* kLongPlan = R"(defaults:
+  optform: sr
+  model: fsrcnn
+  data: synthetic
+  epochs: 200
+  options: {max-batches: 30, threads: 1, batch-size: 4}
+latency: {batch_size: 2, repeats: 1}
+runs:
+  - {name: long}
+)";
+
 }  // namespace
+
+// kill -9 of a bench takes its igb-train with it (it trained on alone, and a resumed bench raced
+// it for the run directory); a resumed bench refuses a run directory another process writes.
+TEST(Bench, AKilledBenchTakesItsTrainingAlongAndAResumeRefusesALiveWriter) {
+  igb::test::TempDir tmp;
+  write(tmp / "plan.yaml", kLongPlan);
+  const fs::path out = tmp / "bench";
+  const pid_t bench =
+      igb::start_process({std::string(IGB_BIN_DIR) + "/igb-bench", "--plan",
+                          (tmp / "plan.yaml").string(), "--out", out.string(), "--threads", "1"},
+                         tmp / "bench.log");
+  std::vector<pid_t> children;
+  for (int i = 0; i < 6000 && (children.empty() || !fs::exists(out / "long" / "train.log")); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    children = children_of(bench);
+  }
+  ASSERT_EQ(children.size(), 1u) << read_file(tmp / "bench.log");
+  ASSERT_TRUE(fs::exists(out / "long" / "train.log")) << read_file(tmp / "bench.log");
+  kill(bench, SIGKILL);
+  igb::wait_process(bench);
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    gone = dead(children[0]);
+  }
+  if (!gone) kill(children[0], SIGKILL);
+  EXPECT_TRUE(gone) << "igb-train " << children[0] << " outlived its bench by 10 s";
+
+  // A training still writing the run directory (started by hand here, as an orphan would be).
+  const pid_t writer =
+      igb::start_process({std::string(IGB_BIN_DIR) + "/igb-train", "--optform=sr", "--data",
+                          "synthetic", "--epochs", "200", "--max-batches", "30", "--threads", "1",
+                          "--overwrite", "--out", (out / "long").string()},
+                         tmp / "writer.log");
+  const auto log_size = [&] {
+    std::error_code ec;
+    const auto n = fs::file_size(out / "long" / "train.log", ec);
+    return ec ? 0 : n;
+  };
+  const auto before = log_size();
+  for (int i = 0; i < 6000 && log_size() <= before; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto r = run_app("igb-bench --plan " + (tmp / "plan.yaml").string() + " --out " + out.string() +
+                   " --threads 1 --resume");
+  kill(writer, SIGKILL);
+  igb::wait_process(writer);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("run 'long': " + (out / "long").string() +
+                          " is being written by another process"),
+            std::string::npos)
+      << r.output;
+  // Two trainings given one --out: the second is refused before it writes.
+  const pid_t first = igb::start_process(
+      {std::string(IGB_BIN_DIR) + "/igb-train", "--optform=sr", "--data", "synthetic", "--epochs",
+       "200", "--max-batches", "30", "--threads", "1", "--out", (tmp / "twice").string()},
+      tmp / "first.log");
+  for (int i = 0; i < 6000 && !fs::exists(tmp / "twice" / "train.log"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  r = run_app(
+      "igb-train --optform=sr --data synthetic --epochs 1 --max-batches 1 --threads 1 "
+      "--overwrite --out " +
+      (tmp / "twice").string());
+  kill(first, SIGKILL);
+  igb::wait_process(first);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("is being written by another process"), std::string::npos) << r.output;
+}
+
+namespace {}  // namespace
 
 // Every row of bench.json carries the numbers of its run's summary.json; bench.csv has the same
 // rows; a bad option fails its run alone, with igb-train's error line; plots are real files.
