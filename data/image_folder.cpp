@@ -16,13 +16,19 @@ InputError unreadable(const fs::filesystem_error& e) {
                     " cannot be read: " + e.code().message());
 }
 
-// What `p` is, following symlinks; a symlink loop or an unreadable entry is an InputError, a
-// dangling symlink is not_found.
+// What `p` is, following symlinks; a symlink loop, a dangling symlink (an image the folder
+// seems to hold would be missing from the data without a word) or an unreadable entry is an
+// InputError.
 fs::file_status status_of(const fs::path& p) {
   std::error_code ec;
   auto s = fs::status(p, ec);
   if (ec == std::errc::too_many_symbolic_link_levels)
     throw InputError("data folder entry " + p.string() + " is a symlink loop");
+  if (ec == std::errc::no_such_file_or_directory && fs::is_symlink(fs::symlink_status(p, ec))) {
+    std::error_code ignored;
+    throw InputError("data folder entry " + p.string() + " is a broken link (to " +
+                     fs::read_symlink(p, ignored).string() + ", which does not exist)");
+  }
   if (ec && ec != std::errc::no_such_file_or_directory)
     throw InputError("data folder entry " + p.string() + " cannot be read: " + ec.message());
   return s;

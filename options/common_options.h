@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/cli.h"
+#include "models/evaluate_checkpoint.h"
 #include "models/train_config.h"
 
 namespace CLI {
@@ -19,6 +21,18 @@ namespace igb::options {
 /// Adds the options every training driver has, bound to `config` (whose current values are the
 /// defaults shown in --help).
 void add_common_train_options(CLI::App& app, models::TrainConfig& config);
+
+/// igb-test's own options; the family adds its data options to `request`.
+struct TestArgs {
+  models::TestRequest request;
+  std::string device = "cpu", onnx;
+  int64_t threads = 0;
+  std::vector<std::string> summary;
+};
+
+/// Adds igb-test's own options, bound to `args` (the family then adds its data options to
+/// args.request).
+void add_common_test_options(CLI::App& app, TestArgs& args);
 
 /// Sets intra-op threads (0 = all cores) and returns the device named by `device` ("cpu" or
 /// "cuda"); InputError when CUDA is asked for but not available.

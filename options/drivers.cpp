@@ -223,59 +223,6 @@ int train_main(int argc, char** argv) {
 
 namespace {
 
-/// igb-test's own options; the family adds its data options to `request`.
-struct TestArgs {
-  models::TestRequest request;
-  std::string device = "cpu", onnx;
-  int64_t threads = 0;
-  std::vector<std::string> summary;
-};
-
-void add_test_options(CLI::App& app, TestArgs& a) {
-  auto& r = a.request;
-  app.add_option("--checkpoint", r.checkpoint, "Checkpoint (.ckpt) to test")->required();
-  app.add_option("--summary", a.summary,
-                 "After testing, write these reports into the output folder: sparsity, macs, "
-                 "graph, profile, sensitivity (comma-separated)")
-      ->delimiter(',')
-      ->check(CLI::IsMember(summary_kinds()));
-  r.data.data.clear();  // empty: evaluate_checkpoint picks the checkpoint's own dataset
-  app.add_option("--data", r.data.data,
-                 "A dataset (synthetic, photos, digits, ...) or a data folder (default: the "
-                 "dataset the checkpoint was trained on, or synthetic when it was a folder)");
-  int_range(app.add_option("--max-image-pixels", r.data.max_image_pixels,
-                           "Largest image read, in pixels (width x height); a larger one is "
-                           "refused from its header")
-                ->capture_default_str(),
-            1, std::numeric_limits<int64_t>::max());
-  app.add_option("--out", r.out, "Folder for test_summary.json (default: the checkpoint's folder)");
-  app.add_option("--device", a.device, "Device")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"cpu", "cuda"}));
-  int_range(app.add_option("--threads", a.threads, "Intra-op threads (0 = all cores)")
-                ->capture_default_str(),
-            0, 1024);
-  auto* qe = app.add_option("--quantize-eval", r.quantize_eval.schedule,
-                            "Also evaluate the model post-training quantized by the "
-                            "PostTrainLinearQuantizer of this Distiller YAML, next to FP32");
-  int_range(app.add_option("--calibration-batches", r.quantize_eval.calibration_batches,
-                           "Batches of the evaluation data the activation statistics are "
-                           "collected on (classify: 128 images a batch; sr, deblur: one image)")
-                ->capture_default_str()
-                ->needs(qe),
-            1, 1000000);
-  app.add_option("--qe-stats-file", r.quantize_eval.stats_file,
-                 "Activation statistics (YAML, as --quantize-eval writes to quant_stats.yaml) to "
-                 "use instead of calibrating")
-      ->needs(qe)
-      ->check(CLI::ExistingFile);
-  app.add_option("--onnx", a.onnx,
-                 "Also evaluate this ONNX export of the checkpoint (igb-tools export-onnx) in "
-                 "onnxruntime on the same data, next to the checkpoint (needs "
-                 "scripts/install_onnxruntime.sh)")
-      ->check(CLI::ExistingFile);
-}
-
 /// The reports of --summary, written beside test_summary.json; the sweep runs on `data`, the data
 /// the checkpoint was tested on.
 void write_test_summaries(const TestArgs& a, const std::string& data, const fs::path& out_dir,
@@ -304,7 +251,7 @@ int test_main(int argc, char** argv) {
                    " application: rebuilds the model from the checkpoint alone.",
                "igb-test --optform=" + optform);
   TestArgs a;
-  add_test_options(app, a);
+  add_common_test_options(app, a);
   form->add_test_options(app, a.request);
   if (parse(app, argc, argv, first, nullptr)) return kExitOk;
   auto& r = a.request;

@@ -95,6 +95,10 @@ class DeblurOptions : public FamilyOptions {
   nlohmann::json run_train(const TrainConfig& train, const CLI::App& app, RunContext& ctx,
                            const RunInfo& info) override {
     config_.train = train;
+    // The two folders are the data: with --data too, one of them would be ignored.
+    if ((!config_.blur_dir.empty() || !config_.sharp_dir.empty()) && app.count("--data") > 0)
+      throw InputError("--blur-dir and --sharp-dir are the training data; give them or --data " +
+                       config_.train.data + ", not both");
     config_.fresh_blur = !fixed_blur_;
     config_.blur.min_length = blur_length_[0];
     config_.blur.max_length = blur_length_[1];

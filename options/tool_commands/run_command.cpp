@@ -32,7 +32,10 @@ class RunCommand : public ToolCommand {
     sub.add_option("--random-input", args_.random_input,
                    "Instead of reading --input, write there uniform [0, 1) values of this shape "
                    "(NxCxHxW) drawn with --seed, then run on them");
-    sub.add_option("--seed", args_.seed, "Seed of --random-input")->capture_default_str();
+    sub.add_option("--seed", args_.seed,
+                   "Seed of --random-input and of a --model's initial weights (every command "
+                   "given the same model and seed holds the same weights)")
+        ->capture_default_str();
     sub.add_option(
         "--compare", args_.compare,
         "Compare the output with this .npy (another runtime's output of the same input): "
@@ -51,7 +54,7 @@ class RunCommand : public ToolCommand {
   }
   int run() override {
     const c10::Device device = configure_runtime(threads_, args_.device);
-    auto m = load_tool_model(args_.model, args_.options, args_.checkpoint, "");
+    auto m = load_tool_model(args_.model, args_.options, args_.checkpoint, "", args_.seed);
     if (!args_.random_input.empty()) {
       const auto s = tools::parse_shape(args_.random_input, "--random-input");
       check_input_fits(s, args_.random_input);

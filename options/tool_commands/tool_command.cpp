@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <mutex>
 
 #include "core/cli.h"
@@ -85,7 +86,17 @@ int ToolCommandSet::run() {
   return kExitOk;
 }
 
-ToolModel ToolTarget::load() const { return load_tool_model(model, options, checkpoint, input); }
+ToolModel ToolTarget::load() const {
+  return load_tool_model(model, options, checkpoint, input, seed);
+}
+
+void add_seed_option(CLI::App& sub, int64_t& seed) {
+  int_range(sub.add_option("--seed", seed,
+                           "Seed of a --model's initial weights: every command given the same "
+                           "model and seed holds the same weights")
+                ->capture_default_str(),
+            0, std::numeric_limits<int64_t>::max());
+}
 
 void add_threads_option(CLI::App& sub, int64_t& threads) {
   int_range(sub.add_option("--threads", threads, "Intra-op threads (0 = all cores)")
@@ -100,6 +111,7 @@ void add_target_options(CLI::App& sub, ToolTarget& t, bool model_allowed) {
                    "file (docs/byo-model.md)");
     sub.add_option("--model-arg", t.options, "Model option KEY=VALUE (repeatable), e.g. scale=3");
     sub.add_option("--input", t.input, "Input shape NxCxHxW (default: the model's own, batch 1)");
+    add_seed_option(sub, t.seed);
   }
   auto* checkpoint = sub.add_option("--checkpoint", t.checkpoint,
                                     "A checkpoint (.ckpt); the model is rebuilt from it");

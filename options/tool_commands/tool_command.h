@@ -73,13 +73,18 @@ struct ToolTarget {
   std::string model, checkpoint, input;
   std::vector<std::string> options;
   int64_t threads = 0;
+  /// The initial weights of a zoo model given by --model (load_tool_model).
+  int64_t seed = 0;
   /// load_tool_model of the options given.
   ToolModel load() const;
 };
 
-/// Adds --checkpoint and --threads, and with `model_allowed` --model, --model-arg and --input
-/// (else --checkpoint is required).
+/// Adds --checkpoint and --threads, and with `model_allowed` --model, --model-arg, --input and
+/// --seed (else --checkpoint is required).
 void add_target_options(CLI::App& sub, ToolTarget& target, bool model_allowed);
+
+/// Adds --seed (a zoo model's initial weights, ToolTarget::seed).
+void add_seed_option(CLI::App& sub, int64_t& seed);
 
 /// Adds --threads (intra-op threads, 0 = all cores).
 void add_threads_option(CLI::App& sub, int64_t& threads);

@@ -43,7 +43,7 @@ void check_input_fits(const tools::Shape& shape, const std::string& text) {
 }
 
 ToolModel load_tool_model(const std::string& model, const std::vector<std::string>& options,
-                          const std::string& checkpoint, const std::string& input) {
+                          const std::string& checkpoint, const std::string& input, int64_t seed) {
   if (model.empty() == checkpoint.empty())
     throw InputError("give either --model NAME or --checkpoint FILE");
   ToolModel m;
@@ -56,6 +56,7 @@ ToolModel load_tool_model(const std::string& model, const std::vector<std::strin
     m.run_config = ckpt.meta().config;
   } else {
     const nlohmann::json opts = parse_model_args(options);
+    torch::manual_seed(static_cast<uint64_t>(seed));
     m.model = models::create_model(model, opts);
     m.name = model;
   }

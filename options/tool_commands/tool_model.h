@@ -30,9 +30,12 @@ struct ToolModel {
 /// Exactly one of `model` and `checkpoint` must be given (InputError otherwise). `options` are
 /// "KEY=VALUE" model arguments (as igb-train's --model-arg); `input` ("1x3x224x224", empty = the
 /// model's own) overrides the dummy input shape; an input too large for this machine's memory is
-/// refused before anything is allocated.
+/// refused before anything is allocated. A zoo model (no checkpoint) gets the initial weights of
+/// `seed`, so that every command (run, export-onnx, partition, profile, igb-serve) given the
+/// same model and seed holds the same weights.
 ToolModel load_tool_model(const std::string& model, const std::vector<std::string>& options,
-                          const std::string& checkpoint, const std::string& input);
+                          const std::string& checkpoint, const std::string& input,
+                          int64_t seed = 0);
 
 /// Refuses (InputError naming `text`) an input of `shape` whose float32 values alone would take a
 /// quarter of this machine's memory: running a model holds several tensors of about its size.

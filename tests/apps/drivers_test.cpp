@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "tests/apps/run_support.h"
@@ -93,6 +94,64 @@ TEST_F(Drivers, BadConfigFiles) {
   std::ofstream(dir_ / "other.yaml") << "optform: classify\n";
   expect_input_error(train("--config " + (dir_ / "other.yaml").string()),
                      "this run is --optform=sr");
+  // A number that is not finite, from a file as from the command line (it trained with a NaN
+  // learning rate).
+  std::ofstream(dir_ / "nan.yaml") << "epochs: 1\nlr: .nan\n";
+  expect_input_error(train("--config " + (dir_ / "nan.yaml").string()),
+                     "nan.yaml:2: --lr must be > 0, not .nan");
+  std::ofstream(dir_ / "inf.yaml") << "momentum: 1e400\n";
+  expect_input_error(train("--config " + (dir_ / "inf.yaml").string()),
+                     "inf.yaml:1: --momentum must be");
+}
+
+// /proc takes no new file, though access() says it is writable (to root everywhere): an output
+// there is refused before any work, in one line (the profile ran, then failed to write).
+TEST_F(Drivers, OutputsWhereNoFileCanBeMadeAreRefusedBeforeAnyWork) {
+  auto r =
+      run("igb-tools profile --model resnet20_cifar --batch-sizes 1 --threads 1 --trace "
+          "/proc/igb-test/trace.json");
+  EXPECT_EQ(r.code, 2) << r.output;
+  ASSERT_EQ(r.lines().size(), 1u) << r.output;
+  EXPECT_NE(r.output.find("--trace /proc/igb-test/trace.json: the folder /proc is not writable"),
+            std::string::npos)
+      << r.output;
+  r = run("igb-tools early-exit --checkpoint " + (dir_ / "none.ckpt").string() +
+          " --export /proc/igb-segments");
+  EXPECT_EQ(r.code, 2) << r.output;
+  ASSERT_EQ(r.lines().size(), 1u) << r.output;
+  EXPECT_NE(r.output.find("--export /proc/igb-segments: the folder /proc is not writable"),
+            std::string::npos)
+      << r.output;
+}
+
+// A zoo model without a checkpoint holds the weights of --seed (0) in every command: run twice
+// gives one output (it gave another on every call), export-onnx twice writes one file, and
+// another seed gives other weights.
+TEST_F(Drivers, AZooModelHoldsTheSameSeededWeightsInEveryCommand) {
+  const std::string input = (dir_ / "in.npy").string();
+  const auto run_model = [&](const std::string& out, const std::string& extra) {
+    auto r =
+        run("igb-tools run --model resnet20_cifar --threads 1 --random-input 1x3x32x32 "
+            "--input " +
+            input + " --output " + (dir_ / out).string() + extra);
+    EXPECT_EQ(r.code, 0) << r.output;
+    std::ifstream f(dir_ / out, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  const std::string a = run_model("a.npy", ""), b = run_model("b.npy", "");
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a, b);
+  EXPECT_NE(run_model("c.npy", " --seed 1"), a);
+  const auto export_model = [&](const std::string& out) {
+    auto r = run("igb-tools export-onnx --model resnet20_cifar --threads 1 --out " +
+                 (dir_ / out).string());
+    EXPECT_EQ(r.code, 0) << r.output;
+    std::ifstream f(dir_ / out, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  const std::string x = export_model("x.onnx");
+  ASSERT_FALSE(x.empty());
+  EXPECT_EQ(export_model("y.onnx"), x);
 }
 
 TEST_F(Drivers, CorruptAndTruncatedCheckpoints) {
@@ -580,6 +639,15 @@ TEST_F(Drivers, DeblurBlurOptionsAndPerceptualWeightsAreChecked) {
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--blur-length 9.0 3.0: needs 1 <= MIN <= MAX <= 21"), std::string::npos)
       << r.output;
+  // Two folders of pairs are the data: --data beside them would be ignored.
+  r = run("igb-train --optform=deblur --data synthetic --blur-dir " + (dir_ / "b").string() +
+          " --sharp-dir " + (dir_ / "s").string() + out);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--blur-dir and --sharp-dir are the training data; give them or --data "
+                          "synthetic, not both"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "x"));
   // igb-test blurs the synthetic pairs as the run did: the same blurred PSNR as its validation.
   r = run(
       "igb-train --optform=deblur --data synthetic --blur-length 3 4 --straight-blur 0 --gan none "

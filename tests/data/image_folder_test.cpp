@@ -66,6 +66,22 @@ TEST_F(ImageFolderTest, EmptyAndMissingFoldersAreErrors) {
   EXPECT_THROW(split_image_folder(root_ / "nope"), InputError);
 }
 
+// A link to an image that is gone is named, not skipped: the folder would train on less than it
+// seems to hold.
+TEST_F(ImageFolderTest, ABrokenLinkIsNamedNotSkipped) {
+  image("train/a.png");
+  image("valid/b.png");
+  fs::create_symlink(root_ / "gone.png", root_ / "train" / "c.png");
+  try {
+    split_image_folder(root_);
+    FAIL() << "a broken link was skipped";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "data folder entry " + (root_ / "train" / "c.png").string() +
+                                         " is a broken link (to " + (root_ / "gone.png").string() +
+                                         ", which does not exist)");
+  }
+}
+
 TEST_F(ImageFolderTest, SrDataRejectsCorruptAndTooSmallImages) {
   image("train/ok.png", 100, 100);
   image("val/v.png", 48, 48);

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "models/model.h"
 #include "models/model_from_checkpoint.h"
+#include "models/trainer.h"
 #include "tests/support.h"
 
 namespace igb::models {
@@ -136,6 +137,25 @@ TEST_F(ModelFromCheckpoint, AQuantizedModelIsPreparedAgainBeforeItsTensorsLoad) 
               "checkpoint " + path_.string() +
                   ": 'quantization.mode' is \"ASYMMETRIC_UNSIGNED\", which this build cannot "
                   "restore (valid: SYMMETRIC, SYMMETRIC_RESTRICTED)");
+  }
+}
+
+// A checkpoint of a classifier that claims to be an SR run (its optform edited) is refused in one
+// line before the SR evaluator scores a classifier (a LibTorch error, exit 1, before).
+TEST_F(ModelFromCheckpoint, AnOptformThatIsNotTheModelsFamilyIsRefused) {
+  torch::manual_seed(1);
+  Model model = create_model("simplenet_mnist", {});
+  CheckpointMeta meta;
+  meta.optform = "sr";
+  meta.model = "simplenet_mnist";
+  save_checkpoint(path_, meta, {model.get(), nullptr, nullptr, nullptr});
+  try {
+    load_checkpoint_for(path_.string(), "sr");
+    FAIL() << "a classifier claiming --optform=sr was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "checkpoint " + path_.string() +
+                                         " says --optform=sr but holds simplenet_mnist, a "
+                                         "classify model: it is damaged or was edited");
   }
 }
 
