@@ -639,6 +639,12 @@ TEST_F(Drivers, DeblurBlurOptionsAndPerceptualWeightsAreChecked) {
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--blur-length 9.0 3.0: needs 1 <= MIN <= MAX <= 21"), std::string::npos)
       << r.output;
+  // A crop larger than the training images is refused before anything is made.
+  r = run("igb-train --optform=deblur --data synthetic --patch-size 256" + out);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--patch-size 256 is larger than the 144x144 synthetic training images"),
+            std::string::npos)
+      << r.output;
   // Two folders of pairs are the data: --data beside them would be ignored.
   r = run("igb-train --optform=deblur --data synthetic --blur-dir " + (dir_ / "b").string() +
           " --sharp-dir " + (dir_ / "s").string() + out);
