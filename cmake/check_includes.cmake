@@ -25,6 +25,8 @@ function(igb_layer_of path out)
     set(layer tools)
   elseif(path MATCHES "^compress/")
     set(layer compress)
+  elseif(path MATCHES "^runtime/")
+    set(layer runtime)
   elseif(path MATCHES "^deploy/")
     set(layer deploy)
   elseif(path MATCHES "^models/(trainer|loss_scaler|train_config|external_forward|model_from_checkpoint|evaluat[a-z_]*|famil[a-z_]*|report_sets)\\.(h|cpp)$"
@@ -46,16 +48,18 @@ set(allowed_data core)
 set(allowed_zoo core)
 set(allowed_graph core)
 set(allowed_compress core graph)
-set(allowed_tools core graph compress)
-set(allowed_deploy core graph compress tools)
+set(allowed_runtime core graph compress)
+set(allowed_tools core graph compress runtime)
+set(allowed_deploy core graph compress runtime tools)
 set(allowed_solvers core data zoo compress)
-set(allowed_options core data zoo graph compress tools deploy solvers)
+set(allowed_options core data zoo graph compress runtime tools deploy solvers)
 set(allowed_apps core tools options)
 
 file(GLOB_RECURSE sources RELATIVE ${SOURCE_DIR}
      ${SOURCE_DIR}/core/*.h ${SOURCE_DIR}/core/*.cpp ${SOURCE_DIR}/data/*.h ${SOURCE_DIR}/data/*.cpp
      ${SOURCE_DIR}/models/*.h ${SOURCE_DIR}/models/*.cpp ${SOURCE_DIR}/tools/*.h
      ${SOURCE_DIR}/tools/*.cpp ${SOURCE_DIR}/compress/*.h ${SOURCE_DIR}/compress/*.cpp
+     ${SOURCE_DIR}/runtime/*.h ${SOURCE_DIR}/runtime/*.cpp
      ${SOURCE_DIR}/deploy/*.h ${SOURCE_DIR}/deploy/*.cpp ${SOURCE_DIR}/options/*.h
      ${SOURCE_DIR}/options/*.cpp ${SOURCE_DIR}/apps/*.h ${SOURCE_DIR}/apps/*.cpp)
 list(LENGTH sources count)

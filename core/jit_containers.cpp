@@ -83,4 +83,21 @@ std::optional<std::vector<double>> constant_doubles(const torch::jit::Value* v) 
   return constructed_list<double>(v, one_double);
 }
 
+const torch::jit::Value* schema_argument(const torch::jit::Node* node, const char* name) {
+  const c10::FunctionSchema* schema = node->maybeSchema();
+  if (!schema) return nullptr;
+  auto i = schema->argumentIndexWithName(name);
+  if (!i || static_cast<size_t>(*i) >= node->inputs().size()) return nullptr;
+  return node->input(static_cast<size_t>(*i));
+}
+
+std::optional<double> constant_number(const torch::jit::Value* v) {
+  if (!v) return std::nullopt;
+  auto iv = torch::jit::toIValue(v);
+  if (!iv) return std::nullopt;
+  if (iv->isInt()) return static_cast<double>(iv->toInt());
+  if (iv->isDouble()) return iv->toDouble();
+  return std::nullopt;
+}
+
 }  // namespace igb

@@ -26,4 +26,10 @@ std::optional<std::vector<int64_t>> constant_ints(const torch::jit::Value* v);
 /// The same for floats: a constant float list or a prim::ListConstruct of constant floats.
 std::optional<std::vector<double>> constant_doubles(const torch::jit::Value* v);
 
+/// The input of `node` passed as its operator schema's argument `name`, or nullptr when the
+/// operator has no such argument (or no schema).
+const torch::jit::Value* schema_argument(const torch::jit::Node* node, const char* name);
+/// A constant number (int or float) behind `v`; nothing for None, a tensor or a computed value.
+std::optional<double> constant_number(const torch::jit::Value* v);
+
 }  // namespace igb

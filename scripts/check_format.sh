@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fails (exit 1) when a C++ source of the repository is not formatted by .clang-format, listing
-# each file, or when a function of the project (core data models tools compress deploy options
-# apps) is over 80 lines: clang-tidy's readability-function-size (.clang-tidy) on the sources a
+# each file, or when a function of the project (core data models tools compress runtime deploy
+# options apps) is over 80 lines: clang-tidy's readability-function-size (.clang-tidy) on the sources a
 # brace scan (scripts/long_blocks.awk) finds a block of over 80 lines in, through the compile
 # commands of the build folder (scripts/setup.sh makes it; BUILD_DIR names another).
 # Fix the format with: git ls-files '*.h' '*.cpp' | xargs clang-format -i
@@ -31,7 +31,7 @@ if [ ! -f "$BUILD_DIR/compile_commands.json" ]; then
   echo "check_format: $BUILD_DIR/compile_commands.json is missing; configure first (scripts/setup.sh)" >&2
   exit 1
 fi
-mapfile -t sources < <(git ls-files core data models tools compress deploy options apps |
+mapfile -t sources < <(git ls-files core data models tools compress runtime deploy options apps |
                        grep -E '\.(cpp|h)$')
 mapfile -t candidates < <(awk -v limit=80 -f scripts/long_blocks.awk "${sources[@]}")
 # A header is checked through a source that includes it.

@@ -12,6 +12,8 @@ PACKAGES=(
   # igb-serve: gRPC and the protocol compiler with its C++ plugin.
   libgrpc++-dev protobuf-compiler protobuf-compiler-grpc
   nlohmann-json3-dev libfmt-dev
+  # The inference runtime calls oneDNN directly: the headers of the 2.6.3 library LibTorch links.
+  libdnnl-dev
   # LibTorch falls back to BLAS for linear layers and small-batch convolutions; without an
   # optimised BLAS, Debian links the reference one (9x slower on ResNet-20 at batch 1). The
   # OpenMP build shares LibTorch's threads instead of competing with them.

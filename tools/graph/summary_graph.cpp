@@ -66,14 +66,8 @@ std::string OpNode::attrs() const { return format_attrs(*this); }
 
 namespace {
 
-/// The input of `n` passed as schema argument `name`, or nullptr when the operator has no such
-/// argument (or no schema).
 const jit::Value* argument(const jit::Node* n, const char* name) {
-  const c10::FunctionSchema* schema = n->maybeSchema();
-  if (!schema) return nullptr;
-  auto i = schema->argumentIndexWithName(name);
-  if (!i || static_cast<size_t>(*i) >= n->inputs().size()) return nullptr;
-  return n->input(static_cast<size_t>(*i));
+  return schema_argument(n, name);
 }
 
 bool is_tensor_constant(const jit::Value* v) {
@@ -82,15 +76,7 @@ bool is_tensor_constant(const jit::Value* v) {
   return iv && iv->isTensor() && iv->toTensor().defined();
 }
 
-/// A constant number argument (int or float), when present.
-std::optional<double> const_number(const jit::Value* v) {
-  if (!v) return std::nullopt;
-  auto iv = jit::toIValue(v);
-  if (!iv) return std::nullopt;
-  if (iv->isInt()) return static_cast<double>(iv->toInt());
-  if (iv->isDouble()) return iv->toDouble();
-  return std::nullopt;
-}
+std::optional<double> const_number(const jit::Value* v) { return constant_number(v); }
 
 /// A constant number, or a constant tensor whose elements all hold one value (a per-tensor
 /// scale passed as a tensor, the zero points of a per-channel fake quantization).

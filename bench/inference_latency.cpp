@@ -1,0 +1,258 @@
+// Inference latency of igb's eager forward, igb's inference form (runtime/inference_model.h) and
+// onnxruntime on the same model, in one run: each zoo model (weights drawn after a fixed seed, eval
+// mode, BatchNorm statistics drawn too so folding is exercised) is exported as FP32 ONNX with a
+// dynamic batch, then for each batch size the eager forward (no grad), the inference form and
+// onnxruntime's CPU session (scripts/ort_run.js through Node.js) run the same input with the same
+// number of intra-op threads, W warm-up runs then R timed ones each; medians compared. The eager
+// and inference-form passes alternate run by run, so a change in the machine's load falls on
+// both. The outputs are compared too, so a wrong export or a wrong plan cannot pass as a fast one.
+// With --int8-qdq each model is also exported as INT8 Q/DQ (activation ranges calibrated on random
+// inputs, max method) and onnxruntime's latency on it is added as a column.
+// Prints a table and one JSON line.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+#include "core/runtime.h"
+#include "deploy/onnx/onnx_export.h"
+#include "deploy/onnx/onnx_qdq.h"
+#include "deploy/onnx/onnx_runtime.h"
+#include "models/model.h"
+#include "runtime/inference_model.h"
+#include "tools/graph/summary_graph.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << v;
+  return s.str();
+}
+
+struct Row {
+  std::string model;
+  int64_t batch = 0;
+  double torch_ms = 0, ort_ms = 0, max_abs_diff = 0;
+  double form_ms = 0, form_rel_diff = 0;      // the inference form
+  double int8_ms = 0, int8_max_abs_diff = 0;  // with --int8-qdq
+};
+
+/// Draws every BatchNorm's running statistics (mean in [-0.5, 0.5], variance in [0.5, 1.5]) so
+/// that a folded BatchNorm differs from the identity.
+void randomize_batchnorm(torch::nn::Module& model) {
+  torch::NoGradGuard no_grad;
+  for (auto& b : model.named_buffers()) {
+    const auto& key = b.key();
+    if (key.size() > 13 && key.compare(key.size() - 13, 13, ".running_mean") == 0)
+      b.value().uniform_(-0.5, 0.5);
+    if (key.size() > 12 && key.compare(key.size() - 12, 12, ".running_var") == 0)
+      b.value().uniform_(0.5, 1.5);
+  }
+}
+
+double elapsed_ms(const std::chrono::steady_clock::time_point& t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app(
+      "Inference latency of igb's eager forward, igb's inference form and onnxruntime (FP32 ONNX "
+      "export)");
+  std::string model_list = "resnet20_cifar,mobilenet_v2,resnet18,vgg16,fsrcnn", batch_list = "1,16";
+  int64_t threads = 2, repeat = 10, warmup = 2, sr_size = 128;
+  std::string dir = (fs::temp_directory_path() / "igb_bench_inference_latency").string();
+  std::string node = "node", source_dir = IGB_SOURCE_DIR;
+  app.add_option("--models", model_list, "Comma-separated zoo models")->capture_default_str();
+  app.add_option("--batches", batch_list, "Comma-separated batch sizes")->capture_default_str();
+  app.add_option("--threads", threads, "Intra-op threads of every side")->capture_default_str();
+  app.add_option("--repeat", repeat, "Timed runs per side (the median is reported)")
+      ->capture_default_str();
+  app.add_option("--warmup", warmup, "Untimed runs before them")->capture_default_str();
+  app.add_option("--sr-size", sr_size, "Height and width of a super-resolution model's input")
+      ->capture_default_str();
+  app.add_option("--dir", dir, "Folder for the exported models and tensors")->capture_default_str();
+  app.add_option("--node", node, "Node.js executable")->capture_default_str();
+  app.add_option("--source-dir", source_dir, "igb's source tree (for scripts/ort_run.js)")
+      ->capture_default_str();
+  bool int8 = false, no_ort = false, show_steps = false;
+  app.add_flag("--steps", show_steps, "Print the inference form's steps and their median times");
+  app.add_flag("--int8-qdq", int8,
+               "Also time onnxruntime on an INT8 Q/DQ export (calibrated on 8 random inputs)");
+  app.add_flag("--no-onnxruntime", no_ort, "Time igb's two forms only");
+  CLI11_PARSE(app, argc, argv);
+  if (threads < 1 || repeat < 1 || warmup < 0) {
+    std::cerr << "--threads and --repeat must be at least 1, --warmup at least 0\n";
+    return 2;
+  }
+  torch::set_num_threads(static_cast<int>(threads));
+  igb::tune_allocator();
+  igb::models::register_builtin_models();
+  fs::create_directories(dir);
+  const auto ort_options = igb::deploy::OnnxRuntimeOptions()
+                               .node(node)
+                               .source_dir(source_dir)
+                               .threads(threads)
+                               .repeat(repeat)
+                               .warmup(warmup);
+
+  std::vector<Row> rows;
+  try {
+    for (const auto& name : split(model_list)) {
+      torch::manual_seed(0);
+      auto model = igb::models::create_model(name, {});
+      randomize_batchnorm(*model);
+      model->eval();
+      auto shape = model->input_shape();
+      if (igb::models::model_registry().get(name).family == "sr") shape[2] = shape[3] = sr_size;
+      const auto forward = [model](const torch::Tensor& x) { return model->forward(x); };
+      const auto graph = igb::tools::SummaryGraph::build(*model, shape, forward, name);
+      auto form = igb::runtime::InferenceModel::make(model, forward, name);
+      const fs::path onnx = fs::path(dir) / (name + ".onnx");
+      if (!no_ort)
+        igb::deploy::export_onnx(*model, graph,
+                                 igb::deploy::OnnxExportOptions().dynamic_batch(true), onnx);
+      const fs::path onnx_int8 = fs::path(dir) / (name + ".int8.onnx");
+      if (int8 && !no_ort) {
+        auto calibration =
+            std::make_shared<igb::deploy::OnnxCalibration>(igb::deploy::calibrate_onnx(
+                *model, graph,
+                [&](const std::function<void(const at::Tensor&)>& f) {
+                  for (int i = 0; i < 8; ++i) f(torch::rand(shape));
+                },
+                "max", 99.99));
+        igb::deploy::export_onnx(*model, graph,
+                                 igb::deploy::OnnxExportOptions()
+                                     .dynamic_batch(true)
+                                     .precision(igb::deploy::OnnxPrecision::kInt8)
+                                     .calibration(calibration),
+                                 onnx_int8);
+      }
+      for (const auto& b : split(batch_list)) {
+        Row row;
+        row.model = name;
+        row.batch = std::stoll(b);
+        auto s = shape;
+        s[0] = row.batch;
+        const auto x = torch::rand(s);
+        torch::Tensor y, z;
+        std::vector<double> eager_times, form_times;
+        {
+          torch::NoGradGuard no_grad;
+          form->prepare(s);
+          for (int64_t i = 0; i < warmup; ++i) {
+            y = model->forward(x);
+            z = form->forward(x);
+          }
+          for (int64_t i = 0; i < repeat; ++i) {
+            auto t0 = std::chrono::steady_clock::now();
+            y = model->forward(x);
+            eager_times.push_back(elapsed_ms(t0));
+            t0 = std::chrono::steady_clock::now();
+            z = form->forward(x);
+            form_times.push_back(elapsed_ms(t0));
+          }
+        }
+        row.torch_ms = median(eager_times);
+        row.form_ms = median(form_times);
+        row.form_rel_diff =
+            (z - y).abs().max().item<double>() / std::max(1e-30, y.abs().max().item<double>());
+        // onnxruntime's median latency on `model`, and the largest difference from LibTorch.
+        auto ort = [&](const fs::path& model, double& ms, double& diff) {
+          igb::deploy::OnnxRuntimeRunner runner(model, dir, ort_options);
+          diff = (runner.run(x) - y).abs().max().item<double>();
+          ms = runner.last_median_ms();
+        };
+        if (!no_ort) ort(onnx, row.ort_ms, row.max_abs_diff);
+        if (int8 && !no_ort) ort(onnx_int8, row.int8_ms, row.int8_max_abs_diff);
+        rows.push_back(row);
+        std::cerr << name << " batch " << row.batch << ": eager " << fixed(row.torch_ms, 2)
+                  << " ms, inference form " << fixed(row.form_ms, 2) << " ms, onnxruntime "
+                  << fixed(row.ort_ms, 2) << " ms"
+                  << (int8 ? ", onnxruntime INT8 " + fixed(row.int8_ms, 2) + " ms" : "") << "\n";
+        if (row.batch == 1) std::cerr << "  " << form->summary(s) << "\n";
+        if (show_steps) {
+          const auto steps = form->steps(s);
+          const auto times = form->time_steps(x, static_cast<int>(repeat));
+          for (size_t k = 0; k < steps.size(); ++k)
+            std::cerr << "    " << fixed(times[k], 3) << " ms  " << steps[k].kind << "  "
+                      << steps[k].name << "\n";
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "inference_latency: " << e.what() << "\n";
+    return 1;
+  }
+
+  std::cout << "FP32 inference, " << threads << " threads, median of " << repeat << " runs after "
+            << warmup << " warm-up runs per side\n"
+            << "| model | batch | eager ms | inference form ms | form/eager | onnxruntime ms | "
+               "form/ort | form rel. diff | ort max |diff| |"
+            << (int8 ? " ort INT8 ms | INT8/FP32 (ort) | INT8 max |diff| |" : "") << "\n"
+            << "|---|---|---|---|---|---|---|---|---|" << (int8 ? "---|---|---|" : "") << "\n";
+  nlohmann::json j = {{"bench", "inference_latency"},
+                      {"threads", threads},
+                      {"repeat", repeat},
+                      {"warmup", warmup},
+                      {"int8_qdq", int8},
+                      {"rows", nlohmann::json::array()}};
+  for (const auto& r : rows) {
+    auto sci = [](double v) {
+      std::ostringstream o;
+      o << std::setprecision(2) << v;
+      return o.str();
+    };
+    std::cout << "| " << r.model << " | " << r.batch << " | " << fixed(r.torch_ms, 2) << " | "
+              << fixed(r.form_ms, 2) << " | " << fixed(r.form_ms / r.torch_ms, 2) << " | "
+              << fixed(r.ort_ms, 2) << " | " << fixed(r.form_ms / r.ort_ms, 2) << " | "
+              << sci(r.form_rel_diff) << " | " << sci(r.max_abs_diff) << " |";
+    if (int8)
+      std::cout << " " << fixed(r.int8_ms, 2) << " | " << fixed(r.int8_ms / r.ort_ms, 2) << " | "
+                << sci(r.int8_max_abs_diff) << " |";
+    std::cout << "\n";
+    nlohmann::json row = {{"model", r.model},
+                          {"batch", r.batch},
+                          {"eager_ms", r.torch_ms},
+                          {"inference_form_ms", r.form_ms},
+                          {"form_eager_ratio", r.form_ms / r.torch_ms},
+                          {"onnxruntime_ms", r.ort_ms},
+                          {"form_ort_ratio", r.form_ms / r.ort_ms},
+                          {"form_rel_diff", r.form_rel_diff},
+                          {"ort_max_abs_diff", r.max_abs_diff}};
+    if (int8) {
+      row["onnxruntime_int8_ms"] = r.int8_ms;
+      row["int8_fp32_ratio"] = r.int8_ms / r.ort_ms;
+      row["int8_max_abs_diff"] = r.int8_max_abs_diff;
+    }
+    j["rows"].push_back(row);
+  }
+  std::cout << j.dump() << std::endl;
+  return 0;
+}

@@ -1,0 +1,106 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace igb::runtime {
+
+class Plan;
+
+/// One step of a compiled plan: a oneDNN primitive standing for one op or a fused chain of ops, a
+/// layout change, or one LibTorch operator the runtime has no oneDNN form for.
+struct StepInfo {
+  /// The op it computes ("layer1.0.conv1"; for a layout change, the value's producer).
+  std::string name;
+  /// What runs: "Conv+BatchNorm+Add+ReLU", "MaxPool", "Reorder", or the LibTorch operator
+  /// ("aten::flatten").
+  std::string kind;
+  /// Names of the summary-graph ops it computes, in order (several for a fused chain).
+  std::vector<std::string> ops;
+  /// oneDNN (true) or LibTorch's operator (false).
+  bool native = false;
+  /// Multiply-accumulates of the ops it computes (tools/graph's convention).
+  int64_t macs = 0;
+};
+
+/// How an inference form is made.
+struct InferenceOptions {
+  /// Fold BatchNorm into the convolution or linear layer before it and fuse activations and
+  /// residual adds into the layer as oneDNN post-ops. Off: each op is its own step (the same
+  /// kernels, for measuring what fusion gives).
+  bool fuse = true;
+  /// Run supported ops with oneDNN. Off: every op runs as LibTorch's operator, node by node.
+  bool native = true;
+  /// Plans kept, one per input shape; the least recently used is dropped beyond this.
+  int max_plans = 8;
+};
+
+/// The inference form of a model: its forward pass compiled once per input shape into a flat
+/// list of oneDNN primitives, weights pre-packed in the layout each kernel wants, BatchNorm folded
+/// into the layer before it, activations and residual adds fused as post-ops, activations kept in
+/// oneDNN's blocked layout between ops and in one arena reused across calls; whatever oneDNN has
+/// no form for runs as the traced LibTorch operator. No autograd state. Its output equals the
+/// model's within float rounding (1e-5 relative, tests/runtime).
+///
+///   auto form = InferenceModel::make(model, [&](auto& x) { return model->forward(x); });
+///   auto y = form->forward(x);          // any batch and spatial size: one plan per shape
+///
+/// The form holds the model and reads its weights when it compiles a plan: change the weights
+/// and make a new form. forward() is safe to call from several threads (one runs at a time).
+class InferenceModel {
+ public:
+  using Forward = std::function<at::Tensor(const at::Tensor&)>;
+
+  /// `forward` is the model's eval forward pass (traced once per input shape; it must not
+  /// depend on the values of its input). `name` appears in errors.
+  static std::shared_ptr<InferenceModel> make(std::shared_ptr<torch::nn::Module> model,
+                                              Forward forward, const std::string& name = "model",
+                                              const InferenceOptions& options = {});
+  ~InferenceModel();
+
+  /// The model's output for `x` (float32, on the CPU), a fresh tensor. The first call for a
+  /// shape compiles its plan (a trace and oneDNN's primitive creation: milliseconds to a
+  /// second); InputError when the model cannot be traced on it.
+  at::Tensor forward(const at::Tensor& x);
+
+  /// Compiles the plan for `input_shape` now, without running it.
+  void prepare(const std::vector<int64_t>& input_shape);
+
+  /// The steps of the plan for `input_shape` (compiled if needed), in execution order.
+  std::vector<StepInfo> steps(const std::vector<int64_t>& input_shape);
+
+  /// Median time in milliseconds of each step of the plan for `x`'s shape over `repeats` runs
+  /// after one untimed one, parallel to steps().
+  std::vector<double> time_steps(const at::Tensor& x, int repeats);
+
+  /// "23 steps: 19 oneDNN (20 convolutions, 19 BatchNorms folded, 17 activations and 9 adds
+  /// fused), 4 LibTorch (aten::flatten, ...)" for the plan of `input_shape`.
+  std::string summary(const std::vector<int64_t>& input_shape);
+
+  const std::string& name() const { return name_; }
+  const InferenceOptions& options() const { return options_; }
+
+ private:
+  InferenceModel(std::shared_ptr<torch::nn::Module> model, Forward forward, std::string name,
+                 const InferenceOptions& options);
+  Plan& plan_for(const std::vector<int64_t>& shape);
+
+  std::shared_ptr<torch::nn::Module> model_;
+  Forward forward_;
+  std::string name_;
+  InferenceOptions options_;
+  std::mutex mutex_;
+  std::map<std::vector<int64_t>, std::unique_ptr<Plan>> plans_;
+  std::map<std::vector<int64_t>, uint64_t> last_used_;
+  uint64_t clock_ = 0;
+};
+
+}  // namespace igb::runtime

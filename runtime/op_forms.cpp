@@ -1,0 +1,284 @@
+#include "runtime/op_forms.h"
+
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <cfloat>
+#include <string>
+
+#include "core/jit_containers.h"
+#include "tools/graph/summary_graph.h"
+
+namespace igb::runtime {
+
+namespace {
+
+namespace jit = torch::jit;
+using tools::OpKind;
+
+const jit::Value* arg(const jit::Node* node, const char* name) {
+  return schema_argument(node, name);
+}
+
+/// A constant float tensor (defined, on the CPU) behind argument `name`.
+std::optional<at::Tensor> constant_tensor(const jit::Node* node, const char* name) {
+  const jit::Value* v = arg(node, name);
+  if (!v || v->node()->kind() != c10::prim::Constant) return std::nullopt;
+  auto iv = jit::toIValue(v);
+  if (!iv || !iv->isTensor()) return std::nullopt;
+  const at::Tensor t = iv->toTensor();
+  if (!t.defined() || t.scalar_type() != at::kFloat || !t.device().is_cpu()) return std::nullopt;
+  return t;
+}
+
+/// True when argument `name` is absent or a constant None.
+bool none_or_absent(const jit::Node* node, const char* name) {
+  const jit::Value* v = arg(node, name);
+  if (!v) return true;
+  auto iv = jit::toIValue(v);
+  return iv && iv->isNone();
+}
+
+std::optional<bool> constant_bool(const jit::Node* node, const char* name) {
+  const jit::Value* v = arg(node, name);
+  if (!v) return std::nullopt;
+  auto iv = jit::toIValue(v);
+  if (!iv || !iv->isBool()) return std::nullopt;
+  return iv->toBool();
+}
+
+std::optional<double> number(const jit::Node* node, const char* name) {
+  return constant_number(arg(node, name));
+}
+
+/// A constant int list with `n` entries (a single entry repeated, as PyTorch expands it).
+std::optional<std::vector<int64_t>> ints(const jit::Node* node, const char* name, size_t n) {
+  const jit::Value* v = arg(node, name);
+  if (!v) return std::nullopt;
+  auto list = constant_ints(v);
+  if (!list) return std::nullopt;
+  if (list->size() == 1) list->resize(n, list->front());
+  if (list->size() != n) return std::nullopt;
+  return list;
+}
+
+bool float_input(const tools::SummaryGraph& graph, int op, size_t rank) {
+  const auto& o = graph.op(op);
+  if (o.inputs.empty()) return false;
+  const auto& v = graph.values().at(o.inputs[0]);
+  return v.shape.size() == rank && (v.dtype.empty() || v.dtype == "Float");
+}
+
+std::optional<LayerForm> linear_form(const jit::Node* node) {
+  LayerForm f;
+  f.kind = LayerForm::Kind::kLinear;
+  auto w = constant_tensor(node, "weight");
+  if (!w || w->dim() != 2) return std::nullopt;
+  f.weight = *w;
+  if (auto b = constant_tensor(node, "bias"))
+    f.bias = *b;
+  else if (!none_or_absent(node, "bias"))
+    return std::nullopt;
+  return f;
+}
+
+/// aten::addmm(bias, x, weight.t()) with beta = alpha = 1: how LibTorch's Linear traces.
+std::optional<LayerForm> addmm_form(const jit::Node* node) {
+  const jit::Value* mat2 = arg(node, "mat2");
+  if (!mat2 || mat2->node()->kind() != c10::aten::t || number(node, "beta").value_or(0) != 1 ||
+      number(node, "alpha").value_or(0) != 1)
+    return std::nullopt;
+  const jit::Node* t = mat2->node();
+  if (t->input(0)->node()->kind() != c10::prim::Constant) return std::nullopt;
+  auto w = jit::toIValue(t->input(0));
+  auto b = constant_tensor(node, "self");
+  if (!w || !w->isTensor() || !b) return std::nullopt;
+  LayerForm f;
+  f.kind = LayerForm::Kind::kLinear;
+  f.weight = w->toTensor();
+  if (f.weight.dim() != 2 || f.weight.scalar_type() != at::kFloat || b->dim() != 1 ||
+      b->size(0) != f.weight.size(0))
+    return std::nullopt;
+  f.bias = *b;
+  f.input = arg(node, "mat1");
+  return f;
+}
+
+}  // namespace
+
+std::optional<LayerForm> layer_form(const tools::SummaryGraph& graph, int op) {
+  const auto& o = graph.op(op);
+  const jit::Node* node = graph.jit_node(op);
+  if (o.kind == "aten::linear" || o.kind == "aten::addmm") {
+    if (!float_input(graph, op, 2)) return std::nullopt;
+    auto f = o.kind == "aten::linear" ? linear_form(node) : addmm_form(node);
+    if (f && !f->input) f->input = node->input(0);
+    return f;
+  }
+  if (o.op_kind != OpKind::kConv && o.op_kind != OpKind::kConvTranspose) return std::nullopt;
+  if (!float_input(graph, op, 4)) return std::nullopt;
+  LayerForm f;
+  f.input = node->input(0);
+  f.kind = o.op_kind == OpKind::kConv ? LayerForm::Kind::kConvolution
+                                      : LayerForm::Kind::kTransposedConvolution;
+  auto w = constant_tensor(node, "weight");
+  if (!w || w->dim() != 4) return std::nullopt;
+  f.weight = *w;
+  if (auto b = constant_tensor(node, "bias"))
+    f.bias = *b;
+  else if (!none_or_absent(node, "bias"))
+    return std::nullopt;
+  auto stride = ints(node, "stride", 2), padding = ints(node, "padding", 2),
+       dilation = ints(node, "dilation", 2);
+  auto groups = number(node, "groups");
+  if (!stride || !padding || !dilation || !groups) return std::nullopt;
+  f.stride = *stride;
+  f.padding = *padding;
+  f.dilation = *dilation;
+  f.padding_r = f.padding;
+  f.groups = static_cast<int64_t>(*groups);
+  f.output_padding = {0, 0};
+  if (f.kind == LayerForm::Kind::kTransposedConvolution) {
+    auto op_pad = ints(node, "output_padding", 2);
+    if (!op_pad) return std::nullopt;
+    f.output_padding = *op_pad;
+  }
+  return f;
+}
+
+std::optional<EltwiseForm> eltwise_form(const tools::SummaryGraph& graph, int op) {
+  const auto& o = graph.op(op);
+  const jit::Node* node = graph.jit_node(op);
+  using A = dnnl::algorithm;
+  switch (o.op_kind) {
+    case OpKind::kReLU:
+      return EltwiseForm{A::eltwise_relu, 0, 0};
+    case OpKind::kReLU6: {
+      if (o.kind == "aten::relu6") return EltwiseForm{A::eltwise_clip, 0, 6};
+      auto lo = number(node, "min_val"), hi = number(node, "max_val");
+      if (!lo || !hi) return std::nullopt;
+      return EltwiseForm{A::eltwise_clip, static_cast<float>(*lo), static_cast<float>(*hi)};
+    }
+    case OpKind::kClamp: {
+      auto lo = number(node, "min"), hi = number(node, "max");
+      if ((!lo && !none_or_absent(node, "min")) || (!hi && !none_or_absent(node, "max")))
+        return std::nullopt;
+      return EltwiseForm{A::eltwise_clip, lo ? static_cast<float>(*lo) : -FLT_MAX,
+                         hi ? static_cast<float>(*hi) : FLT_MAX};
+    }
+    case OpKind::kLeakyReLU: {
+      auto slope = number(node, "negative_slope");
+      if (!slope) return std::nullopt;
+      return EltwiseForm{A::eltwise_relu, static_cast<float>(*slope), 0};
+    }
+    case OpKind::kSigmoid:
+      return EltwiseForm{A::eltwise_logistic, 0, 0};
+    case OpKind::kTanh:
+      return EltwiseForm{A::eltwise_tanh, 0, 0};
+    case OpKind::kSiLU:
+      return EltwiseForm{A::eltwise_swish, 1, 0};
+    case OpKind::kHardswish:
+      return EltwiseForm{A::eltwise_hardswish, 0, 0};
+    case OpKind::kELU: {
+      auto alpha = number(node, "alpha"), scale = number(node, "scale"),
+           input_scale = number(node, "input_scale");
+      if (!alpha || scale.value_or(1) != 1 || input_scale.value_or(1) != 1) return std::nullopt;
+      return EltwiseForm{A::eltwise_elu, static_cast<float>(*alpha), 0};
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<at::Tensor> prelu_form(const tools::SummaryGraph& graph, int op) {
+  if (graph.op(op).op_kind != OpKind::kPReLU) return std::nullopt;
+  return constant_tensor(graph.jit_node(op), "weight");
+}
+
+std::optional<compress::BatchNormParams> batchnorm_form(const tools::SummaryGraph& graph, int op) {
+  if (graph.op(op).op_kind != OpKind::kBatchNorm) return std::nullopt;
+  const jit::Node* node = graph.jit_node(op);
+  auto training = constant_bool(node, "training");
+  auto eps = number(node, "eps");
+  auto mean = constant_tensor(node, "running_mean"), var = constant_tensor(node, "running_var");
+  if (!training || *training || !eps || !mean || !var) return std::nullopt;
+  compress::BatchNormParams bn;
+  bn.running_mean = *mean;
+  bn.running_var = *var;
+  bn.eps = *eps;
+  if (auto g = constant_tensor(node, "weight"))
+    bn.gamma = *g;
+  else if (!none_or_absent(node, "weight"))
+    return std::nullopt;
+  if (auto b = constant_tensor(node, "bias"))
+    bn.beta = *b;
+  else if (!none_or_absent(node, "bias"))
+    return std::nullopt;
+  return bn;
+}
+
+std::optional<PoolForm> pool_form(const tools::SummaryGraph& graph, int op) {
+  const auto& o = graph.op(op);
+  const jit::Node* node = graph.jit_node(op);
+  if (!float_input(graph, op, 4) || o.outputs.empty()) return std::nullopt;
+  const auto& in = graph.shape(o.inputs[0]);
+  const auto& out = graph.shape(o.outputs[0]);
+  if (out.size() != 4) return std::nullopt;
+  PoolForm f;
+  if (o.kind == "aten::adaptive_avg_pool2d") {
+    if (in[2] % out[2] || in[3] % out[3]) return std::nullopt;
+    f.algorithm = dnnl::algorithm::pooling_avg_exclude_padding;
+    f.kernel = f.stride = {in[2] / out[2], in[3] / out[3]};
+    f.padding_l = f.padding_r = {0, 0};
+    return f;
+  }
+  auto kernel = ints(node, "kernel_size", 2), padding = ints(node, "padding", 2);
+  if (!kernel || !padding) return std::nullopt;
+  // An empty stride list is PyTorch's "same as the kernel".
+  auto stride_list = constant_ints(arg(node, "stride"));
+  if (!stride_list) return std::nullopt;
+  auto stride = stride_list->empty() ? kernel : ints(node, "stride", 2);
+  if (!stride) return std::nullopt;
+  f.kernel = *kernel;
+  f.stride = *stride;
+  f.padding_l = *padding;
+  if (o.kind == "aten::max_pool2d") {
+    auto dilation = ints(node, "dilation", 2);
+    if (!dilation || (*dilation)[0] != 1 || (*dilation)[1] != 1) return std::nullopt;
+    f.algorithm = dnnl::algorithm::pooling_max;
+  } else if (o.kind == "aten::avg_pool2d") {
+    auto ceil = constant_bool(node, "ceil_mode");
+    auto include = constant_bool(node, "count_include_pad");
+    if (!ceil || *ceil || !include || !none_or_absent(node, "divisor_override"))
+      return std::nullopt;
+    f.algorithm = *include ? dnnl::algorithm::pooling_avg_include_padding
+                           : dnnl::algorithm::pooling_avg_exclude_padding;
+  } else {
+    return std::nullopt;
+  }
+  for (int d = 0; d < 2; ++d)
+    f.padding_r.push_back((out[2 + d] - 1) * f.stride[d] + f.kernel[d] - in[2 + d] -
+                          f.padding_l[d]);
+  return f;
+}
+
+std::optional<std::pair<int, int>> add_form(const tools::SummaryGraph& graph, int op) {
+  const auto& o = graph.op(op);
+  if (o.op_kind != OpKind::kAdd || o.inputs.size() != 2) return std::nullopt;
+  const jit::Node* node = graph.jit_node(op);
+  if (number(node, "alpha").value_or(0) != 1) return std::nullopt;
+  // Both operands are tensors of the traced graph (not a scalar or a constant).
+  for (const char* name : {"self", "other"}) {
+    const jit::Value* v = arg(node, name);
+    if (!v || v->node()->kind() == c10::prim::Constant || !v->type()->cast<c10::TensorType>())
+      return std::nullopt;
+  }
+  const auto& a = graph.values().at(o.inputs[0]);
+  const auto& b = graph.values().at(o.inputs[1]);
+  if (a.shape != b.shape || a.shape.empty() || (!a.dtype.empty() && a.dtype != "Float") ||
+      (!b.dtype.empty() && b.dtype != "Float"))
+    return std::nullopt;
+  return std::make_pair(o.inputs[0], o.inputs[1]);
+}
+
+}  // namespace igb::runtime

@@ -1,0 +1,235 @@
+#include "runtime/plan.h"
+
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <map>
+
+#include "core/error.h"
+#include "core/tensor_util.h"
+#include "tools/graph/summary_graph.h"
+
+namespace igb::runtime {
+
+namespace {
+
+/// The plain (row-major, contiguous) float layout of `shape`.
+dnnl::memory::desc plain_desc(const std::vector<int64_t>& shape) {
+  dnnl::memory::dims strides(shape.size(), 1);
+  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return {dims_of(shape), dnnl::memory::data_type::f32, strides};
+}
+
+std::string shape_text(at::IntArrayRef sizes) {
+  return tools::shape_to_string(std::vector<int64_t>(sizes.begin(), sizes.end()));
+}
+
+}  // namespace
+
+PrimitiveStep::PrimitiveStep(dnnl::primitive primitive, StepInfo step_info)
+    : primitive_(std::move(primitive)) {
+  info = std::move(step_info);
+  info.native = true;
+}
+
+void PrimitiveStep::use(int arg, int native, bool written) {
+  natives_.emplace_back(arg, native);
+  (written ? writes : reads).push_back(native);
+}
+
+void PrimitiveStep::bind(Plan& plan) {
+  args_.clear();
+  for (const auto& [arg, native] : natives_) args_[arg] = plan.memory(native);
+  for (const auto& [arg, memory] : owned_) args_[arg] = memory;
+}
+
+void PrimitiveStep::run(Plan& plan) { primitive_.execute(plan.stream, args_); }
+
+ToNativeStep::ToNativeStep(Plan& plan, int slot, int native, const std::vector<int64_t>& shape)
+    : slot_(slot), native_(native), shape_(shape), plain_(plain_desc(shape)) {
+  reorder_ = dnnl::reorder(
+      dnnl::reorder::primitive_desc(plan.engine, plain_, plan.engine, plan.natives[native].desc));
+  slot_reads.push_back(slot);
+  writes.push_back(native);
+  info.kind = "Reorder";
+  info.native = true;
+}
+
+void ToNativeStep::run(Plan& plan) {
+  at::Tensor t = plan.env.at(slot_).toTensor();
+  if (t.sizes() != at::IntArrayRef(shape_) || t.scalar_type() != at::kFloat)
+    throw InputError("the inference plan was made for a float tensor of shape " +
+                     tools::shape_to_string(shape_) + ", got " + shape_text(t.sizes()) + " " +
+                     std::string(c10::toString(t.scalar_type())));
+  t = t.contiguous();
+  dnnl::memory src(plain_, plan.engine, t.data_ptr());
+  reorder_.execute(plan.stream, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, plan.memory(native_)}});
+}
+
+ToPlainStep::ToPlainStep(Plan& plan, int native, int slot, const std::vector<int64_t>& shape)
+    : native_(native), slot_(slot), shape_(shape), plain_(plain_desc(shape)) {
+  reorder_ = dnnl::reorder(
+      dnnl::reorder::primitive_desc(plan.engine, plan.natives[native].desc, plan.engine, plain_));
+  reads.push_back(native);
+  info.kind = "Reorder";
+  info.native = true;
+}
+
+void ToPlainStep::run(Plan& plan) {
+  at::Tensor t = at::empty(shape_, at::TensorOptions().dtype(at::kFloat));
+  dnnl::memory dst(plain_, plan.engine, t.data_ptr());
+  reorder_.execute(plan.stream, {{DNNL_ARG_FROM, plan.memory(native_)}, {DNNL_ARG_TO, dst}});
+  plan.env.at(slot_) = std::move(t);
+}
+
+SubpixelStep::SubpixelStep(Plan& plan, int native, int slot, std::vector<int64_t> shape,
+                           int64_t stride, std::vector<int64_t> crop)
+    : native_(native),
+      slot_(slot),
+      shape_(std::move(shape)),
+      stride_(stride),
+      crop_(std::move(crop)),
+      plain_(plain_desc(shape_)) {
+  reorder_ = dnnl::reorder(
+      dnnl::reorder::primitive_desc(plan.engine, plan.natives[native].desc, plan.engine, plain_));
+  reads.push_back(native);
+}
+
+void SubpixelStep::run(Plan& plan) {
+  at::Tensor phases = at::empty(shape_, at::TensorOptions().dtype(at::kFloat));
+  dnnl::memory dst(plain_, plan.engine, phases.data_ptr());
+  reorder_.execute(plan.stream, {{DNNL_ARG_FROM, plan.memory(native_)}, {DNNL_ARG_TO, dst}});
+  plan.env.at(slot_) = fast_pixel_shuffle(phases, stride_)
+                           .narrow(2, crop_[0], crop_[2])
+                           .narrow(3, crop_[1], crop_[3])
+                           .contiguous();
+}
+
+TorchStep::TorchStep(torch::jit::Node* node, std::vector<int> inputs, std::vector<int> outputs)
+    : node_(node), inputs_(std::move(inputs)), outputs_(std::move(outputs)) {
+  slot_reads = inputs_;
+  info.kind = node->kind().toQualString();
+}
+
+void TorchStep::run(Plan& plan) {
+  torch::jit::Stack stack;
+  stack.reserve(inputs_.size());
+  for (int slot : inputs_) stack.push_back(plan.env[slot]);
+  tools::run_traced_node(node_, stack);
+  for (size_t i = 0; i < outputs_.size(); ++i) plan.env[outputs_[i]] = std::move(stack.at(i));
+}
+
+Plan::Plan() : engine(dnnl::engine::kind::cpu, 0), stream(engine) {}
+
+int Plan::add_native(const dnnl::memory::desc& desc, int alias) {
+  NativeTensor t;
+  t.desc = desc;
+  t.alias = alias;
+  natives.push_back(std::move(t));
+  return static_cast<int>(natives.size()) - 1;
+}
+
+void Plan::allocate() {
+  const int n = static_cast<int>(natives.size());
+  const auto root = [&](int v) {
+    while (natives[v].alias >= 0) v = natives[v].alias;
+    return v;
+  };
+  std::vector<int> first(n, std::numeric_limits<int>::max()), last(n, -1);
+  for (int s = 0; s < static_cast<int>(steps.size()); ++s) {
+    for (const auto* list : {&steps[s]->reads, &steps[s]->writes})
+      for (int v : *list) {
+        const int r = root(v);
+        first[r] = std::min(first[r], s);
+        last[r] = std::max(last[r], s);
+      }
+  }
+  // Greedy by first use: each tensor takes the smallest free buffer that holds it.
+  std::vector<size_t> sizes;
+  std::multimap<size_t, int> free_buffers;
+  std::vector<std::vector<int>> ends(steps.size());
+  for (int s = 0; s < static_cast<int>(steps.size()); ++s) {
+    for (int v : steps[s]->writes) {
+      const int r = root(v);
+      if (natives[r].buffer >= 0 || first[r] != s) continue;
+      const size_t need = natives[r].desc.get_size();
+      auto it = free_buffers.lower_bound(need);
+      if (it != free_buffers.end()) {
+        natives[r].buffer = it->second;
+        free_buffers.erase(it);
+      } else {
+        natives[r].buffer = static_cast<int>(sizes.size());
+        sizes.push_back(need);
+      }
+      ends[last[r]].push_back(r);
+    }
+    for (int r : ends[s]) free_buffers.emplace(sizes[natives[r].buffer], natives[r].buffer);
+  }
+  arena_.clear();
+  arena_bytes = 0;
+  for (size_t size : sizes) {
+    arena_.push_back(at::empty({static_cast<int64_t>((size + 3) / 4)}, at::kFloat));
+    arena_bytes += static_cast<int64_t>(size);
+  }
+  for (int v = 0; v < n; ++v) {
+    const int b = natives[root(v)].buffer;
+    if (b < 0) continue;  // never written: unused
+    natives[v].memory = dnnl::memory(natives[v].desc, engine, arena_[b].data_ptr());
+  }
+  for (auto& step : steps) step->bind(*this);
+  // Each non-constant slot is released after its last reader.
+  release_.assign(steps.size(), {});
+  std::vector<int> last_read(env.size(), -1);
+  for (int s = 0; s < static_cast<int>(steps.size()); ++s)
+    for (int slot : steps[s]->slot_reads) last_read[slot] = s;
+  for (int slot = 0; slot < static_cast<int>(env.size()); ++slot)
+    if (last_read[slot] >= 0 && !constant[slot] && slot != output_slot)
+      release_[last_read[slot]].push_back(slot);
+}
+
+void Plan::run_steps(const at::Tensor& input, std::vector<double>* times) {
+  env[input_slot] = input;
+  using Clock = std::chrono::steady_clock;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const auto start = Clock::now();
+    steps[s]->run(*this);
+    if (times) {
+      stream.wait();
+      (*times)[s] = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    }
+    for (int slot : release_[s]) env[slot] = c10::IValue();
+  }
+  stream.wait();
+}
+
+at::Tensor Plan::run(const at::Tensor& input) {
+  run_steps(input, nullptr);
+  c10::IValue out = std::move(env[output_slot]);
+  env[output_slot] = c10::IValue();
+  env[input_slot] = c10::IValue();
+  if (out.isTuple()) out = out.toTupleRef().elements().at(0);
+  return out.toTensor();
+}
+
+std::vector<double> Plan::time_steps(const at::Tensor& input, int repeats) {
+  run(input);
+  std::vector<std::vector<double>> runs(steps.size());
+  std::vector<double> times(steps.size());
+  for (int r = 0; r < std::max(1, repeats); ++r) {
+    run_steps(input, &times);
+    for (size_t s = 0; s < steps.size(); ++s) runs[s].push_back(times[s]);
+  }
+  env[output_slot] = c10::IValue();
+  env[input_slot] = c10::IValue();
+  std::vector<double> medians;
+  for (auto& v : runs) {
+    std::sort(v.begin(), v.end());
+    medians.push_back(v[v.size() / 2]);
+  }
+  return medians;
+}
+
+}  // namespace igb::runtime

@@ -1,0 +1,177 @@
+#pragma once
+
+// The compiled form of one forward pass for one input shape (runtime/inference_model.h): the
+// steps, the values they pass, the arena of oneDNN buffers. Internal to runtime/.
+
+#include <ATen/core/ivalue.h>
+
+#include <dnnl.hpp>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "runtime/inference_model.h"
+
+namespace torch::jit {
+struct Graph;
+struct Node;
+}  // namespace torch::jit
+
+namespace igb::tools {
+class SummaryGraph;
+}  // namespace igb::tools
+
+namespace igb::runtime {
+
+inline dnnl::memory::dims dims_of(const std::vector<int64_t>& shape) {
+  return dnnl::memory::dims(shape.begin(), shape.end());
+}
+
+/// A value the plan keeps in oneDNN's layout, in a buffer of the arena.
+struct NativeTensor {
+  dnnl::memory::desc desc;
+  /// Another native tensor whose buffer this one writes in place (a residual add's destination
+  /// taking over the skip's buffer), or -1.
+  int alias = -1;
+  int buffer = -1;
+  dnnl::memory memory;
+};
+
+class Plan;
+
+/// One step of a plan.
+class Step {
+ public:
+  virtual ~Step() = default;
+  virtual void run(Plan& plan) = 0;
+  /// Binds the native tensors it uses once the arena exists.
+  virtual void bind(Plan& plan) {}
+  /// Native tensors read and written, for the arena's liveness.
+  std::vector<int> reads, writes;
+  /// Value slots (Plan::env) read, for releasing them after their last use.
+  std::vector<int> slot_reads;
+  StepInfo info;
+};
+
+/// A oneDNN primitive with its arguments: native tensors by id, and memory it owns (pre-packed
+/// weights, folded biases, PReLU slopes).
+class PrimitiveStep : public Step {
+ public:
+  PrimitiveStep(dnnl::primitive primitive, StepInfo step_info);
+  void run(Plan& plan) override;
+  void bind(Plan& plan) override;
+  /// Argument `arg` is native tensor `native`.
+  void use(int arg, int native, bool written);
+  /// Argument `arg` is memory the step owns.
+  void own(int arg, dnnl::memory memory) { owned_.emplace_back(arg, std::move(memory)); }
+
+ private:
+  dnnl::primitive primitive_;
+  std::vector<std::pair<int, int>> natives_;
+  std::vector<std::pair<int, dnnl::memory>> owned_;
+  std::unordered_map<int, dnnl::memory> args_;
+};
+
+/// A plain tensor in a value slot copied into a native tensor's layout.
+class ToNativeStep : public Step {
+ public:
+  ToNativeStep(Plan& plan, int slot, int native, const std::vector<int64_t>& shape);
+  void run(Plan& plan) override;
+
+ private:
+  int slot_, native_;
+  std::vector<int64_t> shape_;
+  dnnl::memory::desc plain_;
+  dnnl::reorder reorder_;
+};
+
+/// A native tensor copied out to a fresh plain (contiguous) tensor in a value slot.
+class ToPlainStep : public Step {
+ public:
+  ToPlainStep(Plan& plan, int native, int slot, const std::vector<int64_t>& shape);
+  void run(Plan& plan) override;
+
+ private:
+  int native_, slot_;
+  std::vector<int64_t> shape_;
+  dnnl::memory::desc plain_;
+  dnnl::reorder reorder_;
+};
+
+/// The end of a transposed convolution in the sub-pixel form: the phase channels of a native
+/// tensor put in place (pixel shuffle) and cropped, into a plain tensor in a slot.
+class SubpixelStep : public Step {
+ public:
+  /// `crop` is {top, left, height, width} of the output in the shuffled tensor.
+  SubpixelStep(Plan& plan, int native, int slot, std::vector<int64_t> shape, int64_t stride,
+               std::vector<int64_t> crop);
+  void run(Plan& plan) override;
+
+ private:
+  int native_, slot_;
+  std::vector<int64_t> shape_;
+  int64_t stride_;
+  std::vector<int64_t> crop_;
+  dnnl::memory::desc plain_;
+  dnnl::reorder reorder_;
+};
+
+/// One traced node run by LibTorch on the values in the plan's slots.
+class TorchStep : public Step {
+ public:
+  TorchStep(torch::jit::Node* node, std::vector<int> inputs, std::vector<int> outputs);
+  void run(Plan& plan) override;
+
+ private:
+  torch::jit::Node* node_;
+  std::vector<int> inputs_, outputs_;
+};
+
+/// The compiled plan.
+class Plan {
+ public:
+  Plan();
+  /// Runs every step on `input`; returns the output slot's tensor.
+  at::Tensor run(const at::Tensor& input);
+  /// Median milliseconds of each step over `repeats` runs (after one untimed run).
+  std::vector<double> time_steps(const at::Tensor& input, int repeats);
+  /// Gives each native tensor a buffer of the arena (buffers shared by tensors whose lives do
+  /// not overlap) and binds the steps. Called once, after the last step is added.
+  void allocate();
+
+  int add_slot() {
+    env.emplace_back();
+    return static_cast<int>(env.size()) - 1;
+  }
+  int add_native(const dnnl::memory::desc& desc, int alias = -1);
+  void add_step(std::unique_ptr<Step> step) { steps.push_back(std::move(step)); }
+  dnnl::memory& memory(int native) { return natives.at(native).memory; }
+
+  dnnl::engine engine;
+  dnnl::stream stream;
+  std::vector<c10::IValue> env;
+  /// Slots holding constants (kept across runs; the others are cleared after their last use).
+  std::vector<bool> constant;
+  std::vector<NativeTensor> natives;
+  std::vector<std::unique_ptr<Step>> steps;
+  int input_slot = -1, output_slot = -1;
+  /// The traced graph whose nodes the LibTorch steps run.
+  std::shared_ptr<torch::jit::Graph> graph;
+  /// Bytes of the arena (activations) and of the weights the steps own.
+  int64_t arena_bytes = 0;
+
+ private:
+  void run_steps(const at::Tensor& input, std::vector<double>* times);
+  std::vector<at::Tensor> arena_;
+  /// Per step: the slots whose last reader it is.
+  std::vector<std::vector<int>> release_;
+};
+
+/// Compiles the traced forward pass `graph` (the summary graph of the model on one input shape)
+/// into a plan.
+std::unique_ptr<Plan> compile_plan(const tools::SummaryGraph& graph,
+                                   const InferenceOptions& options);
+
+}  // namespace igb::runtime

@@ -1,0 +1,701 @@
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <limits>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/conv_transpose.h"
+#include "core/error.h"
+#include "runtime/op_forms.h"
+#include "runtime/plan.h"
+#include "tools/graph/summary_graph.h"
+
+namespace igb::runtime {
+
+namespace {
+
+namespace jit = torch::jit;
+using dnnl::memory;
+using tools::OpKind;
+using Tag = memory::format_tag;
+using Type = memory::data_type;
+
+constexpr size_t kGraphOutput = std::numeric_limits<size_t>::max();
+
+memory::desc any_desc(const std::vector<int64_t>& shape) {
+  return {dims_of(shape), Type::f32, Tag::any};
+}
+
+/// A oneDNN post-op of a fused layer.
+struct PostOp {
+  enum class Kind { kEltwise, kSum, kPReLU };
+  Kind kind = Kind::kEltwise;
+  EltwiseForm eltwise;
+  at::Tensor slopes;
+};
+
+/// A layer and the ops fused into it, run as one primitive at the position of its last op.
+struct Chain {
+  std::vector<int> ops;  // the layer first
+  int batchnorm = -1;
+  std::vector<PostOp> post_ops;
+  /// The residual add's other operand, or null.
+  const jit::Value* skip = nullptr;
+  int add = -1;
+  const jit::Value* output = nullptr;
+  /// A transposed convolution run in the sub-pixel form.
+  bool subpixel = false;
+};
+
+/// Packs `t` (plain, `plain_tag`, logical dims `dims`) into a buffer of layout `desc`.
+memory pack(const at::Tensor& t, const memory::dims& dims, Tag plain_tag, const memory::desc& desc,
+            const dnnl::engine& engine, dnnl::stream& stream) {
+  at::Tensor src = t.contiguous();
+  memory plain({dims, Type::f32, plain_tag}, engine, src.data_ptr());
+  memory packed(desc, engine);
+  dnnl::reorder(plain, packed).execute(stream, plain, packed);
+  stream.wait();
+  return packed;
+}
+
+/// A transposed convolution the runtime runs in the sub-pixel form (core/conv_transpose.h):
+/// oneDNN's deconvolution kernels are two orders of magnitude slower than a convolution for
+/// FSRCNN's 9×9 stride-3 output layer.
+bool subpixel_pays(const LayerForm& f) {
+  return f.kind == LayerForm::Kind::kTransposedConvolution && f.groups == 1 && f.dilation[0] == 1 &&
+         f.dilation[1] == 1 && f.stride[0] == f.stride[1] && f.stride[0] > 1;
+}
+
+/// Turns the transposed convolution `f` into its sub-pixel convolution on input `src`.
+SubpixelConv to_subpixel(LayerForm& f, const std::vector<int64_t>& src) {
+  auto c =
+      subpixel_conv(f.weight, f.bias, f.stride[0], f.padding, f.output_padding, src[2], src[3]);
+  f.kind = LayerForm::Kind::kConvolution;
+  f.weight = c.weight.contiguous();
+  f.bias = c.bias.defined() ? c.bias.contiguous() : c.bias;
+  f.stride = {1, 1};
+  f.padding = {c.pad[2], c.pad[0]};
+  f.padding_r = {c.pad[3], c.pad[1]};
+  f.output_padding = {0, 0};
+  return c;
+}
+
+class PlanCompiler {
+ public:
+  PlanCompiler(const tools::SummaryGraph& graph, const InferenceOptions& options)
+      : g_(graph), options_(options), plan_(std::make_unique<Plan>()) {}
+
+  std::unique_ptr<Plan> compile() {
+    auto& graph = *g_.jit_graph();
+    plan_->graph = g_.jit_graph();
+    index_graph();
+    const jit::Value* input = graph.inputs().at(0);
+    plan_->input_slot = slot(input);
+    plain_[plan_->input_slot] = true;
+    if (options_.native) plan_chains();
+    size_t position = 0;
+    for (jit::Node* node : graph.nodes()) emit_node(node, position++);
+    const jit::Value* output = graph.outputs().at(0);
+    ensure_plain(output);
+    plan_->output_slot = slot(output);
+    plan_->constant.assign(plan_->env.size(), false);
+    for (int s : constants_) plan_->constant[s] = true;
+    plan_->allocate();
+    return std::move(plan_);
+  }
+
+ private:
+  // ----- Values -----------------------------------------------------------------------------
+
+  void index_graph() {
+    auto& graph = *g_.jit_graph();
+    size_t k = 0;
+    for (const jit::Value* in : graph.inputs())
+      if (in->type()->cast<c10::TensorType>() && k < g_.inputs().size())
+        value_id_[in] = g_.inputs()[k++];
+    for (const auto& op : g_.ops()) {
+      jit::Node* node = g_.jit_node(op.id);
+      op_of_[node] = op.id;
+      size_t slot_index = 0;
+      for (const jit::Value* out : node->outputs())
+        if (out->type()->cast<c10::TensorType>() && slot_index < op.outputs.size())
+          value_id_[out] = op.outputs[slot_index++];
+    }
+    size_t position = 0;
+    for (jit::Node* node : graph.nodes()) {
+      position_[node] = position;
+      for (const jit::Value* in : node->inputs()) last_use_[in] = position;
+      ++position;
+    }
+    for (const jit::Value* out : graph.outputs()) last_use_[out] = kGraphOutput;
+  }
+
+  int slot(const jit::Value* v) {
+    auto it = slot_of_.find(v);
+    if (it != slot_of_.end()) return it->second;
+    const int s = plan_->add_slot();
+    slot_of_[v] = s;
+    plain_.push_back(false);
+    return s;
+  }
+
+  std::vector<int64_t> shape_of(const jit::Value* v) const {
+    auto it = value_id_.find(v);
+    if (it != value_id_.end()) return g_.shape(it->second);
+    if (auto t = v->type()->cast<c10::TensorType>())
+      if (auto sizes = t->sizes().concrete_sizes()) return *sizes;
+    throw std::logic_error("inference plan: no static shape for value %" + v->debugName());
+  }
+
+  std::string producer_name(const jit::Value* v) const {
+    auto it = op_of_.find(v->node());
+    return it != op_of_.end() ? g_.op(it->second).name : std::string("input");
+  }
+
+  /// The native tensor of `v` in layout `desc`, adding the conversion that makes it if needed.
+  int as_native(const jit::Value* v, const memory::desc& desc) {
+    const int s = slot(v);
+    auto& natives = natives_of_[s];
+    for (int n : natives)
+      if (plan_->natives[n].desc == desc) return n;
+    const int n = plan_->add_native(desc);
+    copy_into(v, n);
+    natives.push_back(n);
+    return n;
+  }
+
+  /// Adds a step writing `v`'s value into native tensor `dst`.
+  void copy_into(const jit::Value* v, int dst) {
+    const int s = slot(v);
+    const auto& natives = natives_of_[s];
+    std::unique_ptr<Step> step;
+    if (!natives.empty()) {
+      const int src = natives.front();
+      auto reorder = std::make_unique<PrimitiveStep>(
+          dnnl::reorder(dnnl::reorder::primitive_desc(plan_->engine, plan_->natives[src].desc,
+                                                      plan_->engine, plan_->natives[dst].desc)),
+          StepInfo{});
+      reorder->use(DNNL_ARG_FROM, src, false);
+      reorder->use(DNNL_ARG_TO, dst, true);
+      step = std::move(reorder);
+    } else {
+      if (!plain_[s]) throw std::logic_error("inference plan: value %" + v->debugName() + " unset");
+      step = std::make_unique<ToNativeStep>(*plan_, s, dst, shape_of(v));
+    }
+    step->info.name = producer_name(v);
+    step->info.kind = "Reorder";
+    plan_->add_step(std::move(step));
+  }
+
+  /// Makes `v`'s value available as a plain tensor in its slot.
+  void ensure_plain(const jit::Value* v) {
+    const int s = slot(v);
+    if (plain_[s]) return;
+    auto it = deferred_lists_.find(v->node());
+    if (it != deferred_lists_.end()) {
+      deferred_lists_.erase(it);
+      emit_torch(v->node());
+      return;
+    }
+    const auto& natives = natives_of_[s];
+    if (natives.empty())
+      throw std::logic_error("inference plan: value %" + v->debugName() + " is never computed");
+    auto step = std::make_unique<ToPlainStep>(*plan_, natives.front(), s, shape_of(v));
+    step->info.name = producer_name(v);
+    plan_->add_step(std::move(step));
+    plain_[s] = true;
+  }
+
+  bool has_native(const jit::Value* v) {
+    auto it = natives_of_.find(slot(v));
+    return it != natives_of_.end() && !it->second.empty();
+  }
+
+  // ----- Fusion planning --------------------------------------------------------------------
+
+  /// The op consuming `v` when it is `v`'s only use and `v` is not a graph output, else -1.
+  int sole_user(const jit::Value* v) const {
+    if (v->uses().size() != 1) return -1;
+    auto it = op_of_.find(v->uses()[0].user);
+    return it == op_of_.end() ? -1 : it->second;
+  }
+
+  void plan_chains() {
+    for (const auto& op : g_.ops()) {
+      if (claimed_.count(op.id) || !layer_form(g_, op.id)) continue;
+      Chain c;
+      c.ops = {op.id};
+      c.subpixel = subpixel_pays(*layer_form(g_, op.id));
+      c.output = g_.jit_node(op.id)->output(0);
+      while (options_.fuse) {
+        const int next = sole_user(c.output);
+        if (next < 0 || !extend(c, next)) break;
+      }
+      for (size_t i = 0; i + 1 < c.ops.size(); ++i) absorbed_.insert(c.ops[i]);
+      claimed_.insert(c.ops.begin(), c.ops.end());
+      chain_end_[c.ops.back()] = std::move(c);
+    }
+  }
+
+  bool extend(Chain& c, int next) {
+    if (claimed_.count(next)) return false;  // another layer's chain took it first
+    jit::Node* node = g_.jit_node(next);
+    const auto kind = g_.op(next).op_kind;
+    const bool main_input = node->inputs().size() > 0 && node->input(0) == c.output;
+    if (kind == OpKind::kBatchNorm) {
+      if (c.batchnorm >= 0 || !c.post_ops.empty() || !main_input || !batchnorm_form(g_, next))
+        return false;
+      c.batchnorm = next;
+    } else if (kind == OpKind::kAdd) {
+      if (c.subpixel || c.skip || c.post_ops.size() >= 3 || !add_form(g_, next)) return false;
+      const jit::Value* a = node->input(0);
+      const jit::Value* b = node->input(1);
+      if ((a == c.output) == (b == c.output)) return false;
+      c.skip = a == c.output ? b : a;
+      c.add = next;
+      c.post_ops.push_back({PostOp::Kind::kSum, {}, {}});
+    } else if (g_.op(next).op_kind == OpKind::kPReLU) {
+      // oneDNN 2.6 has no JIT convolution with a PReLU post-op: the reference kernel it falls
+      // back to made FSRCNN 60x slower. PReLU runs as its own primitive after the layer.
+      return false;
+    } else if (auto e = eltwise_form(g_, next)) {
+      if (!main_input || c.post_ops.size() >= 3) return false;
+      c.post_ops.push_back({PostOp::Kind::kEltwise, *e, {}});
+    } else {
+      return false;
+    }
+    c.ops.push_back(next);
+    c.output = node->output(0);
+    return true;
+  }
+
+  // ----- Emission ---------------------------------------------------------------------------
+
+  void emit_node(jit::Node* node, size_t position) {
+    if (node->kind() == c10::prim::Constant) {
+      const int s = slot(node->output());
+      plan_->env[s] = *jit::toIValue(node->output());
+      plain_[s] = true;
+      constants_.push_back(s);
+      constant_slots_.insert(s);
+      return;
+    }
+    if (foldable(node)) {
+      fold_constant(node);
+      return;
+    }
+    if (node->kind() == c10::prim::ListConstruct) {
+      deferred_lists_.insert(node);  // made when a LibTorch step reads it
+      return;
+    }
+    auto it = op_of_.find(node);
+    if (it != op_of_.end() && options_.native) {
+      const int op = it->second;
+      auto chain = chain_end_.find(op);
+      if (chain != chain_end_.end()) {
+        emit_chain(chain->second);
+        return;
+      }
+      if (absorbed_.count(op) || emit_single(op)) return;
+    }
+    emit_torch(node);
+  }
+
+  /// A node computing the same value on every run (its inputs all constants, no randomness, no
+  /// mutation): run once now (a weight's transpose before a traced Linear).
+  bool foldable(const jit::Node* node) const {
+    if (node->kind() == c10::prim::ListConstruct || node->isNondeterministic() ||
+        node->outputs().empty() || node->inputs().empty())
+      return false;
+    const std::string kind = node->kind().toQualString();
+    if (kind.back() == '_') return false;
+    for (const jit::Value* in : node->inputs()) {
+      auto it = slot_of_.find(in);
+      if (it == slot_of_.end() || !constant_slots_.count(it->second)) return false;
+    }
+    return true;
+  }
+
+  void fold_constant(const jit::Node* node) {
+    torch::jit::Stack stack;
+    for (const jit::Value* in : node->inputs()) stack.push_back(plan_->env[slot(in)]);
+    tools::run_traced_node(const_cast<jit::Node*>(node), stack);
+    for (size_t i = 0; i < node->outputs().size(); ++i) {
+      const int s = slot(node->output(i));
+      plan_->env[s] = std::move(stack.at(i));
+      plain_[s] = true;
+      constants_.push_back(s);
+      constant_slots_.insert(s);
+    }
+  }
+
+  void emit_torch(const jit::Node* node) {
+    std::vector<int> inputs, outputs;
+    for (const jit::Value* in : node->inputs()) {
+      ensure_plain(in);
+      inputs.push_back(slot(in));
+    }
+    for (const jit::Value* out : node->outputs()) {
+      outputs.push_back(slot(out));
+      plain_[outputs.back()] = true;
+    }
+    // The plan holds the graph; running a node does not change it.
+    auto step = std::make_unique<TorchStep>(const_cast<jit::Node*>(node), inputs, outputs);
+    auto it = op_of_.find(node);
+    if (it != op_of_.end()) {
+      step->info.name = g_.op(it->second).name;
+      step->info.ops = {g_.op(it->second).name};
+      step->info.macs = g_.macs(it->second);
+    } else {
+      step->info.name = step->info.kind;
+    }
+    plan_->add_step(std::move(step));
+  }
+
+  StepInfo info_of(const std::vector<int>& ops, const std::string& kind) const {
+    StepInfo info;
+    info.name = g_.op(ops.front()).name;
+    info.kind = kind;
+    for (int op : ops) {
+      info.ops.push_back(g_.op(op).name);
+      info.macs += g_.macs(op);
+      if (kind.empty()) info.kind += (info.kind.empty() ? "" : "+") + g_.op(op).type;
+    }
+    return info;
+  }
+
+  void emit_chain(const Chain& c);
+  bool emit_single(int op);
+  bool emit_pool(int op);
+  bool emit_eltwise(int op);
+  bool emit_prelu(int op);
+  bool emit_add(int op);
+  bool emit_concat(int op);
+  memory::desc layer_desc(const LayerForm& f, const std::vector<int64_t>& src,
+                          const std::vector<int64_t>& dst, const dnnl::primitive_attr& attr,
+                          bool plain_dst, dnnl::primitive& primitive, memory::desc& weights_desc,
+                          memory::desc& src_desc);
+  dnnl::primitive_attr post_ops_of(const Chain& c);
+  int chain_destination(const Chain& c, const memory::desc& dst_desc);
+  void own_layer_args(PrimitiveStep& step, const Chain& c, const LayerForm& f,
+                      const std::vector<int64_t>& src_shape, const std::vector<int64_t>& dst_shape,
+                      const memory::desc& weights_desc);
+
+  const tools::SummaryGraph& g_;
+  InferenceOptions options_;
+  std::unique_ptr<Plan> plan_;
+  std::unordered_map<const jit::Value*, int> slot_of_;
+  std::unordered_map<const jit::Value*, int> value_id_;
+  std::unordered_map<int, std::vector<int>> natives_of_;
+  std::vector<char> plain_;
+  std::vector<int> constants_;
+  std::unordered_map<const jit::Node*, int> op_of_;
+  std::unordered_map<const jit::Node*, size_t> position_;
+  std::unordered_map<const jit::Value*, size_t> last_use_;
+  std::unordered_map<int, Chain> chain_end_;
+  std::unordered_set<int> absorbed_, claimed_, constant_slots_;
+  std::unordered_set<const jit::Node*> deferred_lists_;
+};
+
+/// The layer's primitive for `attr`; its destination layout is returned, its source and weight
+/// layouts set.
+memory::desc PlanCompiler::layer_desc(const LayerForm& f, const std::vector<int64_t>& src,
+                                      const std::vector<int64_t>& dst,
+                                      const dnnl::primitive_attr& attr, bool plain_dst,
+                                      dnnl::primitive& primitive, memory::desc& weights_desc,
+                                      memory::desc& src_desc) {
+  const auto& engine = plan_->engine;
+  const bool bias = f.bias.defined();
+  const int64_t out = dst[1];
+  const memory::desc bias_md = bias ? memory::desc({out}, Type::f32, Tag::x) : memory::desc();
+  if (f.kind == LayerForm::Kind::kLinear) {
+    const memory::desc w_md({out, src[1]}, Type::f32, Tag::any);
+    dnnl::inner_product_forward::primitive_desc pd(
+        {dnnl::prop_kind::forward_inference, any_desc(src), w_md, bias_md, any_desc(dst)}, attr,
+        engine);
+    primitive = dnnl::inner_product_forward(pd);
+    weights_desc = pd.weights_desc();
+    src_desc = pd.src_desc();
+    return pd.dst_desc();
+  }
+  const int64_t in = src[1], g = f.groups, kh = f.weight.size(2), kw = f.weight.size(3);
+  const memory::dims w_dims =
+      g > 1 ? memory::dims{g, out / g, in / g, kh, kw} : memory::dims{out, in, kh, kw};
+  const memory::desc w_md(w_dims, Type::f32, Tag::any);
+  const memory::dims strides = dims_of(f.stride), pad_l = dims_of(f.padding),
+                     dilation = {f.dilation[0] - 1, f.dilation[1] - 1};
+  if (f.kind == LayerForm::Kind::kConvolution) {
+    const memory::desc dst_md =
+        plain_dst ? memory::desc(dims_of(dst), Type::f32, Tag::nchw) : any_desc(dst);
+    dnnl::convolution_forward::primitive_desc pd(
+        {dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, any_desc(src),
+         w_md, bias_md, dst_md, strides, dilation, pad_l, dims_of(f.padding_r)},
+        attr, engine);
+    primitive = dnnl::convolution_forward(pd);
+    weights_desc = pd.weights_desc();
+    src_desc = pd.src_desc();
+    return pd.dst_desc();
+  }
+  const memory::dims pad_r = {f.padding[0] - f.output_padding[0],
+                              f.padding[1] - f.output_padding[1]};
+  dnnl::deconvolution_forward::primitive_desc pd(
+      {dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct, any_desc(src),
+       w_md, bias_md, any_desc(dst), strides, dilation, pad_l, pad_r},
+      attr, engine);
+  primitive = dnnl::deconvolution_forward(pd);
+  weights_desc = pd.weights_desc();
+  src_desc = pd.src_desc();
+  return pd.dst_desc();
+}
+
+void PlanCompiler::emit_chain(const Chain& c) {
+  LayerForm f = *layer_form(g_, c.ops.front());
+  if (c.batchnorm >= 0) {
+    auto folded = compress::fold_batchnorm(f.weight, f.bias, *batchnorm_form(g_, c.batchnorm),
+                                           f.kind == LayerForm::Kind::kTransposedConvolution
+                                               ? compress::FoldedLayer::kTransposedConvolution
+                                               : compress::FoldedLayer::kConvolution,
+                                           f.groups);
+    f.weight = folded.weight;
+    f.bias = folded.bias;
+  }
+  const auto src_shape = shape_of(f.input);
+  auto dst_shape = shape_of(c.output);
+  std::optional<SubpixelConv> subpixel;
+  const int64_t subpixel_stride = f.stride.empty() ? 1 : f.stride[0];
+  if (subpixel_pays(f)) {
+    subpixel = to_subpixel(f, src_shape);
+    dst_shape = {src_shape[0], f.weight.size(0),
+                 src_shape[2] + f.padding[0] + f.padding_r[0] - f.weight.size(2) + 1,
+                 src_shape[3] + f.padding[1] + f.padding_r[1] - f.weight.size(3) + 1};
+  }
+  dnnl::primitive primitive;
+  memory::desc weights_desc, src_desc, dst_desc;
+  try {
+    if (!f.padding_r.empty() && (f.padding_r[0] < 0 || f.padding_r[1] < 0))
+      throw dnnl::error(dnnl_unimplemented, "negative padding");
+    dst_desc = layer_desc(f, src_shape, dst_shape, post_ops_of(c), false, primitive, weights_desc,
+                          src_desc);
+  } catch (const dnnl::error&) {
+    // No oneDNN kernel for this geometry: every op of the chain runs as LibTorch's operator.
+    for (int op : c.ops) emit_torch(g_.jit_node(op));
+    return;
+  }
+  const int dst = chain_destination(c, dst_desc);
+  auto step = std::make_unique<PrimitiveStep>(std::move(primitive), info_of(c.ops, ""));
+  step->use(DNNL_ARG_SRC, as_native(f.input, src_desc), false);
+  own_layer_args(*step, c, f, src_shape, dst_shape, weights_desc);
+  if (c.skip) step->reads.push_back(dst);
+  step->use(DNNL_ARG_DST, dst, true);
+  plan_->add_step(std::move(step));
+  if (!subpixel) {
+    natives_of_[slot(c.output)] = {dst};
+    return;
+  }
+  auto shuffle = std::make_unique<SubpixelStep>(
+      *plan_, dst, slot(c.output), dst_shape, subpixel_stride,
+      std::vector<int64_t>{subpixel->crop_y, subpixel->crop_x, subpixel->out_h, subpixel->out_w});
+  shuffle->info = info_of({c.ops.front()}, "PixelShuffle");
+  shuffle->info.macs = 0;
+  plan_->add_step(std::move(shuffle));
+  plain_[slot(c.output)] = true;
+}
+
+dnnl::primitive_attr PlanCompiler::post_ops_of(const Chain& c) {
+  dnnl::post_ops post_ops;
+  for (const auto& p : c.post_ops) {
+    if (p.kind == PostOp::Kind::kSum) post_ops.append_sum(1.f);
+    if (p.kind == PostOp::Kind::kEltwise)
+      post_ops.append_eltwise(1.f, p.eltwise.algorithm, p.eltwise.alpha, p.eltwise.beta);
+    if (p.kind == PostOp::Kind::kPReLU) post_ops.append_prelu(p.slopes.numel() > 1 ? 2 : 0);
+  }
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(post_ops);
+  return attr;
+}
+
+/// The chain's output tensor: with a residual add, the skip's buffer when the add is the skip's
+/// last use and the layouts agree (written in place), else a fresh tensor the skip is copied into
+/// first.
+int PlanCompiler::chain_destination(const Chain& c, const memory::desc& dst_desc) {
+  if (!c.skip) return plan_->add_native(dst_desc);
+  const bool last_use = last_use_.at(c.skip) == position_.at(g_.jit_node(c.add));
+  for (int n : natives_of_[slot(c.skip)])
+    if (last_use && plan_->natives[n].desc == dst_desc) return plan_->add_native(dst_desc, n);
+  const int dst = plan_->add_native(dst_desc);
+  copy_into(c.skip, dst);
+  return dst;
+}
+
+/// The weights, bias and PReLU slopes of a layer step, packed in the layouts its primitive wants.
+void PlanCompiler::own_layer_args(PrimitiveStep& step, const Chain& c, const LayerForm& f,
+                                  const std::vector<int64_t>& src_shape,
+                                  const std::vector<int64_t>& dst_shape,
+                                  const memory::desc& weights_desc) {
+  auto& engine = plan_->engine;
+  const int64_t out = dst_shape[1], g = f.groups;
+  memory::dims w_dims;
+  Tag w_tag = Tag::oi;
+  if (f.kind == LayerForm::Kind::kLinear) {
+    w_dims = {out, src_shape[1]};
+  } else {
+    const int64_t in = src_shape[1], kh = f.weight.size(2), kw = f.weight.size(3);
+    const bool transposed = f.kind == LayerForm::Kind::kTransposedConvolution;
+    w_dims = g > 1 ? memory::dims{g, out / g, in / g, kh, kw} : memory::dims{out, in, kh, kw};
+    w_tag = g > 1 ? (transposed ? Tag::giohw : Tag::goihw) : (transposed ? Tag::iohw : Tag::oihw);
+  }
+  step.own(DNNL_ARG_WEIGHTS, pack(f.weight, w_dims, w_tag, weights_desc, engine, plan_->stream));
+  if (f.bias.defined())
+    step.own(DNNL_ARG_BIAS,
+             pack(f.bias, {out}, Tag::x, {{out}, Type::f32, Tag::x}, engine, plan_->stream));
+  for (size_t i = 0; i < c.post_ops.size(); ++i) {
+    if (c.post_ops[i].kind != PostOp::Kind::kPReLU) continue;
+    const auto& slopes = c.post_ops[i].slopes;
+    // One slope per output channel (mask bit 1), or one for all; laid out like the output.
+    memory::dims dims(dst_shape.size(), 1);
+    if (slopes.numel() > 1) dims[1] = out;
+    const Tag tag = dims.size() == 2 ? Tag::ab : Tag::abcd;
+    step.own(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_WEIGHTS,
+             pack(slopes, dims, tag, {dims, Type::f32, tag}, engine, plan_->stream));
+  }
+}
+
+bool PlanCompiler::emit_prelu(int op) {
+  jit::Node* node = g_.jit_node(op);
+  auto slopes = prelu_form(g_, op);
+  if (!slopes || !has_native(node->input(0))) return false;
+  const int src = natives_of_[slot(node->input(0))].front();
+  const auto& desc = plan_->natives[src].desc;
+  const auto shape = shape_of(node->input(0));
+  // One slope per channel, or one broadcast to all.
+  memory::dims dims(shape.size(), 1);
+  if (slopes->numel() > 1) dims[1] = shape.at(1);
+  const Tag tag = dims.size() == 2 ? Tag::ab : Tag::abcd;
+  try {
+    dnnl::prelu_forward::primitive_desc pd(
+        {dnnl::prop_kind::forward_inference, desc, {dims, Type::f32, Tag::any}}, plan_->engine);
+    const int dst = plan_->add_native(pd.dst_desc());
+    auto step = std::make_unique<PrimitiveStep>(dnnl::prelu_forward(pd), info_of({op}, ""));
+    step->use(DNNL_ARG_SRC, src, false);
+    step->own(DNNL_ARG_WEIGHTS,
+              pack(*slopes, dims, tag, pd.weights_desc(), plan_->engine, plan_->stream));
+    step->use(DNNL_ARG_DST, dst, true);
+    plan_->add_step(std::move(step));
+    natives_of_[slot(node->output(0))] = {dst};
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+bool PlanCompiler::emit_single(int op) {
+  const auto kind = g_.op(op).op_kind;
+  if (kind == OpKind::kPReLU) return emit_prelu(op);
+  if (kind == OpKind::kMaxPool || kind == OpKind::kAvgPool || kind == OpKind::kAdaptiveAvgPool)
+    return emit_pool(op);
+  if (kind == OpKind::kAdd) return emit_add(op);
+  if (kind == OpKind::kConcat) return emit_concat(op);
+  return emit_eltwise(op);
+}
+
+bool PlanCompiler::emit_pool(int op) {
+  jit::Node* node = g_.jit_node(op);
+  auto f = pool_form(g_, op);
+  if (!f || !has_native(node->input(0))) return false;
+  const int src = natives_of_[slot(node->input(0))].front();
+  const auto& src_desc = plan_->natives[src].desc;
+  try {
+    dnnl::pooling_forward::primitive_desc pd(
+        {dnnl::prop_kind::forward_inference, f->algorithm, src_desc,
+         any_desc(shape_of(node->output(0))), dims_of(f->stride), dims_of(f->kernel),
+         dims_of(f->padding_l), dims_of(f->padding_r)},
+        plan_->engine);
+    const int dst = plan_->add_native(pd.dst_desc());
+    auto step = std::make_unique<PrimitiveStep>(dnnl::pooling_forward(pd), info_of({op}, ""));
+    step->use(DNNL_ARG_SRC, src, false);
+    step->use(DNNL_ARG_DST, dst, true);
+    plan_->add_step(std::move(step));
+    natives_of_[slot(node->output(0))] = {dst};
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+bool PlanCompiler::emit_eltwise(int op) {
+  jit::Node* node = g_.jit_node(op);
+  auto f = eltwise_form(g_, op);
+  if (!f || !has_native(node->input(0))) return false;
+  const int src = natives_of_[slot(node->input(0))].front();
+  const auto& desc = plan_->natives[src].desc;
+  dnnl::eltwise_forward::primitive_desc pd(
+      {dnnl::prop_kind::forward_inference, f->algorithm, desc, f->alpha, f->beta}, plan_->engine);
+  const int dst = plan_->add_native(pd.dst_desc());
+  auto step = std::make_unique<PrimitiveStep>(dnnl::eltwise_forward(pd), info_of({op}, ""));
+  step->use(DNNL_ARG_SRC, src, false);
+  step->use(DNNL_ARG_DST, dst, true);
+  plan_->add_step(std::move(step));
+  natives_of_[slot(node->output(0))] = {dst};
+  return true;
+}
+
+bool PlanCompiler::emit_add(int op) {
+  jit::Node* node = g_.jit_node(op);
+  if (!add_form(g_, op)) return false;
+  const jit::Value* a = node->input(0);
+  const jit::Value* b = node->input(1);
+  if (!has_native(a) && !has_native(b)) return false;
+  if (!has_native(a)) std::swap(a, b);
+  const int src0 = natives_of_[slot(a)].front();
+  const memory::desc desc = plan_->natives[src0].desc;
+  const int src1 = as_native(b, desc);
+  dnnl::binary::primitive_desc pd({dnnl::algorithm::binary_add, desc, desc, desc}, plan_->engine);
+  const int dst = plan_->add_native(desc);
+  auto step = std::make_unique<PrimitiveStep>(dnnl::binary(pd), info_of({op}, ""));
+  step->use(DNNL_ARG_SRC_0, src0, false);
+  step->use(DNNL_ARG_SRC_1, src1, false);
+  step->use(DNNL_ARG_DST, dst, true);
+  plan_->add_step(std::move(step));
+  natives_of_[slot(node->output(0))] = {dst};
+  return true;
+}
+
+bool PlanCompiler::emit_concat(int op) {
+  jit::Node* node = g_.jit_node(op);
+  const auto out_shape = shape_of(node->output(0));
+  const jit::Value* list = node->input(0);
+  auto dim = constant_number(schema_argument(node, "dim"));
+  if (out_shape.size() != 4 || !dim || (*dim != 1 && *dim != -3) ||
+      list->node()->kind() != c10::prim::ListConstruct || !deferred_lists_.count(list->node()))
+    return false;
+  std::vector<memory::desc> descs;
+  std::vector<int> srcs;
+  for (const jit::Value* in : list->node()->inputs()) {
+    if (!has_native(in)) return false;
+    srcs.push_back(natives_of_[slot(in)].front());
+    descs.push_back(plan_->natives[srcs.back()].desc);
+  }
+  try {
+    dnnl::concat::primitive_desc pd(1, descs, plan_->engine);
+    const int dst = plan_->add_native(pd.dst_desc());
+    auto step = std::make_unique<PrimitiveStep>(dnnl::concat(pd), info_of({op}, ""));
+    for (size_t i = 0; i < srcs.size(); ++i)
+      step->use(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), srcs[i], false);
+    step->use(DNNL_ARG_DST, dst, true);
+    plan_->add_step(std::move(step));
+    natives_of_[slot(node->output(0))] = {dst};
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Plan> compile_plan(const tools::SummaryGraph& graph,
+                                   const InferenceOptions& options) {
+  return PlanCompiler(graph, options).compile();
+}
+
+}  // namespace igb::runtime

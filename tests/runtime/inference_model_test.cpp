@@ -1,0 +1,199 @@
+// The inference form computes the model's forward (every zoo classifier, super-resolution and
+// deblurring model, thinned models, every batch and input size), and folds and fuses what it
+// should.
+#include <gtest/gtest.h>
+
+#include "compress/thinning.h"
+#include "core/error.h"
+#include "core/thinning_recipe.h"
+#include "models/model.h"
+#include "runtime/inference_model.h"
+#include "tools/graph/summary_graph.h"
+
+namespace igb::runtime {
+
+namespace {
+
+std::vector<std::string> zoo(const std::string& family) {
+  models::register_builtin_models();
+  return models::model_names(family);
+}
+
+/// `name` with drawn BatchNorm statistics and affine terms, so a folded BatchNorm is not the
+/// identity, in eval mode.
+models::Model make(const std::string& name) {
+  models::register_builtin_models();
+  torch::manual_seed(0);
+  auto m = models::create_model(name, nlohmann::json::object());
+  torch::NoGradGuard no_grad;
+  for (auto& item : m->named_buffers())
+    if (item.key().find("running_mean") != std::string::npos)
+      item.value().uniform_(-0.5, 0.5);
+    else if (item.key().find("running_var") != std::string::npos)
+      item.value().uniform_(0.5, 1.5);
+  for (auto& item : m->named_modules())
+    if (auto* bn = item.value()->as<torch::nn::BatchNorm2d>()) {
+      bn->weight.uniform_(0.5, 1.5);
+      bn->bias.uniform_(-0.2, 0.2);
+    }
+  m->eval();
+  return m;
+}
+
+std::shared_ptr<InferenceModel> form_of(const models::Model& m, const InferenceOptions& o = {}) {
+  return InferenceModel::make(
+      m, [m](const at::Tensor& x) { return m->forward(x); }, "model", o);
+}
+
+/// The model's input at `batch`; ImageNet-size inputs at 96x96 (the same layers, a fraction of
+/// the time).
+std::vector<int64_t> shape_of(const models::Model& m, int64_t batch) {
+  auto s = m->input_shape();
+  s[0] = batch;
+  if (s.size() == 4 && s[2] > 96) s[2] = s[3] = 96;
+  return s;
+}
+
+/// max |form − forward| / max |forward| on a random input of `shape`.
+double relative_difference(const models::Model& m, InferenceModel& form,
+                           const std::vector<int64_t>& shape) {
+  torch::manual_seed(1);
+  const auto x = torch::randn(shape);
+  torch::NoGradGuard no_grad;
+  const auto y = m->forward(x);
+  const auto z = form.forward(x);
+  EXPECT_EQ(z.sizes(), y.sizes());
+  if (z.sizes() != y.sizes()) return 1;
+  return (z - y).abs().max().item<double>() / y.abs().max().item<double>();
+}
+
+int count_kind(const std::vector<StepInfo>& steps, const std::string& kind) {
+  return static_cast<int>(
+      std::count_if(steps.begin(), steps.end(), [&](const StepInfo& s) { return s.kind == kind; }));
+}
+
+}  // namespace
+
+class ZooModel : public testing::TestWithParam<std::string> {};
+
+TEST_P(ZooModel, InferenceFormEqualsTheForwardPassAtBatch1And3) {
+  auto m = make(GetParam());
+  auto form = form_of(m);
+  EXPECT_LE(relative_difference(m, *form, shape_of(m, 1)), 1e-5);
+  EXPECT_LE(relative_difference(m, *form, shape_of(m, 3)), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Classify, ZooModel, testing::ValuesIn(zoo("classify")));
+INSTANTIATE_TEST_SUITE_P(Sr, ZooModel, testing::ValuesIn(zoo("sr")));
+INSTANTIATE_TEST_SUITE_P(Deblur, ZooModel, testing::ValuesIn(zoo("deblur")));
+
+TEST(InferenceModel, ResNet20FoldsEveryBatchNormAndFusesResidualAddsAndReLUs) {
+  auto m = make("resnet20_cifar");
+  auto form = form_of(m);
+  const auto steps = form->steps(m->input_shape());
+  // conv1 and each block's first conv: Conv+BN+ReLU; each block's second conv takes the
+  // shortcut's add and the ReLU after it.
+  EXPECT_EQ(count_kind(steps, "Conv+BatchNorm+ReLU"), 10);
+  EXPECT_EQ(count_kind(steps, "Conv+BatchNorm+Add+ReLU"), 9);
+  EXPECT_EQ(count_kind(steps, "Linear"), 1);
+  for (const auto& s : steps) {
+    EXPECT_NE(s.kind, "aten::batch_norm");
+    EXPECT_NE(s.kind, "aten::_convolution");
+  }
+  int64_t macs = 0;
+  for (const auto& s : steps) macs += s.macs;
+  const auto graph = tools::SummaryGraph::build(*m, m->input_shape(),
+                                                [m](const at::Tensor& x) { return m->forward(x); });
+  EXPECT_EQ(macs, graph.total_macs());
+}
+
+TEST(InferenceModel, MobileNetV2AndFsrcnnFuseTheirActivations) {
+  auto mobilenet = make("mobilenet_v2");
+  const auto steps = form_of(mobilenet)->steps(shape_of(mobilenet, 1));
+  // 17 inverted residual blocks: expansion and depthwise convs with ReLU6, the projection with
+  // the residual add where the block keeps its shape (10 of them).
+  EXPECT_EQ(count_kind(steps, "Conv+BatchNorm+Add"), 10);
+  EXPECT_EQ(count_kind(steps, "Conv+BatchNorm+ReLU6"), 2 * 17 - 1 + 1 + 1);
+  auto fsrcnn = make("fsrcnn");
+  const auto sr_steps = form_of(fsrcnn)->steps(fsrcnn->input_shape());
+  // PReLU as its own oneDNN primitive (no JIT convolution takes it as a post-op); the 9x9
+  // stride-3 transposed convolution in the sub-pixel form: a convolution, then the shuffle.
+  EXPECT_EQ(count_kind(sr_steps, "Conv"), 7);
+  EXPECT_EQ(count_kind(sr_steps, "PReLU"), 7);
+  EXPECT_EQ(count_kind(sr_steps, "ConvTranspose"), 1);
+  EXPECT_EQ(count_kind(sr_steps, "PixelShuffle"), 1);
+  for (const auto& s : sr_steps)
+    if (s.kind != "PixelShuffle") EXPECT_TRUE(s.native) << s.kind;
+}
+
+TEST(InferenceModel, OnePlanPerShapeReusedAndEachOutputFresh) {
+  auto m = make("resnet20_cifar");
+  auto form = form_of(m);
+  torch::manual_seed(2);
+  const auto a = torch::randn({2, 3, 32, 32});
+  const auto b = torch::randn({1, 3, 40, 24});
+  auto first = form->forward(a);
+  const auto copy = first.clone();
+  first.fill_(7);  // the caller owns the output: the next call must not see this
+  const auto other = form->forward(b);
+  const auto again = form->forward(a);
+  EXPECT_TRUE(torch::equal(again, copy));
+  torch::NoGradGuard no_grad;
+  EXPECT_LE((other - m->forward(b)).abs().max().item<double>(), 1e-5);
+}
+
+TEST(InferenceModel, UnfusedAndLibTorchOnlyFormsComputeTheSame) {
+  auto m = make("resnet20_cifar");
+  InferenceOptions unfused;
+  unfused.fuse = false;
+  auto form = form_of(m, unfused);
+  EXPECT_LE(relative_difference(m, *form, m->input_shape()), 1e-5);
+  for (const auto& s : form->steps(m->input_shape()))
+    EXPECT_EQ(s.kind.find('+'), std::string::npos) << s.kind;
+  InferenceOptions torch_only;
+  torch_only.native = false;
+  auto plain = form_of(m, torch_only);
+  EXPECT_LE(relative_difference(m, *plain, m->input_shape()), 1e-6);
+  for (const auto& s : plain->steps(m->input_shape())) EXPECT_FALSE(s.native) << s.kind;
+}
+
+TEST(InferenceModel, ThinnedResNet56) {
+  auto m = make("resnet56_cifar");
+  const auto graph = tools::SummaryGraph::build(*m, m->input_shape(),
+                                                [m](const at::Tensor& x) { return m->forward(x); });
+  // Zero 3 of 16, 5 of 32 and 7 of 64 filters of every block's first conv, then thin.
+  {
+    torch::NoGradGuard no_grad;
+    auto params = m->named_parameters();
+    const int zeroed[] = {3, 5, 7};
+    for (int stage = 1; stage <= 3; ++stage)
+      for (int b = 0; b < 9; ++b) {
+        const std::string conv =
+            "layer" + std::to_string(stage) + "." + std::to_string(b) + ".conv1";
+        for (int c = 0; c < zeroed[stage - 1]; ++c) {
+          params[conv + ".weight"].select(0, 2 * c).zero_();
+          params["layer" + std::to_string(stage) + "." + std::to_string(b) + ".bn1.weight"][2 * c]
+              .fill_(0);
+          params["layer" + std::to_string(stage) + "." + std::to_string(b) + ".bn1.bias"][2 * c]
+              .fill_(0);
+        }
+      }
+  }
+  auto plan = compress::plan_thinning(*m, graph, compress::ThinningKind::kFilters);
+  ASSERT_FALSE(plan.empty());
+  apply_thinning_recipe(*m, plan.recipe, "resnet56_cifar");
+  EXPECT_EQ(m->named_parameters()["layer3.0.conv1.weight"].size(0), 64 - 7);
+  auto form = form_of(m);
+  EXPECT_LE(relative_difference(m, *form, shape_of(m, 1)), 1e-5);
+  EXPECT_LE(relative_difference(m, *form, shape_of(m, 4)), 1e-5);
+}
+
+TEST(InferenceModel, RefusesWhatItCannotRun) {
+  auto m = make("resnet20_cifar");
+  auto form = form_of(m);
+  EXPECT_THROW(form->forward(torch::zeros({1, 3, 32, 32}, torch::kDouble)), InputError);
+  m->to(torch::kDouble);
+  EXPECT_THROW(form_of(m)->forward(torch::zeros({1, 3, 32, 32})), InputError);
+}
+
+}  // namespace igb::runtime
