@@ -1,6 +1,8 @@
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 
+#include <chrono>
+#include <cstring>
 #include <limits>
 #include <unordered_map>
 #include <unordered_set>
@@ -398,6 +400,34 @@ class PlanCompiler {
   std::unordered_set<const jit::Node*> deferred_lists_;
 };
 
+/// Milliseconds of one run of convolution `pd` (the best of three after one untimed run) on
+/// zeroed buffers of its own layouts.
+double time_convolution(const dnnl::convolution_forward::primitive_desc& pd) {
+  const dnnl::engine engine = pd.get_engine();
+  dnnl::stream stream(engine);
+  std::unordered_map<int, memory> args;
+  for (const auto& [arg, desc] : {std::make_pair(DNNL_ARG_SRC, pd.src_desc()),
+                                  std::make_pair(DNNL_ARG_WEIGHTS, pd.weights_desc()),
+                                  std::make_pair(DNNL_ARG_BIAS, pd.bias_desc()),
+                                  std::make_pair(DNNL_ARG_DST, pd.dst_desc())}) {
+    if (desc.get_size() == 0) continue;
+    memory m(desc, engine);
+    std::memset(m.get_data_handle(), 0, desc.get_size());
+    args[arg] = m;
+  }
+  const dnnl::convolution_forward conv(pd);
+  double best = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < 4; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    conv.execute(stream, args);
+    stream.wait();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (i > 0) best = std::min(best, ms);
+  }
+  return best;
+}
+
 /// The layer's primitive for `attr`; its destination layout is returned, its source and weight
 /// layouts set.
 memory::desc PlanCompiler::layer_desc(const LayerForm& f, const std::vector<int64_t>& src,
@@ -428,10 +458,23 @@ memory::desc PlanCompiler::layer_desc(const LayerForm& f, const std::vector<int6
   if (f.kind == LayerForm::Kind::kConvolution) {
     const memory::desc dst_md =
         plain_dst ? memory::desc(dims_of(dst), Type::f32, Tag::nchw) : any_desc(dst);
-    dnnl::convolution_forward::primitive_desc pd(
-        {dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, any_desc(src),
-         w_md, bias_md, dst_md, strides, dilation, pad_l, dims_of(f.padding_r)},
-        attr, engine);
+    auto make = [&](dnnl::algorithm a) {
+      return dnnl::convolution_forward::primitive_desc(
+          {dnnl::prop_kind::forward_inference, a, any_desc(src), w_md, bias_md, dst_md, strides,
+           dilation, pad_l, dims_of(f.padding_r)},
+          attr, engine);
+    };
+    auto pd = make(dnnl::algorithm::convolution_direct);
+    if (options_.pick_algorithms && f.weight.size(2) == 3 && f.weight.size(3) == 3 &&
+        f.stride[0] == 1 && f.stride[1] == 1 && f.dilation[0] == 1 && f.dilation[1] == 1 &&
+        f.groups == 1) {
+      try {
+        auto winograd = make(dnnl::algorithm::convolution_winograd);
+        if (time_convolution(winograd) < time_convolution(pd)) pd = winograd;
+      } catch (const dnnl::error&) {
+        // No Winograd kernel for this CPU or shape.
+      }
+    }
     primitive = dnnl::convolution_forward(pd);
     weights_desc = pd.weights_desc();
     src_desc = pd.src_desc();
