@@ -110,4 +110,28 @@ std::string InferenceModel::summary(const std::vector<int64_t>& input_shape) {
   return out.str();
 }
 
+InferenceStage::InferenceStage(const tools::SummaryGraph& graph, const std::vector<int>& ops,
+                               const std::vector<int>& inputs, const std::vector<int>& outputs,
+                               const InferenceOptions& options) {
+  PlanRegion region;
+  region.ops = ops;
+  region.inputs = inputs;
+  region.outputs = outputs;
+  plan_ = compile_plan(graph, options, region);
+}
+
+InferenceStage::~InferenceStage() = default;
+
+bool InferenceStage::run(std::map<int, at::Tensor>& values) {
+  torch::NoGradGuard no_grad;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return plan_->run_values(values);
+}
+
+std::vector<StepInfo> InferenceStage::steps() const {
+  std::vector<StepInfo> out;
+  for (const auto& step : plan_->steps) out.push_back(step->info);
+  return out;
+}
+
 }  // namespace igb::runtime

@@ -11,6 +11,10 @@
 #include <string>
 #include <vector>
 
+namespace igb::tools {
+class SummaryGraph;
+}  // namespace igb::tools
+
 namespace igb::runtime {
 
 class Plan;
@@ -105,6 +109,30 @@ class InferenceModel {
   std::map<std::vector<int64_t>, std::unique_ptr<Plan>> plans_;
   std::map<std::vector<int64_t>, uint64_t> last_used_;
   uint64_t clock_ = 0;
+};
+
+/// The inference form of one part of a traced forward pass: a partition stage, an early-exit
+/// segment, a serving worker's share. Compiled once, for the summary graph's input shape.
+///
+///   InferenceStage stage(graph, {ops...}, {inputs...}, {outputs...});
+///   std::map<int, at::Tensor> values = {{input_id, x}};
+///   if (!stage.run(values)) ...  // another shape: run the stage some other way
+class InferenceStage {
+ public:
+  /// `ops`: the summary-graph op ids it runs; `inputs`: the value ids it is given (the model's
+  /// input is given too); `outputs`: the value ids it returns. `graph` need not outlive it.
+  InferenceStage(const tools::SummaryGraph& graph, const std::vector<int>& ops,
+                 const std::vector<int>& inputs, const std::vector<int>& outputs,
+                 const InferenceOptions& options = {});
+  ~InferenceStage();
+  /// Adds the stage's outputs to `values`, which holds its inputs; false, running nothing, when
+  /// an input is missing or not the float32 CPU tensor of the shape the stage was made for.
+  bool run(std::map<int, at::Tensor>& values);
+  std::vector<StepInfo> steps() const;
+
+ private:
+  std::unique_ptr<Plan> plan_;
+  std::mutex mutex_;
 };
 
 }  // namespace igb::runtime

@@ -186,12 +186,13 @@ void Plan::allocate() {
   for (int s = 0; s < static_cast<int>(steps.size()); ++s)
     for (int slot : steps[s]->slot_reads) last_read[slot] = s;
   for (int slot = 0; slot < static_cast<int>(env.size()); ++slot)
-    if (last_read[slot] >= 0 && !constant[slot] && slot != output_slot)
+    if (last_read[slot] >= 0 && !constant[slot] &&
+        std::none_of(outputs.begin(), outputs.end(),
+                     [&](const auto& o) { return o.second == slot; }))
       release_[last_read[slot]].push_back(slot);
 }
 
-void Plan::run_steps(const at::Tensor& input, std::vector<double>* times) {
-  env[input_slot] = input;
+void Plan::run_steps(std::vector<double>* times) {
   using Clock = std::chrono::steady_clock;
   for (size_t s = 0; s < steps.size(); ++s) {
     const auto start = Clock::now();
@@ -205,13 +206,32 @@ void Plan::run_steps(const at::Tensor& input, std::vector<double>* times) {
   stream.wait();
 }
 
+void Plan::clear_ends() {
+  for (const auto& [id, slot] : outputs) env[slot] = c10::IValue();
+  for (const auto& [id, slot] : inputs) env[slot] = c10::IValue();
+}
+
 at::Tensor Plan::run(const at::Tensor& input) {
-  run_steps(input, nullptr);
-  c10::IValue out = std::move(env[output_slot]);
-  env[output_slot] = c10::IValue();
-  env[input_slot] = c10::IValue();
+  env[inputs.at(0).second] = input;
+  run_steps(nullptr);
+  c10::IValue out = std::move(env[outputs.at(0).second]);
+  clear_ends();
   if (out.isTuple()) out = out.toTupleRef().elements().at(0);
   return out.toTensor();
+}
+
+bool Plan::run_values(std::map<int, at::Tensor>& values) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    auto it = values.find(inputs[i].first);
+    if (it == values.end() || !it->second.defined() || it->second.sizes() != input_shapes[i] ||
+        it->second.scalar_type() != at::kFloat || !it->second.device().is_cpu())
+      return false;
+  }
+  for (const auto& [id, slot] : inputs) env[slot] = values.at(id);
+  run_steps(nullptr);
+  for (const auto& [id, slot] : outputs) values[id] = env[slot].toTensor();
+  clear_ends();
+  return true;
 }
 
 std::vector<double> Plan::time_steps(const at::Tensor& input, int repeats) {
@@ -219,11 +239,11 @@ std::vector<double> Plan::time_steps(const at::Tensor& input, int repeats) {
   std::vector<std::vector<double>> runs(steps.size());
   std::vector<double> times(steps.size());
   for (int r = 0; r < std::max(1, repeats); ++r) {
-    run_steps(input, &times);
+    env[inputs.at(0).second] = input;
+    run_steps(&times);
+    clear_ends();
     for (size_t s = 0; s < steps.size(); ++s) runs[s].push_back(times[s]);
   }
-  env[output_slot] = c10::IValue();
-  env[input_slot] = c10::IValue();
   std::vector<double> medians;
   for (auto& v : runs) {
     std::sort(v.begin(), v.end());

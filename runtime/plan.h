@@ -6,6 +6,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <dnnl.hpp>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -133,8 +134,13 @@ class TorchStep : public Step {
 class Plan {
  public:
   Plan();
-  /// Runs every step on `input`; returns the output slot's tensor.
+  /// Runs every step on `input` (the plan's one input); returns its first output (a tuple's first
+  /// element).
   at::Tensor run(const at::Tensor& input);
+  /// A stage's plan: `values` holds its inputs by summary-graph value id; its outputs are added.
+  /// Returns false, running nothing, when an input is missing or not of the shape the plan was
+  /// made for.
+  bool run_values(std::map<int, at::Tensor>& values);
   /// Median milliseconds of each step over `repeats` runs (after one untimed run).
   std::vector<double> time_steps(const at::Tensor& input, int repeats);
   /// Gives each native tensor a buffer of the arena (buffers shared by tensors whose lives do
@@ -156,22 +162,35 @@ class Plan {
   std::vector<bool> constant;
   std::vector<NativeTensor> natives;
   std::vector<std::unique_ptr<Step>> steps;
-  int input_slot = -1, output_slot = -1;
+  /// Summary-graph value ids of the inputs and outputs with their slots, and the inputs' shapes.
+  std::vector<std::pair<int, int>> inputs, outputs;
+  std::vector<std::vector<int64_t>> input_shapes;
   /// The traced graph whose nodes the LibTorch steps run.
   std::shared_ptr<torch::jit::Graph> graph;
   /// Bytes of the arena (activations) and of the weights the steps own.
   int64_t arena_bytes = 0;
 
  private:
-  void run_steps(const at::Tensor& input, std::vector<double>* times);
+  void run_steps(std::vector<double>* times);
+  void clear_ends();
   std::vector<at::Tensor> arena_;
   /// Per step: the slots whose last reader it is.
   std::vector<std::vector<int>> release_;
 };
 
-/// Compiles the traced forward pass `graph` (the summary graph of the model on one input shape)
-/// into a plan.
+/// The part of a traced graph a plan computes.
+struct PlanRegion {
+  /// Summary-graph op ids; empty: every op.
+  std::vector<int> ops;
+  /// Value ids the caller gives (the model's input is given too); empty: the model's input.
+  std::vector<int> inputs;
+  /// Value ids returned; empty: the model's first output.
+  std::vector<int> outputs;
+};
+
+/// Compiles the traced forward pass `graph` (the summary graph of the model on one input shape),
+/// or the `region` of it, into a plan.
 std::unique_ptr<Plan> compile_plan(const tools::SummaryGraph& graph,
-                                   const InferenceOptions& options);
+                                   const InferenceOptions& options, const PlanRegion& region = {});
 
 }  // namespace igb::runtime

@@ -1,14 +1,18 @@
+#include <ATen/Parallel.h>
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "core/conv_transpose.h"
 #include "core/error.h"
+#include "core/jit_containers.h"
+#include "runtime/algorithm_cache.h"
 #include "runtime/op_forms.h"
 #include "runtime/plan.h"
 #include "tools/graph/summary_graph.h"
@@ -85,22 +89,25 @@ SubpixelConv to_subpixel(LayerForm& f, const std::vector<int64_t>& src) {
 
 class PlanCompiler {
  public:
-  PlanCompiler(const tools::SummaryGraph& graph, const InferenceOptions& options)
-      : g_(graph), options_(options), plan_(std::make_unique<Plan>()) {}
+  PlanCompiler(const tools::SummaryGraph& graph, const InferenceOptions& options,
+               const PlanRegion& region)
+      : g_(graph), options_(options), region_(region), plan_(std::make_unique<Plan>()) {
+    ours_.insert(region.ops.begin(), region.ops.end());
+    whole_ = region.ops.empty() && region.inputs.empty() && region.outputs.empty();
+  }
 
   std::unique_ptr<Plan> compile() {
     auto& graph = *g_.jit_graph();
     plan_->graph = g_.jit_graph();
     index_graph();
-    const jit::Value* input = graph.inputs().at(0);
-    plan_->input_slot = slot(input);
-    plain_[plan_->input_slot] = true;
+    declare_inputs();
     if (options_.native) plan_chains();
     size_t position = 0;
-    for (jit::Node* node : graph.nodes()) emit_node(node, position++);
-    const jit::Value* output = graph.outputs().at(0);
-    ensure_plain(output);
-    plan_->output_slot = slot(output);
+    for (jit::Node* node : graph.nodes()) {
+      if (in_region(node)) emit_node(node, position);
+      ++position;
+    }
+    declare_outputs();
     plan_->constant.assign(plan_->env.size(), false);
     for (int s : constants_) plan_->constant[s] = true;
     plan_->allocate();
@@ -108,6 +115,57 @@ class PlanCompiler {
   }
 
  private:
+  // ----- Region -----------------------------------------------------------------------------
+
+  bool ours(int op) const { return whole_ || ours_.count(op); }
+
+  /// Whether the plan runs `node`: every node of the whole graph; of a stage, its ops and the
+  /// helper nodes whose inputs it has (a constant, a size read, a list of its values).
+  bool in_region(const jit::Node* node) const {
+    if (whole_ || node->kind() == c10::prim::Constant) return true;
+    auto it = op_of_.find(node);
+    if (it != op_of_.end()) return ours_.count(it->second) > 0;
+    for (const jit::Value* in : node->inputs())
+      if (!slot_of_.count(in)) return false;
+    return true;
+  }
+
+  void add_input(const jit::Value* v, int id) {
+    const int s = slot(v);
+    plain_[s] = true;
+    plan_->inputs.emplace_back(id, s);
+    plan_->input_shapes.push_back(shape_of(v));
+  }
+
+  void declare_inputs() {
+    const jit::Value* model_input = g_.jit_graph()->inputs().at(0);
+    if (whole_) {
+      add_input(model_input, g_.inputs().empty() ? -1 : g_.inputs()[0]);
+      return;
+    }
+    std::set<int> given(region_.inputs.begin(), region_.inputs.end());
+    given.insert(g_.inputs().begin(), g_.inputs().end());
+    for (int id : given) {
+      auto it = value_of_id_.find(id);
+      const int producer = g_.values().at(id).producer;
+      if (it != value_of_id_.end() && (producer < 0 || !ours(producer))) add_input(it->second, id);
+    }
+  }
+
+  void declare_outputs() {
+    if (whole_) {
+      const jit::Value* output = g_.jit_graph()->outputs().at(0);
+      ensure_plain(output);
+      plan_->outputs.emplace_back(-1, slot(output));
+      return;
+    }
+    for (int id : region_.outputs) {
+      const jit::Value* v = value_of_id_.at(id);
+      ensure_plain(v);
+      plan_->outputs.emplace_back(id, slot(v));
+    }
+  }
+
   // ----- Values -----------------------------------------------------------------------------
 
   void index_graph() {
@@ -131,6 +189,7 @@ class PlanCompiler {
       ++position;
     }
     for (const jit::Value* out : graph.outputs()) last_use_[out] = kGraphOutput;
+    for (const auto& [v, id] : value_id_) value_of_id_[id] = v;
   }
 
   int slot(const jit::Value* v) {
@@ -225,7 +284,7 @@ class PlanCompiler {
 
   void plan_chains() {
     for (const auto& op : g_.ops()) {
-      if (claimed_.count(op.id) || !layer_form(g_, op.id)) continue;
+      if (!ours(op.id) || claimed_.count(op.id) || !layer_form(g_, op.id)) continue;
       Chain c;
       c.ops = {op.id};
       c.subpixel = subpixel_pays(*layer_form(g_, op.id));
@@ -241,7 +300,8 @@ class PlanCompiler {
   }
 
   bool extend(Chain& c, int next) {
-    if (claimed_.count(next)) return false;  // another layer's chain took it first
+    // Another layer's chain took it first, or another stage runs it.
+    if (claimed_.count(next) || !ours(next)) return false;
     jit::Node* node = g_.jit_node(next);
     const auto kind = g_.op(next).op_kind;
     const bool main_input = node->inputs().size() > 0 && node->input(0) == c.output;
@@ -386,7 +446,11 @@ class PlanCompiler {
 
   const tools::SummaryGraph& g_;
   InferenceOptions options_;
+  PlanRegion region_;
+  bool whole_ = true;
+  std::set<int> ours_;
   std::unique_ptr<Plan> plan_;
+  std::unordered_map<int, const jit::Value*> value_of_id_;
   std::unordered_map<const jit::Value*, int> slot_of_;
   std::unordered_map<const jit::Value*, int> value_id_;
   std::unordered_map<int, std::vector<int>> natives_of_;
@@ -470,7 +534,12 @@ memory::desc PlanCompiler::layer_desc(const LayerForm& f, const std::vector<int6
         f.groups == 1) {
       try {
         auto winograd = make(dnnl::algorithm::convolution_winograd);
-        if (time_convolution(winograd) < time_convolution(pd)) pd = winograd;
+        std::string key;
+        for (int64_t d : src) key += std::to_string(d) + "x";
+        key += std::to_string(dst[1]) + " p" + std::to_string(f.padding[0]) +
+               std::to_string(f.padding[1]) + " t" + std::to_string(at::get_num_threads());
+        if (winograd_pays(key, [&] { return time_convolution(winograd) < time_convolution(pd); }))
+          pd = winograd;
       } catch (const dnnl::error&) {
         // No Winograd kernel for this CPU or shape.
       }
@@ -737,8 +806,8 @@ bool PlanCompiler::emit_concat(int op) {
 }  // namespace
 
 std::unique_ptr<Plan> compile_plan(const tools::SummaryGraph& graph,
-                                   const InferenceOptions& options) {
-  return PlanCompiler(graph, options).compile();
+                                   const InferenceOptions& options, const PlanRegion& region) {
+  return PlanCompiler(graph, options, region).compile();
 }
 
 }  // namespace igb::runtime

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/cache_dir.h"
 #include "core/error.h"
 #include "core/finite_number.h"
 #include "core/fs.h"
@@ -45,8 +46,10 @@ std::string this_machine() {
 }
 
 LayerCosts measure_layer_costs(torch::nn::Module& model, const tools::SummaryGraph& graph,
-                               const tools::SummaryGraph::Forward& forward, int repeats) {
+                               const tools::SummaryGraph::Forward& forward, int repeats,
+                               bool inference) {
   tools::ProfileOptions options;
+  options.inference = inference;
   options.batch_sizes = {1};
   options.top = 0;
   options.repeats = std::max(1, repeats);
@@ -58,6 +61,7 @@ LayerCosts measure_layer_costs(torch::nn::Module& model, const tools::SummaryGra
   c.input = graph.input_shape();
   c.machine = this_machine();
   c.threads = at::get_num_threads();
+  c.runtime = profile.runtime;
   for (const auto& layer : profile.batches.at(0).layers) c.ms[layer.name] = layer.forward_ms;
   return c;
 }
@@ -65,7 +69,8 @@ LayerCosts measure_layer_costs(torch::nn::Module& model, const tools::SummaryGra
 void write_layer_costs(const LayerCosts& c, const fs::path& path) {
   json j = {{"format", "igb layer costs"},  {"version", 1},     {"model", c.model},
             {"fingerprint", c.fingerprint}, {"input", c.input}, {"machine", c.machine},
-            {"threads", c.threads},         {"unit", "ms"},     {"ops", json::object()}};
+            {"threads", c.threads},         {"unit", "ms"},     {"runtime", c.runtime},
+            {"ops", json::object()}};
   for (const auto& [name, ms] : c.ms) j["ops"][name] = ms;
   if (!path.parent_path().empty()) fs::create_directories(path.parent_path());
   write_text_atomically(path, j.dump(1) + "\n");
@@ -92,6 +97,9 @@ LayerCosts read_layer_costs(const fs::path& path) {
     c.input = j.at("input").get<tools::Shape>();
     c.machine = j.value("machine", "");
     c.threads = j.value("threads", 1);
+    c.runtime = j.value("runtime", std::string("eager"));
+    if (c.runtime != "eager" && c.runtime != "inference form")
+      throw bad("\"runtime\" must be \"inference form\" or \"eager\"");
     if (j.value("unit", "ms") != "ms") throw bad("\"unit\" must be \"ms\"");
     for (const auto& [name, ms] : j.at("ops").items()) {
       if (!ms.is_number()) throw bad("op '" + name + "' has no number of milliseconds");
@@ -120,14 +128,7 @@ void check_layer_costs(const LayerCosts& c, const tools::SummaryGraph& graph,
 LayerCosts cached_layer_costs(torch::nn::Module& model, const tools::SummaryGraph& graph,
                               const tools::SummaryGraph::Forward& forward, fs::path cache_dir,
                               bool* from_cache) {
-  if (cache_dir.empty()) {
-    if (const char* d = std::getenv("IGB_CACHE_DIR"); d && *d)
-      cache_dir = fs::path(d) / "layer-costs";
-    else if (const char* home = std::getenv("HOME"); home && *home)
-      cache_dir = fs::path(home) / ".cache" / "igb" / "layer-costs";
-    else
-      cache_dir = fs::temp_directory_path() / "igb-layer-costs";
-  }
+  if (cache_dir.empty()) cache_dir = igb::cache_dir("layer-costs");
   const std::string fingerprint = graph_fingerprint(graph);
   const std::string machine = this_machine();
   char tag[17];
@@ -140,7 +141,7 @@ LayerCosts cached_layer_costs(torch::nn::Module& model, const tools::SummaryGrap
   if (fs::exists(file)) {
     try {
       LayerCosts c = read_layer_costs(file);
-      if (c.fingerprint == fingerprint && c.machine == machine) {
+      if (c.fingerprint == fingerprint && c.machine == machine && c.runtime == "inference form") {
         check_layer_costs(c, graph, file.string());
         if (from_cache) *from_cache = true;
         return c;
