@@ -20,8 +20,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include <torch/optim/sgd.h>
 #include <CLI/CLI.hpp>
 
+#include "compress/scheduler.h"
 #include "core/runtime.h"
 #include "deploy/onnx/onnx_export.h"
 #include "deploy/onnx/onnx_qdq.h"
@@ -75,6 +77,16 @@ void randomize_batchnorm(torch::nn::Module& model) {
   }
 }
 
+/// Thins `model` as its filter-pruning schedule's first epoch does (Li et al.'s pruned models).
+void thin(const igb::models::Model& model, const fs::path& schedule) {
+  auto forward = [model](const torch::Tensor& x) { return model->forward(x); };
+  auto sched = igb::compress::CompressionScheduler::from_file(schedule, *model, 0.1, nullptr);
+  sched->set_tracer(model->input_shape(), forward);
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1));
+  sched->on_epoch_begin(0, opt);
+  sched->on_minibatch_begin({0, 0, 1}, opt);  // thinning acts at the epoch's first minibatch
+}
+
 double elapsed_ms(const std::chrono::steady_clock::time_point& t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -106,6 +118,12 @@ int main(int argc, char** argv) {
   app.add_flag("--int8-qdq", int8,
                "Also time onnxruntime on an INT8 Q/DQ export (calibrated on 8 random inputs)");
   app.add_flag("--no-onnxruntime", no_ort, "Time igb's two forms only");
+  std::vector<std::string> thinned = {
+      "resnet56_cifar=schedules/classify/resnet56_filter_rank.yaml"};
+  app.add_option("--thinned", thinned,
+                 "Also MODEL=SCHEDULE: the model thinned by its schedule's pruning and thinning "
+                 "epoch (a path relative to --source-dir); none: \"\"")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (threads < 1 || repeat < 1 || warmup < 0) {
     std::cerr << "--threads and --repeat must be at least 1, --warmup at least 0\n";
@@ -124,21 +142,28 @@ int main(int argc, char** argv) {
 
   std::vector<Row> rows;
   try {
-    for (const auto& name : split(model_list)) {
+    auto models = split(model_list);
+    for (const auto& t : thinned)
+      if (!t.empty()) models.push_back(t);
+    for (const auto& name : models) {
       torch::manual_seed(0);
-      auto model = igb::models::create_model(name, {});
+      const auto at = name.find('=');
+      const std::string label = at == std::string::npos ? name : name.substr(0, at) + "_thinned";
+      auto model = igb::models::create_model(name.substr(0, at), {});
       randomize_batchnorm(*model);
+      if (at != std::string::npos) thin(model, fs::path(source_dir) / name.substr(at + 1));
       model->eval();
       auto shape = model->input_shape();
-      if (igb::models::model_registry().get(name).family == "sr") shape[2] = shape[3] = sr_size;
+      if (igb::models::model_registry().get(name.substr(0, at)).family == "sr")
+        shape[2] = shape[3] = sr_size;
       const auto forward = [model](const torch::Tensor& x) { return model->forward(x); };
-      const auto graph = igb::tools::SummaryGraph::build(*model, shape, forward, name);
-      auto form = igb::runtime::InferenceModel::make(model, forward, name);
-      const fs::path onnx = fs::path(dir) / (name + ".onnx");
+      const auto graph = igb::tools::SummaryGraph::build(*model, shape, forward, label);
+      auto form = igb::runtime::InferenceModel::make(model, forward, label);
+      const fs::path onnx = fs::path(dir) / (label + ".onnx");
       if (!no_ort)
         igb::deploy::export_onnx(*model, graph,
                                  igb::deploy::OnnxExportOptions().dynamic_batch(true), onnx);
-      const fs::path onnx_int8 = fs::path(dir) / (name + ".int8.onnx");
+      const fs::path onnx_int8 = fs::path(dir) / (label + ".int8.onnx");
       if (int8 && !no_ort) {
         auto calibration =
             std::make_shared<igb::deploy::OnnxCalibration>(igb::deploy::calibrate_onnx(
@@ -156,7 +181,7 @@ int main(int argc, char** argv) {
       }
       for (const auto& b : split(batch_list)) {
         Row row;
-        row.model = name;
+        row.model = label;
         row.batch = std::stoll(b);
         auto s = shape;
         s[0] = row.batch;
@@ -199,7 +224,7 @@ int main(int argc, char** argv) {
         if (!no_ort) ort(onnx, row.ort_ms, row.max_abs_diff);
         if (int8 && !no_ort) ort(onnx_int8, row.int8_ms, row.int8_max_abs_diff);
         rows.push_back(row);
-        std::cerr << name << " batch " << row.batch << ": eager " << fixed(row.torch_ms, 2)
+        std::cerr << label << " batch " << row.batch << ": eager " << fixed(row.torch_ms, 2)
                   << " ms, inference form " << fixed(row.form_ms, 2) << " ms, onnxruntime "
                   << fixed(row.ort_ms, 2) << " ms"
                   << (int8 ? ", onnxruntime INT8 " + fixed(row.int8_ms, 2) + " ms" : "") << "\n";

@@ -1,6 +1,7 @@
 // CPU inference latency of dense vs thinned models, in one run: each pair is built, the thinned
 // one by running its schedule's pruning and thinning epoch (Li et al. VGG-16-A and ResNet-56-B),
-// then timed in alternating blocks of forward passes (eval, no grad); medians are compared and the
+// then timed in alternating blocks of forward passes (eval, no grad) of their inference forms
+// (runtime/inference_model.h; --runtime eager: LibTorch's forward); medians are compared and the
 // latency speed-up is set next to the MAC ratio. Prints a table and one JSON line per model.
 #include <algorithm>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include "core/runtime.h"
 #include "core/table.h"
 #include "models/model.h"
+#include "runtime/inference_model.h"
 #include "tools/graph/summary_graph.h"
 
 namespace {
@@ -24,11 +26,12 @@ double median(std::vector<double> v) {
 
 struct Side {
   igb::models::Model model;
+  std::function<at::Tensor(const at::Tensor&)> run;
   int64_t macs = 0, params = 0;
   std::vector<double> ms;
 };
 
-Side build(const std::string& name, const std::string& schedule) {
+Side build(const std::string& name, const std::string& schedule, bool inference) {
   torch::manual_seed(0);
   Side s;
   s.model = igb::models::create_model(name, {});
@@ -44,6 +47,11 @@ Side build(const std::string& name, const std::string& schedule) {
   m->eval();
   s.macs = igb::tools::SummaryGraph::build(*m, m->input_shape(), forward).total_macs();
   s.params = igb::models::count_parameters(*m);
+  s.run = forward;
+  if (inference) {
+    auto form = igb::runtime::InferenceModel::make(m, forward, name);
+    s.run = [form](const at::Tensor& x) { return form->forward(x); };
+  }
   return s;
 }
 
@@ -59,6 +67,10 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads)->capture_default_str();
   app.add_option("--schedules", schedules, "Folder of the filter-rank schedules")
       ->capture_default_str();
+  std::string runtime = "inference";
+  app.add_option("--runtime", runtime, "inference (the inference form) or eager")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"inference", "eager"}));
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(static_cast<int>(threads));
   igb::tune_allocator();
@@ -73,18 +85,19 @@ int main(int argc, char** argv) {
   std::vector<nlohmann::json> lines;
   torch::NoGradGuard no_grad;
   for (const auto& [name, schedule] : cases) {
-    Side dense = build(name, ""), thin = build(name, schedule);
+    const bool inference = runtime == "inference";
+    Side dense = build(name, "", inference), thin = build(name, schedule, inference);
     auto shape = dense.model->input_shape();
     shape[0] = batch;
     torch::manual_seed(1);
     const auto x = torch::randn(shape);
     for (auto* s : {&dense, &thin})
-      for (int i = 0; i < 3; ++i) s->model->forward(x);  // warm-up
+      for (int i = 0; i < 3; ++i) s->run(x);  // warm-up (and the inference form's plan)
     for (int64_t b = 0; b < blocks; ++b)
       for (auto* s : {&dense, &thin})
         for (int64_t r = 0; r < runs; ++r) {
           const auto t0 = std::chrono::steady_clock::now();
-          s->model->forward(x);
+          s->run(x);
           s->ms.push_back(
               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                   .count());
@@ -99,6 +112,7 @@ int main(int argc, char** argv) {
                      {"model", name},
                      {"batch", batch},
                      {"threads", threads},
+                     {"runtime", runtime},
                      {"macs_dense", dense.macs},
                      {"macs_thinned", thin.macs},
                      {"params_dense", dense.params},
@@ -109,8 +123,9 @@ int main(int argc, char** argv) {
                      {"speedup", speedup},
                      {"speedup_over_mac_ratio", speedup / mac_ratio}});
   }
-  std::cout << "Inference latency, batch " << batch << ", " << threads << " threads, median of "
-            << blocks * runs << " forward passes per side (alternating blocks)\n\n"
+  std::cout << "Inference latency (" << runtime << "), batch " << batch << ", " << threads
+            << " threads, median of " << blocks * runs
+            << " forward passes per side (alternating blocks)\n\n"
             << table.to_text() << "\n";
   for (const auto& l : lines) std::cout << l.dump() << "\n";
   return 0;

@@ -228,7 +228,10 @@ nlohmann::json evaluate_checkpoint(const std::string& family, const TestRequest&
 
   torch::NoGradGuard no_grad;
   TrainModeGuard eval(*model, /*train=*/false);
-  Forward forward = [&model](const at::Tensor& x) { return model->forward(x); };
+  std::string runtime = "eager";
+  Forward forward = request.inference
+                        ? request.inference(model, runtime)
+                        : Forward([&model](const at::Tensor& x) { return model->forward(x); });
   if (request.self_ensemble) {
     const Forward own = forward;
     forward = [own](const at::Tensor& x) { return geometric_self_ensemble(own, x); };
@@ -248,6 +251,7 @@ nlohmann::json evaluate_checkpoint(const std::string& family, const TestRequest&
 
   auto summary = summary_of(family, request, ckpt, *evaluator, ev, seconds);
   summary["tested_on"] = data.data;
+  summary["runtime"] = runtime;
   if (!layout.report_sets.empty())
     summary.update(evaluate_report_sets(family, request, data, make, *model, forward, ctx));
   fs::path out =

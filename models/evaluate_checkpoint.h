@@ -36,6 +36,10 @@ struct TestRequest {
   /// --also-eval: the report sets scored besides `data` (report_set_names); empty: the installed
   /// ones.
   std::vector<std::string> also_eval;
+  /// How the checkpoint's model runs when scored: given the model (eval mode, on its device),
+  /// the forward pass to score and what it is called ("inference form"); empty: the model's own
+  /// eager forward. igb-test passes the inference form unless --runtime eager.
+  std::function<Forward(const Model&, std::string& label)> inference;
 };
 
 /// Tests a checkpoint of `family`: rebuilds its model, scores it with the evaluator `make`

@@ -9,6 +9,7 @@
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/runtime.h"
+#include "options/inference_runtime.h"
 #include "options/tool_commands/tool_model.h"
 
 namespace igb::options {
@@ -151,6 +152,7 @@ void add_common_test_options(CLI::App& app, TestArgs& a) {
   app.add_option("--device", a.device, "Device")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  add_runtime_option(app, a.runtime);
   int_range(app.add_option("--threads", a.threads, "Intra-op threads (0 = all cores)")
                 ->capture_default_str(),
             0, 1024);

@@ -19,6 +19,7 @@
 #include "models/family.h"
 #include "models/model.h"
 #include "options/common_options.h"
+#include "options/inference_runtime.h"
 #include "options/launch.h"
 #include "options/tool_commands/sensitivity_commands.h"
 #include "options/tool_commands/tool_command.h"
@@ -280,6 +281,9 @@ int test_main(int argc, char** argv) {
     r.external.source = a.onnx;
     r.external.forward = [&ort](const at::Tensor& x) { return ort->run(x); };
   }
+  r.inference = [&a, &optform](const models::Model& m, std::string& label) {
+    return inference_forward(m, optform, a.runtime, &label);
+  };
   const auto summary = models::evaluate_checkpoint(optform, r, family.make_evaluator, ctx);
   write_test_summaries(a, summary.value("tested_on", std::string("synthetic")), out_dir, ctx.device,
                        logger);

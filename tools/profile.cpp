@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/train_mode_guard.h"
+#include "runtime/inference_model.h"
 
 namespace igb::tools {
 
@@ -259,6 +260,33 @@ void time_forward(const SummaryGraph& graph, GraphRunner& runner,
   }
 }
 
+/// The forward latencies of the model's inference form: each step's median time given to the
+/// op it is named after, a step named after no op (the input's layout change) to the next one's.
+void time_inference_form(const SummaryGraph& graph, torch::nn::Module& model,
+                         const SummaryGraph::Forward& forward, const at::Tensor& input,
+                         const Runs& runs, BatchProfile& bp) {
+  // The form lives only here: a handle that does not own the caller's model.
+  std::shared_ptr<torch::nn::Module> handle(std::shared_ptr<torch::nn::Module>(), &model);
+  auto form = runtime::InferenceModel::make(handle, forward, graph.model_name());
+  const auto steps = form->steps(input.sizes().vec());
+  const auto times = form->time_steps(input, runs.warmup + runs.repeats);
+  double carried = 0;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const int op = graph.find(steps[k].name);
+    if (op < 0) {
+      carried += times[k];
+      continue;
+    }
+    bp.layers[op].forward_ms += times[k] + carried;
+    carried = 0;
+  }
+  bp.forward_ms = runs.median_of([&] {
+    const auto t0 = Clock::now();
+    form->forward(input);
+    return ms_since(t0);
+  });
+}
+
 /// The whole model's forward + backward of sum(output).
 double time_model_forward_backward(const SummaryGraph::Forward& forward, const at::Tensor& input,
                                    const Runs& runs) {
@@ -323,7 +351,7 @@ void profile_operators(const SummaryGraph& graph, GraphRunner& runner, const at:
 /// Everything measured at one batch size. The model is in eval mode.
 BatchProfile profile_batch(torch::nn::Module& model, const Shape& input_shape, int64_t batch,
                            const SummaryGraph::Forward& forward, const std::string& model_name,
-                           const Runs& runs, nlohmann::json& trace) {
+                           const Runs& runs, bool inference, nlohmann::json& trace) {
   Shape shape = input_shape;
   shape[0] = batch;
   auto graph = SummaryGraph::build(model, shape, forward, model_name);
@@ -332,6 +360,10 @@ BatchProfile profile_batch(torch::nn::Module& model, const Shape& input_shape, i
   bp.batch = batch;
   GraphRunner runner(graph);
   time_forward(graph, runner, forward, input, runs, bp);
+  if (inference) {
+    for (auto& layer : bp.layers) layer.forward_ms = 0;
+    time_inference_form(graph, model, forward, input, runs, bp);
+  }
   bp.forward_backward_ms = time_model_forward_backward(forward, input, runs);
   measure_output_bytes(runner, input, bp);
   time_layers_forward_backward(model, graph, runner, runs, bp);
@@ -351,6 +383,7 @@ ModelProfile profile_model(torch::nn::Module& model, const Shape& input_shape,
   result.input = input_shape;
   result.input[0] = 1;
   result.threads = at::get_num_threads();
+  result.runtime = options.inference ? "inference form" : "eager";
   result.chrome_trace = {{"traceEvents", nlohmann::json::array()}, {"displayTimeUnit", "ms"}};
 
   GradStash grads(model);
@@ -359,7 +392,7 @@ ModelProfile profile_model(torch::nn::Module& model, const Shape& input_shape,
   for (int64_t batch : options.batch_sizes) {
     if (progress) progress("profiling " + model_name + " at batch " + std::to_string(batch));
     result.batches.push_back(profile_batch(model, input_shape, batch, forward, model_name, runs,
-                                           result.chrome_trace["traceEvents"]));
+                                           options.inference, result.chrome_trace["traceEvents"]));
   }
   return result;
 }
@@ -379,7 +412,7 @@ std::vector<Report> profile_reports(const ModelProfile& p, int top) {
                                    std::to_string(l.output_bytes), fixed(l.forward_ms, 3),
                                    fixed(l.forward_backward_ms, 3),
                                    fixed(sum > 0 ? 100.0 * l.forward_ms / sum : 0, 1)});
-    layers.footer = {"Model forward " + fixed(b.forward_ms, 3) +
+    layers.footer = {"Model forward (" + p.runtime + ") " + fixed(b.forward_ms, 3) +
                      " ms (layers one by one: " + fixed(sum, 3) + " ms); forward + backward " +
                      fixed(b.forward_backward_ms, 3) + " ms"};
     out.push_back(std::move(layers));
@@ -427,7 +460,11 @@ nlohmann::json profile_json(const ModelProfile& p) {
                        {"layers", layers},
                        {"operators", ops}});
   }
-  return {{"model", p.model}, {"input", p.input}, {"threads", p.threads}, {"batches", batches}};
+  return {{"model", p.model},
+          {"input", p.input},
+          {"threads", p.threads},
+          {"runtime", p.runtime},
+          {"batches", batches}};
 }
 
 }  // namespace igb::tools

@@ -19,6 +19,12 @@ struct ProfileOptions {
   /// Untimed runs before measuring, and timed runs (medians are reported).
   int warmup = 2;
   int repeats = 5;
+  /// Time the model's inference form (runtime/inference_model.h), as igb runs it deployed, for
+  /// the layers' and the model's forward latency: a step's time goes to the op it is named after
+  /// (a fused chain's layer), 0 to the ops folded or fused into it, a layout change's to the op
+  /// whose output it converts. Forward + backward stay LibTorch's (training). Off: each traced op
+  /// alone in LibTorch.
+  bool inference = false;
 };
 
 /// Cost of one op of the summary graph at one batch size.
@@ -52,6 +58,8 @@ struct ModelProfile {
   std::string model;
   Shape input;  // batch 1
   int threads = 1;
+  /// What the forward latencies time: "inference form" or "eager".
+  std::string runtime = "eager";
   std::vector<BatchProfile> batches;
   /// Chrome trace (chrome://tracing, Perfetto) of the profiled passes: one process per batch
   /// size, layer spans ("layer") around the operators they ran ("operator").

@@ -140,7 +140,7 @@ ExitNetwork::ExitNetwork(torch::nn::Module& model, const tools::SummaryGraph& gr
     head_macs_.push_back(e < points.size() ? head_graphs_.back()->total_macs() : 0);
     cumulative += macs / batch + head_macs_.back();
     exit_macs_.push_back(cumulative);
-    runners_.push_back(std::make_unique<StageRunner>(graph, s));
+    runners_.push_back(std::make_unique<StageRunner>(graph, s, /*inference=*/true));
   }
   for (size_t e = 0; e < segments_.size(); ++e) {
     std::set<int> later;
@@ -149,7 +149,8 @@ ExitNetwork::ExitNetwork(torch::nn::Module& model, const tools::SummaryGraph& gr
     carried_.emplace_back(later.begin(), later.end());
   }
   whole_ = std::make_unique<StageRunner>(
-      graph, split_stages(graph, Assignment(graph.ops().size(), 0), {"model"}).at(0));
+      graph, split_stages(graph, Assignment(graph.ops().size(), 0), {"model"}).at(0),
+      /*inference=*/true);
 }
 
 std::vector<at::Tensor> ExitNetwork::run_all(const at::Tensor& x) const {

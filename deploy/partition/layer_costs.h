@@ -21,6 +21,10 @@ struct LayerCosts {
   /// Who measured: host name, CPU model and threads ("host · CPU · 2 threads").
   std::string machine;
   int threads = 1;
+  /// What was timed: "inference form" (runtime/inference_model.h, as igb deploys a model: a fused
+  /// chain's time on its layer, 0 on the ops fused into it) or "eager" (each op alone in
+  /// LibTorch; files without the key).
+  std::string runtime = "eager";
   /// Forward milliseconds by op name.
   std::map<std::string, double> ms;
 };
@@ -30,9 +34,11 @@ std::string graph_fingerprint(const tools::SummaryGraph& graph);
 /// This machine and its thread count, as LayerCosts::machine names it.
 std::string this_machine();
 
-/// Times every op of `graph` on this machine (median of `repeats` after two warm-up runs).
+/// Times every op of `graph` on this machine (median of `repeats` after two warm-up runs), in
+/// the model's inference form unless `inference` is false (each op alone in LibTorch).
 LayerCosts measure_layer_costs(torch::nn::Module& model, const tools::SummaryGraph& graph,
-                               const tools::SummaryGraph::Forward& forward, int repeats = 5);
+                               const tools::SummaryGraph::Forward& forward, int repeats = 5,
+                               bool inference = true);
 
 /// The costs of `graph` on this machine from the cache folder when a file there matches the
 /// model, fingerprint, input and machine; measured and stored there otherwise.

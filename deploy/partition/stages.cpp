@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "runtime/inference_model.h"
 
 namespace igb::deploy {
 
@@ -96,8 +97,16 @@ struct StageRunner::Plan {
   std::vector<std::pair<int, size_t>> inputs, outputs;
 };
 
-StageRunner::StageRunner(const tools::SummaryGraph& graph, Stage stage)
+StageRunner::StageRunner(const tools::SummaryGraph& graph, Stage stage, bool inference)
     : graph_(&graph), stage_(std::move(stage)), plan_(std::make_unique<Plan>()) {
+  build_replay();
+  if (inference)
+    inference_ =
+        std::make_unique<runtime::InferenceStage>(graph, stage_.ops, stage_.inputs, stage_.outputs);
+}
+
+void StageRunner::build_replay() {
+  const auto& graph = *graph_;
   const auto id_of = value_ids(graph);
   std::unordered_map<const jit::Node*, int> op_of;
   for (const auto& op : graph.ops()) op_of[graph.jit_node(op.id)] = op.id;
@@ -163,6 +172,7 @@ StageRunner::StageRunner(const tools::SummaryGraph& graph, Stage stage)
 StageRunner::~StageRunner() = default;
 
 void StageRunner::run(std::map<int, at::Tensor>& values) const {
+  if (inference_ && inference_->run(values)) return;
   std::vector<c10::IValue> env = plan_->initial;
   for (const auto& [id, s] : plan_->inputs)
     if (auto it = values.find(id); it != values.end()) env[s] = it->second;

@@ -14,6 +14,10 @@
 #include "deploy/partition/partition_problem.h"
 #include "tools/graph/summary_graph.h"
 
+namespace igb::runtime {
+class InferenceStage;
+}  // namespace igb::runtime
+
 namespace igb::deploy {
 
 /// The ops one device runs and the tensors it receives and sends (summary-graph value ids, in
@@ -38,7 +42,10 @@ std::vector<Stage> split_stages(const tools::SummaryGraph& graph, const Assignme
 /// stage run many times (the early-exit evaluator, a serving worker). `graph` must outlive it.
 class StageRunner {
  public:
-  StageRunner(const tools::SummaryGraph& graph, Stage stage);
+  /// With `inference`, the stage runs in its inference form (runtime/inference_model.h: oneDNN
+  /// kernels, BatchNorm folded, activations fused) on inputs of the graph's shapes, and by the
+  /// trace's replay on any other.
+  StageRunner(const tools::SummaryGraph& graph, Stage stage, bool inference = false);
   ~StageRunner();
   StageRunner(const StageRunner&) = delete;
   StageRunner& operator=(const StageRunner&) = delete;
@@ -49,10 +56,13 @@ class StageRunner {
 
  private:
   struct Plan;
+  void build_replay();
   const tools::SummaryGraph* graph_;
   Stage stage_;
   /// The nodes to run with their operators looked up once, and the slots they read and write.
   std::unique_ptr<Plan> plan_;
+  /// The stage's inference form, when asked for.
+  std::unique_ptr<runtime::InferenceStage> inference_;
 };
 
 /// StageRunner(graph, stage).run(values).

@@ -148,7 +148,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
     auto role = std::make_shared<WorkerRole>();
     role->cascade = true;
     role->stage = unit.unit;
-    role->runner = std::make_unique<StageRunner>(graph_, segments[unit.unit]);
+    role->runner = std::make_unique<StageRunner>(graph_, segments[unit.unit], /*inference=*/true);
     role->timeout_ms = unit.timeout_ms;
     role->criterion = unit.criterion;
     role->score_threshold = unit.score_threshold;
@@ -405,7 +405,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
       if (made.count(id)) stage.outputs.push_back(id);
     }
     try {
-      role.runner = std::make_unique<StageRunner>(graph_, stage);
+      role.runner = std::make_unique<StageRunner>(graph_, stage, /*inference=*/true);
     } catch (const std::exception& e) {
       return refuse(error_line(e));
     }

@@ -9,6 +9,7 @@
 #include "core/logger.h"
 #include "core/table.h"
 #include "options/common_options.h"
+#include "options/inference_runtime.h"
 #include "options/tool_commands/tool_command.h"
 #include "tools/profile.h"
 
@@ -63,6 +64,7 @@ class ProfileCommand : public ToolCommand {
         1, 1000);
     sub.add_option("--trace", trace_,
                    "Write a Chrome trace (chrome://tracing, Perfetto) to this file");
+    add_runtime_option(sub, runtime_);
     add_report_files(sub, files_);
   }
   void check_outputs() const override {
@@ -75,6 +77,7 @@ class ProfileCommand : public ToolCommand {
     po.batch_sizes = parse_batch_sizes(batch_sizes_);
     po.top = top_;
     po.repeats = repeats_;
+    po.inference = runtime_ == kInferenceRuntime;
     const auto m = target_.load();
     Logger logger;
     const auto p = profile_and_print(m, po, logger);
@@ -88,7 +91,7 @@ class ProfileCommand : public ToolCommand {
  private:
   ToolTarget target_;
   ReportFiles files_;
-  std::string batch_sizes_ = "1", trace_;
+  std::string batch_sizes_ = "1", trace_, runtime_ = kInferenceRuntime;
   int top_ = 10, repeats_ = 5;
 };
 

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "options/common_options.h"
+#include "options/inference_runtime.h"
 #include "options/tool_commands/tool_command.h"
 
 namespace igb::options {
@@ -47,6 +48,7 @@ class RunCommand : public ToolCommand {
     sub.add_option("--device", args_.device, "cpu or cuda")
         ->capture_default_str()
         ->check(CLI::IsMember({"cpu", "cuda"}));
+    add_runtime_option(sub, args_.runtime);
   }
   void check_outputs() const override {
     check_output_file("--output", args_.output);
@@ -79,9 +81,10 @@ class RunCommand : public ToolCommand {
     m.model->eval();
     m.model->to(device);
     at::Tensor y;
+    std::string runtime;
     try {
       torch::NoGradGuard no_grad;
-      y = m.model->forward(x.to(device));
+      y = inference_forward(m.model, m.name, args_.runtime, &runtime)(x.to(device));
     } catch (const c10::Error& e) {
       // A spatial size the model cannot take (a classifier's fixed flatten) fails inside LibTorch.
       std::string why = e.what_without_backtrace();
@@ -91,7 +94,7 @@ class RunCommand : public ToolCommand {
     }
     write_npy(args_.output, y);
     std::cout << "wrote " << args_.output << ": " << m.name << " " << tools::shape_to_string(shape)
-              << " -> " << tools::shape_to_string(y.sizes().vec()) << "\n";
+              << " -> " << tools::shape_to_string(y.sizes().vec()) << " (" << runtime << ")\n";
     if (args_.compare.empty()) return kExitOk;
     const at::Tensor ref = read_npy(args_.compare);
     const at::Tensor out = y.to(torch::kCPU, torch::kFloat);
@@ -108,7 +111,8 @@ class RunCommand : public ToolCommand {
 
  private:
   struct Args {
-    std::string model, checkpoint, input, output, device = "cpu", random_input, compare;
+    std::string model, checkpoint, input, output, device = "cpu", random_input, compare,
+                                                  runtime = "inference";
     std::vector<std::string> options;
     int64_t seed = 0;
     double tolerance = 1e-4;

@@ -559,6 +559,21 @@ void check_stages(const std::string& name, bool ort) {
   const auto whole = m->forward(x);
   const auto chained = run_stages(g, stages, x);
   EXPECT_TRUE(torch::equal(whole, chained)) << name;
+  // The same stages in their inference forms (what igb-serve's workers run): within float
+  // rounding of the model, every stage compiled; at another batch, the trace's replay.
+  std::vector<std::unique_ptr<StageRunner>> forms;
+  for (const auto& s : stages) forms.push_back(std::make_unique<StageRunner>(g, s, true));
+  for (int64_t batch : {int64_t{1}, int64_t{2}}) {
+    auto shape = g.input_shape();
+    shape[0] = batch;
+    const auto xb = batch == 1 ? x : torch::rand(shape);
+    std::map<int, at::Tensor> values{{g.inputs().at(0), xb}};
+    for (const auto& f : forms) f->run(values);
+    const auto ref = m->forward(xb);
+    const auto out = values.at(g.outputs().at(0));
+    EXPECT_LE((out - ref).abs().max().item<double>(), 1e-5 * ref.abs().max().item<double>())
+        << name << " batch " << batch;
+  }
   if (!ort) return;
   const auto dir = partition_folder(name);
   const auto manifest = export_stages(*m, g, stages, OnnxExportOptions(), dir / "stages");

@@ -201,6 +201,39 @@ TEST(InferenceModel, ThinnedResNet56) {
   EXPECT_LE(relative_difference(m, *form, shape_of(m, 4)), 1e-5);
 }
 
+TEST(InferenceStage, TwoHalvesOfResNet20RunNativeAndEqualTheModel) {
+  auto m = make("resnet20_cifar");
+  const auto g = tools::SummaryGraph::build(*m, m->input_shape(),
+                                            [m](const at::Tensor& x) { return m->forward(x); });
+  const int n = static_cast<int>(g.ops().size());
+  std::vector<int> first, second, crossing;
+  for (int i = 0; i < n; ++i) (i < n / 2 ? first : second).push_back(i);
+  for (int i : first)
+    for (int v : g.op(i).outputs)
+      for (int c : g.values().at(v).consumers)
+        if (c >= n / 2 && std::find(crossing.begin(), crossing.end(), v) == crossing.end())
+          crossing.push_back(v);
+  ASSERT_FALSE(crossing.empty());
+  InferenceStage a(g, first, {g.inputs().at(0)}, crossing);
+  InferenceStage b(g, second, crossing, {g.outputs().at(0)});
+  int fused = 0;
+  for (const auto& step : a.steps()) fused += step.kind == "Conv+BatchNorm+ReLU";
+  EXPECT_GE(fused, 4);
+  torch::manual_seed(3);
+  const auto x = torch::randn(m->input_shape());
+  std::map<int, at::Tensor> values{{g.inputs().at(0), x}};
+  ASSERT_TRUE(a.run(values));
+  ASSERT_TRUE(b.run(values));
+  torch::NoGradGuard no_grad;
+  const auto y = m->forward(x);
+  EXPECT_LE((values.at(g.outputs().at(0)) - y).abs().max().item<double>(),
+            1e-5 * y.abs().max().item<double>());
+  // Another batch is not the shape the stage was made for: it runs nothing.
+  std::map<int, at::Tensor> other{{g.inputs().at(0), torch::randn({2, 3, 32, 32})}};
+  EXPECT_FALSE(a.run(other));
+  EXPECT_EQ(other.size(), 1u);
+}
+
 TEST(InferenceModel, RefusesWhatItCannotRun) {
   auto m = make("resnet20_cifar");
   auto form = form_of(m);

@@ -62,3 +62,31 @@ TEST(Profile, RestoresTrainingModeWhenTheForwardThrows) {
 }
 
 }  // namespace igb::tools
+
+namespace igb::tools {
+
+TEST(Profile, TheInferenceFormGivesAFusedChainsTimeToItsLayer) {
+  auto m = make("resnet20_cifar");
+  auto forward = [&](const torch::Tensor& x) { return m->forward(x); };
+  auto options = quick();
+  options.batch_sizes = {1};
+  options.inference = true;
+  const auto p = profile_model(*m, m->input_shape(), forward, "resnet20_cifar", options);
+  EXPECT_EQ(p.runtime, "inference form");
+  EXPECT_EQ(profile_json(p)["runtime"], "inference form");
+  double convs = 0, folded = 0;
+  for (const auto& l : p.batches.at(0).layers) {
+    if (l.type == "Conv") {
+      EXPECT_GT(l.forward_ms, 0) << l.name;
+      convs += l.forward_ms;
+    }
+    if (l.type == "BatchNorm") folded += l.forward_ms;
+  }
+  // Every BatchNorm is folded into its convolution's step (a ReLU ending a chain is given the
+  // time of a layout change of its output, when the plan makes one).
+  EXPECT_EQ(folded, 0);
+  EXPECT_GT(convs, 0);
+  EXPECT_GT(p.batches.at(0).forward_ms, 0);
+}
+
+}  // namespace igb::tools
