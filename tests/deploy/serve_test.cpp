@@ -101,6 +101,8 @@ class ServeChain : public ::testing::Test {
     return o;
   }
 
+  /// The largest difference from the model's eager forward pass over the frames, as a fraction
+  /// of the output's largest magnitude.
   double max_difference(const ServeResult& r) {
     torch::NoGradGuard no_grad;
     double worst = 0;
@@ -108,7 +110,8 @@ class ServeChain : public ::testing::Test {
       const auto ref = model_->forward(frames_[i]);
       EXPECT_EQ(r.outputs[i].size(), 1u);
       EXPECT_EQ(r.outputs[i][0].sizes(), ref.sizes());
-      worst = std::max(worst, (r.outputs[i][0] - ref).abs().max().item<double>());
+      worst = std::max(worst, (r.outputs[i][0] - ref).abs().max().item<double>() /
+                                  ref.abs().max().item<double>());
     }
     return worst;
   }
@@ -128,8 +131,9 @@ TEST_F(ServeChain, ThreeWorkersGiveTheModelsOutputInFullAndDiffMode) {
     ServeMaster master(*graph_, options(false));
     master.configure(stages_, 1);
     const auto r = master.serve(frames_);
-    // The stages replay the traced model op for op: the same arithmetic, bit for bit.
-    EXPECT_EQ(max_difference(r), 0.0);
+    // The stages run in their inference forms (BatchNorm folded, oneDNN kernels): the model's
+    // output within float rounding.
+    EXPECT_LE(max_difference(r), 1e-5);
     // Link 1 carries layer1's output (16x32x32 float32) whole on every frame.
     EXPECT_EQ(r.link_bytes_first[1], 16 * 32 * 32 * 4);
     EXPECT_EQ(r.link_bytes_later[1], 5 * 16 * 32 * 32 * 4);
@@ -240,9 +244,9 @@ TEST_F(ServeChain, MalformedFramesAreRefusedAndTheWorkerGoesOn) {
   no_input.clear_tensors();
   s = deliver(no_input);
   EXPECT_EQ(s.error_message(), "frame 99 lacks input 'input'");
-  // Refusals change nothing: the chain serves the next frames exactly.
+  // Refusals change nothing: the chain serves the next frames as before.
   const auto r = master.serve(frames_);
-  EXPECT_EQ(max_difference(r), 0.0);
+  EXPECT_LE(max_difference(r), 1e-5);
 }
 
 TEST_F(ServeChain, AWorkerWithOtherWeightsRefusesThePlan) {
