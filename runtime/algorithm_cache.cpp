@@ -54,6 +54,8 @@ bool winograd_pays(const std::string& key, const std::function<bool()>& measure)
   if (auto it = known.find(key); it != known.end()) return it->second;
   const bool pays = measure();
   known[key] = pays;
+  // What other processes stored meanwhile is kept: the file only grows.
+  for (const auto& [k, v] : read_cache(file)) known.emplace(k, v);
   try {
     nlohmann::json j = {{"format", "igb convolution algorithms"},
                         {"machine", host_name() + " · " + cpu_name()},
