@@ -431,6 +431,8 @@ class PlanCompiler {
   bool emit_single(int op);
   bool emit_pool(int op);
   bool emit_eltwise(int op);
+  void add_unary_step(int op, dnnl::primitive primitive, int src, const memory::desc& dst_desc,
+                      dnnl::memory weights = {});
   bool emit_prelu(int op);
   bool emit_add(int op);
   bool emit_concat(int op);
@@ -673,6 +675,19 @@ void PlanCompiler::own_layer_args(PrimitiveStep& step, const Chain& c, const Lay
   }
 }
 
+/// Adds the step of single op `op`: `primitive` from native tensor `src` to a new one of
+/// `dst_desc` (with `weights`, when given), which becomes the op's output.
+void PlanCompiler::add_unary_step(int op, dnnl::primitive primitive, int src,
+                                  const memory::desc& dst_desc, dnnl::memory weights) {
+  const int dst = plan_->add_native(dst_desc);
+  auto step = std::make_unique<PrimitiveStep>(std::move(primitive), info_of({op}, ""));
+  step->use(DNNL_ARG_SRC, src, false);
+  if (weights) step->own(DNNL_ARG_WEIGHTS, std::move(weights));
+  step->use(DNNL_ARG_DST, dst, true);
+  plan_->add_step(std::move(step));
+  natives_of_[slot(g_.jit_node(op)->output(0))] = {dst};
+}
+
 bool PlanCompiler::emit_prelu(int op) {
   jit::Node* node = g_.jit_node(op);
   auto slopes = prelu_form(g_, op);
@@ -687,14 +702,8 @@ bool PlanCompiler::emit_prelu(int op) {
   try {
     dnnl::prelu_forward::primitive_desc pd(
         {dnnl::prop_kind::forward_inference, desc, {dims, Type::f32, Tag::any}}, plan_->engine);
-    const int dst = plan_->add_native(pd.dst_desc());
-    auto step = std::make_unique<PrimitiveStep>(dnnl::prelu_forward(pd), info_of({op}, ""));
-    step->use(DNNL_ARG_SRC, src, false);
-    step->own(DNNL_ARG_WEIGHTS,
-              pack(*slopes, dims, tag, pd.weights_desc(), plan_->engine, plan_->stream));
-    step->use(DNNL_ARG_DST, dst, true);
-    plan_->add_step(std::move(step));
-    natives_of_[slot(node->output(0))] = {dst};
+    add_unary_step(op, dnnl::prelu_forward(pd), src, pd.dst_desc(),
+                   pack(*slopes, dims, tag, pd.weights_desc(), plan_->engine, plan_->stream));
     return true;
   } catch (const dnnl::error&) {
     return false;
@@ -723,12 +732,7 @@ bool PlanCompiler::emit_pool(int op) {
          any_desc(shape_of(node->output(0))), dims_of(f->stride), dims_of(f->kernel),
          dims_of(f->padding_l), dims_of(f->padding_r)},
         plan_->engine);
-    const int dst = plan_->add_native(pd.dst_desc());
-    auto step = std::make_unique<PrimitiveStep>(dnnl::pooling_forward(pd), info_of({op}, ""));
-    step->use(DNNL_ARG_SRC, src, false);
-    step->use(DNNL_ARG_DST, dst, true);
-    plan_->add_step(std::move(step));
-    natives_of_[slot(node->output(0))] = {dst};
+    add_unary_step(op, dnnl::pooling_forward(pd), src, pd.dst_desc());
     return true;
   } catch (const dnnl::error&) {
     return false;
@@ -743,12 +747,7 @@ bool PlanCompiler::emit_eltwise(int op) {
   const auto& desc = plan_->natives[src].desc;
   dnnl::eltwise_forward::primitive_desc pd(
       {dnnl::prop_kind::forward_inference, f->algorithm, desc, f->alpha, f->beta}, plan_->engine);
-  const int dst = plan_->add_native(pd.dst_desc());
-  auto step = std::make_unique<PrimitiveStep>(dnnl::eltwise_forward(pd), info_of({op}, ""));
-  step->use(DNNL_ARG_SRC, src, false);
-  step->use(DNNL_ARG_DST, dst, true);
-  plan_->add_step(std::move(step));
-  natives_of_[slot(node->output(0))] = {dst};
+  add_unary_step(op, dnnl::eltwise_forward(pd), src, pd.dst_desc());
   return true;
 }
 
