@@ -13,7 +13,8 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler protobuf-compiler-grpc
   nlohmann-json3-dev libfmt-dev
   # The inference runtime calls oneDNN directly: the headers of the 2.6.3 library LibTorch links.
-  libdnnl-dev
+  # Its CMake package looks for OpenCL (headers and loader) even for a CPU-only build.
+  libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
   # LibTorch falls back to BLAS for linear layers and small-batch convolutions; without an
   # optimised BLAS, Debian links the reference one (9x slower on ResNet-20 at batch 1). The
   # OpenMP build shares LibTorch's threads instead of competing with them.
