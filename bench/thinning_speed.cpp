@@ -15,6 +15,7 @@
 #include "core/table.h"
 #include "models/model.h"
 #include "runtime/inference_model.h"
+#include "runtime/width_search.h"
 #include "tools/graph/summary_graph.h"
 
 namespace {
@@ -31,7 +32,8 @@ struct Side {
   std::vector<double> ms;
 };
 
-Side build(const std::string& name, const std::string& schedule, bool inference) {
+Side build(const std::string& name, const std::string& schedule, bool inference,
+           const igb::compress::WidthPolicy& width) {
   torch::manual_seed(0);
   Side s;
   s.model = igb::models::create_model(name, {});
@@ -40,6 +42,7 @@ Side build(const std::string& name, const std::string& schedule, bool inference)
   if (!schedule.empty()) {
     auto sched = igb::compress::CompressionScheduler::from_file(schedule, *m, 0.1, nullptr);
     sched->set_tracer(m->input_shape(), forward);
+    sched->set_thinning_width(width);
     torch::optim::SGD opt(m->parameters(), torch::optim::SGDOptions(0.1));
     sched->on_epoch_begin(0, opt);
     sched->on_minibatch_begin({0, 0, 1}, opt);  // thinning acts at the epoch's first minibatch
@@ -71,7 +74,17 @@ int main(int argc, char** argv) {
   app.add_option("--runtime", runtime, "inference (the inference form) or eager")
       ->capture_default_str()
       ->check(CLI::IsMember({"inference", "eager"}));
+  std::string round_to = "1";
+  app.add_option("--round-to", round_to,
+                 "Thinning keeps zeroed channels so widths are multiples of N, or 'auto': the "
+                 "width each layer runs fastest at (igb-tools thin --round-to)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  igb::compress::WidthPolicy width;
+  if (round_to == "auto")
+    width = igb::runtime::fastest_widths();
+  else if (std::stoll(round_to) > 1)
+    width = igb::compress::round_to_multiple(std::stoll(round_to));
   torch::set_num_threads(static_cast<int>(threads));
   igb::tune_allocator();
   igb::models::register_builtin_models();
@@ -86,7 +99,7 @@ int main(int argc, char** argv) {
   torch::NoGradGuard no_grad;
   for (const auto& [name, schedule] : cases) {
     const bool inference = runtime == "inference";
-    Side dense = build(name, "", inference), thin = build(name, schedule, inference);
+    Side dense = build(name, "", inference, {}), thin = build(name, schedule, inference, width);
     auto shape = dense.model->input_shape();
     shape[0] = batch;
     torch::manual_seed(1);
@@ -113,6 +126,7 @@ int main(int argc, char** argv) {
                      {"batch", batch},
                      {"threads", threads},
                      {"runtime", runtime},
+                     {"round_to", round_to},
                      {"macs_dense", dense.macs},
                      {"macs_thinned", thin.macs},
                      {"params_dense", dense.params},
@@ -123,8 +137,8 @@ int main(int argc, char** argv) {
                      {"speedup", speedup},
                      {"speedup_over_mac_ratio", speedup / mac_ratio}});
   }
-  std::cout << "Inference latency (" << runtime << "), batch " << batch << ", " << threads
-            << " threads, median of " << blocks * runs
+  std::cout << "Inference latency (" << runtime << ", thinning --round-to " << round_to
+            << "), batch " << batch << ", " << threads << " threads, median of " << blocks * runs
             << " forward passes per side (alternating blocks)\n\n"
             << table.to_text() << "\n";
   for (const auto& l : lines) std::cout << l.dump() << "\n";

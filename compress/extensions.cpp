@@ -53,7 +53,7 @@ ExtensionOutcome ThinningExtension::apply(const ExtensionContext& ctx, int64_t e
   if (!ctx.forward) throw std::logic_error("thinning needs set_tracer() on the scheduler");
   const auto kind = options_.kind();
   const auto graph = tools::SummaryGraph::build(ctx.model, ctx.input_shape, ctx.forward);
-  const auto plan = plan_thinning(ctx.model, graph, kind);
+  const auto plan = plan_thinning(ctx.model, graph, kind, ctx.width);
   const std::string head = ctx.file + ": extension " + name() + " (" + class_name() +
                            ") at epoch " + std::to_string(epoch);
   ExtensionOutcome outcome;
@@ -74,10 +74,13 @@ ExtensionOutcome ThinningExtension::apply(const ExtensionContext& ctx, int64_t e
   const int64_t macs_after =
       tools::SummaryGraph::build(ctx.model, ctx.input_shape, ctx.forward).total_macs();
   if (ctx.logger) {
-    ctx.logger->info(head + ": removed " + std::to_string(plan.removed_groups) +
-                     " channel groups; MACs " + std::to_string(graph.total_macs()) + " -> " +
-                     std::to_string(macs_after) + ", parameters " + std::to_string(before) +
-                     " -> " + std::to_string(after));
+    ctx.logger->info(
+        head + ": removed " + std::to_string(plan.removed_groups) + " channel groups" +
+        (plan.rounded_groups
+             ? " (" + std::to_string(plan.rounded_groups) + " more kept to round widths)"
+             : std::string()) +
+        "; MACs " + std::to_string(graph.total_macs()) + " -> " + std::to_string(macs_after) +
+        ", parameters " + std::to_string(before) + " -> " + std::to_string(after));
     for (const auto& line : plan.log) ctx.logger->info("  " + line);
   }
   outcome.recipe = plan.recipe;

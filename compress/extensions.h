@@ -42,6 +42,8 @@ struct ExtensionContext {
   Logger* logger;
   /// The schedule file, named in log lines.
   const std::string& file;
+  /// How thinning rounds channel counts (compress/thinning.h); empty: it does not.
+  const WidthPolicy& width;
 };
 
 /// What an extension did, for the scheduler to follow up.

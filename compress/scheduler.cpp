@@ -58,7 +58,8 @@ void CompressionScheduler::refresh_channel_groups() {
 
 void CompressionScheduler::run_extension(Extension& extension, int64_t epoch,
                                          torch::optim::Optimizer& optimizer) {
-  const ExtensionContext ctx{model_, input_shape_, forward_, optimizer, masks_, logger_, file_};
+  const ExtensionContext ctx{model_, input_shape_, forward_, optimizer,
+                             masks_, logger_,      file_,    thinning_width_};
   auto outcome = extension.apply(ctx, epoch);
   if (outcome.reshaped) {
     dense_copies_.clear();

@@ -94,6 +94,9 @@ class CompressionScheduler : public TrainingHooks {
   /// How to trace the model for thinning (FilterRemover, ChannelRemover): its input shape and
   /// forward. Without it a thinning extension is an error when its epoch comes.
   void set_tracer(std::vector<int64_t> input_shape, tools::SummaryGraph::Forward forward);
+  /// How thinning extensions round the channel counts they leave (compress/thinning.h,
+  /// plan_thinning); by default they do not.
+  void set_thinning_width(WidthPolicy width) { thinning_width_ = std::move(width); }
 
   /// Tells the scheduler the run trains epochs 0 … epochs − 1: warns (naming the policy and its
   /// file:line) of every policy that starts after the last epoch, so it never acts, or acts past
@@ -148,6 +151,7 @@ class CompressionScheduler : public TrainingHooks {
   double base_lr_;
   std::vector<int64_t> input_shape_;
   tools::SummaryGraph::Forward forward_;
+  WidthPolicy thinning_width_;
   nlohmann::json pending_recipes_ = nlohmann::json::array();
   bool groups_stale_ = true;
   std::set<std::string> groups_logged_;

@@ -8,6 +8,7 @@
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <map>
 #include <numeric>
 #include <set>
@@ -43,9 +44,11 @@ std::string fmt_count(int64_t before, int64_t after) {
 
 class Planner {
  public:
-  Planner(const torch::nn::Module& model, const SummaryGraph& g, ThinningKind kind)
+  Planner(const torch::nn::Module& model, const SummaryGraph& g, ThinningKind kind,
+          WidthPolicy width)
       : g_(g),
         kind_(kind),
+        width_(std::move(width)),
         params_(model.named_parameters()),
         buffers_(model.named_buffers()),
         ties_(model, g) {
@@ -63,6 +66,7 @@ class Planner {
     for (const auto& op : g_.ops()) inspect(op);
     for (const auto& h : heads_) inspect_head(h);
     decide();
+    if (width_) round_widths();
     return build();
   }
 
@@ -255,6 +259,82 @@ class Planner {
     }
   }
 
+  /// The sets of tensors narrowed alike (the same removable channel groups in the same order),
+  /// each with the producers writing and consumers reading it.
+  std::vector<ThinnedTensor> tensor_sets() {
+    std::map<std::vector<int>, size_t> index;
+    std::vector<ThinnedTensor> sets;
+    for (const auto& v : g_.values()) {
+      const int64_t c = channels(v.id);
+      std::vector<int> roots;
+      bool narrowed = false;
+      for (int64_t k = 0; k < c; ++k) {
+        roots.push_back(root(v.id, k));
+        narrowed = narrowed || removed_.count(roots.back()) > 0;
+      }
+      if (!narrowed) continue;
+      auto [it, added] = index.emplace(roots, sets.size());
+      if (added) {
+        sets.emplace_back();
+        sets.back().graph = &g_;
+        sets.back().dense = c;
+        sets.back().kept_of = [this](int value) { return kept_count(value); };
+      }
+      auto& s = sets[it->second];
+      s.values.push_back(v.id);
+      if (v.producer >= 0 && producer(g_.op(v.producer))) s.producers.push_back(&g_.op(v.producer));
+      for (int op : v.consumers)
+        if (producer(g_.op(op)) && g_.op(op).inputs[0] == v.id &&
+            std::find(s.consumers.begin(), s.consumers.end(), &g_.op(op)) == s.consumers.end())
+          s.consumers.push_back(&g_.op(op));
+    }
+    return sets;
+  }
+
+  /// Keeps removable groups of each tensor set, in channel order, until its width is the one the
+  /// policy asks for; asks again until no width changes (a kept group widens every set it spans).
+  void round_widths() {
+    auto sets = tensor_sets();
+    std::map<size_t, int64_t> before;  // set → width before rounding
+    for (size_t i = 0; i < sets.size(); ++i) before[i] = kept_count(sets[i].values[0]);
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t i = 0; i < sets.size(); ++i) {
+        auto& s = sets[i];
+        const int v = s.values[0];
+        s.kept = kept_count(v);
+        if (s.kept == s.dense) continue;
+        const int64_t want = std::clamp(width_(s), s.kept, s.dense);
+        for (int64_t c = 0; c < s.dense && kept_count(v) < want; ++c)
+          if (removed_.erase(root(v, c))) {
+            rounded_.insert(root(v, c));
+            changed = true;
+          }
+      }
+    }
+    for (const auto& [i, width] : before) {
+      const auto& s = sets[i];
+      const int64_t now = kept_count(s.values[0]);
+      if (now == width) continue;
+      const int v = s.values[0];
+      const std::string name = !s.producers.empty() ? s.producers[0]->name
+                               : g_.values()[static_cast<size_t>(v)].producer >= 0
+                                   ? g_.op(g_.values()[static_cast<size_t>(v)].producer).name
+                                   : s.consumers[0]->name;
+      const int64_t extra = now - width;
+      rounding_log_.push_back(name + ": " + std::to_string(extra) + " zeroed " +
+                              (kind_ == ThinningKind::kFilters ? "filter" : "channel") +
+                              (extra > 1 ? "s" : "") + " kept to round " + std::to_string(width) +
+                              " channels to " + std::to_string(now));
+    }
+  }
+
+  int64_t kept_count(int v) {
+    int64_t n = 0;
+    for (int64_t c = 0; c < channels(v); ++c) n += removed_.count(root(v, c)) ? 0 : 1;
+    return n;
+  }
+
   std::vector<int64_t> keep(int v) {
     std::vector<int64_t> k;
     for (int64_t c = 0; c < channels(v); ++c)
@@ -278,7 +358,7 @@ class Planner {
       for (int64_t j = 0; j < channels(out); ++j) {
         const int n = node(out, j);
         const int r = root(out, j);
-        if (source_nonzero_[n] || removed_.count(r)) continue;
+        if (source_nonzero_[n] || removed_.count(r) || rounded_.count(r)) continue;
         std::string why = "its channel group cannot be removed";
         if (why_reach_.count(r)) {
           why = why_reach_[r];
@@ -333,6 +413,8 @@ class Planner {
   ThinningPlan build() {
     ThinningPlan plan;
     plan.removed_groups = static_cast<int64_t>(removed_.size());
+    plan.rounded_groups = static_cast<int64_t>(rounded_.size());
+    plan.log.insert(plan.log.end(), rounding_log_.begin(), rounding_log_.end());
     plan.recipe = {{"kind", kind_ == ThinningKind::kFilters ? "filters" : "channels"},
                    {"tensors", nlohmann::json::array()},
                    {"modules", nlohmann::json::array()}};
@@ -443,6 +525,9 @@ class Planner {
 
   const SummaryGraph& g_;
   ThinningKind kind_;
+  WidthPolicy width_;
+  std::set<int> rounded_;
+  std::vector<std::string> rounding_log_;
   torch::OrderedDict<std::string, at::Tensor> params_, buffers_;
   ChannelTies ties_;
   std::vector<bool> not_zero_preserving_, source_, source_nonzero_, consumer_, consumer_nonzero_;
@@ -523,12 +608,18 @@ void refuse_quantized(const SummaryGraph& graph) {
 
 }  // namespace
 
+WidthPolicy round_to_multiple(int64_t n) {
+  if (n < 1)
+    throw InputError("channel rounding must be a positive multiple, got " + std::to_string(n));
+  return [n](const ThinnedTensor& t) { return std::min(t.dense, (t.kept + n - 1) / n * n); };
+}
+
 ThinningPlan plan_thinning(const torch::nn::Module& model, const SummaryGraph& graph,
-                           ThinningKind kind) {
+                           ThinningKind kind, const WidthPolicy& width) {
   torch::NoGradGuard no_grad;
   refuse_quantized(model);
   refuse_quantized(graph);
-  return Planner(model, graph, kind).plan();
+  return Planner(model, graph, kind, width).plan();
 }
 
 void thin_for_training(torch::nn::Module& model, const nlohmann::json& recipe,

@@ -3,6 +3,7 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,8 +30,37 @@ struct ThinningPlan {
   std::vector<std::string> log;
   /// Channel groups removed (a group spans every tensor whose channels are tied to it).
   int64_t removed_groups = 0;
+  /// Zeroed channel groups that could have been removed but stay so that channel counts are
+  /// the widths a WidthPolicy asked for (the sparsity rounding gives up).
+  int64_t rounded_groups = 0;
   bool empty() const { return removed_groups == 0; }
 };
+
+/// A set of tensors thinning narrows alike (their channels are the same channel groups, in the
+/// same order: a convolution's output, the BatchNorm and ReLU after it, the residual adds tied
+/// to it), as a WidthPolicy sees it.
+struct ThinnedTensor {
+  /// The graph being thinned.
+  const tools::SummaryGraph* graph = nullptr;
+  /// The tensors (summary-graph value ids), in graph order.
+  std::vector<int> values;
+  /// Channels before thinning, and left with every removable group removed (so far).
+  int64_t dense = 0;
+  int64_t kept = 0;
+  /// The convolutions, transposed convolutions and linear layers that write (producers) and
+  /// read (consumers) these tensors: the ops whose cost follows the width.
+  std::vector<const tools::OpNode*> producers, consumers;
+  /// The channels other tensors keep so far (a consumer's output, a producer's input); valid
+  /// during the policy's call only.
+  std::function<int64_t(int value)> kept_of;
+};
+
+/// The channel count a thinned tensor keeps, in [kept, dense]: zeroed channels it keeps on top
+/// of `kept` stay in the model (they compute zeros) so the count is a width the kernels run fast.
+using WidthPolicy = std::function<int64_t(const ThinnedTensor&)>;
+
+/// Rounds every thinned width up to a multiple of `n` (at most the dense width); n = 1 keeps it.
+WidthPolicy round_to_multiple(int64_t n);
 
 /// Plans the physical removal of pruned structures, following the summary graph.
 ///
@@ -47,8 +77,13 @@ struct ThinningPlan {
 /// a grouped non-depthwise conv), are never removed. A tensor always keeps at least one channel.
 /// A quantized model (a layer with weight bits, a fake-quantizing activation) is refused with
 /// InputError "<layer> is quantized; thin before quantizing".
+///
+/// With a `width` policy, each set of tensors narrowed alike (ThinnedTensor) then keeps as many
+/// of its removable groups, in channel order, as the policy's width asks for; a kept group widens
+/// every tensor it spans, so the policy is asked again until no width changes. The log names each
+/// rounded width ("layer1.0.conv1: 2 zeroed filters kept to round 6 channels to 8").
 ThinningPlan plan_thinning(const torch::nn::Module& model, const tools::SummaryGraph& graph,
-                           ThinningKind kind);
+                           ThinningKind kind, const WidthPolicy& width = {});
 
 /// Applies a recipe to a model being trained: weights, gradients and module options
 /// (apply_thinning_recipe), and alike the optimizer's per-parameter state (SGD momentum, Adam

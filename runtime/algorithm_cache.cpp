@@ -22,11 +22,16 @@ std::filesystem::path cache_file() {
   return cache_dir("conv-algorithms") / (std::string(tag) + ".json");
 }
 
-/// The file's entries; empty when it is missing or not ours.
+/// How the entries were measured: 2 = blocks of runs of each kernel in turn (plan_compiler.cpp,
+/// runs_faster). A file of another method is measured again and rewritten.
+constexpr int kMeasure = 2;
+
+/// The file's entries; empty when it is missing, not ours or of another method.
 std::map<std::string, bool> read_cache(const std::filesystem::path& file) {
   std::map<std::string, bool> out;
   try {
     const auto j = nlohmann::json::parse(read_input_file(file));
+    if (j.value("measure", 1) != kMeasure) return out;
     for (const auto& [key, value] : j.at("winograd").items())
       if (value.is_boolean()) out[key] = value.get<bool>();
   } catch (const std::exception&) {
@@ -59,6 +64,7 @@ bool winograd_pays(const std::string& key, const std::function<bool()>& measure)
   try {
     nlohmann::json j = {{"format", "igb convolution algorithms"},
                         {"machine", host_name() + " · " + cpu_name()},
+                        {"measure", kMeasure},
                         {"winograd", known}};
     std::filesystem::create_directories(file.parent_path());
     write_text_atomically(file, j.dump(1) + "\n");

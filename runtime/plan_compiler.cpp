@@ -466,32 +466,54 @@ class PlanCompiler {
   std::unordered_set<const jit::Node*> deferred_lists_;
 };
 
-/// Milliseconds of one run of convolution `pd` (the best of three after one untimed run) on
-/// zeroed buffers of its own layouts.
-double time_convolution(const dnnl::convolution_forward::primitive_desc& pd) {
-  const dnnl::engine engine = pd.get_engine();
-  dnnl::stream stream(engine);
-  std::unordered_map<int, memory> args;
-  for (const auto& [arg, desc] : {std::make_pair(DNNL_ARG_SRC, pd.src_desc()),
-                                  std::make_pair(DNNL_ARG_WEIGHTS, pd.weights_desc()),
-                                  std::make_pair(DNNL_ARG_BIAS, pd.bias_desc()),
-                                  std::make_pair(DNNL_ARG_DST, pd.dst_desc())}) {
-    if (desc.get_size() == 0) continue;
-    memory m(desc, engine);
-    std::memset(m.get_data_handle(), 0, desc.get_size());
-    args[arg] = m;
+/// A convolution primitive on zeroed buffers of its own layouts, for timing.
+class ConvolutionRunner {
+ public:
+  explicit ConvolutionRunner(const dnnl::convolution_forward::primitive_desc& pd)
+      : engine_(pd.get_engine()), stream_(engine_), conv_(pd) {
+    for (const auto& [arg, desc] : {std::make_pair(DNNL_ARG_SRC, pd.src_desc()),
+                                    std::make_pair(DNNL_ARG_WEIGHTS, pd.weights_desc()),
+                                    std::make_pair(DNNL_ARG_BIAS, pd.bias_desc()),
+                                    std::make_pair(DNNL_ARG_DST, pd.dst_desc())}) {
+      if (desc.get_size() == 0) continue;
+      memory m(desc, engine_);
+      std::memset(m.get_data_handle(), 0, desc.get_size());
+      args_[arg] = m;
+    }
   }
-  const dnnl::convolution_forward conv(pd);
-  double best = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < 4; ++i) {
+  /// Milliseconds per run over a block of `n` runs.
+  double block(int n) {
     const auto t0 = std::chrono::steady_clock::now();
-    conv.execute(stream, args);
-    stream.wait();
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (i > 0) best = std::min(best, ms);
+    for (int i = 0; i < n; ++i) conv_.execute(stream_, args_);
+    stream_.wait();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+               .count() /
+           n;
   }
-  return best;
+
+ private:
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  dnnl::convolution_forward conv_;
+  std::unordered_map<int, memory> args_;
+};
+
+/// Whether convolution `a` runs faster than `b`: five rounds of a block of runs of each in turn
+/// (a block lasts about a quarter of a millisecond), the fastest block of each compared. Tens of
+/// microseconds per run, so a handful of single runs would decide by noise.
+bool runs_faster(const dnnl::convolution_forward::primitive_desc& a,
+                 const dnnl::convolution_forward::primitive_desc& b) {
+  ConvolutionRunner ra(a), rb(b);
+  ra.block(1);
+  rb.block(1);  // first runs: caches, page faults
+  const double once = std::max(1e-4, std::min(ra.block(1), rb.block(1)));
+  const int n = static_cast<int>(std::clamp(0.25 / once, 1.0, 200.0));
+  double best_a = std::numeric_limits<double>::infinity(), best_b = best_a;
+  for (int r = 0; r < 5; ++r) {
+    best_a = std::min(best_a, ra.block(n));
+    best_b = std::min(best_b, rb.block(n));
+  }
+  return best_a < best_b;
 }
 
 /// The layer's primitive for `attr`; its destination layout is returned, its source and weight
@@ -540,8 +562,7 @@ memory::desc PlanCompiler::layer_desc(const LayerForm& f, const std::vector<int6
         for (int64_t d : src) key += std::to_string(d) + "x";
         key += std::to_string(dst[1]) + " p" + std::to_string(f.padding[0]) +
                std::to_string(f.padding[1]) + " t" + std::to_string(at::get_num_threads());
-        if (winograd_pays(key, [&] { return time_convolution(winograd) < time_convolution(pd); }))
-          pd = winograd;
+        if (winograd_pays(key, [&] { return runs_faster(winograd, pd); })) pd = winograd;
       } catch (const dnnl::error&) {
         // No Winograd kernel for this CPU or shape.
       }

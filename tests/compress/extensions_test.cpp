@@ -126,7 +126,8 @@ TEST(Extensions, FilterRemoverThinsTheModelAndReportsTheRecipe) {
     return m->forward(x);
   };
   const std::string file = "s.yaml";
-  const ExtensionContext ctx{*m, shape, forward, opt, masks, nullptr, file};
+  const WidthPolicy no_rounding;
+  const ExtensionContext ctx{*m, shape, forward, opt, masks, nullptr, file, no_rounding};
 
   auto ext = build("class: FilterRemover\n");
   const auto outcome = ext->apply(ctx, 3);

@@ -4,6 +4,8 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
+#include <set>
+
 #include "compress/scheduler.h"
 #include "compress/thinning.h"
 #include "core/activation.h"
@@ -64,7 +66,8 @@ int64_t size_of(const models::Model& m, const std::string& param, int64_t dim) {
 /// Thins `m` in place; returns max |masked output − thinned output| and checks a fresh model
 /// rebuilt from the recipe and loaded with the thinned weights computes the same.
 double thin_and_compare(const models::Model& m, const std::string& name, nlohmann::json opts,
-                        ThinningPlan* out_plan, ThinningKind kind = ThinningKind::kFilters) {
+                        ThinningPlan* out_plan, ThinningKind kind = ThinningKind::kFilters,
+                        const WidthPolicy& width = {}) {
   torch::NoGradGuard no_grad;
   // In double precision, so the comparison sees thinning errors, not float32 summation order
   // (deep nets with random statistics reach activations in the thousands).
@@ -75,7 +78,7 @@ double thin_and_compare(const models::Model& m, const std::string& name, nlohman
   const auto x = torch::randn(shape, torch::kDouble);
   const auto before = m->forward(x).clone();
   const int64_t params_before = models::count_parameters(*m);
-  auto plan = plan_thinning(*m, graph_of(m), kind);
+  auto plan = plan_thinning(*m, graph_of(m), kind, width);
   EXPECT_FALSE(plan.empty()) << name;
   apply_thinning_recipe(*m, plan.recipe, name);
   const auto after = m->forward(x);
@@ -167,6 +170,79 @@ TEST(Thinning, ResNet56BlocksFirstConvs) {
   EXPECT_LE(thin_and_compare(m, "resnet56_cifar", {}, nullptr), 1e-5);
   EXPECT_EQ(size_of(m, "layer3.8.conv1.weight", 0), 60);
   EXPECT_EQ(size_of(m, "layer3.7.conv1.weight", 0), 64);
+}
+
+bool logged(const ThinningPlan& plan, const std::string& text) {
+  for (const auto& line : plan.log)
+    if (line.find(text) != std::string::npos) return true;
+  return false;
+}
+
+TEST(Thinning, RoundToKeepsZeroedFiltersUntilWidthsAreMultiples) {
+  auto m = make("resnet20_cifar");
+  auto g = graph_of(m);
+  for (int64_t c = 0; c < 10; ++c) EXPECT_TRUE(zero_filter(m, g, "layer1.0.conv1", c));
+  for (int64_t c : {1, 5, 9}) EXPECT_TRUE(zero_filter(m, g, "layer2.1.conv1", c));
+  for (int64_t c : {0, 2, 4, 6, 8, 10, 12, 14, 16})
+    EXPECT_TRUE(zero_filter(m, g, "layer3.2.conv1", c));
+  ThinningPlan plan;
+  EXPECT_LE(thin_and_compare(m, "resnet20_cifar", {}, &plan, ThinningKind::kFilters,
+                             round_to_multiple(8)),
+            1e-5);
+  // 6 left of 16 -> 8; 29 of 32 -> 32 (the dense width: nothing goes); 55 of 64 -> 56.
+  EXPECT_EQ(size_of(m, "layer1.0.conv1.weight", 0), 8);
+  EXPECT_EQ(size_of(m, "layer1.0.conv2.weight", 1), 8);
+  EXPECT_EQ(m->named_buffers()["layer1.0.bn1.running_var"].size(0), 8);
+  EXPECT_EQ(size_of(m, "layer2.1.conv1.weight", 0), 32);
+  EXPECT_EQ(size_of(m, "layer3.2.conv1.weight", 0), 56);
+  EXPECT_EQ(size_of(m, "layer3.2.conv2.weight", 1), 56);
+  EXPECT_EQ(plan.removed_groups, 8 + 8);
+  EXPECT_EQ(plan.rounded_groups, 2 + 3 + 1);
+  EXPECT_TRUE(logged(plan, "layer1.0.conv1: 2 zeroed filters kept to round 6 channels to 8"));
+  EXPECT_TRUE(logged(plan, "layer2.1.conv1: 3 zeroed filters kept to round 29 channels to 32"));
+  EXPECT_TRUE(logged(plan, "layer3.2.conv1: 1 zeroed filter kept to round 55 channels to 56"));
+  // Filters kept for rounding are not reported again as filters thinning could not remove.
+  EXPECT_FALSE(logged(plan, "zeroed filter kept:")) << plan.log.size();
+  EXPECT_FALSE(logged(plan, "zeroed filters kept:"));
+}
+
+TEST(Thinning, APolicySeesEachSetOfTensorsNarrowedAlikeOnceWithItsLayers) {
+  auto m = make("resnet20_cifar");
+  auto g = graph_of(m);
+  // Two stage-1 trunk channels: tied by the adds to every stage-1 block and, through the padded
+  // shortcuts, to stage 2 and 3 (16 -> 14, 32 -> 30, 64 -> 62).
+  for (int64_t c : {3, 4}) EXPECT_TRUE(zero_filter(m, g, "layer1.1.conv2", c));
+  std::vector<ThinnedTensor> seen;
+  int64_t inner_width = -1;  // what kept_of says of a block's inner tensor, asked during the call
+  auto plan = plan_thinning(*m, g, ThinningKind::kFilters, [&](const ThinnedTensor& t) {
+    seen.push_back(t);
+    if (t.dense == 16) inner_width = t.kept_of(g.op("layer1.0.conv1").outputs[0]);
+    return t.kept;
+  });
+  EXPECT_EQ(plan.removed_groups, 2);
+  EXPECT_EQ(plan.rounded_groups, 0);
+  const ThinnedTensor* trunk = nullptr;
+  for (const auto& t : seen)
+    if (t.dense == 16) {
+      EXPECT_EQ(trunk, nullptr) << "the stage-1 trunk is one set, asked once";
+      trunk = &t;
+    }
+  ASSERT_NE(trunk, nullptr);
+  EXPECT_EQ(trunk->kept, 14);
+  EXPECT_GE(trunk->values.size(), 7u);  // conv1, bn1, relu, and each block's bn2, add, relu
+  std::set<std::string> producers, consumers;
+  for (const auto* op : trunk->producers) producers.insert(op->name);
+  for (const auto* op : trunk->consumers) consumers.insert(op->name);
+  EXPECT_EQ(producers,
+            (std::set<std::string>{"conv1", "layer1.0.conv2", "layer1.1.conv2", "layer1.2.conv2"}));
+  EXPECT_EQ(consumers, (std::set<std::string>{"layer1.0.conv1", "layer1.1.conv1", "layer1.2.conv1",
+                                              "layer2.0.conv1"}));
+  EXPECT_EQ(inner_width, 16);
+  // Rounding the trunk back to 16 keeps both groups, which widens stages 2 and 3 with it.
+  plan = plan_thinning(*m, g, ThinningKind::kFilters, round_to_multiple(16));
+  EXPECT_TRUE(plan.empty());
+  EXPECT_EQ(plan.rounded_groups, 2);
+  EXPECT_THROW(round_to_multiple(0), InputError);
 }
 
 TEST(Thinning, Vgg16CifarThroughPoolingFlattenAndBatchNorm1d) {

@@ -17,6 +17,7 @@
 #include "deploy/onnx/onnx_export.h"
 #include "deploy/onnx/onnx_trt.h"
 #include "options/tool_commands/tool_command.h"
+#include "options/tool_commands/tool_model.h"
 #include "tests/support.h"
 #include "tests/tools/tools_support.h"
 
@@ -286,6 +287,76 @@ TEST(ToolRun, BadInputsAreOneLineNamingTheFile) {
 
 namespace igb::deploy {
 namespace {
+
+// igb-tools thin removes zeroed filters; --round-to keeps some so widths are multiples, shows
+// the MAC saving it gives up, and the thinned model computes what the checkpoint's did.
+TEST(ToolThin, RoundToKeepsWidthsMultiplesAndTheOutput) {
+  test::TempDir tmp;
+  auto model = make("resnet20_cifar");
+  {
+    torch::NoGradGuard no_grad;
+    auto p = model->named_parameters();
+    for (int64_t c = 0; c < 10; ++c)
+      for (const char* t : {"layer1.0.conv1.weight", "layer1.0.bn1.weight", "layer1.0.bn1.bias"})
+        p[t][c].zero_();
+  }
+  CheckpointMeta meta;
+  meta.optform = "classify";
+  meta.model = "resnet20_cifar";
+  save_checkpoint(tmp / "m.ckpt", meta, {model.get(), nullptr, nullptr, nullptr});
+  auto thin = [&](const std::string& round_to, const std::string& out) {
+    return run_tool_command({"thin", "--checkpoint", (tmp / "m.ckpt").string(), "--out",
+                             (tmp / out).string(), "--round-to", round_to, "--threads", "1"});
+  };
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(thin("8", "r8.ckpt"), kExitOk);
+  const std::string table = testing::internal::GetCapturedStdout();
+  EXPECT_NE(table.find("kept 2 zeroed groups to round widths (--round-to 8)"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("Without rounding"), std::string::npos) << table;
+  // 16 -> 6 saves 10/16 of two convolutions' MACs; rounding to 8 gives up 2 of those 10.
+  EXPECT_NE(table.find("20.0%"), std::string::npos) << table;
+  EXPECT_EQ(thin("1", "r1.ckpt"), kExitOk);
+  // auto keeps the width each layer runs fastest at here: 6 or 8 (written), or the dense 16
+  // (nothing removed: an InputError saying so, nothing written).
+  std::string auto_error;
+  try {
+    EXPECT_EQ(thin("auto", "auto.ckpt"), kExitOk);
+  } catch (const InputError& e) {
+    auto_error = e.what();
+  }
+  model->eval();
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(2);
+  const auto x = torch::randn({2, 3, 32, 32});
+  const auto expected = model->forward(x);
+  for (const auto& [file, width] :
+       {std::pair<std::string, int64_t>{"r8.ckpt", 8}, {"r1.ckpt", 6}}) {
+    auto thinned = options::load_tool_model("", {}, (tmp / file).string(), "");
+    EXPECT_EQ(thinned.model->named_parameters()["layer1.0.conv1.weight"].size(0), width) << file;
+    thinned.model->eval();
+    EXPECT_LE((thinned.model->forward(x) - expected).abs().max().item<double>(),
+              1e-5 * expected.abs().max().item<double>())
+        << file;
+  }
+  if (!auto_error.empty()) {
+    EXPECT_NE(
+        auto_error.find("every zeroed channel group is kept to round widths (--round-to auto)"),
+        std::string::npos)
+        << auto_error;
+    EXPECT_FALSE(fs::exists(tmp / "auto.ckpt"));
+  } else {
+    auto timed = options::load_tool_model("", {}, (tmp / "auto.ckpt").string(), "");
+    const auto w = timed.model->named_parameters()["layer1.0.conv1.weight"].size(0);
+    EXPECT_TRUE(w == 6 || w == 8) << w;
+    timed.model->eval();
+    EXPECT_LE((timed.model->forward(x) - expected).abs().max().item<double>(),
+              1e-5 * expected.abs().max().item<double>());
+  }
+  for (const char* bad : {"0", "auto8", "-4", "8x"})
+    EXPECT_THROW(thin(bad, "bad.ckpt"), InputError) << bad;
+  EXPECT_FALSE(fs::exists(tmp / "bad.ckpt"));
+}
 
 TEST(ToolEarlyExit, CalibratesMeasuresAndWritesTheCheckpointAndSegments) {
   test::TempDir tmp;

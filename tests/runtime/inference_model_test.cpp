@@ -8,6 +8,7 @@
 #include "core/thinning_recipe.h"
 #include "models/model.h"
 #include "runtime/inference_model.h"
+#include "runtime/width_search.h"
 #include "tools/graph/summary_graph.h"
 
 namespace igb::runtime {
@@ -240,6 +241,38 @@ TEST(InferenceModel, RefusesWhatItCannotRun) {
   EXPECT_THROW(form->forward(torch::zeros({1, 3, 32, 32}, torch::kDouble)), InputError);
   m->to(torch::kDouble);
   EXPECT_THROW(form_of(m)->forward(torch::zeros({1, 3, 32, 32})), InputError);
+}
+
+// fastest_widths times each candidate width of a thinned tensor on the inference form: with no
+// tolerance it keeps one of the candidates (and the same one when asked again); with any width
+// counting as fast, the widest, so the zeroed filters all stay.
+TEST(WidthSearch, KeepsACandidateWidthOrTheWidestWithinTolerance) {
+  auto m = make("resnet20_cifar");
+  {
+    torch::NoGradGuard no_grad;
+    auto p = m->named_parameters();
+    for (int64_t c = 0; c < 10; ++c)
+      for (const char* t : {"layer1.0.conv1.weight", "layer1.0.bn1.weight", "layer1.0.bn1.bias"})
+        p[t][c].zero_();
+  }
+  const auto g = tools::SummaryGraph::build(*m, m->input_shape(),
+                                            [m](const at::Tensor& x) { return m->forward(x); });
+  const auto fastest = fastest_widths({0.0, 5, 1});
+  std::vector<int64_t> answers;
+  const compress::WidthPolicy recorded = [&](const compress::ThinnedTensor& t) {
+    EXPECT_EQ(t.dense, 16);
+    answers.push_back(fastest(t));
+    return answers.back();
+  };
+  auto plan = compress::plan_thinning(*m, g, compress::ThinningKind::kFilters, recorded);
+  ASSERT_FALSE(answers.empty());
+  EXPECT_TRUE(answers[0] == 6 || answers[0] == 8 || answers[0] == 16) << answers[0];
+  for (auto a : answers) EXPECT_EQ(a, answers[0]);
+  EXPECT_EQ(plan.rounded_groups, answers[0] - 6);
+  plan =
+      compress::plan_thinning(*m, g, compress::ThinningKind::kFilters, fastest_widths({1e9, 2, 1}));
+  EXPECT_TRUE(plan.empty());
+  EXPECT_EQ(plan.rounded_groups, 10);
 }
 
 }  // namespace igb::runtime
