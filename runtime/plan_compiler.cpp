@@ -108,6 +108,7 @@ class PlanCompiler {
       ++position;
     }
     declare_outputs();
+    drop_unread_inputs();
     plan_->constant.assign(plan_->env.size(), false);
     for (int s : constants_) plan_->constant[s] = true;
     plan_->allocate();
@@ -149,6 +150,23 @@ class PlanCompiler {
       auto it = value_of_id_.find(id);
       const int producer = g_.values().at(id).producer;
       if (it != value_of_id_.end() && (producer < 0 || !ours(producer))) add_input(it->second, id);
+    }
+  }
+
+  /// A stage is offered the model's input (for size reads of it); when none of its nodes reads
+  /// it and it was not given as one of the stage's inputs, the stage does not ask for it, so a
+  /// later stage runs on its own inputs alone.
+  void drop_unread_inputs() {
+    if (whole_) return;
+    std::unordered_set<const jit::Value*> read;
+    for (jit::Node* node : g_.jit_graph()->nodes())
+      if (in_region(node)) read.insert(node->inputs().begin(), node->inputs().end());
+    const std::set<int> given(region_.inputs.begin(), region_.inputs.end());
+    for (size_t i = plan_->inputs.size(); i-- > 0;) {
+      const int id = plan_->inputs[i].first;
+      if (given.count(id) || read.count(value_of_id_.at(id))) continue;
+      plan_->inputs.erase(plan_->inputs.begin() + static_cast<std::ptrdiff_t>(i));
+      plan_->input_shapes.erase(plan_->input_shapes.begin() + static_cast<std::ptrdiff_t>(i));
     }
   }
 

@@ -9,6 +9,7 @@
 
 #include "core/activation.h"
 #include "core/error.h"
+#include "runtime/inference_model.h"
 
 namespace igb::deploy {
 
@@ -59,6 +60,22 @@ double score_threshold(ExitCriterion criterion, double natural) {
 }
 
 namespace {
+
+/// The inference form of an exit's head, compiled for its activation's shape; null when the
+/// runtime cannot trace it there (the head then runs as LibTorch's forward).
+std::shared_ptr<runtime::InferenceModel> head_form(torch::nn::Sequential head,
+                                                   const tools::Shape& shape,
+                                                   const std::string& name) {
+  try {
+    auto form = runtime::InferenceModel::make(
+        head.ptr(), [head](const at::Tensor& a) mutable { return head->forward(a); },
+        name + " exit head");
+    form->prepare(shape);
+    return form;
+  } catch (const InputError&) {
+    return nullptr;
+  }
+}
 
 /// Every op `op` depends on, itself included.
 std::set<int> ancestors(const tools::SummaryGraph& graph, int op) {
@@ -134,9 +151,11 @@ ExitNetwork::ExitNetwork(torch::nn::Module& model, const tools::SummaryGraph& gr
     }
     int64_t macs = 0;
     for (int op : s.ops) macs += graph.macs(op);
-    if (e < points.size())
+    if (e < points.size()) {
       head_graphs_.push_back(
           head_graph_of(heads_[e], graph.shape(exit_values_[e]), names_[e] + ".branch_net"));
+      head_forms_.push_back(head_form(heads_[e], graph.shape(exit_values_[e]), names_[e]));
+    }
     head_macs_.push_back(e < points.size() ? head_graphs_.back()->total_macs() : 0);
     cumulative += macs / batch + head_macs_.back();
     exit_macs_.push_back(cumulative);
@@ -153,12 +172,16 @@ ExitNetwork::ExitNetwork(torch::nn::Module& model, const tools::SummaryGraph& gr
       /*inference=*/true);
 }
 
+at::Tensor ExitNetwork::run_head(size_t e, const at::Tensor& a) const {
+  return head_forms_[e] ? head_forms_[e]->forward(a) : heads_[e]->forward(a);
+}
+
 std::vector<at::Tensor> ExitNetwork::run_all(const at::Tensor& x) const {
   std::map<int, at::Tensor> values{{graph_->inputs().at(0), x}};
   std::vector<at::Tensor> out;
   for (size_t e = 0; e < segments_.size(); ++e) {
     runners_[e]->run(values);
-    out.push_back(e + 1 < segments_.size() ? heads_[e]->forward(values.at(exit_values_[e]))
+    out.push_back(e + 1 < segments_.size() ? run_head(e, values.at(exit_values_[e]))
                                            : values.at(graph_->outputs().at(0)));
     out.back() = out.back().to(at::kFloat);
   }
@@ -181,9 +204,9 @@ ExitNetwork::Decision ExitNetwork::run(const at::Tensor& x, ExitCriterion criter
   for (size_t e = 0; e < segments_.size(); ++e) {
     runners_[e]->run(values);
     const bool final_exit = e + 1 == segments_.size();
-    const at::Tensor logits = (final_exit ? values.at(graph_->outputs().at(0))
-                                          : heads_[e]->forward(values.at(exit_values_[e])))
-                                  .to(at::kFloat);
+    const at::Tensor logits =
+        (final_exit ? values.at(graph_->outputs().at(0)) : run_head(e, values.at(exit_values_[e])))
+            .to(at::kFloat);
     if (!d.logits.defined()) d.logits = at::zeros({n, logits.size(1)}, logits.options());
     if (logits.size(1) != d.logits.size(1))
       throw InputError("exit '" + names_[e] + "' gives " + std::to_string(logits.size(1)) +

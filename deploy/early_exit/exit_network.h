@@ -12,6 +12,10 @@
 #include "deploy/partition/stages.h"
 #include "tools/graph/summary_graph.h"
 
+namespace igb::runtime {
+class InferenceModel;
+}  // namespace igb::runtime
+
 namespace igb::deploy {
 
 /// How an exit's confidence in a sample is measured (docs/early-exit.md). Every criterion is a
@@ -96,10 +100,14 @@ class ExitNetwork {
   std::unique_ptr<StageRunner> whole_;
   // Running a head is not a change of the network (Sequential::forward is not const).
   mutable std::vector<torch::nn::Sequential> heads_;
+  /// The heads' inference forms (runtime/), as the segments run; null where a head has none.
+  std::vector<std::shared_ptr<runtime::InferenceModel>> head_forms_;
   std::vector<std::shared_ptr<const tools::SummaryGraph>> head_graphs_;
   std::vector<std::string> names_;
   std::vector<int> exit_values_;
   std::vector<int64_t> exit_macs_, head_macs_;
+  /// Exit `e`'s logits for the activation `a` at its point.
+  at::Tensor run_head(size_t e, const at::Tensor& a) const;
   /// Values each segment leaves that a later segment reads, per segment.
   std::vector<std::vector<int>> carried_;
 };
