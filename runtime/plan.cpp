@@ -1,5 +1,6 @@
 #include "runtime/plan.h"
 
+#include <ATen/Parallel.h>
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <algorithm>
@@ -40,8 +41,14 @@ void PrimitiveStep::use(int arg, int native, bool written) {
   (written ? writes : reads).push_back(native);
 }
 
+dnnl::primitive_attr user_scratchpad(dnnl::primitive_attr attr) {
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
 void PrimitiveStep::bind(Plan& plan) {
   args_.clear();
+  args_[DNNL_ARG_SCRATCHPAD] = plan.scratchpad;
   for (const auto& [arg, native] : natives_) args_[arg] = plan.memory(native);
   for (const auto& [arg, memory] : owned_) args_[arg] = memory;
 }
@@ -50,8 +57,10 @@ void PrimitiveStep::run(Plan& plan) { primitive_.execute(plan.stream, args_); }
 
 ToNativeStep::ToNativeStep(Plan& plan, int slot, int native, const std::vector<int64_t>& shape)
     : slot_(slot), native_(native), shape_(shape), plain_(plain_desc(shape)) {
-  reorder_ = dnnl::reorder(
-      dnnl::reorder::primitive_desc(plan.engine, plain_, plan.engine, plan.natives[native].desc));
+  const dnnl::reorder::primitive_desc pd(plan.engine, plain_, plan.engine,
+                                         plan.natives[native].desc, user_scratchpad());
+  plan.need_scratchpad(pd);
+  reorder_ = dnnl::reorder(pd);
   slot_reads.push_back(slot);
   writes.push_back(native);
   info.kind = "Reorder";
@@ -66,13 +75,17 @@ void ToNativeStep::run(Plan& plan) {
                      std::string(c10::toString(t.scalar_type())));
   t = t.contiguous();
   dnnl::memory src(plain_, plan.engine, t.data_ptr());
-  reorder_.execute(plan.stream, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, plan.memory(native_)}});
+  reorder_.execute(plan.stream, {{DNNL_ARG_FROM, src},
+                                 {DNNL_ARG_TO, plan.memory(native_)},
+                                 {DNNL_ARG_SCRATCHPAD, plan.scratchpad}});
 }
 
 ToPlainStep::ToPlainStep(Plan& plan, int native, int slot, const std::vector<int64_t>& shape)
     : native_(native), slot_(slot), shape_(shape), plain_(plain_desc(shape)) {
-  reorder_ = dnnl::reorder(
-      dnnl::reorder::primitive_desc(plan.engine, plan.natives[native].desc, plan.engine, plain_));
+  const dnnl::reorder::primitive_desc pd(plan.engine, plan.natives[native].desc, plan.engine,
+                                         plain_, user_scratchpad());
+  plan.need_scratchpad(pd);
+  reorder_ = dnnl::reorder(pd);
   reads.push_back(native);
   info.kind = "Reorder";
   info.native = true;
@@ -81,7 +94,9 @@ ToPlainStep::ToPlainStep(Plan& plan, int native, int slot, const std::vector<int
 void ToPlainStep::run(Plan& plan) {
   at::Tensor t = at::empty(shape_, at::TensorOptions().dtype(at::kFloat));
   dnnl::memory dst(plain_, plan.engine, t.data_ptr());
-  reorder_.execute(plan.stream, {{DNNL_ARG_FROM, plan.memory(native_)}, {DNNL_ARG_TO, dst}});
+  reorder_.execute(plan.stream, {{DNNL_ARG_FROM, plan.memory(native_)},
+                                 {DNNL_ARG_TO, dst},
+                                 {DNNL_ARG_SCRATCHPAD, plan.scratchpad}});
   plan.env.at(slot_) = std::move(t);
 }
 
@@ -93,15 +108,19 @@ SubpixelStep::SubpixelStep(Plan& plan, int native, int slot, std::vector<int64_t
       stride_(stride),
       crop_(std::move(crop)),
       plain_(plain_desc(shape_)) {
-  reorder_ = dnnl::reorder(
-      dnnl::reorder::primitive_desc(plan.engine, plan.natives[native].desc, plan.engine, plain_));
+  const dnnl::reorder::primitive_desc pd(plan.engine, plan.natives[native].desc, plan.engine,
+                                         plain_, user_scratchpad());
+  plan.need_scratchpad(pd);
+  reorder_ = dnnl::reorder(pd);
   reads.push_back(native);
 }
 
 void SubpixelStep::run(Plan& plan) {
   at::Tensor phases = at::empty(shape_, at::TensorOptions().dtype(at::kFloat));
   dnnl::memory dst(plain_, plan.engine, phases.data_ptr());
-  reorder_.execute(plan.stream, {{DNNL_ARG_FROM, plan.memory(native_)}, {DNNL_ARG_TO, dst}});
+  reorder_.execute(plan.stream, {{DNNL_ARG_FROM, plan.memory(native_)},
+                                 {DNNL_ARG_TO, dst},
+                                 {DNNL_ARG_SCRATCHPAD, plan.scratchpad}});
   plan.env.at(slot_) = fast_pixel_shuffle(phases, stride_)
                            .narrow(2, crop_[0], crop_[2])
                            .narrow(3, crop_[1], crop_[3])
@@ -168,6 +187,10 @@ void Plan::allocate() {
     }
     for (int r : ends[s]) free_buffers.emplace(sizes[natives[r].buffer], natives[r].buffer);
   }
+  scratchpad = dnnl::memory({{static_cast<int64_t>(std::max<size_t>(scratchpad_bytes, 1))},
+                             dnnl::memory::data_type::u8,
+                             dnnl::memory::format_tag::x},
+                            engine);
   arena_.clear();
   arena_bytes = 0;
   for (size_t size : sizes) {
@@ -194,6 +217,10 @@ void Plan::allocate() {
 
 void Plan::run_steps(std::vector<double>* times) {
   using Clock = std::chrono::steady_clock;
+  // oneDNN's OpenMP teams take the calling thread's thread count. LibTorch gives a thread the
+  // process's count (set_num_threads) at its first parallel call, get_num_threads included; a
+  // thread that has made none (a serving worker's request thread) would run oneDNN on every core.
+  (void)at::get_num_threads();
   for (size_t s = 0; s < steps.size(); ++s) {
     const auto start = Clock::now();
     steps[s]->run(*this);

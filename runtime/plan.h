@@ -154,6 +154,11 @@ class Plan {
   int add_native(const dnnl::memory::desc& desc, int alias = -1);
   void add_step(std::unique_ptr<Step> step) { steps.push_back(std::move(step)); }
   dnnl::memory& memory(int native) { return natives.at(native).memory; }
+  /// Makes the plan's scratchpad hold what primitive `pd` (made with user_scratchpad()) needs.
+  template <class PrimitiveDesc>
+  void need_scratchpad(const PrimitiveDesc& pd) {
+    scratchpad_bytes = std::max(scratchpad_bytes, pd.scratchpad_desc().get_size());
+  }
 
   dnnl::engine engine;
   dnnl::stream stream;
@@ -169,6 +174,11 @@ class Plan {
   std::shared_ptr<torch::jit::Graph> graph;
   /// Bytes of the arena (activations) and of the weights the steps own.
   int64_t arena_bytes = 0;
+  /// One scratchpad for every primitive of the plan (its steps run one at a time). oneDNN's own
+  /// scratchpad is per thread and ties a primitive to the thread that made it; a plan is made in
+  /// one thread and run in others (serving workers, the cascade), so its primitives take this one.
+  size_t scratchpad_bytes = 0;
+  dnnl::memory scratchpad;
 
  private:
   void run_steps(std::vector<double>* times);
@@ -177,6 +187,10 @@ class Plan {
   /// Per step: the slots whose last reader it is.
   std::vector<std::vector<int>> release_;
 };
+
+/// `attr` with the scratchpad the caller gives (Plan::scratchpad) instead of oneDNN's per-thread
+/// one: every primitive of a plan is made with it.
+dnnl::primitive_attr user_scratchpad(dnnl::primitive_attr attr = dnnl::primitive_attr());
 
 /// The part of a traced graph a plan computes.
 struct PlanRegion {

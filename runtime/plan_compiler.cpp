@@ -251,10 +251,10 @@ class PlanCompiler {
     std::unique_ptr<Step> step;
     if (!natives.empty()) {
       const int src = natives.front();
-      auto reorder = std::make_unique<PrimitiveStep>(
-          dnnl::reorder(dnnl::reorder::primitive_desc(plan_->engine, plan_->natives[src].desc,
-                                                      plan_->engine, plan_->natives[dst].desc)),
-          StepInfo{});
+      const dnnl::reorder::primitive_desc pd(plan_->engine, plan_->natives[src].desc, plan_->engine,
+                                             plan_->natives[dst].desc, user_scratchpad());
+      plan_->need_scratchpad(pd);
+      auto reorder = std::make_unique<PrimitiveStep>(dnnl::reorder(pd), StepInfo{});
       reorder->use(DNNL_ARG_FROM, src, false);
       reorder->use(DNNL_ARG_TO, dst, true);
       step = std::move(reorder);
@@ -492,7 +492,8 @@ class ConvolutionRunner {
     for (const auto& [arg, desc] : {std::make_pair(DNNL_ARG_SRC, pd.src_desc()),
                                     std::make_pair(DNNL_ARG_WEIGHTS, pd.weights_desc()),
                                     std::make_pair(DNNL_ARG_BIAS, pd.bias_desc()),
-                                    std::make_pair(DNNL_ARG_DST, pd.dst_desc())}) {
+                                    std::make_pair(DNNL_ARG_DST, pd.dst_desc()),
+                                    std::make_pair(DNNL_ARG_SCRATCHPAD, pd.scratchpad_desc())}) {
       if (desc.get_size() == 0) continue;
       memory m(desc, engine_);
       std::memset(m.get_data_handle(), 0, desc.get_size());
@@ -550,6 +551,7 @@ memory::desc PlanCompiler::layer_desc(const LayerForm& f, const std::vector<int6
     dnnl::inner_product_forward::primitive_desc pd(
         {dnnl::prop_kind::forward_inference, any_desc(src), w_md, bias_md, any_desc(dst)}, attr,
         engine);
+    plan_->need_scratchpad(pd);
     primitive = dnnl::inner_product_forward(pd);
     weights_desc = pd.weights_desc();
     src_desc = pd.src_desc();
@@ -585,6 +587,7 @@ memory::desc PlanCompiler::layer_desc(const LayerForm& f, const std::vector<int6
         // No Winograd kernel for this CPU or shape.
       }
     }
+    plan_->need_scratchpad(pd);
     primitive = dnnl::convolution_forward(pd);
     weights_desc = pd.weights_desc();
     src_desc = pd.src_desc();
@@ -596,6 +599,7 @@ memory::desc PlanCompiler::layer_desc(const LayerForm& f, const std::vector<int6
       {dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct, any_desc(src),
        w_md, bias_md, any_desc(dst), strides, dilation, pad_l, pad_r},
       attr, engine);
+  plan_->need_scratchpad(pd);
   primitive = dnnl::deconvolution_forward(pd);
   weights_desc = pd.weights_desc();
   src_desc = pd.src_desc();
@@ -665,7 +669,7 @@ dnnl::primitive_attr PlanCompiler::post_ops_of(const Chain& c) {
   }
   dnnl::primitive_attr attr;
   attr.set_post_ops(post_ops);
-  return attr;
+  return user_scratchpad(attr);
 }
 
 /// The chain's output tensor: with a residual add, the skip's buffer when the add is the skip's
@@ -740,7 +744,9 @@ bool PlanCompiler::emit_prelu(int op) {
   const Tag tag = dims.size() == 2 ? Tag::ab : Tag::abcd;
   try {
     dnnl::prelu_forward::primitive_desc pd(
-        {dnnl::prop_kind::forward_inference, desc, {dims, Type::f32, Tag::any}}, plan_->engine);
+        {dnnl::prop_kind::forward_inference, desc, {dims, Type::f32, Tag::any}}, user_scratchpad(),
+        plan_->engine);
+    plan_->need_scratchpad(pd);
     add_unary_step(op, dnnl::prelu_forward(pd), src, pd.dst_desc(),
                    pack(*slopes, dims, tag, pd.weights_desc(), plan_->engine, plan_->stream));
     return true;
@@ -770,7 +776,8 @@ bool PlanCompiler::emit_pool(int op) {
         {dnnl::prop_kind::forward_inference, f->algorithm, src_desc,
          any_desc(shape_of(node->output(0))), dims_of(f->stride), dims_of(f->kernel),
          dims_of(f->padding_l), dims_of(f->padding_r)},
-        plan_->engine);
+        user_scratchpad(), plan_->engine);
+    plan_->need_scratchpad(pd);
     add_unary_step(op, dnnl::pooling_forward(pd), src, pd.dst_desc());
     return true;
   } catch (const dnnl::error&) {
@@ -785,7 +792,9 @@ bool PlanCompiler::emit_eltwise(int op) {
   const int src = natives_of_[slot(node->input(0))].front();
   const auto& desc = plan_->natives[src].desc;
   dnnl::eltwise_forward::primitive_desc pd(
-      {dnnl::prop_kind::forward_inference, f->algorithm, desc, f->alpha, f->beta}, plan_->engine);
+      {dnnl::prop_kind::forward_inference, f->algorithm, desc, f->alpha, f->beta},
+      user_scratchpad(), plan_->engine);
+  plan_->need_scratchpad(pd);
   add_unary_step(op, dnnl::eltwise_forward(pd), src, pd.dst_desc());
   return true;
 }
@@ -800,7 +809,9 @@ bool PlanCompiler::emit_add(int op) {
   const int src0 = natives_of_[slot(a)].front();
   const memory::desc desc = plan_->natives[src0].desc;
   const int src1 = as_native(b, desc);
-  dnnl::binary::primitive_desc pd({dnnl::algorithm::binary_add, desc, desc, desc}, plan_->engine);
+  dnnl::binary::primitive_desc pd({dnnl::algorithm::binary_add, desc, desc, desc},
+                                  user_scratchpad(), plan_->engine);
+  plan_->need_scratchpad(pd);
   const int dst = plan_->add_native(desc);
   auto step = std::make_unique<PrimitiveStep>(dnnl::binary(pd), info_of({op}, ""));
   step->use(DNNL_ARG_SRC_0, src0, false);
@@ -827,7 +838,8 @@ bool PlanCompiler::emit_concat(int op) {
     descs.push_back(plan_->natives[srcs.back()].desc);
   }
   try {
-    dnnl::concat::primitive_desc pd(1, descs, plan_->engine);
+    dnnl::concat::primitive_desc pd(1, descs, plan_->engine, user_scratchpad());
+    plan_->need_scratchpad(pd);
     const int dst = plan_->add_native(pd.dst_desc());
     auto step = std::make_unique<PrimitiveStep>(dnnl::concat(pd), info_of({op}, ""));
     for (size_t i = 0; i < srcs.size(); ++i)
