@@ -3,6 +3,8 @@
 // should.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "compress/thinning.h"
 #include "core/error.h"
 #include "core/thinning_recipe.h"
@@ -236,6 +238,22 @@ TEST(InferenceStage, TwoHalvesOfResNet20RunNativeAndEqualTheModel) {
   std::map<int, at::Tensor> other{{g.inputs().at(0), torch::randn({2, 3, 32, 32})}};
   EXPECT_FALSE(a.run(other));
   EXPECT_EQ(other.size(), 1u);
+}
+
+// A serving worker makes its plan in one request thread and runs frames in others: the plan's
+// primitives share its own scratchpad (oneDNN's is per thread) and take the process's thread
+// count in whichever thread runs them.
+TEST(InferenceModel, APlanMadeInOneThreadRunsInAnother) {
+  auto m = make("resnet20_cifar");
+  auto form = form_of(m);
+  form->prepare({1, 3, 32, 32});
+  torch::manual_seed(4);
+  const auto x = torch::randn({1, 3, 32, 32});
+  at::Tensor y;
+  std::thread([&] { y = form->forward(x); }).join();
+  torch::NoGradGuard no_grad;
+  const auto expected = m->forward(x);
+  EXPECT_LE((y - expected).abs().max().item<double>(), 1e-5 * expected.abs().max().item<double>());
 }
 
 TEST(InferenceModel, RefusesWhatItCannotRun) {
