@@ -768,14 +768,20 @@ bool PlanCompiler::emit_single(int op) {
 bool PlanCompiler::emit_pool(int op) {
   jit::Node* node = g_.jit_node(op);
   auto f = pool_form(g_, op);
-  if (!f || !has_native(node->input(0))) return false;
-  const int src = natives_of_[slot(node->input(0))].front();
-  const auto& src_desc = plan_->natives[src].desc;
+  const auto in_shape = shape_of(node->input(0)), out_shape = shape_of(node->output(0));
+  // A plain input (the plan's, or a LibTorch operator's output) is pooled in its plain layout:
+  // LibTorch's pooling of a small tensor costs several times oneDNN's.
+  const bool plain = !has_native(node->input(0));
+  if (!f || (plain && in_shape.size() != 4)) return false;
+  const memory::desc plain_in(dims_of(in_shape), Type::f32, Tag::nchw);
   try {
+    const int src =
+        plain ? as_native(node->input(0), plain_in) : natives_of_[slot(node->input(0))].front();
+    const auto& src_desc = plan_->natives[src].desc;
     dnnl::pooling_forward::primitive_desc pd(
         {dnnl::prop_kind::forward_inference, f->algorithm, src_desc,
-         any_desc(shape_of(node->output(0))), dims_of(f->stride), dims_of(f->kernel),
-         dims_of(f->padding_l), dims_of(f->padding_r)},
+         plain ? memory::desc(dims_of(out_shape), Type::f32, Tag::nchw) : any_desc(out_shape),
+         dims_of(f->stride), dims_of(f->kernel), dims_of(f->padding_l), dims_of(f->padding_r)},
         user_scratchpad(), plan_->engine);
     plan_->need_scratchpad(pd);
     add_unary_step(op, dnnl::pooling_forward(pd), src, pd.dst_desc());

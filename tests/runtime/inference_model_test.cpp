@@ -256,6 +256,29 @@ TEST(InferenceModel, APlanMadeInOneThreadRunsInAnother) {
   EXPECT_LE((y - expected).abs().max().item<double>(), 1e-5 * expected.abs().max().item<double>());
 }
 
+// An early exit's head: pooling straight on the plan's plain input runs as oneDNN's pooling in
+// the plain layout, and the head computes what LibTorch's forward does.
+TEST(InferenceModel, PoolingOnAPlainInputIsNative) {
+  torch::manual_seed(5);
+  torch::nn::Sequential head(torch::nn::AvgPool2d(torch::nn::AvgPool2dOptions(3)),
+                             torch::nn::Flatten(), torch::nn::Linear(16 * 10 * 10, 10));
+  head->eval();
+  auto form = InferenceModel::make(
+      head.ptr(), [head](const at::Tensor& x) mutable { return head->forward(x); }, "head");
+  const std::vector<int64_t> shape = {1, 16, 32, 32};
+  int pools = 0;
+  for (const auto& step : form->steps(shape)) {
+    pools += step.kind == "AvgPool";
+    EXPECT_NE(step.kind, "aten::avg_pool2d");
+  }
+  EXPECT_EQ(pools, 1);
+  const auto x = torch::randn(shape);
+  torch::NoGradGuard no_grad;
+  const auto expected = head->forward(x);
+  EXPECT_LE((form->forward(x) - expected).abs().max().item<double>(),
+            1e-5 * expected.abs().max().item<double>());
+}
+
 TEST(InferenceModel, RefusesWhatItCannotRun) {
   auto m = make("resnet20_cifar");
   auto form = form_of(m);
