@@ -74,10 +74,23 @@ void ToNativeStep::run(Plan& plan) {
                      tools::shape_to_string(shape_) + ", got " + shape_text(t.sizes()) + " " +
                      std::string(c10::toString(t.scalar_type())));
   t = t.contiguous();
+  if (zero_copy_) {
+    held_ = t;
+    plan.memory(native_).set_data_handle(t.data_ptr());
+    return;
+  }
   dnnl::memory src(plain_, plan.engine, t.data_ptr());
   reorder_.execute(plan.stream, {{DNNL_ARG_FROM, src},
                                  {DNNL_ARG_TO, plan.memory(native_)},
                                  {DNNL_ARG_SCRATCHPAD, plan.scratchpad}});
+}
+
+void ToNativeStep::bind(Plan& plan) {
+  zero_copy_ = plan.natives[native_].desc == plain_;
+  for (const auto& n : plan.natives) zero_copy_ = zero_copy_ && n.alias != native_;
+  for (const auto& step : plan.steps)
+    if (step.get() != this)
+      for (int w : step->writes) zero_copy_ = zero_copy_ && w != native_;
 }
 
 ToPlainStep::ToPlainStep(Plan& plan, int native, int slot, const std::vector<int64_t>& shape)

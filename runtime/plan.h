@@ -80,12 +80,18 @@ class ToNativeStep : public Step {
  public:
   ToNativeStep(Plan& plan, int slot, int native, const std::vector<int64_t>& shape);
   void run(Plan& plan) override;
+  /// Decides whether the native tensor can be the plain tensor itself (below).
+  void bind(Plan& plan) override;
 
  private:
   int slot_, native_;
   std::vector<int64_t> shape_;
   dnnl::memory::desc plain_;
   dnnl::reorder reorder_;
+  /// The native layout is the plain one and nothing else writes the native tensor or takes its
+  /// buffer over: it points at the tensor's data instead of a copy (kept alive in `held_`).
+  bool zero_copy_ = false;
+  at::Tensor held_;
 };
 
 /// A native tensor copied out to a fresh plain (contiguous) tensor in a value slot.
