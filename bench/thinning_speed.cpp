@@ -78,7 +78,14 @@ int main(int argc, char** argv) {
   app.add_option("--round-to", round_to,
                  "Thinning keeps zeroed channels so widths are multiples of N, or 'auto': the "
                  "width each layer runs fastest at (igb-tools thin --round-to)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check([](const std::string& v) {
+        return v == "auto" || (!v.empty() && v.size() <= 9 &&
+                               v.find_first_not_of("0123456789") == std::string::npos &&
+                               std::stoll(v) >= 1)
+                   ? std::string()
+                   : "a positive integer or auto";
+      });
   CLI11_PARSE(app, argc, argv);
   igb::compress::WidthPolicy width;
   if (round_to == "auto")

@@ -3,14 +3,19 @@
 // should.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include "compress/thinning.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/thinning_recipe.h"
 #include "models/model.h"
+#include "runtime/algorithm_cache.h"
 #include "runtime/inference_model.h"
 #include "runtime/width_search.h"
+#include "tests/support.h"
 #include "tools/graph/summary_graph.h"
 
 namespace igb::runtime {
@@ -277,6 +282,40 @@ TEST(InferenceModel, PoolingOnAPlainInputIsNative) {
   const auto expected = head->forward(x);
   EXPECT_LE((form->forward(x) - expected).abs().max().item<double>(),
             1e-5 * expected.abs().max().item<double>());
+}
+
+// The algorithm cache reads what it wrote (a key is measured once, by any process), and measures
+// again what a file of the older single-run method holds.
+TEST(AlgorithmCache, KeepsWhatItMeasuredAndRemeasuresAnOlderMethodsFile) {
+  test::TempDir tmp;
+  const char* before = std::getenv("IGB_CACHE_DIR");
+  const std::string saved = before ? before : "";
+  ::setenv("IGB_CACHE_DIR", tmp.path().c_str(), 1);
+  const std::string key = "test " + tmp.path().filename().string();
+  int measured = 0;
+  auto measure = [&] {
+    ++measured;
+    return true;
+  };
+  EXPECT_TRUE(winograd_pays(key + " a", measure));
+  EXPECT_TRUE(winograd_pays(key + " a", measure));
+  EXPECT_EQ(measured, 1);
+  std::filesystem::path file;
+  for (const auto& e : std::filesystem::directory_iterator(tmp / "conv-algorithms"))
+    file = e.path();
+  auto j = nlohmann::json::parse(read_text_file(file));
+  EXPECT_EQ(j.at("measure"), 2);
+  EXPECT_EQ(j.at("winograd").at(key + " a"), true);
+  // A file of the older method: its entries are not taken.
+  j.erase("measure");
+  j["winograd"][key + " b"] = false;
+  write_text_atomically(file, j.dump());
+  EXPECT_TRUE(winograd_pays(key + " b", measure));
+  EXPECT_EQ(measured, 2);
+  if (before)
+    ::setenv("IGB_CACHE_DIR", saved.c_str(), 1);
+  else
+    ::unsetenv("IGB_CACHE_DIR");
 }
 
 TEST(InferenceModel, RefusesWhatItCannotRun) {
