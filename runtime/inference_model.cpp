@@ -75,10 +75,11 @@ std::vector<double> InferenceModel::time_steps(const at::Tensor& x, int repeats)
 
 std::string InferenceModel::summary(const std::vector<int64_t>& input_shape) {
   const auto all = steps(input_shape);
-  int native = 0, reorders = 0, layers = 0, folded = 0, fused = 0;
+  int native = 0, reorders = 0, layers = 0, folded = 0, fused = 0, int8 = 0;
   std::map<std::string, int> torch_ops;
   for (const auto& s : all) {
-    if (s.kind == "Reorder") {
+    int8 += s.int8 ? 1 : 0;
+    if (s.kind == "Reorder" || s.kind == "Quantize") {
       ++reorders;
     } else if (s.native) {
       ++native;
@@ -96,8 +97,9 @@ std::string InferenceModel::summary(const std::vector<int64_t>& input_shape) {
   for (const auto& [k, n] : torch_ops) torch_count += n;
   out << all.size() << " steps: " << native << " oneDNN (" << layers
       << " with fused ops: " << folded << " BatchNorms folded, " << fused
-      << " activations and adds fused), " << reorders << " layout changes, " << torch_count
-      << " LibTorch";
+      << " activations and adds fused";
+  if (options_.int8) out << "; " << int8 << " layers in INT8";
+  out << "), " << reorders << " layout changes, " << torch_count << " LibTorch";
   if (!torch_ops.empty()) {
     out << " (";
     bool first = true;

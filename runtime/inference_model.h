@@ -33,6 +33,8 @@ struct StepInfo {
   bool native = false;
   /// Multiply-accumulates of the ops it computes (tools/graph's convention).
   int64_t macs = 0;
+  /// A layer computed in integers (8-bit input and weights, 32-bit sums; InferenceOptions::int8).
+  bool int8 = false;
 };
 
 /// How an inference form is made.
@@ -47,6 +49,14 @@ struct InferenceOptions {
   /// plan is made and keep the faster (ResNet-18's 224x224 convolutions: 1.35x faster with
   /// Winograd on AVX-512; ResNet-20's 32x32 ones slower). Off: direct kernels only.
   bool pick_algorithms = true;
+  /// Run quantized layers in integers: a convolution or linear layer whose input is the output of
+  /// a fake quantization (an 8-bit grid with zero point 0) and whose weights lie on an integer
+  /// grid (a quantizer's) runs as oneDNN's u8/s8 kernel with 32-bit sums, BatchNorm folded into
+  /// its per-channel output scales, and writes its output on the grid of the fake quantization
+  /// after it (8-bit) or in float32 when none follows. The scales and grids are the model's own:
+  /// the output equals the fake-quantized model's up to a rounding flipped by float arithmetic
+  /// (one step of a grid). Everything else runs as in float32 on the dequantized values.
+  bool int8 = false;
   /// Plans kept, one per input shape; the least recently used is dropped beyond this.
   int max_plans = 8;
 };

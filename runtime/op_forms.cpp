@@ -1,9 +1,11 @@
 #include "runtime/op_forms.h"
 
+#include <ATen/ATen.h>
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <cfloat>
+#include <cmath>
 #include <string>
 
 #include "core/jit_containers.h"
@@ -279,6 +281,59 @@ std::optional<std::pair<int, int>> add_form(const tools::SummaryGraph& graph, in
       (!b.dtype.empty() && b.dtype != "Float"))
     return std::nullopt;
   return std::make_pair(o.inputs[0], o.inputs[1]);
+}
+
+std::optional<QuantForm> quant_form(const tools::SummaryGraph& graph, int op) {
+  const auto& o = graph.op(op);
+  if (o.op_kind != OpKind::kFakeQuantize || !(o.scale > 0) || o.zero_point != 0 || o.inputs.empty())
+    return std::nullopt;
+  const int clamp = graph.values().at(o.inputs[0]).producer;
+  if (clamp < 0 || graph.op(clamp).op_kind != OpKind::kClamp) return std::nullopt;
+  const auto& c = graph.op(clamp);
+  const double lo = std::nearbyint(c.clamp_min / o.scale),
+               hi = std::nearbyint(c.clamp_max / o.scale);
+  if (!(lo >= static_cast<double>(o.quant_min)) || !(hi <= static_cast<double>(o.quant_max)))
+    return std::nullopt;
+  // Never negative: the clamp's lower bound, or a ReLU (or a clamp from 0) before the clamp.
+  bool non_negative = lo >= 0;
+  if (!c.inputs.empty()) {
+    const int before = graph.values().at(c.inputs[0]).producer;
+    if (before >= 0) {
+      const auto& b = graph.op(before);
+      non_negative = non_negative ||
+                     (b.op_kind == OpKind::kReLU && b.kind.rfind("aten::relu", 0) == 0) ||
+                     (b.op_kind == OpKind::kClamp && b.clamp_min >= 0);
+    }
+  }
+  const double type_lo = non_negative ? 0 : -128, type_hi = non_negative ? 255 : 127;
+  if (!non_negative && lo < type_lo) return std::nullopt;
+  if (hi > type_hi) return std::nullopt;
+  return QuantForm{o.scale, non_negative, clamp};
+}
+
+std::optional<IntegerWeights> integer_weights(const at::Tensor& weight, int64_t bits) {
+  if (bits < 1 || bits > 8 || !weight.defined() || weight.dim() < 2) return std::nullopt;
+  const auto flat = weight.detach().to(at::kFloat).reshape({weight.size(0), -1});
+  const auto amax = flat.abs().amax({1});
+  at::Tensor best_q, best_scale;
+  for (const int64_t n : {(int64_t{1} << (bits - 1)) - 1, (int64_t{1} << bits) - 1}) {
+    if (n < 1 || n > 127) continue;
+    const auto scale = at::where(amax > 0, amax / static_cast<double>(n), at::ones_like(amax));
+    const auto q = flat / scale.unsqueeze(1);
+    const auto off = (q - q.round()).abs();
+    // Per channel: which candidate fits it (the first that does).
+    const auto fits = off.amax({1}) <= 1e-3;
+    if (!best_q.defined()) {
+      best_q = at::where(fits.unsqueeze(1), q.round(), at::full_like(q, 1000));
+      best_scale = scale;
+      continue;
+    }
+    const auto missing = (best_q.abs().amax({1}) > 127) & fits;
+    best_q = at::where(missing.unsqueeze(1), q.round(), best_q);
+    best_scale = at::where(missing, scale, best_scale);
+  }
+  if (!best_q.defined() || best_q.abs().max().item<double>() > 127) return std::nullopt;
+  return IntegerWeights{best_q.to(at::kChar).reshape(weight.sizes()), best_scale.contiguous()};
 }
 
 }  // namespace igb::runtime

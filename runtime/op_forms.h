@@ -62,4 +62,28 @@ std::optional<PoolForm> pool_form(const tools::SummaryGraph& graph, int op);
 /// An add of two tensors of one shape with alpha 1: the summary-graph value ids of its operands.
 std::optional<std::pair<int, int>> add_form(const tools::SummaryGraph& graph, int op);
 
+/// A fake quantization an 8-bit integer tensor holds exactly: x = q·scale with zero point 0 and q
+/// in u8 (`is_unsigned`: the values are never negative) or s8. Its input must come from a clamp
+/// whose bounds, in steps of the grid, lie inside both the grid's range and the integer type's,
+/// so that rounding and the type's saturation give what fake_quantize's clamp gives (every
+/// quantizer of compress/quant_modules.h clamps first). `clamp_op` is that clamp.
+struct QuantForm {
+  double scale = 1;
+  bool is_unsigned = true;
+  int clamp_op = -1;
+};
+std::optional<QuantForm> quant_form(const tools::SummaryGraph& graph, int op);
+
+/// A quantized layer's weights as integers: W = q·scale[c] for output channel c, |q| ≤ 127.
+struct IntegerWeights {
+  at::Tensor q;      // int8, the weight's shape
+  at::Tensor scale;  // float32, [out channels]
+};
+/// The integer grid of `weight` (the values a quantizer of `bits` bits wrote: symmetric
+/// range-linear, per channel or per tensor, or DoReFa): per output channel the scale is
+/// max|W_c| / n for n = 2^(bits−1) − 1 or 2^bits − 1, whichever makes every value of the channel
+/// an integer multiple within int8 (a per-tensor grid passes this test too, each channel on a
+/// coarser multiple of it). Nothing when a channel fits neither (asymmetric grids, 8-bit DoReFa).
+std::optional<IntegerWeights> integer_weights(const at::Tensor& weight, int64_t bits);
+
 }  // namespace igb::runtime

@@ -14,15 +14,14 @@
 
 namespace igb::runtime {
 
-namespace {
-
-/// The plain (row-major, contiguous) float layout of `shape`.
 dnnl::memory::desc plain_desc(const std::vector<int64_t>& shape) {
   dnnl::memory::dims strides(shape.size(), 1);
   for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i)
     strides[i] = strides[i + 1] * shape[i + 1];
   return {dims_of(shape), dnnl::memory::data_type::f32, strides};
 }
+
+namespace {
 
 std::string shape_text(at::IntArrayRef sizes) {
   return tools::shape_to_string(std::vector<int64_t>(sizes.begin(), sizes.end()));
@@ -46,6 +45,12 @@ dnnl::primitive_attr user_scratchpad(dnnl::primitive_attr attr) {
   return attr;
 }
 
+dnnl::primitive_attr reorder_attr(float scale) {
+  dnnl::primitive_attr attr;
+  if (scale != 1) attr.set_output_scales(0, {scale});
+  return user_scratchpad(attr);
+}
+
 void PrimitiveStep::bind(Plan& plan) {
   args_.clear();
   args_[DNNL_ARG_SCRATCHPAD] = plan.scratchpad;
@@ -55,10 +60,11 @@ void PrimitiveStep::bind(Plan& plan) {
 
 void PrimitiveStep::run(Plan& plan) { primitive_.execute(plan.stream, args_); }
 
-ToNativeStep::ToNativeStep(Plan& plan, int slot, int native, const std::vector<int64_t>& shape)
+ToNativeStep::ToNativeStep(Plan& plan, int slot, int native, const std::vector<int64_t>& shape,
+                           float scale)
     : slot_(slot), native_(native), shape_(shape), plain_(plain_desc(shape)) {
   const dnnl::reorder::primitive_desc pd(plan.engine, plain_, plan.engine,
-                                         plan.natives[native].desc, user_scratchpad());
+                                         plan.natives[native].desc, reorder_attr(scale));
   plan.need_scratchpad(pd);
   reorder_ = dnnl::reorder(pd);
   slot_reads.push_back(slot);
@@ -93,10 +99,11 @@ void ToNativeStep::bind(Plan& plan) {
       for (int w : step->writes) zero_copy_ = zero_copy_ && w != native_;
 }
 
-ToPlainStep::ToPlainStep(Plan& plan, int native, int slot, const std::vector<int64_t>& shape)
+ToPlainStep::ToPlainStep(Plan& plan, int native, int slot, const std::vector<int64_t>& shape,
+                         float scale)
     : native_(native), slot_(slot), shape_(shape), plain_(plain_desc(shape)) {
   const dnnl::reorder::primitive_desc pd(plan.engine, plan.natives[native].desc, plan.engine,
-                                         plain_, user_scratchpad());
+                                         plain_, reorder_attr(scale));
   plan.need_scratchpad(pd);
   reorder_ = dnnl::reorder(pd);
   reads.push_back(native);

@@ -78,7 +78,10 @@ class PrimitiveStep : public Step {
 /// A plain tensor in a value slot copied into a native tensor's layout.
 class ToNativeStep : public Step {
  public:
-  ToNativeStep(Plan& plan, int slot, int native, const std::vector<int64_t>& shape);
+  /// `scale` multiplies the values on the way (1 / the grid's step: quantizing into an 8-bit
+  /// native tensor).
+  ToNativeStep(Plan& plan, int slot, int native, const std::vector<int64_t>& shape,
+               float scale = 1);
   void run(Plan& plan) override;
   /// Decides whether the native tensor can be the plain tensor itself (below).
   void bind(Plan& plan) override;
@@ -97,7 +100,8 @@ class ToNativeStep : public Step {
 /// A native tensor copied out to a fresh plain (contiguous) tensor in a value slot.
 class ToPlainStep : public Step {
  public:
-  ToPlainStep(Plan& plan, int native, int slot, const std::vector<int64_t>& shape);
+  /// `scale` multiplies the values on the way (the grid's step: dequantizing an 8-bit native).
+  ToPlainStep(Plan& plan, int native, int slot, const std::vector<int64_t>& shape, float scale = 1);
   void run(Plan& plan) override;
 
  private:
@@ -193,6 +197,12 @@ class Plan {
   /// Per step: the slots whose last reader it is.
   std::vector<std::vector<int>> release_;
 };
+
+/// The plain (row-major) float32 layout of `shape`.
+dnnl::memory::desc plain_desc(const std::vector<int64_t>& shape);
+
+/// A reorder's attributes: the plan's scratchpad and, unless 1, a scale applied to every value.
+dnnl::primitive_attr reorder_attr(float scale);
 
 /// `attr` with the scratchpad the caller gives (Plan::scratchpad) instead of oneDNN's per-thread
 /// one: every primitive of a plan is made with it.

@@ -29,9 +29,24 @@ using Type = memory::data_type;
 
 constexpr size_t kGraphOutput = std::numeric_limits<size_t>::max();
 
-memory::desc any_desc(const std::vector<int64_t>& shape) {
-  return {dims_of(shape), Type::f32, Tag::any};
+memory::desc any_desc(const std::vector<int64_t>& shape, Type type = Type::f32) {
+  return {dims_of(shape), type, Tag::any};
 }
+
+/// `desc` with its values of type `type` (the same layout).
+memory::desc with_type(memory::desc desc, Type type) {
+  desc.data.data_type = static_cast<dnnl_data_type_t>(type);
+  return desc;
+}
+
+bool is_int8(const memory::desc& d) {
+  return d.data_type() == Type::u8 || d.data_type() == Type::s8;
+}
+
+/// The data types of a layer's primitive.
+struct LayerTypes {
+  Type src = Type::f32, weights = Type::f32, dst = Type::f32;
+};
 
 /// A oneDNN post-op of a fused layer.
 struct PostOp {
@@ -52,13 +67,26 @@ struct Chain {
   const jit::Value* output = nullptr;
   /// A transposed convolution run in the sub-pixel form.
   bool subpixel = false;
+  /// The fake quantization ending the chain when it runs in integers (InferenceOptions::int8),
+  /// or -1.
+  int quantize = -1;
+};
+
+/// A value held on an 8-bit grid: its native tensors of type u8 or s8 hold value / scale.
+struct Quantized {
+  double scale = 1;
+  Type type = Type::u8;
+  /// The float value it quantizes, when no native tensor holds it yet (a fake quantization not
+  /// fused into a layer: quantized where a reader asks for it), else null.
+  const jit::Value* source = nullptr;
 };
 
 /// Packs `t` (plain, `plain_tag`, logical dims `dims`) into a buffer of layout `desc`.
 memory pack(const at::Tensor& t, const memory::dims& dims, Tag plain_tag, const memory::desc& desc,
             const dnnl::engine& engine, dnnl::stream& stream) {
   at::Tensor src = t.contiguous();
-  memory plain({dims, Type::f32, plain_tag}, engine, src.data_ptr());
+  const Type type = src.scalar_type() == at::kChar ? Type::s8 : Type::f32;
+  memory plain({dims, type, plain_tag}, engine, src.data_ptr());
   memory packed(desc, engine);
   dnnl::reorder(plain, packed).execute(stream, plain, packed);
   stream.wait();
@@ -208,6 +236,10 @@ class PlanCompiler {
     }
     for (const jit::Value* out : graph.outputs()) last_use_[out] = kGraphOutput;
     for (const auto& [v, id] : value_id_) value_of_id_[id] = v;
+    // A stage's outputs are read after its last step: no step may write over them in place.
+    for (int id : region_.outputs)
+      if (auto it = value_of_id_.find(id); it != value_of_id_.end())
+        last_use_[it->second] = kGraphOutput;
   }
 
   int slot(const jit::Value* v) {
@@ -244,15 +276,31 @@ class PlanCompiler {
     return n;
   }
 
-  /// Adds a step writing `v`'s value into native tensor `dst`.
+  /// Adds a step writing `v`'s value into native tensor `dst` (quantizing or dequantizing it when
+  /// `v` is on an 8-bit grid and one side is float).
   void copy_into(const jit::Value* v, int dst) {
     const int s = slot(v);
     const auto& natives = natives_of_[s];
+    const memory::desc& dst_desc = plan_->natives[dst].desc;
+    auto q = quant_.find(s);
+    if (natives.empty() && q != quant_.end() && q->second.source) {
+      quantize_into(v, q->second, dst);
+      return;
+    }
     std::unique_ptr<Step> step;
     if (!natives.empty()) {
-      const int src = natives.front();
+      int src = natives.front();
+      for (int n : natives)
+        if (plan_->natives[n].desc.data_type() == dst_desc.data_type()) src = n;
+      const bool from8 = is_int8(plan_->natives[src].desc), to8 = is_int8(dst_desc);
+      float scale = 1;
+      if (from8 != to8) {
+        if (q == quant_.end())
+          throw std::logic_error("inference plan: value %" + v->debugName() + " has no grid");
+        scale = static_cast<float>(from8 ? q->second.scale : 1.0 / q->second.scale);
+      }
       const dnnl::reorder::primitive_desc pd(plan_->engine, plan_->natives[src].desc, plan_->engine,
-                                             plan_->natives[dst].desc, user_scratchpad());
+                                             dst_desc, reorder_attr(scale));
       plan_->need_scratchpad(pd);
       auto reorder = std::make_unique<PrimitiveStep>(dnnl::reorder(pd), StepInfo{});
       reorder->use(DNNL_ARG_FROM, src, false);
@@ -260,11 +308,68 @@ class PlanCompiler {
       step = std::move(reorder);
     } else {
       if (!plain_[s]) throw std::logic_error("inference plan: value %" + v->debugName() + " unset");
-      step = std::make_unique<ToNativeStep>(*plan_, s, dst, shape_of(v));
+      if (is_int8(dst_desc) && q == quant_.end())
+        throw std::logic_error("inference plan: plain value %" + v->debugName() + " has no grid");
+      // A plain tensor on a grid (a LibTorch op's output of grid values) is exact in 8 bits.
+      step = std::make_unique<ToNativeStep>(
+          *plan_, s, dst, shape_of(v),
+          is_int8(dst_desc) ? static_cast<float>(1.0 / q->second.scale) : 1.0f);
     }
     step->info.name = producer_name(v);
     step->info.kind = "Reorder";
     plan_->add_step(std::move(step));
+  }
+
+  /// Writes fake quantization output `v`, of grid `q`, into `dst`: an 8-bit `dst` straight from
+  /// the float value it quantizes (one reorder: scale, round, saturate); a float `dst` through an
+  /// 8-bit tensor of its layout (the value is the grid's, not the float one).
+  void quantize_into(const jit::Value* v, const Quantized& q, int dst) {
+    const memory::desc& dst_desc = plan_->natives[dst].desc;
+    if (!is_int8(dst_desc)) {
+      const int held = as_native(v, with_type(dst_desc, q.type));
+      auto step = std::make_unique<PrimitiveStep>(
+          dnnl::reorder(dnnl::reorder::primitive_desc(plan_->engine, plan_->natives[held].desc,
+                                                      plan_->engine, dst_desc,
+                                                      reorder_attr(static_cast<float>(q.scale)))),
+          StepInfo{producer_name(v), "Reorder", {}, true, 0, false});
+      step->use(DNNL_ARG_FROM, held, false);
+      step->use(DNNL_ARG_TO, dst, true);
+      plan_->add_step(std::move(step));
+      return;
+    }
+    const float inverse = static_cast<float>(1.0 / q.scale);
+    std::unique_ptr<Step> step;
+    if (has_native(q.source)) {
+      const int src = f32_native(q.source);
+      auto reorder =
+          std::make_unique<PrimitiveStep>(dnnl::reorder(dnnl::reorder::primitive_desc(
+                                              plan_->engine, plan_->natives[src].desc,
+                                              plan_->engine, dst_desc, reorder_attr(inverse))),
+                                          StepInfo{});
+      reorder->use(DNNL_ARG_FROM, src, false);
+      reorder->use(DNNL_ARG_TO, dst, true);
+      step = std::move(reorder);
+    } else {
+      ensure_plain(q.source);
+      step = std::make_unique<ToNativeStep>(*plan_, slot(q.source), dst, shape_of(v), inverse);
+    }
+    step->info.name = producer_name(v);
+    step->info.kind = "Quantize";
+    step->info.ops = {producer_name(v)};
+    plan_->add_step(std::move(step));
+  }
+
+  /// A float32 native tensor of `v` (dequantizing an 8-bit one, in its layout, when it has no
+  /// float one).
+  int f32_native(const jit::Value* v) {
+    const int s = slot(v);
+    for (int n : natives_of_[s])
+      if (!is_int8(plan_->natives[n].desc)) return n;
+    if (natives_of_[s].empty()) {
+      const auto shape = shape_of(v);
+      return as_native(v, plain_desc(shape));
+    }
+    return as_native(v, with_type(plan_->natives[natives_of_[s].front()].desc, Type::f32));
   }
 
   /// Makes `v`'s value available as a plain tensor in its slot.
@@ -277,18 +382,28 @@ class PlanCompiler {
       emit_torch(v->node());
       return;
     }
-    const auto& natives = natives_of_[s];
-    if (natives.empty())
+    if (!has_native(v))
       throw std::logic_error("inference plan: value %" + v->debugName() + " is never computed");
-    auto step = std::make_unique<ToPlainStep>(*plan_, natives.front(), s, shape_of(v));
+    // A float native when there is one, else the 8-bit one dequantized on the way.
+    int src = -1;
+    for (int n : natives_of_[s])
+      if (src < 0 || !is_int8(plan_->natives[n].desc)) src = n;
+    if (src < 0) src = as_native(v, with_type(plain_desc(shape_of(v)), quant_.at(s).type));
+    const bool from8 = is_int8(plan_->natives[src].desc);
+    auto step = std::make_unique<ToPlainStep>(
+        *plan_, src, s, shape_of(v), from8 ? static_cast<float>(quant_.at(s).scale) : 1.0f);
     step->info.name = producer_name(v);
     plan_->add_step(std::move(step));
     plain_[s] = true;
   }
 
+  /// Whether a native tensor of `v` exists or can be made without LibTorch (a fake quantization's
+  /// output quantized where it is read).
   bool has_native(const jit::Value* v) {
     auto it = natives_of_.find(slot(v));
-    return it != natives_of_.end() && !it->second.empty();
+    if (it != natives_of_.end() && !it->second.empty()) return true;
+    auto q = quant_.find(slot(v));
+    return q != quant_.end() && q->second.source;
   }
 
   // ----- Fusion planning --------------------------------------------------------------------
@@ -311,10 +426,54 @@ class PlanCompiler {
         const int next = sole_user(c.output);
         if (next < 0 || !extend(c, next)) break;
       }
+      if (options_.int8) absorb_quantization(c);
       for (size_t i = 0; i + 1 < c.ops.size(); ++i) absorbed_.insert(c.ops[i]);
       claimed_.insert(c.ops.begin(), c.ops.end());
       chain_end_[c.ops.back()] = std::move(c);
     }
+  }
+
+  /// The grid of value `v` when it will be held in 8 bits: a fake quantization's output, or a max
+  /// pooling's of such a value.
+  std::optional<QuantForm> grid_of(const jit::Value* v) const {
+    auto it = op_of_.find(v->node());
+    if (it == op_of_.end()) return std::nullopt;
+    const auto& op = g_.op(it->second);
+    if (op.op_kind == OpKind::kFakeQuantize) return quant_form(g_, op.id);
+    // The maximum of grid values, and a part of a tensor padded with zeros (ResNet's option-A
+    // shortcut), are on the same grid.
+    const bool zero_pad = op.op_kind == OpKind::kPad && op.kind == "aten::constant_pad_nd" &&
+                          constant_number(schema_argument(v->node(), "value")).value_or(1) == 0;
+    if ((op.op_kind == OpKind::kMaxPool && pool_form(g_, op.id)) || op.op_kind == OpKind::kSlice ||
+        zero_pad)
+      return grid_of(v->node()->input(0));
+    return std::nullopt;
+  }
+
+  /// Ends the layer chain `c` with the fake quantization that reads its output when the layer can
+  /// run in integers and write that grid: its input held in 8 bits, its weights on an integer
+  /// grid, only ReLUs and clamps after it (they commute with the output scale), and a residual
+  /// add's other operand on a grid of the same type.
+  void absorb_quantization(Chain& c) {
+    const int next = sole_user(c.output);
+    if (next < 0 || claimed_.count(next) || !ours(next)) return;
+    auto out = quant_form(g_, next);
+    const auto f = layer_form(g_, c.ops.front());
+    if (!out || c.subpixel || f->kind == LayerForm::Kind::kTransposedConvolution ||
+        !grid_of(f->input) || !integer_weights(f->weight, g_.op(c.ops.front()).weight_bits))
+      return;
+    for (const auto& p : c.post_ops)
+      if (p.kind == PostOp::Kind::kEltwise &&
+          !(p.eltwise.algorithm == dnnl::algorithm::eltwise_clip ||
+            (p.eltwise.algorithm == dnnl::algorithm::eltwise_relu && p.eltwise.alpha == 0)))
+        return;
+    if (c.skip) {
+      auto skip = grid_of(c.skip);
+      if (!skip || skip->is_unsigned != out->is_unsigned) return;
+    }
+    c.ops.push_back(next);
+    c.quantize = next;
+    c.output = g_.jit_node(next)->output(0);
   }
 
   bool extend(Chain& c, int next) {
@@ -419,6 +578,9 @@ class PlanCompiler {
     for (const jit::Value* out : node->outputs()) {
       outputs.push_back(slot(out));
       plain_[outputs.back()] = true;
+      if (!options_.int8 || !out->type()->cast<c10::TensorType>()) continue;
+      if (auto grid = grid_of(out))
+        quant_[slot(out)] = {grid->scale, grid->is_unsigned ? Type::u8 : Type::s8, nullptr};
     }
     // The plan holds the graph; running a node does not change it.
     auto step = std::make_unique<TorchStep>(const_cast<jit::Node*>(node), inputs, outputs);
@@ -447,6 +609,8 @@ class PlanCompiler {
 
   void emit_chain(const Chain& c);
   bool emit_single(int op);
+  bool emit_int8_chain(const Chain& c);
+  bool emit_quantize(int op);
   bool emit_pool(int op);
   bool emit_eltwise(int op);
   void add_unary_step(int op, dnnl::primitive primitive, int src, const memory::desc& dst_desc,
@@ -457,7 +621,7 @@ class PlanCompiler {
   memory::desc layer_desc(const LayerForm& f, const std::vector<int64_t>& src,
                           const std::vector<int64_t>& dst, const dnnl::primitive_attr& attr,
                           bool plain_dst, dnnl::primitive& primitive, memory::desc& weights_desc,
-                          memory::desc& src_desc);
+                          memory::desc& src_desc, const LayerTypes& types = {});
   dnnl::primitive_attr post_ops_of(const Chain& c);
   int chain_destination(const Chain& c, const memory::desc& dst_desc);
   void own_layer_args(PrimitiveStep& step, const Chain& c, const LayerForm& f,
@@ -482,6 +646,8 @@ class PlanCompiler {
   std::unordered_map<int, Chain> chain_end_;
   std::unordered_set<int> absorbed_, claimed_, constant_slots_;
   std::unordered_set<const jit::Node*> deferred_lists_;
+  /// Values on an 8-bit grid, by slot.
+  std::unordered_map<int, Quantized> quant_;
 };
 
 /// A convolution primitive on zeroed buffers of its own layouts, for timing.
@@ -541,16 +707,18 @@ memory::desc PlanCompiler::layer_desc(const LayerForm& f, const std::vector<int6
                                       const std::vector<int64_t>& dst,
                                       const dnnl::primitive_attr& attr, bool plain_dst,
                                       dnnl::primitive& primitive, memory::desc& weights_desc,
-                                      memory::desc& src_desc) {
+                                      memory::desc& src_desc, const LayerTypes& types) {
   const auto& engine = plan_->engine;
+  const bool int8 = types.src != Type::f32;
   const bool bias = f.bias.defined();
   const int64_t out = dst[1];
   const memory::desc bias_md = bias ? memory::desc({out}, Type::f32, Tag::x) : memory::desc();
   if (f.kind == LayerForm::Kind::kLinear) {
-    const memory::desc w_md({out, src[1]}, Type::f32, Tag::any);
+    const memory::desc w_md({out, src[1]}, types.weights, Tag::any);
     dnnl::inner_product_forward::primitive_desc pd(
-        {dnnl::prop_kind::forward_inference, any_desc(src), w_md, bias_md, any_desc(dst)}, attr,
-        engine);
+        {dnnl::prop_kind::forward_inference, any_desc(src, types.src), w_md, bias_md,
+         any_desc(dst, types.dst)},
+        attr, engine);
     plan_->need_scratchpad(pd);
     primitive = dnnl::inner_product_forward(pd);
     weights_desc = pd.weights_desc();
@@ -560,20 +728,20 @@ memory::desc PlanCompiler::layer_desc(const LayerForm& f, const std::vector<int6
   const int64_t in = src[1], g = f.groups, kh = f.weight.size(2), kw = f.weight.size(3);
   const memory::dims w_dims =
       g > 1 ? memory::dims{g, out / g, in / g, kh, kw} : memory::dims{out, in, kh, kw};
-  const memory::desc w_md(w_dims, Type::f32, Tag::any);
+  const memory::desc w_md(w_dims, types.weights, Tag::any);
   const memory::dims strides = dims_of(f.stride), pad_l = dims_of(f.padding),
                      dilation = {f.dilation[0] - 1, f.dilation[1] - 1};
   if (f.kind == LayerForm::Kind::kConvolution) {
     const memory::desc dst_md =
-        plain_dst ? memory::desc(dims_of(dst), Type::f32, Tag::nchw) : any_desc(dst);
+        plain_dst ? memory::desc(dims_of(dst), types.dst, Tag::nchw) : any_desc(dst, types.dst);
     auto make = [&](dnnl::algorithm a) {
       return dnnl::convolution_forward::primitive_desc(
-          {dnnl::prop_kind::forward_inference, a, any_desc(src), w_md, bias_md, dst_md, strides,
-           dilation, pad_l, dims_of(f.padding_r)},
+          {dnnl::prop_kind::forward_inference, a, any_desc(src, types.src), w_md, bias_md, dst_md,
+           strides, dilation, pad_l, dims_of(f.padding_r)},
           attr, engine);
     };
     auto pd = make(dnnl::algorithm::convolution_direct);
-    if (options_.pick_algorithms && f.weight.size(2) == 3 && f.weight.size(3) == 3 &&
+    if (options_.pick_algorithms && !int8 && f.weight.size(2) == 3 && f.weight.size(3) == 3 &&
         f.stride[0] == 1 && f.stride[1] == 1 && f.dilation[0] == 1 && f.dilation[1] == 1 &&
         f.groups == 1) {
       try {
@@ -606,7 +774,16 @@ memory::desc PlanCompiler::layer_desc(const LayerForm& f, const std::vector<int6
   return pd.dst_desc();
 }
 
-void PlanCompiler::emit_chain(const Chain& c) {
+void PlanCompiler::emit_chain(const Chain& chain) {
+  if (options_.int8 && emit_int8_chain(chain)) return;
+  Chain c = chain;
+  if (c.quantize >= 0) {
+    // In float32 after all (its input was not quantized here: another stage's value): the fake
+    // quantization follows as its own step.
+    c.ops.pop_back();
+    c.output = g_.jit_node(c.ops.back())->output(0);
+    c.quantize = -1;
+  }
   LayerForm f = *layer_form(g_, c.ops.front());
   if (c.batchnorm >= 0) {
     auto folded = compress::fold_batchnorm(f.weight, f.bias, *batchnorm_form(g_, c.batchnorm),
@@ -637,6 +814,8 @@ void PlanCompiler::emit_chain(const Chain& c) {
   } catch (const dnnl::error&) {
     // No oneDNN kernel for this geometry: every op of the chain runs as LibTorch's operator.
     for (int op : c.ops) emit_torch(g_.jit_node(op));
+    if (chain.quantize >= 0 && !emit_quantize(chain.quantize))
+      emit_torch(g_.jit_node(chain.quantize));
     return;
   }
   const int dst = chain_destination(c, dst_desc);
@@ -648,6 +827,8 @@ void PlanCompiler::emit_chain(const Chain& c) {
   plan_->add_step(std::move(step));
   if (!subpixel) {
     natives_of_[slot(c.output)] = {dst};
+    if (chain.quantize >= 0 && !emit_quantize(chain.quantize))
+      emit_torch(g_.jit_node(chain.quantize));
     return;
   }
   auto shuffle = std::make_unique<SubpixelStep>(
@@ -657,6 +838,99 @@ void PlanCompiler::emit_chain(const Chain& c) {
   shuffle->info.macs = 0;
   plan_->add_step(std::move(shuffle));
   plain_[slot(c.output)] = true;
+}
+
+/// The chain's layer in integers: u8/s8 input, s8 weights, 32-bit sums; per output channel c the
+/// sum is scaled by S_in·S_w[c]·k[c] (k: the BatchNorm's γ/σ) and, when the chain ends in a fake
+/// quantization, divided by its grid's step (the output is then 8-bit, else float32); the bias
+/// (the BatchNorm's shift folded in) is given in units of S_in·S_w[c]·k[c], and the post-ops run
+/// in units of the output. False (nothing emitted) when the input is not held in 8 bits here,
+/// the weights are not on an integer grid or oneDNN has no kernel.
+bool PlanCompiler::emit_int8_chain(const Chain& c) {
+  LayerForm f = *layer_form(g_, c.ops.front());
+  const auto in = quant_.find(slot(f.input));
+  if (in == quant_.end() || c.subpixel || f.kind == LayerForm::Kind::kTransposedConvolution)
+    return false;
+  for (const auto& p : c.post_ops)
+    if (p.kind == PostOp::Kind::kPReLU) return false;
+  const auto weights = integer_weights(f.weight, g_.op(c.ops.front()).weight_bits);
+  if (!weights) return false;
+  const auto grid = c.quantize >= 0 ? quant_form(g_, c.quantize) : std::nullopt;
+  const QuantForm out = grid ? *grid : QuantForm{1.0, false, -1};
+  const int64_t channels = f.weight.size(0);
+  auto k = at::ones({channels}, at::kDouble);
+  auto shift = f.bias.defined() ? f.bias.to(at::kDouble) : at::zeros({channels}, at::kDouble);
+  if (c.batchnorm >= 0) {
+    const auto bn = *batchnorm_form(g_, c.batchnorm);
+    k = (bn.running_var.to(at::kDouble) + bn.eps).rsqrt();
+    if (bn.gamma.defined()) k = k * bn.gamma.to(at::kDouble);
+    shift = k * (shift - bn.running_mean.to(at::kDouble));
+    if (bn.beta.defined()) shift = shift + bn.beta.to(at::kDouble);
+  }
+  const auto sum_scale = weights->scale.to(at::kDouble) * in->second.scale * k;
+  if ((sum_scale == 0).any().item<bool>()) return false;
+  const Type dst_type = !grid ? Type::f32 : out.is_unsigned ? Type::u8 : Type::s8;
+  dnnl::post_ops post_ops;
+  std::vector<PostOp> ops = c.post_ops;
+  // A ReLU then a clamp: one clamp from max(0, lo) (a post-op fewer in the kernel's inner loop).
+  for (size_t i = 0; i + 1 < ops.size(); ++i)
+    if (ops[i].kind == PostOp::Kind::kEltwise && ops[i + 1].kind == PostOp::Kind::kEltwise &&
+        ops[i].eltwise.algorithm == dnnl::algorithm::eltwise_relu && ops[i].eltwise.alpha == 0 &&
+        ops[i + 1].eltwise.algorithm == dnnl::algorithm::eltwise_clip) {
+      ops[i + 1].eltwise.alpha = std::max(0.f, ops[i + 1].eltwise.alpha);
+      ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+  for (const auto& p : ops) {
+    if (p.kind == PostOp::Kind::kSum) {
+      // An 8-bit output adds an 8-bit skip of its type (the values are the skip's integers).
+      const auto skip = quant_.find(slot(c.skip));
+      if (grid && (skip == quant_.end() || skip->second.type != dst_type)) return false;
+      post_ops.append_sum(grid ? static_cast<float>(skip->second.scale / out.scale) : 1.f);
+    } else if (p.eltwise.algorithm == dnnl::algorithm::eltwise_clip) {
+      post_ops.append_eltwise(1.f, p.eltwise.algorithm,
+                              static_cast<float>(p.eltwise.alpha / out.scale),
+                              static_cast<float>(p.eltwise.beta / out.scale));
+    } else {
+      post_ops.append_eltwise(1.f, p.eltwise.algorithm, p.eltwise.alpha, p.eltwise.beta);
+    }
+  }
+  const auto scales = (sum_scale / out.scale).to(at::kFloat).contiguous();
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(post_ops);
+  attr.set_output_scales(
+      1 << 1, std::vector<float>(scales.data_ptr<float>(), scales.data_ptr<float>() + channels));
+  const auto src_shape = shape_of(f.input), dst_shape = shape_of(c.output);
+  f.weight = weights->q;
+  f.bias = (shift / sum_scale).to(at::kFloat).contiguous();
+  dnnl::primitive primitive;
+  memory::desc weights_desc, src_desc, dst_desc;
+  try {
+    dst_desc = layer_desc(f, src_shape, dst_shape, user_scratchpad(attr), false, primitive,
+                          weights_desc, src_desc, {in->second.type, Type::s8, dst_type});
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  const int dst = chain_destination(c, dst_desc);
+  auto step = std::make_unique<PrimitiveStep>(std::move(primitive), info_of(c.ops, ""));
+  step->info.int8 = true;
+  step->use(DNNL_ARG_SRC, as_native(f.input, src_desc), false);
+  own_layer_args(*step, c, f, src_shape, dst_shape, weights_desc);
+  if (c.skip) step->reads.push_back(dst);
+  step->use(DNNL_ARG_DST, dst, true);
+  plan_->add_step(std::move(step));
+  natives_of_[slot(c.output)] = {dst};
+  if (grid) quant_[slot(c.output)] = {out.scale, dst_type, nullptr};
+  return true;
+}
+
+/// A fake quantization on its own: its output is held in 8 bits from here on, quantized from its
+/// input where a reader first asks for it (into the reader's layout, in one reorder).
+bool PlanCompiler::emit_quantize(int op) {
+  const auto q = quant_form(g_, op);
+  if (!q) return false;
+  const jit::Node* node = g_.jit_node(op);
+  quant_[slot(node->output(0))] = {q->scale, q->is_unsigned ? Type::u8 : Type::s8, node->input(0)};
+  return true;
 }
 
 dnnl::primitive_attr PlanCompiler::post_ops_of(const Chain& c) {
@@ -735,7 +1009,7 @@ bool PlanCompiler::emit_prelu(int op) {
   jit::Node* node = g_.jit_node(op);
   auto slopes = prelu_form(g_, op);
   if (!slopes || !has_native(node->input(0))) return false;
-  const int src = natives_of_[slot(node->input(0))].front();
+  const int src = f32_native(node->input(0));
   const auto& desc = plan_->natives[src].desc;
   const auto shape = shape_of(node->input(0));
   // One slope per channel, or one broadcast to all.
@@ -757,6 +1031,7 @@ bool PlanCompiler::emit_prelu(int op) {
 
 bool PlanCompiler::emit_single(int op) {
   const auto kind = g_.op(op).op_kind;
+  if (kind == OpKind::kFakeQuantize) return options_.int8 && emit_quantize(op);
   if (kind == OpKind::kPReLU) return emit_prelu(op);
   if (kind == OpKind::kMaxPool || kind == OpKind::kAvgPool || kind == OpKind::kAdaptiveAvgPool)
     return emit_pool(op);
@@ -774,17 +1049,25 @@ bool PlanCompiler::emit_pool(int op) {
   const bool plain = !has_native(node->input(0));
   if (!f || (plain && in_shape.size() != 4)) return false;
   const memory::desc plain_in(dims_of(in_shape), Type::f32, Tag::nchw);
+  // The maximum of 8-bit values is taken in 8 bits, on the same grid.
+  const auto grid = quant_.find(slot(node->input(0)));
+  const bool int8 = !plain && f->algorithm == dnnl::algorithm::pooling_max &&
+                    grid != quant_.end() && !natives_of_[slot(node->input(0))].empty() &&
+                    is_int8(plan_->natives[natives_of_[slot(node->input(0))].front()].desc);
   try {
-    const int src =
-        plain ? as_native(node->input(0), plain_in) : natives_of_[slot(node->input(0))].front();
+    const int src = plain  ? as_native(node->input(0), plain_in)
+                    : int8 ? natives_of_[slot(node->input(0))].front()
+                           : f32_native(node->input(0));
     const auto& src_desc = plan_->natives[src].desc;
     dnnl::pooling_forward::primitive_desc pd(
         {dnnl::prop_kind::forward_inference, f->algorithm, src_desc,
-         plain ? memory::desc(dims_of(out_shape), Type::f32, Tag::nchw) : any_desc(out_shape),
+         plain ? memory::desc(dims_of(out_shape), Type::f32, Tag::nchw)
+               : any_desc(out_shape, src_desc.data_type()),
          dims_of(f->stride), dims_of(f->kernel), dims_of(f->padding_l), dims_of(f->padding_r)},
         user_scratchpad(), plan_->engine);
     plan_->need_scratchpad(pd);
     add_unary_step(op, dnnl::pooling_forward(pd), src, pd.dst_desc());
+    if (int8) quant_[slot(node->output(0))] = {grid->second.scale, grid->second.type, nullptr};
     return true;
   } catch (const dnnl::error&) {
     return false;
@@ -795,7 +1078,7 @@ bool PlanCompiler::emit_eltwise(int op) {
   jit::Node* node = g_.jit_node(op);
   auto f = eltwise_form(g_, op);
   if (!f || !has_native(node->input(0))) return false;
-  const int src = natives_of_[slot(node->input(0))].front();
+  const int src = f32_native(node->input(0));
   const auto& desc = plan_->natives[src].desc;
   dnnl::eltwise_forward::primitive_desc pd(
       {dnnl::prop_kind::forward_inference, f->algorithm, desc, f->alpha, f->beta},
@@ -812,7 +1095,7 @@ bool PlanCompiler::emit_add(int op) {
   const jit::Value* b = node->input(1);
   if (!has_native(a) && !has_native(b)) return false;
   if (!has_native(a)) std::swap(a, b);
-  const int src0 = natives_of_[slot(a)].front();
+  const int src0 = f32_native(a);
   const memory::desc desc = plan_->natives[src0].desc;
   const int src1 = as_native(b, desc);
   dnnl::binary::primitive_desc pd({dnnl::algorithm::binary_add, desc, desc, desc},
@@ -840,7 +1123,7 @@ bool PlanCompiler::emit_concat(int op) {
   std::vector<int> srcs;
   for (const jit::Value* in : list->node()->inputs()) {
     if (!has_native(in)) return false;
-    srcs.push_back(natives_of_[slot(in)].front());
+    srcs.push_back(f32_native(in));
     descs.push_back(plan_->natives[srcs.back()].desc);
   }
   try {

@@ -1,0 +1,163 @@
+// The inference form runs quantized layers in integers (InferenceOptions::int8): on a model
+// trained with fake quantization its output is the fake-quantized model's, layer by layer within
+// one step of each grid.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "compress/quantization_state.h"
+#include "compress/scheduler.h"
+#include "compress/training_hooks.h"
+#include "core/fs.h"
+#include "models/model.h"
+#include "models/trainer.h"
+#include "runtime/inference_model.h"
+#include "runtime/op_forms.h"
+#include "tests/support.h"
+#include "tools/graph/summary_graph.h"
+
+namespace igb::runtime {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// `name` trained `steps` SGD steps on random inputs under the schedule `yaml` (from schedules/),
+/// through the scheduler's hooks as the trainer calls them, so its quantization ranges, quantized
+/// weights and BatchNorm statistics are a trained model's; in eval mode.
+models::Model trained(const std::string& name, const std::string& yaml, int steps,
+                      int64_t size = 0) {
+  models::register_builtin_models();
+  torch::manual_seed(0);
+  auto m = models::create_model(name, nlohmann::json::object());
+  const auto text = read_text_file(fs::path(IGB_SOURCE_DIR) / "schedules" / yaml);
+  auto s = compress::CompressionScheduler::from_text(text, yaml, *m, 0.01, nullptr);
+  models::TrainConfig config;
+  config.optimizer = "sgd";
+  config.lr = 0.01;
+  config.momentum = 0.9;
+  auto opt = models::make_optimizer(config, m->parameters(), s->param_groups());
+  auto shape = m->input_shape();
+  shape[0] = 8;
+  if (size > 0) shape[2] = shape[3] = size;
+  m->train();
+  for (int i = 0; i < steps; ++i) {
+    const auto x = torch::randn(shape);
+    compress::MinibatchInfo info{0, i, steps};
+    s->on_minibatch_begin(info, *opt);
+    auto loss = m->forward(x).pow(2).mean();
+    loss = s->before_backward_pass(info, loss, *opt);
+    opt->zero_grad();
+    loss.backward();
+    s->before_parameter_optimization(info, *opt);
+    opt->step();
+    s->on_minibatch_end(info, *opt);
+  }
+  m->eval();
+  return m;
+}
+
+std::shared_ptr<InferenceModel> int8_form(const models::Model& m) {
+  InferenceOptions o;
+  o.int8 = true;
+  return InferenceModel::make(
+      m, [m](const at::Tensor& x) { return m->forward(x); }, "model", o);
+}
+
+int int8_steps(const std::vector<StepInfo>& steps) {
+  return static_cast<int>(
+      std::count_if(steps.begin(), steps.end(), [](const StepInfo& s) { return s.int8; }));
+}
+
+/// Runs `m` at `shape` as one int8 stage returning every fake-quantized value and compares each
+/// with the same value of the fake-quantized model (its trace replayed): the share of elements
+/// equal, and the largest difference in steps of the value's grid. Returns the number of values.
+int compare_grids(const models::Model& m, const std::vector<int64_t>& shape, double* min_equal,
+                  double* max_steps) {
+  auto g =
+      tools::SummaryGraph::build(*m, shape, [m](const at::Tensor& x) { return m->forward(x); });
+  std::vector<int> ops, outputs;
+  for (const auto& op : g.ops()) {
+    ops.push_back(op.id);
+    if (op.op_kind == tools::OpKind::kFakeQuantize) outputs.push_back(op.outputs[0]);
+  }
+  InferenceOptions o;
+  o.int8 = true;
+  InferenceStage stage(g, ops, {}, outputs, o);
+  EXPECT_GT(int8_steps(stage.steps()), 0);
+  torch::manual_seed(2);
+  const auto x = torch::randn(shape);
+  std::map<int, at::Tensor> expected;
+  torch::NoGradGuard no_grad;
+  tools::replay_trace(g, x, [&](int id, at::Tensor& t) { expected[id] = t.clone(); });
+  std::map<int, at::Tensor> values = {{g.inputs()[0], x}};
+  EXPECT_TRUE(stage.run(values));
+  *min_equal = 1;
+  *max_steps = 0;
+  for (int id : outputs) {
+    const double step = g.op(g.values()[id].producer).scale;
+    const auto d = (values.at(id) - expected.at(id)).abs() / step;
+    *min_equal = std::min(*min_equal, (d < 1e-3).to(at::kFloat).mean().item<double>());
+    *max_steps = std::max(*max_steps, d.max().item<double>());
+  }
+  return static_cast<int>(outputs.size());
+}
+
+}  // namespace
+
+TEST(Int8, Resnet20QatRunsEveryConvolutionInIntegersAndEqualsTheFakeQuantizedModel) {
+  auto m = trained("resnet20_cifar", "classify/resnet20_int8_qat.yaml", 3);
+  auto form = int8_form(m);
+  const std::vector<int64_t> shape = {4, 3, 32, 32};
+  const auto steps = form->steps(shape);
+  std::printf("[ int8     ] %s\n", form->summary(shape).c_str());
+  // Every convolution reads a fake-quantized value (the model input's, a ReLU's); the fc layer
+  // reads the average pool's float output.
+  EXPECT_EQ(int8_steps(steps), 19);
+  torch::manual_seed(2);
+  const auto x = torch::randn(shape);
+  torch::NoGradGuard no_grad;
+  const auto y = m->forward(x);
+  const auto z = form->forward(x);
+  const double diff = (z - y).abs().max().item<double>(), top = y.abs().max().item<double>();
+  std::printf("[ int8     ] max |int8 - fake quant| %.3g of max |y| %.3g\n", diff, top);
+  EXPECT_TRUE(z.argmax(1).equal(y.argmax(1)));
+  EXPECT_LT(diff, 0.05 * top);
+  // The float form of the same model runs nothing in integers.
+  auto f32 = InferenceModel::make(m, [m](const at::Tensor& x) { return m->forward(x); });
+  EXPECT_EQ(int8_steps(f32->steps(shape)), 0);
+}
+
+TEST(Int8, EveryFakeQuantizedValueOfResnet20IsTheTrainedModelsWithinOneStep) {
+  auto m = trained("resnet20_cifar", "classify/resnet20_int8_qat.yaml", 3);
+  double equal = 0, steps = 0;
+  // The model input's, conv1's and two per block.
+  EXPECT_EQ(compare_grids(m, {2, 3, 32, 32}, &equal, &steps), 20);
+  std::printf(
+      "[ int8     ] ResNet-20: every grid value equal in %.5f of elements at worst, %.3g "
+      "steps apart at most\n",
+      equal, steps);
+  EXPECT_GE(equal, 0.999);
+  EXPECT_LE(steps, 1.001);
+}
+
+TEST(Int8, Resnet18sFloatDownsamplingRunsInIntegersIntoFloat) {
+  // torchvision's ResNet-18: the downsampling conv+BatchNorm has no ReLU, so no fake
+  // quantization: it runs in integers with a float32 output, and the block's second conv, whose
+  // residual add reads it, too, its fake quantization a step of its own.
+  auto m = trained("resnet18", "classify/resnet20_int8_qat.yaml", 1, 64);
+  auto form = int8_form(m);
+  const std::vector<int64_t> shape = {1, 3, 64, 64};
+  const auto steps = form->steps(shape);
+  EXPECT_EQ(int8_steps(steps), 20);  // every conv; the fc reads the average pool's float output
+  double equal = 0, max_steps = 0;
+  EXPECT_EQ(compare_grids(m, shape, &equal, &max_steps), 18);
+  std::printf("[ int8     ] ResNet-18: grid values equal in %.5f at worst, %.3g steps apart\n",
+              equal, max_steps);
+  EXPECT_GE(equal, 0.999);
+  EXPECT_LE(max_steps, 1.001);
+}
+
+}  // namespace igb::runtime
