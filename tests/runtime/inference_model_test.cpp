@@ -245,6 +245,28 @@ TEST(InferenceStage, TwoHalvesOfResNet20RunNativeAndEqualTheModel) {
   EXPECT_EQ(other.size(), 1u);
 }
 
+TEST(InferenceStage, AnOutputAResidualAddAlsoReadsIsNotOverwritten) {
+  // layer1.0's input is the skip of its residual add, whose conv writes in place into the skip's
+  // buffer when the add is its last reader; as a stage output it is read after the last step.
+  auto m = make("resnet20_cifar");
+  const auto g = tools::SummaryGraph::build(*m, m->input_shape(),
+                                            [m](const at::Tensor& x) { return m->forward(x); });
+  std::vector<int> ops;
+  for (const auto& op : g.ops()) ops.push_back(op.id);
+  const int block_input = g.op("relu").outputs.at(0);
+  InferenceStage stage(g, ops, {g.inputs().at(0)}, {block_input, g.outputs().at(0)});
+  torch::manual_seed(3);
+  const auto x = torch::randn(m->input_shape());
+  std::map<int, at::Tensor> values{{g.inputs().at(0), x}};
+  ASSERT_TRUE(stage.run(values));
+  std::map<int, at::Tensor> expected;
+  torch::NoGradGuard no_grad;
+  tools::replay_trace(g, x, [&](int id, at::Tensor& t) { expected[id] = t.clone(); });
+  const auto& want = expected.at(block_input);
+  EXPECT_LE((values.at(block_input) - want).abs().max().item<double>(),
+            1e-5 * want.abs().max().item<double>());
+}
+
 // A serving worker makes its plan in one request thread and runs frames in others: the plan's
 // primitives share its own scratchpad (oneDNN's is per thread) and take the process's thread
 // count in whichever thread runs them.
