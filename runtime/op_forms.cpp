@@ -283,32 +283,50 @@ std::optional<std::pair<int, int>> add_form(const tools::SummaryGraph& graph, in
   return std::make_pair(o.inputs[0], o.inputs[1]);
 }
 
+namespace {
+
+/// Whether op `op` (an input's producer, -1 for none) gives values never below 0.
+bool non_negative_output(const tools::SummaryGraph& graph, int op) {
+  if (op < 0) return false;
+  const auto& o = graph.op(op);
+  return (o.op_kind == OpKind::kReLU && o.kind.rfind("aten::relu", 0) == 0) ||
+         (o.op_kind == OpKind::kClamp && o.clamp_min >= 0);
+}
+
+int producer_of_input(const tools::SummaryGraph& graph, int op) {
+  const auto& o = graph.op(op);
+  return o.inputs.empty() ? -1 : graph.values().at(o.inputs[0]).producer;
+}
+
+}  // namespace
+
 std::optional<QuantForm> quant_form(const tools::SummaryGraph& graph, int op) {
   const auto& o = graph.op(op);
-  if (o.op_kind != OpKind::kFakeQuantize || !(o.scale > 0) || o.zero_point != 0 || o.inputs.empty())
-    return std::nullopt;
-  const int clamp = graph.values().at(o.inputs[0]).producer;
-  if (clamp < 0 || graph.op(clamp).op_kind != OpKind::kClamp) return std::nullopt;
-  const auto& c = graph.op(clamp);
-  const double lo = std::nearbyint(c.clamp_min / o.scale),
-               hi = std::nearbyint(c.clamp_max / o.scale);
-  if (!(lo >= static_cast<double>(o.quant_min)) || !(hi <= static_cast<double>(o.quant_max)))
-    return std::nullopt;
-  // Never negative: the clamp's lower bound, or a ReLU (or a clamp from 0) before the clamp.
-  bool non_negative = lo >= 0;
-  if (!c.inputs.empty()) {
-    const int before = graph.values().at(c.inputs[0]).producer;
-    if (before >= 0) {
-      const auto& b = graph.op(before);
-      non_negative = non_negative ||
-                     (b.op_kind == OpKind::kReLU && b.kind.rfind("aten::relu", 0) == 0) ||
-                     (b.op_kind == OpKind::kClamp && b.clamp_min >= 0);
+  if (o.op_kind != OpKind::kFakeQuantize || !(o.scale > 0) || o.inputs.empty()) return std::nullopt;
+  QuantForm f;
+  f.scale = o.scale;
+  f.lo = o.quant_min - o.zero_point;
+  f.hi = o.quant_max - o.zero_point;
+  const int before = producer_of_input(graph, op);
+  bool non_negative = non_negative_output(graph, before);
+  if (before >= 0 && graph.op(before).op_kind == OpKind::kClamp) {
+    const auto& c = graph.op(before);
+    const double lo = std::nearbyint(c.clamp_min / o.scale);
+    const double hi = std::nearbyint(c.clamp_max / o.scale);
+    if (lo >= static_cast<double>(f.lo) && hi <= static_cast<double>(f.hi)) {
+      f.lo = static_cast<int64_t>(lo);
+      f.hi = static_cast<int64_t>(hi);
+      f.clamped = true;
     }
+    non_negative = non_negative || non_negative_output(graph, producer_of_input(graph, before));
   }
-  const double type_lo = non_negative ? 0 : -128, type_hi = non_negative ? 255 : 127;
-  if (!non_negative && lo < type_lo) return std::nullopt;
-  if (hi > type_hi) return std::nullopt;
-  return QuantForm{o.scale, non_negative, clamp};
+  if (non_negative) f.lo = std::max<int64_t>(f.lo, 0);
+  f.is_unsigned = f.lo >= 0;
+  const int64_t type_lo = f.is_unsigned ? 0 : -128, type_hi = f.is_unsigned ? 255 : 127;
+  if (f.lo < type_lo || f.hi > type_hi || f.lo > f.hi) return std::nullopt;
+  // Saturating to the type is the grid's own clamp.
+  if (f.lo == type_lo && f.hi == type_hi) f.clamped = true;
+  return f;
 }
 
 std::optional<IntegerWeights> integer_weights(const at::Tensor& weight, int64_t bits) {

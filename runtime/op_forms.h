@@ -62,15 +62,18 @@ std::optional<PoolForm> pool_form(const tools::SummaryGraph& graph, int op);
 /// An add of two tensors of one shape with alpha 1: the summary-graph value ids of its operands.
 std::optional<std::pair<int, int>> add_form(const tools::SummaryGraph& graph, int op);
 
-/// A fake quantization an 8-bit integer tensor holds exactly: x = q·scale with zero point 0 and q
-/// in u8 (`is_unsigned`: the values are never negative) or s8. Its input must come from a clamp
-/// whose bounds, in steps of the grid, lie inside both the grid's range and the integer type's,
-/// so that rounding and the type's saturation give what fake_quantize's clamp gives (every
-/// quantizer of compress/quant_modules.h clamps first). `clamp_op` is that clamp.
+/// A fake quantization an 8-bit integer tensor holds exactly: x = q·scale with q in [lo, hi]
+/// (the grid [quant_min, quant_max] less the zero point, narrowed by a clamp just before it), in
+/// u8 (`is_unsigned`: the values are never negative, after a ReLU or a clamp from 0) or s8. A
+/// zero point shifting a signed grid into [0, 255] (Distiller's symmetric post-training grid,
+/// zero point 128) is the s8 grid itself. Nothing when the range does not fit the type.
 struct QuantForm {
   double scale = 1;
   bool is_unsigned = true;
-  int clamp_op = -1;
+  int64_t lo = -128, hi = 127;
+  /// Whether the value the quantization reads is already within [lo, hi]·scale (a clamp with
+  /// these bounds before it), so that rounding and the type's saturation alone give the grid.
+  bool clamped = false;
 };
 std::optional<QuantForm> quant_form(const tools::SummaryGraph& graph, int op);
 

@@ -2,6 +2,7 @@
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 
+#include <cfloat>
 #include <chrono>
 #include <cstring>
 #include <limits>
@@ -68,8 +69,10 @@ struct Chain {
   /// A transposed convolution run in the sub-pixel form.
   bool subpixel = false;
   /// The fake quantization ending the chain when it runs in integers (InferenceOptions::int8),
-  /// or -1.
+  /// or -1; the ops and post-ops before the first fused quantization (run in float32 when the
+  /// layer cannot run in integers after all).
   int quantize = -1;
+  size_t float_ops = 0, float_post_ops = 0;
 };
 
 /// A value held on an 8-bit grid: its native tensors of type u8 or s8 hold value / scale.
@@ -410,7 +413,7 @@ class PlanCompiler {
 
   /// The op consuming `v` when it is `v`'s only use and `v` is not a graph output, else -1.
   int sole_user(const jit::Value* v) const {
-    if (v->uses().size() != 1) return -1;
+    if (v->uses().size() != 1 || last_use_.at(v) == kGraphOutput) return -1;
     auto it = op_of_.find(v->uses()[0].user);
     return it == op_of_.end() ? -1 : it->second;
   }
@@ -433,6 +436,13 @@ class PlanCompiler {
     }
   }
 
+  /// The integer grid of layer `op`'s weights: of its quantizer's bits, or of 8 bits when no
+  /// quantizer recorded them (post-training quantization writes the quantized values in place).
+  std::optional<IntegerWeights> layer_grid(int op, const at::Tensor& weight) const {
+    const int64_t bits = g_.op(op).weight_bits;
+    return integer_weights(weight, bits > 0 ? bits : 8);
+  }
+
   /// The grid of value `v` when it will be held in 8 bits: a fake quantization's output, or a max
   /// pooling's of such a value.
   std::optional<QuantForm> grid_of(const jit::Value* v) const {
@@ -450,30 +460,55 @@ class PlanCompiler {
     return std::nullopt;
   }
 
-  /// Ends the layer chain `c` with the fake quantization that reads its output when the layer can
-  /// run in integers and write that grid: its input held in 8 bits, its weights on an integer
-  /// grid, only ReLUs and clamps after it (they commute with the output scale), and a residual
-  /// add's other operand on a grid of the same type.
+  /// Ends the layer chain `c` with the fake quantization(s) after it when the layer can run in
+  /// integers and write that grid: its input held in 8 bits, its weights on an integer grid, only
+  /// ReLUs and clamps after it (they commute with the output scale), and a residual add's other
+  /// operand on a grid of the output's type. Each quantization's range becomes a clamp post-op;
+  /// a ReLU or clamp between two quantizations of one step (Distiller's post-training
+  /// quantization of a layer's output and then of its ReLU's) is fused as well.
   void absorb_quantization(Chain& c) {
-    const int next = sole_user(c.output);
-    if (next < 0 || claimed_.count(next) || !ours(next)) return;
-    auto out = quant_form(g_, next);
     const auto f = layer_form(g_, c.ops.front());
-    if (!out || c.subpixel || f->kind == LayerForm::Kind::kTransposedConvolution ||
-        !grid_of(f->input) || !integer_weights(f->weight, g_.op(c.ops.front()).weight_bits))
+    if (c.subpixel || f->kind == LayerForm::Kind::kTransposedConvolution || !grid_of(f->input) ||
+        !layer_grid(c.ops.front(), f->weight))
       return;
+    auto scale_free = [](const EltwiseForm& e) {
+      return e.algorithm == dnnl::algorithm::eltwise_clip ||
+             (e.algorithm == dnnl::algorithm::eltwise_relu && e.alpha == 0);
+    };
     for (const auto& p : c.post_ops)
-      if (p.kind == PostOp::Kind::kEltwise &&
-          !(p.eltwise.algorithm == dnnl::algorithm::eltwise_clip ||
-            (p.eltwise.algorithm == dnnl::algorithm::eltwise_relu && p.eltwise.alpha == 0)))
-        return;
+      if (p.kind == PostOp::Kind::kEltwise && !scale_free(p.eltwise)) return;
+    Chain q = c;
+    std::optional<QuantForm> last;
+    for (;;) {
+      const int next = sole_user(q.output);
+      if (next < 0 || claimed_.count(next) || !ours(next)) break;
+      auto grid = quant_form(g_, next);
+      auto e = grid ? std::nullopt : eltwise_form(g_, next);
+      if (grid && last && grid->scale != last->scale) break;
+      if (!grid && (!last || !e || !scale_free(*e))) break;
+      if (grid) {
+        last = grid;
+        q.quantize = next;
+        e = EltwiseForm{dnnl::algorithm::eltwise_clip, static_cast<float>(grid->lo * grid->scale),
+                        static_cast<float>(grid->hi * grid->scale)};
+      }
+      q.post_ops.push_back({PostOp::Kind::kEltwise, *e, {}});
+      q.ops.push_back(next);
+      q.output = g_.jit_node(next)->output(0);
+    }
+    if (!last) return;
+    while (q.ops.back() != q.quantize) {  // ends on the last quantization
+      q.ops.pop_back();
+      q.post_ops.pop_back();
+    }
+    q.output = g_.jit_node(q.quantize)->output(0);
     if (c.skip) {
       auto skip = grid_of(c.skip);
-      if (!skip || skip->is_unsigned != out->is_unsigned) return;
+      if (!skip || skip->is_unsigned != last->is_unsigned) return;
     }
-    c.ops.push_back(next);
-    c.quantize = next;
-    c.output = g_.jit_node(next)->output(0);
+    q.float_ops = c.ops.size();
+    q.float_post_ops = c.post_ops.size();
+    c = std::move(q);
   }
 
   bool extend(Chain& c, int next) {
@@ -777,10 +812,12 @@ memory::desc PlanCompiler::layer_desc(const LayerForm& f, const std::vector<int6
 void PlanCompiler::emit_chain(const Chain& chain) {
   if (options_.int8 && emit_int8_chain(chain)) return;
   Chain c = chain;
+  std::vector<int> after;  // fused quantizations and activations, run as steps of their own
   if (c.quantize >= 0) {
-    // In float32 after all (its input was not quantized here: another stage's value): the fake
-    // quantization follows as its own step.
-    c.ops.pop_back();
+    // In float32 after all (its input was not quantized here: another stage's value).
+    after.assign(c.ops.begin() + static_cast<std::ptrdiff_t>(c.float_ops), c.ops.end());
+    c.ops.resize(c.float_ops);
+    c.post_ops.resize(c.float_post_ops);
     c.output = g_.jit_node(c.ops.back())->output(0);
     c.quantize = -1;
   }
@@ -814,8 +851,8 @@ void PlanCompiler::emit_chain(const Chain& chain) {
   } catch (const dnnl::error&) {
     // No oneDNN kernel for this geometry: every op of the chain runs as LibTorch's operator.
     for (int op : c.ops) emit_torch(g_.jit_node(op));
-    if (chain.quantize >= 0 && !emit_quantize(chain.quantize))
-      emit_torch(g_.jit_node(chain.quantize));
+    for (int op : after)
+      if (!emit_single(op)) emit_torch(g_.jit_node(op));
     return;
   }
   const int dst = chain_destination(c, dst_desc);
@@ -827,8 +864,8 @@ void PlanCompiler::emit_chain(const Chain& chain) {
   plan_->add_step(std::move(step));
   if (!subpixel) {
     natives_of_[slot(c.output)] = {dst};
-    if (chain.quantize >= 0 && !emit_quantize(chain.quantize))
-      emit_torch(g_.jit_node(chain.quantize));
+    for (int op : after)
+      if (!emit_single(op)) emit_torch(g_.jit_node(op));
     return;
   }
   auto shuffle = std::make_unique<SubpixelStep>(
@@ -838,6 +875,39 @@ void PlanCompiler::emit_chain(const Chain& chain) {
   shuffle->info.macs = 0;
   plan_->add_step(std::move(shuffle));
   plain_[slot(c.output)] = true;
+}
+
+/// `post_ops` with each run of ReLUs and clamps as one clamp to the intersection of their ranges
+/// (a post-op costs a pass in the kernel's inner loop).
+std::vector<PostOp> merged_clamps(const std::vector<PostOp>& post_ops) {
+  using dnnl::algorithm;
+  std::vector<PostOp> out;
+  bool open = false;  // out.back() is a clamp the next ReLU or clamp narrows
+  for (const auto& p : post_ops) {
+    const bool relu = p.kind == PostOp::Kind::kEltwise &&
+                      p.eltwise.algorithm == algorithm::eltwise_relu && p.eltwise.alpha == 0;
+    const bool clip =
+        p.kind == PostOp::Kind::kEltwise && p.eltwise.algorithm == algorithm::eltwise_clip;
+    if (!relu && !clip) {
+      out.push_back(p);
+      open = false;
+      continue;
+    }
+    const float lo = relu ? 0.f : p.eltwise.alpha, hi = relu ? FLT_MAX : p.eltwise.beta;
+    if (!open) {
+      out.push_back({PostOp::Kind::kEltwise, EltwiseForm{algorithm::eltwise_clip, lo, hi}, {}});
+      open = true;
+      continue;
+    }
+    auto& e = out.back().eltwise;
+    e.alpha = std::max(e.alpha, lo);
+    e.beta = std::min(e.beta, hi);
+  }
+  for (auto& p : out)
+    if (p.kind == PostOp::Kind::kEltwise && p.eltwise.algorithm == algorithm::eltwise_clip &&
+        p.eltwise.alpha == 0 && p.eltwise.beta == FLT_MAX)
+      p.eltwise = EltwiseForm{algorithm::eltwise_relu, 0, 0};
+  return out;
 }
 
 /// The chain's layer in integers: u8/s8 input, s8 weights, 32-bit sums; per output channel c the
@@ -853,7 +923,7 @@ bool PlanCompiler::emit_int8_chain(const Chain& c) {
     return false;
   for (const auto& p : c.post_ops)
     if (p.kind == PostOp::Kind::kPReLU) return false;
-  const auto weights = integer_weights(f.weight, g_.op(c.ops.front()).weight_bits);
+  const auto weights = layer_grid(c.ops.front(), f.weight);
   if (!weights) return false;
   const auto grid = c.quantize >= 0 ? quant_form(g_, c.quantize) : std::nullopt;
   const QuantForm out = grid ? *grid : QuantForm{1.0, false, -1};
@@ -871,16 +941,7 @@ bool PlanCompiler::emit_int8_chain(const Chain& c) {
   if ((sum_scale == 0).any().item<bool>()) return false;
   const Type dst_type = !grid ? Type::f32 : out.is_unsigned ? Type::u8 : Type::s8;
   dnnl::post_ops post_ops;
-  std::vector<PostOp> ops = c.post_ops;
-  // A ReLU then a clamp: one clamp from max(0, lo) (a post-op fewer in the kernel's inner loop).
-  for (size_t i = 0; i + 1 < ops.size(); ++i)
-    if (ops[i].kind == PostOp::Kind::kEltwise && ops[i + 1].kind == PostOp::Kind::kEltwise &&
-        ops[i].eltwise.algorithm == dnnl::algorithm::eltwise_relu && ops[i].eltwise.alpha == 0 &&
-        ops[i + 1].eltwise.algorithm == dnnl::algorithm::eltwise_clip) {
-      ops[i + 1].eltwise.alpha = std::max(0.f, ops[i + 1].eltwise.alpha);
-      ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(i));
-    }
-  for (const auto& p : ops) {
+  for (const auto& p : merged_clamps(c.post_ops)) {
     if (p.kind == PostOp::Kind::kSum) {
       // An 8-bit output adds an 8-bit skip of its type (the values are the skip's integers).
       const auto skip = quant_.find(slot(c.skip));
@@ -929,7 +990,14 @@ bool PlanCompiler::emit_quantize(int op) {
   const auto q = quant_form(g_, op);
   if (!q) return false;
   const jit::Node* node = g_.jit_node(op);
-  quant_[slot(node->output(0))] = {q->scale, q->is_unsigned ? Type::u8 : Type::s8, node->input(0)};
+  // Saturating to the type must be the grid's clamp: a grid [0, 127] read unclamped after a
+  // ReLU saturates as s8.
+  Type type = q->is_unsigned ? Type::u8 : Type::s8;
+  if (!q->clamped && q->is_unsigned && q->hi == 127)
+    type = Type::s8;
+  else if (!q->clamped)
+    return false;
+  quant_[slot(node->output(0))] = {q->scale, type, node->input(0)};
   return true;
 }
 
