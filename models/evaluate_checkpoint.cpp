@@ -184,6 +184,18 @@ nlohmann::json evaluate_report_sets(const std::string& family, const TestRequest
   return out;
 }
 
+/// --int8: the comparison of the integer model with the fake-quantized one it runs, printed, and
+/// test_summary.json's "int8".
+nlohmann::json int8_json(const Evaluation& fake, const Evaluation& int8, const EvalLayout& layout,
+                         const std::string& what, const std::string& fake_label) {
+  print_comparison("INT8 execution: " + what, fake_label, fake, "INT8", int8, layout, 3);
+  const auto& primary = layout.columns.front().key;
+  nlohmann::json j = {{"runtime", what}};
+  j.update(shown_json(int8, layout));
+  j[primary + "_difference"] = metric(int8.metrics, primary) - metric(fake.metrics, primary);
+  return j;
+}
+
 /// --quantize-eval: the post-training quantized model, calibrated on the evaluator's first
 /// batches, scored on the same data; returns test_summary.json's "quantize_eval".
 nlohmann::json evaluate_quantized(const TestRequest& request, ModelImpl& model,
@@ -198,13 +210,22 @@ nlohmann::json evaluate_quantized(const TestRequest& request, ModelImpl& model,
         evaluator.for_each_input(n, [&](const at::Tensor& x) { f(x); });
       },
       out, *ctx.logger, &info);
-  const auto qev = evaluator.evaluate([&](const at::Tensor& x) { return q->forward(x); });
+  const Forward fake_quantized = [&](const at::Tensor& x) { return q->forward(x); };
+  const auto qev = evaluator.evaluate(fake_quantized);
   print_comparison("Post-training quantization (" + request.quantize_eval.schedule + ")", "FP32",
                    fp32, info["label"].get<std::string>(), qev, layout, 0);
   const auto& primary = layout.columns.front().key;
   info["fp32"] = shown_json(fp32, layout);
   info["quantized"] = shown_json(qev, layout);
   info[primary + "_drop"] = metric(fp32.metrics, primary) - metric(qev.metrics, primary);
+  if (request.int8) {
+    std::string what;
+    const auto int8 = request.int8(Model(std::shared_ptr<ModelImpl>(&model, [](ModelImpl*) {})),
+                                   fake_quantized, what);
+    const auto iev = evaluator.evaluate(int8);
+    std::cout << "\n";
+    info["int8"] = int8_json(qev, iev, layout, what, "post-training quantized (fake)");
+  }
   return info;
 }
 
@@ -212,9 +233,12 @@ nlohmann::json evaluate_quantized(const TestRequest& request, ModelImpl& model,
 
 nlohmann::json evaluate_checkpoint(const std::string& family, const TestRequest& request,
                                    const EvaluatorFactory& make, RunContext& ctx) {
-  if (request.self_ensemble && (request.quantize_eval.enabled() || request.external.enabled()))
+  if (request.self_ensemble &&
+      (request.quantize_eval.enabled() || request.external.enabled() || request.int8))
     throw InputError("--self-ensemble evaluates the checkpoint's own model only: leave out " +
-                     std::string(request.external.enabled() ? "--onnx" : "--quantize-eval"));
+                     std::string(request.external.enabled() ? "--onnx"
+                                 : request.int8           ? "--int8"
+                                                          : "--quantize-eval"));
   Checkpoint ckpt = load_checkpoint_for(request.checkpoint, family);
   Model model = model_from_checkpoint(ckpt);
   model->to(ctx.device);
@@ -243,6 +267,12 @@ nlohmann::json evaluate_checkpoint(const std::string& family, const TestRequest&
   // The external model runs before anything is printed, so a shape it refuses is the one line.
   Evaluation eev;
   if (request.external.enabled()) eev = evaluator->evaluate(request.external.forward);
+  // So does the integer model, unless it is the post-training quantized one's.
+  Evaluation iev;
+  std::string int8_what;
+  if (request.int8 && !request.quantize_eval.enabled())
+    iev = evaluator->evaluate(request.int8(
+        model, [&model](const at::Tensor& x) { return model->forward(x); }, int8_what));
   print_heading(data.data, *evaluator);
   if (ev.items.empty())
     print_totals(ev, layout, request, ckpt.meta().epoch);
@@ -259,6 +289,8 @@ nlohmann::json evaluate_checkpoint(const std::string& family, const TestRequest&
   if (out.empty()) out = ".";
   if (request.quantize_eval.enabled())
     summary["quantize_eval"] = evaluate_quantized(request, *model, *evaluator, ev, out, ctx);
+  if (request.int8 && !request.quantize_eval.enabled())
+    summary["int8"] = int8_json(ev, iev, layout, int8_what, "fake-quantized (" + runtime + ")");
   if (request.external.enabled()) {
     print_comparison(request.external.label + " (" + request.external.source + ")",
                      "checkpoint (LibTorch)", ev, request.external.label, eev, layout, 3);

@@ -40,6 +40,11 @@ struct TestRequest {
   /// the forward pass to score and what it is called ("inference form"); empty: the model's own
   /// eager forward. igb-test passes the inference form unless --runtime eager.
   std::function<Forward(const Model&, std::string& label)> inference;
+  /// --int8: also the model with its quantized layers run in integers, next to the
+  /// fake-quantized model (the checkpoint's own, or the post-training quantized one with
+  /// quantize_eval). Given the model and its fake-quantized forward pass, the integer forward
+  /// pass and a line saying what runs in integers; it throws InputError when nothing does.
+  std::function<Forward(const Model&, const Forward& fake_quantized, std::string& what)> int8;
 };
 
 /// Tests a checkpoint of `family`: rebuilds its model, scores it with the evaluator `make`

@@ -170,6 +170,10 @@ void add_common_test_options(CLI::App& app, TestArgs& a) {
                  "use instead of calibrating")
       ->needs(qe)
       ->check(CLI::ExistingFile);
+  app.add_flag("--int8", a.int8,
+               "Also run the quantized model's layers in integers (oneDNN's u8/s8 kernels on "
+               "the grids training or --quantize-eval found) and score it next to the "
+               "fake-quantized model; docs/int8.md");
   app.add_option("--onnx", a.onnx,
                  "Also evaluate this ONNX export of the checkpoint (igb-tools export-onnx) in "
                  "onnxruntime on the same data, next to the checkpoint (needs "

@@ -26,6 +26,7 @@ void add_common_train_options(CLI::App& app, models::TrainConfig& config);
 struct TestArgs {
   models::TestRequest request;
   std::string device = "cpu", onnx, runtime = "inference";
+  bool int8 = false;
   int64_t threads = 0;
   std::vector<std::string> summary;
 };

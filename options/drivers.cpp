@@ -284,6 +284,11 @@ int test_main(int argc, char** argv) {
   r.inference = [&a, &optform](const models::Model& m, std::string& label) {
     return inference_forward(m, optform, a.runtime, &label);
   };
+  if (a.int8)
+    r.int8 = [&optform](const models::Model& m, const models::Forward& fake_quantized,
+                        std::string& what) {
+      return int8_forward(m, fake_quantized, optform, &what);
+    };
   const auto summary = models::evaluate_checkpoint(optform, r, family.make_evaluator, ctx);
   write_test_summaries(a, summary.value("tested_on", std::string("synthetic")), out_dir, ctx.device,
                        logger);

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/error.h"
 #include "runtime/inference_model.h"
 
 namespace igb::options {
@@ -9,20 +10,84 @@ namespace igb::options {
 void add_runtime_option(CLI::App& app, std::string& runtime) {
   app.add_option("--runtime", runtime,
                  "How the model runs: inference (its inference form: BatchNorm folded, "
-                 "activations fused, oneDNN kernels with pre-packed weights; docs/runtime.md) or "
+                 "activations fused, oneDNN kernels with pre-packed weights; docs/runtime.md), "
+                 "int8 (the same with a quantized model's layers in integers; docs/int8.md) or "
                  "eager (LibTorch's forward, as in training)")
       ->capture_default_str()
-      ->check(CLI::IsMember({kInferenceRuntime, kEagerRuntime}));
+      ->check(CLI::IsMember({kInferenceRuntime, kInt8Runtime, kEagerRuntime}));
+}
+
+runtime::InferenceOptions runtime_options(const std::string& runtime) {
+  runtime::InferenceOptions o;
+  o.int8 = runtime == kInt8Runtime;
+  return o;
+}
+
+namespace {
+
+bool float_cpu(const models::Model& model) {
+  bool ok = true;
+  for (const auto& p : model->parameters())
+    ok = ok && p.device().is_cpu() && p.scalar_type() == at::kFloat;
+  return ok;
+}
+
+/// "19 of 20 convolution and linear layers in INT8 (float: fc)" of a plan's steps.
+std::string int8_layers(const std::vector<runtime::StepInfo>& steps, int* count) {
+  int layers = 0, int8 = 0;
+  std::vector<std::string> float_layers;
+  for (const auto& s : steps) {
+    const bool layer = s.kind.rfind("Conv", 0) == 0 || s.kind.rfind("Linear", 0) == 0;
+    if (!layer) continue;
+    ++layers;
+    if (s.int8)
+      ++int8;
+    else
+      float_layers.push_back(s.name);
+  }
+  *count = int8;
+  std::string out = std::to_string(int8) + " of " + std::to_string(layers) +
+                    " convolution and linear layers in INT8";
+  if (float_layers.empty()) return out;
+  out += " (float: ";
+  for (size_t i = 0; i < float_layers.size() && i < 4; ++i)
+    out += (i ? ", " : "") + float_layers[i];
+  if (float_layers.size() > 4) out += ", " + std::to_string(float_layers.size() - 4) + " more";
+  return out + ")";
+}
+
+}  // namespace
+
+models::Forward int8_forward(const models::Model& model, const models::Forward& forward,
+                             const std::string& name, std::string* what) {
+  if (!float_cpu(model))
+    throw InputError(name + ": INT8 execution runs float32 models on the CPU (--device cpu)");
+  auto form = runtime::InferenceModel::make(model, forward, name, runtime_options(kInt8Runtime));
+  auto shape = model->input_shape();
+  shape[0] = 1;
+  int count = 0;
+  const std::string layers = int8_layers(form->steps(shape), &count);
+  if (count == 0)
+    throw InputError(name +
+                     ": no layer runs in integers: INT8 execution needs a model trained with a "
+                     "quantizer (8 bits or fewer) or post-training quantized (--quantize-eval), "
+                     "a fake quantization before each layer it runs in integers");
+  if (what) *what = layers;
+  return [form](const at::Tensor& x) { return form->forward(x); };
 }
 
 models::Forward inference_forward(const models::Model& model, const std::string& name,
                                   const std::string& runtime, std::string* label) {
-  bool float_cpu = true;
-  for (const auto& p : model->parameters())
-    float_cpu = float_cpu && p.device().is_cpu() && p.scalar_type() == at::kFloat;
-  if (runtime != kInferenceRuntime || !float_cpu) {
+  const models::Forward eager = [model](const at::Tensor& x) { return model->forward(x); };
+  if (runtime == kInt8Runtime) {
+    std::string what;
+    auto forward = int8_forward(model, eager, name, &what);
+    if (label) *label = "INT8 inference form: " + what;
+    return forward;
+  }
+  if (runtime != kInferenceRuntime || !float_cpu(model)) {
     if (label) *label = "eager";
-    return [model](const at::Tensor& x) { return model->forward(x); };
+    return eager;
   }
   if (label) *label = "inference form";
   auto form = runtime::InferenceModel::make(

@@ -13,20 +13,37 @@ namespace CLI {
 class App;
 }  // namespace CLI
 
+namespace igb::runtime {
+struct InferenceOptions;
+}  // namespace igb::runtime
+
 namespace igb::options {
 
 /// The runtimes --runtime takes: "inference" (the model's inference form,
-/// runtime/inference_model.h) and "eager" (LibTorch's forward, as in training).
+/// runtime/inference_model.h), "int8" (the same with its quantized layers in integers,
+/// InferenceOptions::int8) and "eager" (LibTorch's forward, as in training).
 inline constexpr const char* kInferenceRuntime = "inference";
+inline constexpr const char* kInt8Runtime = "int8";
 inline constexpr const char* kEagerRuntime = "eager";
 
-/// Adds --runtime inference|eager (default inference), bound to `runtime`.
+/// Adds --runtime inference|int8|eager (default inference), bound to `runtime`.
 void add_runtime_option(CLI::App& app, std::string& runtime);
 
+/// The inference form of `runtime` ("inference", "int8").
+runtime::InferenceOptions runtime_options(const std::string& runtime);
+
+/// `model`'s inference form with its quantized layers in integers, tracing `forward` (its
+/// fake-quantized forward pass); `what` receives "19 of 20 convolution and linear layers in
+/// INT8 (float: fc)". InputError naming `name` when the model is not a float32 CPU model or
+/// no layer runs in integers (no fake quantization before a layer with integer weights).
+models::Forward int8_forward(const models::Model& model, const models::Forward& forward,
+                             const std::string& name, std::string* what = nullptr);
+
 /// The forward pass `model` (in eval mode) runs with under `runtime`: its inference form for a
-/// float32 model on the CPU, made once here and compiled per input shape on first use; its own
-/// eager forward otherwise (runtime "eager", a CUDA or non-float32 model). `label`, when given,
-/// receives what runs ("inference form", "eager").
+/// float32 model on the CPU (with "int8", int8_forward's), made once here and compiled per input
+/// shape on first use; its own eager forward otherwise (runtime "eager", a CUDA or non-float32
+/// model). `label`, when given, receives what runs ("inference form", "INT8 inference form: 19
+/// of 20 ...", "eager").
 models::Forward inference_forward(const models::Model& model, const std::string& name,
                                   const std::string& runtime, std::string* label = nullptr);
 
