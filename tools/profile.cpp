@@ -264,10 +264,12 @@ void time_forward(const SummaryGraph& graph, GraphRunner& runner,
 /// op it is named after, a step named after no op (the input's layout change) to the next one's.
 void time_inference_form(const SummaryGraph& graph, torch::nn::Module& model,
                          const SummaryGraph::Forward& forward, const at::Tensor& input,
-                         const Runs& runs, BatchProfile& bp) {
+                         const Runs& runs, bool int8, BatchProfile& bp) {
   // The form lives only here: a handle that does not own the caller's model.
   std::shared_ptr<torch::nn::Module> handle(std::shared_ptr<torch::nn::Module>(), &model);
-  auto form = runtime::InferenceModel::make(handle, forward, graph.model_name());
+  runtime::InferenceOptions o;
+  o.int8 = int8;
+  auto form = runtime::InferenceModel::make(handle, forward, graph.model_name(), o);
   const auto steps = form->steps(input.sizes().vec());
   const auto times = form->time_steps(input, runs.warmup + runs.repeats);
   double carried = 0;
@@ -351,7 +353,7 @@ void profile_operators(const SummaryGraph& graph, GraphRunner& runner, const at:
 /// Everything measured at one batch size. The model is in eval mode.
 BatchProfile profile_batch(torch::nn::Module& model, const Shape& input_shape, int64_t batch,
                            const SummaryGraph::Forward& forward, const std::string& model_name,
-                           const Runs& runs, bool inference, nlohmann::json& trace) {
+                           const Runs& runs, bool inference, bool int8, nlohmann::json& trace) {
   Shape shape = input_shape;
   shape[0] = batch;
   auto graph = SummaryGraph::build(model, shape, forward, model_name);
@@ -362,7 +364,7 @@ BatchProfile profile_batch(torch::nn::Module& model, const Shape& input_shape, i
   time_forward(graph, runner, forward, input, runs, bp);
   if (inference) {
     for (auto& layer : bp.layers) layer.forward_ms = 0;
-    time_inference_form(graph, model, forward, input, runs, bp);
+    time_inference_form(graph, model, forward, input, runs, int8, bp);
   }
   bp.forward_backward_ms = time_model_forward_backward(forward, input, runs);
   measure_output_bytes(runner, input, bp);
@@ -383,7 +385,9 @@ ModelProfile profile_model(torch::nn::Module& model, const Shape& input_shape,
   result.input = input_shape;
   result.input[0] = 1;
   result.threads = at::get_num_threads();
-  result.runtime = options.inference ? "inference form" : "eager";
+  result.runtime = !options.inference ? "eager"
+                   : options.int8    ? "INT8 inference form"
+                                     : "inference form";
   result.chrome_trace = {{"traceEvents", nlohmann::json::array()}, {"displayTimeUnit", "ms"}};
 
   GradStash grads(model);
@@ -392,7 +396,7 @@ ModelProfile profile_model(torch::nn::Module& model, const Shape& input_shape,
   for (int64_t batch : options.batch_sizes) {
     if (progress) progress("profiling " + model_name + " at batch " + std::to_string(batch));
     result.batches.push_back(profile_batch(model, input_shape, batch, forward, model_name, runs,
-                                           options.inference, result.chrome_trace["traceEvents"]));
+                                           options.inference, options.int8, result.chrome_trace["traceEvents"]));
   }
   return result;
 }

@@ -25,6 +25,8 @@ struct ProfileOptions {
   /// whose output it converts. Forward + backward stay LibTorch's (training). Off: each traced op
   /// alone in LibTorch.
   bool inference = false;
+  /// With `inference`: the form runs the quantized layers in integers (InferenceOptions::int8).
+  bool int8 = false;
 };
 
 /// Cost of one op of the summary graph at one batch size.
@@ -58,7 +60,7 @@ struct ModelProfile {
   std::string model;
   Shape input;  // batch 1
   int threads = 1;
-  /// What the forward latencies time: "inference form" or "eager".
+  /// What the forward latencies time: "inference form", "INT8 inference form" or "eager".
   std::string runtime = "eager";
   std::vector<BatchProfile> batches;
   /// Chrome trace (chrome://tracing, Perfetto) of the profiled passes: one process per batch

@@ -47,9 +47,10 @@ std::string this_machine() {
 
 LayerCosts measure_layer_costs(torch::nn::Module& model, const tools::SummaryGraph& graph,
                                const tools::SummaryGraph::Forward& forward, int repeats,
-                               bool inference) {
+                               bool inference, bool int8) {
   tools::ProfileOptions options;
   options.inference = inference;
+  options.int8 = inference && int8;
   options.batch_sizes = {1};
   options.top = 0;
   options.repeats = std::max(1, repeats);
@@ -98,8 +99,8 @@ LayerCosts read_layer_costs(const fs::path& path) {
     c.machine = j.value("machine", "");
     c.threads = j.value("threads", 1);
     c.runtime = j.value("runtime", std::string("eager"));
-    if (c.runtime != "eager" && c.runtime != "inference form")
-      throw bad("\"runtime\" must be \"inference form\" or \"eager\"");
+    if (c.runtime != "eager" && c.runtime != "inference form" && c.runtime != "INT8 inference form")
+      throw bad("\"runtime\" must be \"inference form\", \"INT8 inference form\" or \"eager\"");
     if (j.value("unit", "ms") != "ms") throw bad("\"unit\" must be \"ms\"");
     for (const auto& [name, ms] : j.at("ops").items()) {
       if (!ms.is_number()) throw bad("op '" + name + "' has no number of milliseconds");
@@ -127,7 +128,8 @@ void check_layer_costs(const LayerCosts& c, const tools::SummaryGraph& graph,
 
 LayerCosts cached_layer_costs(torch::nn::Module& model, const tools::SummaryGraph& graph,
                               const tools::SummaryGraph::Forward& forward, fs::path cache_dir,
-                              bool* from_cache) {
+                              bool* from_cache, bool int8) {
+  const std::string runtime = int8 ? "INT8 inference form" : "inference form";
   if (cache_dir.empty()) cache_dir = igb::cache_dir("layer-costs");
   const std::string fingerprint = graph_fingerprint(graph);
   const std::string machine = this_machine();
@@ -137,11 +139,11 @@ LayerCosts cached_layer_costs(torch::nn::Module& model, const tools::SummaryGrap
   std::snprintf(tag, sizeof tag, "%016llx", static_cast<unsigned long long>(h));
   const fs::path file =
       cache_dir / (graph.model_name() + "_" + tools::shape_to_string(graph.input_shape()) + "_" +
-                   fingerprint + "_" + tag + ".json");
+                   fingerprint + "_" + tag + (int8 ? "_int8" : "") + ".json");
   if (fs::exists(file)) {
     try {
       LayerCosts c = read_layer_costs(file);
-      if (c.fingerprint == fingerprint && c.machine == machine && c.runtime == "inference form") {
+      if (c.fingerprint == fingerprint && c.machine == machine && c.runtime == runtime) {
         check_layer_costs(c, graph, file.string());
         if (from_cache) *from_cache = true;
         return c;
@@ -150,7 +152,7 @@ LayerCosts cached_layer_costs(torch::nn::Module& model, const tools::SummaryGrap
       // A damaged cache entry is measured again and replaced.
     }
   }
-  LayerCosts c = measure_layer_costs(model, graph, forward);
+  LayerCosts c = measure_layer_costs(model, graph, forward, 5, true, int8);
   try {
     write_layer_costs(c, file);
   } catch (const std::exception&) {

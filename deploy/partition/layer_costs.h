@@ -22,8 +22,9 @@ struct LayerCosts {
   std::string machine;
   int threads = 1;
   /// What was timed: "inference form" (runtime/inference_model.h, as igb deploys a model: a fused
-  /// chain's time on its layer, 0 on the ops fused into it) or "eager" (each op alone in
-  /// LibTorch; files without the key).
+  /// chain's time on its layer, 0 on the ops fused into it), "INT8 inference form" (the same with
+  /// a quantized model's layers in integers) or "eager" (each op alone in LibTorch; files without
+  /// the key).
   std::string runtime = "eager";
   /// Forward milliseconds by op name.
   std::map<std::string, double> ms;
@@ -35,17 +36,20 @@ std::string graph_fingerprint(const tools::SummaryGraph& graph);
 std::string this_machine();
 
 /// Times every op of `graph` on this machine (median of `repeats` after two warm-up runs), in
-/// the model's inference form unless `inference` is false (each op alone in LibTorch).
+/// the model's inference form (its quantized layers in integers with `int8`) unless `inference`
+/// is false (each op alone in LibTorch).
 LayerCosts measure_layer_costs(torch::nn::Module& model, const tools::SummaryGraph& graph,
                                const tools::SummaryGraph::Forward& forward, int repeats = 5,
-                               bool inference = true);
+                               bool inference = true, bool int8 = false);
 
 /// The costs of `graph` on this machine from the cache folder when a file there matches the
-/// model, fingerprint, input and machine; measured and stored there otherwise.
+/// model, fingerprint, input, machine and runtime (the inference form, in integers with `int8`);
+/// measured and stored there otherwise.
 /// `cache_dir`: IGB_CACHE_DIR/layer-costs, else ~/.cache/igb/layer-costs, when empty.
 LayerCosts cached_layer_costs(torch::nn::Module& model, const tools::SummaryGraph& graph,
                               const tools::SummaryGraph::Forward& forward,
-                              std::filesystem::path cache_dir = {}, bool* from_cache = nullptr);
+                              std::filesystem::path cache_dir = {}, bool* from_cache = nullptr,
+                              bool int8 = false);
 
 void write_layer_costs(const LayerCosts& costs, const std::filesystem::path& path);
 /// Reads a cost file; InputError naming the file and the entry when it is not one.

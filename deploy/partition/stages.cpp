@@ -97,12 +97,15 @@ struct StageRunner::Plan {
   std::vector<std::pair<int, size_t>> inputs, outputs;
 };
 
-StageRunner::StageRunner(const tools::SummaryGraph& graph, Stage stage, bool inference)
+StageRunner::StageRunner(const tools::SummaryGraph& graph, Stage stage, bool inference,
+                         bool int8)
     : graph_(&graph), stage_(std::move(stage)), plan_(std::make_unique<Plan>()) {
   build_replay();
+  runtime::InferenceOptions options;
+  options.int8 = int8;
   if (inference)
-    inference_ =
-        std::make_unique<runtime::InferenceStage>(graph, stage_.ops, stage_.inputs, stage_.outputs);
+    inference_ = std::make_unique<runtime::InferenceStage>(graph, stage_.ops, stage_.inputs,
+                                                           stage_.outputs, options);
 }
 
 void StageRunner::build_replay() {

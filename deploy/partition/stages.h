@@ -44,8 +44,10 @@ class StageRunner {
  public:
   /// With `inference`, the stage runs in its inference form (runtime/inference_model.h: oneDNN
   /// kernels, BatchNorm folded, activations fused) on inputs of the graph's shapes, and by the
-  /// trace's replay on any other.
-  StageRunner(const tools::SummaryGraph& graph, Stage stage, bool inference = false);
+  /// trace's replay on any other; with `int8` too, its quantized layers in integers
+  /// (InferenceOptions::int8).
+  StageRunner(const tools::SummaryGraph& graph, Stage stage, bool inference = false,
+              bool int8 = false);
   ~StageRunner();
   StageRunner(const StageRunner&) = delete;
   StageRunner& operator=(const StageRunner&) = delete;

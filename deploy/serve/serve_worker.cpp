@@ -148,7 +148,8 @@ class StageWorker::Impl final : public proto::Worker::Service {
     auto role = std::make_shared<WorkerRole>();
     role->cascade = true;
     role->stage = unit.unit;
-    role->runner = std::make_unique<StageRunner>(graph_, segments[unit.unit], /*inference=*/true);
+    role->runner = std::make_unique<StageRunner>(graph_, segments[unit.unit], /*inference=*/true,
+                                                 options_.int8);
     role->timeout_ms = unit.timeout_ms;
     role->criterion = unit.criterion;
     role->score_threshold = unit.score_threshold;
@@ -332,7 +333,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
     if (req->measure_costs()) {
       try {
         std::lock_guard<std::mutex> lock(measure_mutex_);
-        const auto costs = measure_layer_costs(model_, graph_, forward_);
+        const auto costs = measure_layer_costs(model_, graph_, forward_, 5, true, options_.int8);
         for (const auto& [op, ms] : costs.ms) {
           auto* c = reply->add_costs();
           c->set_op(op);
@@ -405,7 +406,8 @@ class StageWorker::Impl final : public proto::Worker::Service {
       if (made.count(id)) stage.outputs.push_back(id);
     }
     try {
-      role.runner = std::make_unique<StageRunner>(graph_, stage, /*inference=*/true);
+      role.runner =
+          std::make_unique<StageRunner>(graph_, stage, /*inference=*/true, options_.int8);
     } catch (const std::exception& e) {
       return refuse(error_line(e));
     }

@@ -26,6 +26,9 @@ struct WorkerOptions {
   /// (the worker sleeps the difference, holding its compute thread), and the per-op costs it
   /// reports are divided by it, as a devices file's `speed` divides a cost file. In (0, 1].
   double compute_speed = 1;
+  /// Run the stages' quantized layers in integers (InferenceOptions::int8; a model trained with
+  /// a quantizer).
+  bool int8 = false;
 };
 
 /// A cascade unit's part (docs/serving.md#cascades): segment `unit` of the model's exit network

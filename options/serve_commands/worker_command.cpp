@@ -12,6 +12,7 @@
 #include "deploy/serve/serve_worker.h"
 #include "models/model.h"
 #include "options/common_options.h"
+#include "options/inference_runtime.h"
 #include "options/serve_commands/serve_command.h"
 #include "options/tool_commands/partition_support.h"
 
@@ -33,6 +34,11 @@ class WorkerCommand : public ToolCommand {
                    "Emulate a machine this many times as fast as this one (in (0, 1]; a devices "
                    "file's speed relative to this machine)")
         ->capture_default_str();
+    sub.add_option("--runtime", runtime_,
+                   "How stages run: inference (the model's inference form) or int8 (the same "
+                   "with a quantized model's layers in integers; docs/int8.md)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({kInferenceRuntime, kInt8Runtime}));
     sub.add_option("--cascade", cascade_,
                    "Be a unit of an early-exit cascade: the segments' manifest.json "
                    "(igb-tools early-exit --export)");
@@ -46,6 +52,7 @@ class WorkerCommand : public ToolCommand {
 
   int run() override {
     configure_runtime(target_.threads, "cpu");
+    options_.int8 = runtime_ == kInt8Runtime;
     const auto m = target_.load();
     auto model = m.model;
     model->eval();
@@ -84,7 +91,7 @@ class WorkerCommand : public ToolCommand {
  private:
   ToolTarget target_;
   deploy::WorkerOptions options_;
-  std::string cascade_;
+  std::string cascade_, runtime_ = kInferenceRuntime;
   deploy::CascadeUnit unit_;
   double timeout_s_ = 10;
 };

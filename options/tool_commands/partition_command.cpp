@@ -19,6 +19,7 @@
 #include "deploy/partition/plan_file.h"
 #include "deploy/partition/stages.h"
 #include "options/common_options.h"
+#include "options/inference_runtime.h"
 #include "options/tool_commands/partition_support.h"
 #include "options/tool_commands/tool_command.h"
 
@@ -78,6 +79,11 @@ class PartitionCommand : public ToolCommand {
                    "(a cost file for another machine's devices file), then stop");
     sub.add_option("--cache-dir", cache_dir_, "Where measured costs are cached")
         ->capture_default_str();
+    sub.add_option("--runtime", runtime_,
+                   "What this machine's costs time: inference (the model's inference form) or "
+                   "int8 (the same with a quantized model's layers in integers; docs/int8.md)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({kInferenceRuntime, kInt8Runtime}));
     sub.add_flag("--verify", verify_,
                  "Also enumerate every valid assignment (small graphs) and report the optimality "
                  "gap of the plan");
@@ -108,12 +114,15 @@ class PartitionCommand : public ToolCommand {
     if (!write_costs_.empty()) {
       logger_.info("measuring " + std::to_string(graph.ops().size()) + " ops of " + m.name +
                    " at " + tools::shape_to_string(m.input));
-      deploy::write_layer_costs(deploy::measure_layer_costs(*model, graph, forward), write_costs_);
+      deploy::write_layer_costs(
+          deploy::measure_layer_costs(*model, graph, forward, 5, true, runtime_ == kInt8Runtime),
+          write_costs_);
       std::cout << "wrote the costs of " << graph.ops().size() << " ops of " << m.name << " on "
                 << deploy::this_machine() << " to " << write_costs_ << "\n";
       return kExitOk;
     }
-    in_.costs = device_layer_costs(devices, *model, graph, forward, cache_dir_, logger_);
+    in_.costs = device_layer_costs(devices, *model, graph, forward, cache_dir_, logger_,
+                                   runtime_ == kInt8Runtime);
     std::map<int, deploy::ValueTraffic> traffic;
     if (!frames_from_.empty()) {
       const auto frames = read_model_frames(frames_from_, m.input, 8, "--frames-from");
@@ -250,7 +259,7 @@ class PartitionCommand : public ToolCommand {
   deploy::ModelPartitionInputs in_;
   ToolTarget target_;
   std::string devices_, objective_ = "latency", transfer_ = "fp32", frames_from_, mode_ = "full";
-  std::string out_, export_, write_costs_, cache_dir_;
+  std::string out_, export_, write_costs_, cache_dir_, runtime_ = kInferenceRuntime;
   int frames_ = 30;
   double rate_ = 0;
   bool verify_ = false;

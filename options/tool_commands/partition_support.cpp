@@ -54,7 +54,8 @@ std::vector<deploy::LayerCosts> device_layer_costs(const deploy::DevicesFile& de
                                                    torch::nn::Module& model,
                                                    const tools::SummaryGraph& graph,
                                                    const tools::SummaryGraph::Forward& forward,
-                                                   const std::string& cache_dir, Logger& logger) {
+                                                   const std::string& cache_dir, Logger& logger,
+                                                   bool int8) {
   std::vector<deploy::LayerCosts> out;
   std::optional<deploy::LayerCosts> measured;
   for (const auto& d : devices.devices) {
@@ -66,9 +67,9 @@ std::vector<deploy::LayerCosts> device_layer_costs(const deploy::DevicesFile& de
     }
     if (!measured) {
       bool cached = false;
-      measured = deploy::cached_layer_costs(model, graph, forward, cache_dir, &cached);
+      measured = deploy::cached_layer_costs(model, graph, forward, cache_dir, &cached, int8);
       logger.info(std::string(cached ? "read cached" : "measured") + " per-op costs of " +
-                  graph.model_name() + " on " + measured->machine);
+                  graph.model_name() + " (" + measured->runtime + ") on " + measured->machine);
     }
     out.push_back(*measured);
   }

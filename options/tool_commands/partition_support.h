@@ -27,11 +27,13 @@ std::vector<at::Tensor> read_model_frames(const std::filesystem::path& from,
                                           const std::string& option);
 
 /// One cost table per device of `devices`, in chain order: the device's own cost file (checked
-/// against the graph), or this machine's measurement (cached in `cache_dir`, logged).
+/// against the graph), or this machine's measurement of the inference form (its quantized layers
+/// in integers with `int8`; cached in `cache_dir`, logged).
 std::vector<deploy::LayerCosts> device_layer_costs(const deploy::DevicesFile& devices,
                                                    torch::nn::Module& model,
                                                    const tools::SummaryGraph& graph,
                                                    const tools::SummaryGraph::Forward& forward,
-                                                   const std::string& cache_dir, Logger& logger);
+                                                   const std::string& cache_dir, Logger& logger,
+                                                   bool int8 = false);
 
 }  // namespace igb::options

@@ -77,7 +77,8 @@ class ProfileCommand : public ToolCommand {
     po.batch_sizes = parse_batch_sizes(batch_sizes_);
     po.top = top_;
     po.repeats = repeats_;
-    po.inference = runtime_ == kInferenceRuntime;
+    po.inference = runtime_ != kEagerRuntime;
+    po.int8 = runtime_ == kInt8Runtime;
     const auto m = target_.load();
     Logger logger;
     const auto p = profile_and_print(m, po, logger);
