@@ -7,8 +7,11 @@
 // and inference-form passes alternate in blocks of five runs, so a change in the machine's load
 // falls on both. The outputs are compared too, so a wrong export or a wrong plan cannot pass as a
 // fast one. With --int8-qdq each model is also exported as INT8 Q/DQ (activation ranges calibrated
-// on random inputs, max method) and onnxruntime's latency on it is added as a column. Prints a
-// table and one JSON line.
+// on random inputs, max method) and onnxruntime's latency on it is added as a column. With
+// --igb-int8 a copy of each model is post-training quantized (symmetric 8-bit grids, weights per
+// channel, calibrated on 4 random batches) and igb's inference form runs it in integers
+// (InferenceOptions::int8) as a third side of the same alternating blocks; its output is compared
+// with the fake-quantized model's. Prints a table and one JSON line.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,6 +26,7 @@
 #include <torch/optim/sgd.h>
 #include <CLI/CLI.hpp>
 
+#include "compress/post_train_quantizer.h"
 #include "compress/scheduler.h"
 #include "core/runtime.h"
 #include "deploy/onnx/onnx_export.h"
@@ -62,6 +66,10 @@ struct Row {
   double torch_ms = 0, ort_ms = 0, max_abs_diff = 0;
   double form_ms = 0, form_rel_diff = 0;      // the inference form
   double int8_ms = 0, int8_max_abs_diff = 0;  // with --int8-qdq
+  // With --igb-int8: igb's integer form, and its largest difference from the fake-quantized
+  // model relative to that model's largest output.
+  double igb_int8_ms = 0, igb_int8_rel_diff = 0;
+  int igb_int8_layers = 0;
 };
 
 /// Draws every BatchNorm's running statistics (mean in [-0.5, 0.5], variance in [0.5, 1.5]) so
@@ -91,6 +99,26 @@ double elapsed_ms(const std::chrono::steady_clock::time_point& t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+/// A copy of the zoo model `name` (the same seed and BatchNorm statistics as the bench's) post-
+/// training quantized by the schedule `yaml`, calibrated on 4 random batches of `shape`.
+std::shared_ptr<igb::compress::PostTrainLinearQuantizer> post_train_quantized(
+    const std::string& name, const std::vector<int64_t>& shape, const fs::path& yaml,
+    igb::models::Model& model) {
+  torch::manual_seed(0);
+  model = igb::models::create_model(name, {});
+  randomize_batchnorm(*model);
+  model->eval();
+  auto m = model;
+  auto q = std::make_shared<igb::compress::PostTrainLinearQuantizer>(
+      igb::compress::PostTrainOptions::load(yaml.string()), *model, shape,
+      [m](const torch::Tensor& x) { return m->forward(x); });
+  q->prepare(q->calibrate([&](const auto& f) {
+    for (int i = 0; i < 4; ++i) f(torch::rand(shape));
+  }),
+             yaml.string(), nullptr);
+  return q;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -118,6 +146,10 @@ int main(int argc, char** argv) {
   app.add_flag("--int8-qdq", int8,
                "Also time onnxruntime on an INT8 Q/DQ export (calibrated on 8 random inputs)");
   app.add_flag("--no-onnxruntime", no_ort, "Time igb's two forms only");
+  bool igb_int8 = false;
+  app.add_flag("--igb-int8", igb_int8,
+               "Also time igb's integer form of each model post-training quantized by "
+               "schedules/classify/resnet20_ptq_int8.yaml (symmetric 8 bits, weights per channel)");
   std::vector<std::string> thinned = {
       "resnet56_cifar=schedules/classify/resnet56_filter_rank.yaml"};
   app.add_option("--thinned", thinned,
@@ -159,6 +191,18 @@ int main(int argc, char** argv) {
       const auto forward = [model](const torch::Tensor& x) { return model->forward(x); };
       const auto graph = igb::tools::SummaryGraph::build(*model, shape, forward, label);
       auto form = igb::runtime::InferenceModel::make(model, forward, label);
+      igb::models::Model quantized;
+      std::shared_ptr<igb::compress::PostTrainLinearQuantizer> ptq;
+      std::shared_ptr<igb::runtime::InferenceModel> int8_form;
+      if (igb_int8 && at == std::string::npos) {
+        ptq = post_train_quantized(
+            name, shape, fs::path(source_dir) / "schedules/classify/resnet20_ptq_int8.yaml",
+            quantized);
+        igb::runtime::InferenceOptions o;
+        o.int8 = true;
+        int8_form = igb::runtime::InferenceModel::make(
+            quantized, [ptq](const torch::Tensor& x) { return ptq->forward(x); }, label, o);
+      }
       const fs::path onnx = fs::path(dir) / (label + ".onnx");
       if (!no_ort)
         igb::deploy::export_onnx(*model, graph,
@@ -186,14 +230,16 @@ int main(int argc, char** argv) {
         auto s = shape;
         s[0] = row.batch;
         const auto x = torch::rand(s);
-        torch::Tensor y, z;
-        std::vector<double> eager_times, form_times;
+        torch::Tensor y, z, z8;
+        std::vector<double> eager_times, form_times, int8_times;
         {
           torch::NoGradGuard no_grad;
           form->prepare(s);
+          if (int8_form) int8_form->prepare(s);
           for (int64_t i = 0; i < warmup; ++i) {
             y = model->forward(x);
             z = form->forward(x);
+            if (int8_form) z8 = int8_form->forward(x);
           }
           // Blocks of up to five runs of each side in turn: a change of the machine's load falls
           // on both, and each side runs with its own weights in the caches, as it would alone.
@@ -209,6 +255,18 @@ int main(int argc, char** argv) {
               z = form->forward(x);
               form_times.push_back(elapsed_ms(t0));
             }
+            for (int64_t k = 0; int8_form && k < n; ++k) {
+              const auto t0 = std::chrono::steady_clock::now();
+              z8 = int8_form->forward(x);
+              int8_times.push_back(elapsed_ms(t0));
+            }
+          }
+          if (int8_form) {
+            const auto fake = ptq->forward(x);
+            row.igb_int8_ms = median(int8_times);
+            row.igb_int8_rel_diff = (z8 - fake).abs().max().item<double>() /
+                                    std::max(1e-30, fake.abs().max().item<double>());
+            for (const auto& step : int8_form->steps(s)) row.igb_int8_layers += step.int8;
           }
         }
         row.torch_ms = median(eager_times);
@@ -227,7 +285,9 @@ int main(int argc, char** argv) {
         std::cerr << label << " batch " << row.batch << ": eager " << fixed(row.torch_ms, 2)
                   << " ms, inference form " << fixed(row.form_ms, 2) << " ms, onnxruntime "
                   << fixed(row.ort_ms, 2) << " ms"
-                  << (int8 ? ", onnxruntime INT8 " + fixed(row.int8_ms, 2) + " ms" : "") << "\n";
+                  << (int8 ? ", onnxruntime INT8 " + fixed(row.int8_ms, 2) + " ms" : "")
+                  << (int8_form ? ", igb INT8 " + fixed(row.igb_int8_ms, 2) + " ms" : "") << "\n";
+        if (int8_form && row.batch == 1) std::cerr << "  " << int8_form->summary(s) << "\n";
         if (row.batch == 1) std::cerr << "  " << form->summary(s) << "\n";
         if (show_steps) {
           const auto steps = form->steps(s);
@@ -235,6 +295,14 @@ int main(int argc, char** argv) {
           for (size_t k = 0; k < steps.size(); ++k)
             std::cerr << "    " << fixed(times[k], 3) << " ms  " << steps[k].kind << "  "
                       << steps[k].name << "\n";
+          if (int8_form) {
+            const auto steps8 = int8_form->steps(s);
+            const auto times8 = int8_form->time_steps(x, static_cast<int>(repeat));
+            std::cerr << "  INT8:\n";
+            for (size_t k = 0; k < steps8.size(); ++k)
+              std::cerr << "    " << fixed(times8[k], 3) << " ms  " << steps8[k].kind
+                        << (steps8[k].int8 ? " (INT8)  " : "  ") << steps8[k].name << "\n";
+          }
         }
       }
     }
@@ -247,8 +315,10 @@ int main(int argc, char** argv) {
             << warmup << " warm-up runs per side\n"
             << "| model | batch | eager ms | inference form ms | form/eager | onnxruntime ms | "
                "form/ort | form rel. diff | ort max |diff| |"
-            << (int8 ? " ort INT8 ms | INT8/FP32 (ort) | INT8 max |diff| |" : "") << "\n"
-            << "|---|---|---|---|---|---|---|---|---|" << (int8 ? "---|---|---|" : "") << "\n";
+            << (int8 ? " ort INT8 ms | INT8/FP32 (ort) | INT8 max |diff| |" : "")
+            << (igb_int8 ? " igb INT8 ms | form/INT8 | INT8 layers | INT8 rel. diff |" : "") << "\n"
+            << "|---|---|---|---|---|---|---|---|---|" << (int8 ? "---|---|---|" : "")
+            << (igb_int8 ? "---|---|---|---|" : "") << "\n";
   nlohmann::json j = {{"bench", "inference_latency"},
                       {"threads", threads},
                       {"repeat", repeat},
@@ -268,6 +338,10 @@ int main(int argc, char** argv) {
     if (int8)
       std::cout << " " << fixed(r.int8_ms, 2) << " | " << fixed(r.int8_ms / r.ort_ms, 2) << " | "
                 << sci(r.int8_max_abs_diff) << " |";
+    if (igb_int8)
+      std::cout << " " << fixed(r.igb_int8_ms, 2) << " | "
+                << fixed(r.igb_int8_ms > 0 ? r.form_ms / r.igb_int8_ms : 0, 2) << " | "
+                << r.igb_int8_layers << " | " << sci(r.igb_int8_rel_diff) << " |";
     std::cout << "\n";
     nlohmann::json row = {{"model", r.model},
                           {"batch", r.batch},
@@ -282,6 +356,12 @@ int main(int argc, char** argv) {
       row["onnxruntime_int8_ms"] = r.int8_ms;
       row["int8_fp32_ratio"] = r.int8_ms / r.ort_ms;
       row["int8_max_abs_diff"] = r.int8_max_abs_diff;
+    }
+    if (igb_int8) {
+      row["igb_int8_ms"] = r.igb_int8_ms;
+      row["form_igb_int8_ratio"] = r.igb_int8_ms > 0 ? r.form_ms / r.igb_int8_ms : 0;
+      row["igb_int8_layers"] = r.igb_int8_layers;
+      row["igb_int8_rel_diff"] = r.igb_int8_rel_diff;
     }
     j["rows"].push_back(row);
   }

@@ -237,8 +237,8 @@ nlohmann::json evaluate_checkpoint(const std::string& family, const TestRequest&
       (request.quantize_eval.enabled() || request.external.enabled() || request.int8))
     throw InputError("--self-ensemble evaluates the checkpoint's own model only: leave out " +
                      std::string(request.external.enabled() ? "--onnx"
-                                 : request.int8           ? "--int8"
-                                                          : "--quantize-eval"));
+                                 : request.int8             ? "--int8"
+                                                            : "--quantize-eval"));
   Checkpoint ckpt = load_checkpoint_for(request.checkpoint, family);
   Model model = model_from_checkpoint(ckpt);
   model->to(ctx.device);

@@ -369,8 +369,12 @@ class PlanCompiler {
     for (int n : natives_of_[s])
       if (!is_int8(plan_->natives[n].desc)) return n;
     if (natives_of_[s].empty()) {
-      const auto shape = shape_of(v);
-      return as_native(v, plain_desc(shape));
+      // A fake quantization's output not yet made: in the layout of the value it quantizes
+      // (a layout change and a type change in one reorder is several times slower).
+      auto q = quant_.find(s);
+      if (q != quant_.end() && q->second.source && has_native(q->second.source))
+        return as_native(v, plan_->natives[f32_native(q->second.source)].desc);
+      return as_native(v, plain_desc(shape_of(v)));
     }
     return as_native(v, with_type(plan_->natives[natives_of_[s].front()].desc, Type::f32));
   }
@@ -820,6 +824,13 @@ void PlanCompiler::emit_chain(const Chain& chain) {
     c.post_ops.resize(c.float_post_ops);
     c.output = g_.jit_node(c.ops.back())->output(0);
     c.quantize = -1;
+    // In integers into float32 (the residual add's other operand is on a grid of another
+    // type), the quantizations after it as steps of their own.
+    if (options_.int8 && emit_int8_chain(c)) {
+      for (int op : after)
+        if (!emit_single(op)) emit_torch(g_.jit_node(op));
+      return;
+    }
   }
   LayerForm f = *layer_form(g_, c.ops.front());
   if (c.batchnorm >= 0) {

@@ -386,8 +386,8 @@ ModelProfile profile_model(torch::nn::Module& model, const Shape& input_shape,
   result.input[0] = 1;
   result.threads = at::get_num_threads();
   result.runtime = !options.inference ? "eager"
-                   : options.int8    ? "INT8 inference form"
-                                     : "inference form";
+                   : options.int8     ? "INT8 inference form"
+                                      : "inference form";
   result.chrome_trace = {{"traceEvents", nlohmann::json::array()}, {"displayTimeUnit", "ms"}};
 
   GradStash grads(model);
@@ -396,7 +396,8 @@ ModelProfile profile_model(torch::nn::Module& model, const Shape& input_shape,
   for (int64_t batch : options.batch_sizes) {
     if (progress) progress("profiling " + model_name + " at batch " + std::to_string(batch));
     result.batches.push_back(profile_batch(model, input_shape, batch, forward, model_name, runs,
-                                           options.inference, options.int8, result.chrome_trace["traceEvents"]));
+                                           options.inference, options.int8,
+                                           result.chrome_trace["traceEvents"]));
   }
   return result;
 }

@@ -97,8 +97,7 @@ struct StageRunner::Plan {
   std::vector<std::pair<int, size_t>> inputs, outputs;
 };
 
-StageRunner::StageRunner(const tools::SummaryGraph& graph, Stage stage, bool inference,
-                         bool int8)
+StageRunner::StageRunner(const tools::SummaryGraph& graph, Stage stage, bool inference, bool int8)
     : graph_(&graph), stage_(std::move(stage)), plan_(std::make_unique<Plan>()) {
   build_replay();
   runtime::InferenceOptions options;

@@ -406,8 +406,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
       if (made.count(id)) stage.outputs.push_back(id);
     }
     try {
-      role.runner =
-          std::make_unique<StageRunner>(graph_, stage, /*inference=*/true, options_.int8);
+      role.runner = std::make_unique<StageRunner>(graph_, stage, /*inference=*/true, options_.int8);
     } catch (const std::exception& e) {
       return refuse(error_line(e));
     }
