@@ -70,6 +70,9 @@ struct Row {
   // model relative to that model's largest output.
   double igb_int8_ms = 0, igb_int8_rel_diff = 0;
   int igb_int8_layers = 0;
+  // With --igb-int8 and onnxruntime: the same quantized model exported with the CPU Q/DQ
+  // placement, and its largest difference from igb's integer output, relative.
+  double ort_cpu_int8_ms = 0, ort_cpu_int8_rel_diff = 0;
 };
 
 /// Draws every BatchNorm's running statistics (mean in [-0.5, 0.5], variance in [0.5, 1.5]) so
@@ -200,8 +203,27 @@ int main(int argc, char** argv) {
             quantized);
         igb::runtime::InferenceOptions o;
         o.int8 = true;
-        int8_form = igb::runtime::InferenceModel::make(
-            quantized, [ptq](const torch::Tensor& x) { return ptq->forward(x); }, label, o);
+        const igb::runtime::InferenceModel::Forward fake = [ptq](const torch::Tensor& x) {
+          return ptq->forward(x);
+        };
+        int8_form = igb::runtime::InferenceModel::make(quantized, fake, label, o);
+        if (!no_ort) {
+          const auto qgraph = igb::tools::SummaryGraph::build(*quantized, shape, fake, label);
+          auto calibration =
+              std::make_shared<igb::deploy::OnnxCalibration>(igb::deploy::calibrate_onnx(
+                  *quantized, qgraph,
+                  [&](const std::function<void(const at::Tensor&)>& f) {
+                    for (int i = 0; i < 4; ++i) f(torch::rand(shape));
+                  },
+                  "max", 99.99));
+          igb::deploy::export_onnx(*quantized, qgraph,
+                                   igb::deploy::OnnxExportOptions()
+                                       .dynamic_batch(true)
+                                       .precision(igb::deploy::OnnxPrecision::kInt8)
+                                       .qdq_placement(igb::deploy::QdqPlacement::kCpu)
+                                       .calibration(calibration),
+                                   fs::path(dir) / (label + ".int8cpu.onnx"));
+        }
       }
       const fs::path onnx = fs::path(dir) / (label + ".onnx");
       if (!no_ort)
@@ -281,12 +303,23 @@ int main(int argc, char** argv) {
         };
         if (!no_ort) ort(onnx, row.ort_ms, row.max_abs_diff);
         if (int8 && !no_ort) ort(onnx_int8, row.int8_ms, row.int8_max_abs_diff);
+        if (int8_form && !no_ort) {
+          igb::deploy::OnnxRuntimeRunner runner(fs::path(dir) / (label + ".int8cpu.onnx"), dir,
+                                                ort_options);
+          row.ort_cpu_int8_rel_diff = (runner.run(x) - z8).abs().max().item<double>() /
+                                      std::max(1e-30, z8.abs().max().item<double>());
+          row.ort_cpu_int8_ms = runner.last_median_ms();
+        }
         rows.push_back(row);
         std::cerr << label << " batch " << row.batch << ": eager " << fixed(row.torch_ms, 2)
                   << " ms, inference form " << fixed(row.form_ms, 2) << " ms, onnxruntime "
                   << fixed(row.ort_ms, 2) << " ms"
                   << (int8 ? ", onnxruntime INT8 " + fixed(row.int8_ms, 2) + " ms" : "")
-                  << (int8_form ? ", igb INT8 " + fixed(row.igb_int8_ms, 2) + " ms" : "") << "\n";
+                  << (int8_form ? ", igb INT8 " + fixed(row.igb_int8_ms, 2) + " ms" : "")
+                  << (int8_form && !no_ort
+                          ? ", onnxruntime INT8 (CPU Q/DQ) " + fixed(row.ort_cpu_int8_ms, 2) + " ms"
+                          : "")
+                  << "\n";
         if (int8_form && row.batch == 1) std::cerr << "  " << int8_form->summary(s) << "\n";
         if (row.batch == 1) std::cerr << "  " << form->summary(s) << "\n";
         if (show_steps) {
@@ -316,9 +349,12 @@ int main(int argc, char** argv) {
             << "| model | batch | eager ms | inference form ms | form/eager | onnxruntime ms | "
                "form/ort | form rel. diff | ort max |diff| |"
             << (int8 ? " ort INT8 ms | INT8/FP32 (ort) | INT8 max |diff| |" : "")
-            << (igb_int8 ? " igb INT8 ms | form/INT8 | INT8 layers | INT8 rel. diff |" : "") << "\n"
+            << (igb_int8 ? " igb INT8 ms | form/INT8 | INT8 layers | INT8 rel. diff | ort INT8 "
+                           "(CPU Q/DQ) ms | ort FP32/INT8 | ort INT8 rel. diff |"
+                         : "")
+            << "\n"
             << "|---|---|---|---|---|---|---|---|---|" << (int8 ? "---|---|---|" : "")
-            << (igb_int8 ? "---|---|---|---|" : "") << "\n";
+            << (igb_int8 ? "---|---|---|---|---|---|---|" : "") << "\n";
   nlohmann::json j = {{"bench", "inference_latency"},
                       {"threads", threads},
                       {"repeat", repeat},
@@ -341,7 +377,10 @@ int main(int argc, char** argv) {
     if (igb_int8)
       std::cout << " " << fixed(r.igb_int8_ms, 2) << " | "
                 << fixed(r.igb_int8_ms > 0 ? r.form_ms / r.igb_int8_ms : 0, 2) << " | "
-                << r.igb_int8_layers << " | " << sci(r.igb_int8_rel_diff) << " |";
+                << r.igb_int8_layers << " | " << sci(r.igb_int8_rel_diff) << " | "
+                << fixed(r.ort_cpu_int8_ms, 2) << " | "
+                << fixed(r.ort_cpu_int8_ms > 0 ? r.ort_ms / r.ort_cpu_int8_ms : 0, 2) << " | "
+                << sci(r.ort_cpu_int8_rel_diff) << " |";
     std::cout << "\n";
     nlohmann::json row = {{"model", r.model},
                           {"batch", r.batch},
@@ -362,6 +401,8 @@ int main(int argc, char** argv) {
       row["form_igb_int8_ratio"] = r.igb_int8_ms > 0 ? r.form_ms / r.igb_int8_ms : 0;
       row["igb_int8_layers"] = r.igb_int8_layers;
       row["igb_int8_rel_diff"] = r.igb_int8_rel_diff;
+      row["onnxruntime_cpu_int8_ms"] = r.ort_cpu_int8_ms;
+      row["onnxruntime_cpu_int8_rel_diff"] = r.ort_cpu_int8_rel_diff;
     }
     j["rows"].push_back(row);
   }

@@ -40,4 +40,19 @@ FoldedWeights fold_batchnorm(const at::Tensor& weight, const at::Tensor& bias,
   return {folded.to(dtype).contiguous(), ((b - mean) * scale + beta).to(dtype).contiguous()};
 }
 
+ChannelAffine channel_affine(const BatchNormParams* bn, const at::Tensor& bias, int64_t channels) {
+  const auto options = torch::TensorOptions().dtype(torch::kDouble);
+  auto shift = bias.defined() ? bias.detach().to(torch::kDouble).reshape({-1})
+                              : torch::zeros({channels}, options);
+  if (!bn) return {torch::ones({channels}, options), shift};
+  if (bn->running_mean.numel() != channels)
+    throw InputError("a BatchNorm of " + std::to_string(bn->running_mean.numel()) +
+                     " channels after a layer of " + std::to_string(channels) + " channels");
+  auto scale = (bn->running_var.detach().to(torch::kDouble).reshape({-1}) + bn->eps).rsqrt();
+  if (bn->gamma.defined()) scale = scale * bn->gamma.detach().to(torch::kDouble).reshape({-1});
+  shift = (shift - bn->running_mean.detach().to(torch::kDouble).reshape({-1})) * scale;
+  if (bn->beta.defined()) shift = shift + bn->beta.detach().to(torch::kDouble).reshape({-1});
+  return {scale, shift};
+}
+
 }  // namespace igb::compress

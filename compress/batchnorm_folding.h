@@ -36,4 +36,14 @@ struct FoldedWeights {
 FoldedWeights fold_batchnorm(const at::Tensor& weight, const at::Tensor& bias,
                              const BatchNormParams& bn, FoldedLayer layer, int64_t groups = 1);
 
+/// The per-channel affine map a layer with bias `bias` (undefined: none) followed by BatchNorm
+/// `bn` applies to the layer's sums: y = scale · sum + shift, scale = gamma / sqrt(var + eps),
+/// shift = (bias − mean) · scale + beta, in double, of `channels` entries. Without a BatchNorm
+/// (`bn` null): scale 1, shift the bias. An integer layer keeps its integer weights and puts
+/// `scale` into its output scales (runtime int8, the CPU Q/DQ export).
+struct ChannelAffine {
+  at::Tensor scale, shift;
+};
+ChannelAffine channel_affine(const BatchNormParams* bn, const at::Tensor& bias, int64_t channels);
+
 }  // namespace igb::compress

@@ -939,16 +939,10 @@ bool PlanCompiler::emit_int8_chain(const Chain& c) {
   const auto grid = c.quantize >= 0 ? quant_form(g_, c.quantize) : std::nullopt;
   const QuantForm out = grid ? *grid : QuantForm{1.0, false, -1};
   const int64_t channels = f.weight.size(0);
-  auto k = at::ones({channels}, at::kDouble);
-  auto shift = f.bias.defined() ? f.bias.to(at::kDouble) : at::zeros({channels}, at::kDouble);
-  if (c.batchnorm >= 0) {
-    const auto bn = *batchnorm_form(g_, c.batchnorm);
-    k = (bn.running_var.to(at::kDouble) + bn.eps).rsqrt();
-    if (bn.gamma.defined()) k = k * bn.gamma.to(at::kDouble);
-    shift = k * (shift - bn.running_mean.to(at::kDouble));
-    if (bn.beta.defined()) shift = shift + bn.beta.to(at::kDouble);
-  }
-  const auto sum_scale = weights->scale.to(at::kDouble) * in->second.scale * k;
+  const auto bn = c.batchnorm >= 0 ? batchnorm_form(g_, c.batchnorm) : std::nullopt;
+  const auto affine = compress::channel_affine(bn ? &*bn : nullptr, f.bias, channels);
+  const auto& shift = affine.shift;
+  const auto sum_scale = weights->scale.to(at::kDouble) * in->second.scale * affine.scale;
   if ((sum_scale == 0).any().item<bool>()) return false;
   const Type dst_type = !grid ? Type::f32 : out.is_unsigned ? Type::u8 : Type::s8;
   dnnl::post_ops post_ops;

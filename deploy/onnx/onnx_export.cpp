@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "deploy/onnx/onnx_ops.h"
+#include "deploy/onnx/onnx_qdq_cpu.h"
 #include "deploy/onnx/onnx_writer.h"
 #include "tools/graph/op_table.h"
 
@@ -42,8 +43,17 @@ OnnxExportReport write_onnx(torch::nn::Module& model, const SummaryGraph& graph,
   if (io) writer.set_io(io->first, io->second);
   writer.set_fp16(options.precision() == OnnxPrecision::kFp16);
   std::unique_ptr<OnnxQdqPass> qdq;
-  if (int8) qdq = std::make_unique<OnnxQdqPass>(writer, graph, options.calibration().get());
+  std::unique_ptr<OnnxCpuQdqPass> cpu;
+  if (int8 && options.qdq_placement() == QdqPlacement::kCpu)
+    cpu = std::make_unique<OnnxCpuQdqPass>(writer, graph, options.calibration().get());
+  else if (int8)
+    qdq = std::make_unique<OnnxQdqPass>(writer, graph, options.calibration().get());
   for (const OpNode* op : ops) {
+    if (cpu && cpu->emit(*op)) continue;
+    if (cpu) {
+      onnx_mapping(op->op_kind).emit(writer, *op);
+      continue;
+    }
     if (qdq) qdq->before(*op);
     if (qdq && op->op_kind == OpKind::kFakeQuantize)
       qdq->emit_fake_quantize(*op);
@@ -67,7 +77,17 @@ OnnxExportReport write_onnx(torch::nn::Module& model, const SummaryGraph& graph,
   for (const auto& i : writer.inputs()) r.inputs.push_back({i.name, i.dims});
   for (const auto& o : writer.outputs()) r.outputs.push_back({o.name, o.dims});
   r.precision = onnx_precision_name(options.precision());
+  if (cpu) {
+    cpu->finish();
+    const auto& record = cpu->record();
+    r.activation_scales = record.activation_scales;
+    r.weight_scales = record.weight_scales;
+    r.quantized_values = record.quantized_values;
+    r.lines = record.lines;
+    r.qdq_placement = "cpu";
+  }
   if (qdq) {
+    r.qdq_placement = "tensorrt";
     r.activation_scales = qdq->record().activation_scales;
     r.weight_scales = qdq->record().weight_scales;
     r.quantized_values = qdq->record().quantized_values;

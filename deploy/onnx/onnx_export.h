@@ -33,6 +33,16 @@ enum class OnnxPrecision {
 /// "fp32", "fp16", "int8".
 std::string onnx_precision_name(OnnxPrecision p);
 
+/// Where an INT8 export puts its QuantizeLinear/DequantizeLinear pairs.
+enum class QdqPlacement {
+  /// TensorRT's: on the inputs and weights of Conv, ConvTranspose and Gemm and on residual
+  /// skips, int8 with zero point 0 (onnx_qdq.h).
+  kTensorRt,
+  /// CPU engines': also on each layer's output and bias, BatchNorm folded, uint8 activations,
+  /// so that onnxruntime fuses QLinearConv / QLinearMatMul / QLinearAdd (onnx_qdq_cpu.h).
+  kCpu,
+};
+
 /// How export_onnx writes a model.
 ///
 ///   auto report = export_onnx(*model, graph, OnnxExportOptions().dynamic_batch(true), "m.onnx");
@@ -52,6 +62,8 @@ struct OnnxExportOptions {
   /// kInt8 only: activation ranges of a float model (calibrate_onnx on the same graph); null for a
   /// model trained with fake quantization.
   TORCH_ARG(std::shared_ptr<const OnnxCalibration>, calibration) = nullptr;
+  /// kInt8 only: where the Q/DQ pairs go. Default kTensorRt.
+  TORCH_ARG(QdqPlacement, qdq_placement) = QdqPlacement::kTensorRt;
 };
 
 /// A graph input or output of the written model.
@@ -70,6 +82,8 @@ struct OnnxExportReport {
   std::vector<OnnxIo> inputs, outputs;
   /// "fp32", "fp16" or "int8" (onnx_precision_name).
   std::string precision = "fp32";
+  /// int8: "tensorrt" or "cpu" (QdqPlacement).
+  std::string qdq_placement;
   /// int8: per-tensor activation scales, keyed by the name of the ONNX value that enters the
   /// QuantizeLinear (a graph input, a layer's output name); zero point 0, x ≈ q·scale.
   std::map<std::string, double> activation_scales;

@@ -67,7 +67,7 @@ void emit_convolution(OnnxWriter& w, const OpNode& op, bool transposed) {
                    shape_to_string(weight) + " with groups=" + std::to_string(op.groups) +
                    " takes " + std::to_string(expected));
   std::vector<std::string> inputs = {w.input(op), w.param(weight_name)};
-  if (!op.param("bias").empty()) inputs.push_back(w.param(op.param("bias")));
+  if (const std::string bias = w.bias(op); !bias.empty()) inputs.push_back(bias);
   std::vector<A> attrs = {
       A::integers("kernel_shape", Shape(weight.begin() + 2, weight.end())),
       A::integers("strides", per_dim(op.stride, dims, 1)),
@@ -105,7 +105,7 @@ void emit_linear(OnnxWriter& w, const OpNode& op) {
       (w.number_arg(op, "beta").value_or(1) != 1 || w.number_arg(op, "alpha").value_or(1) != 1))
     w.fail(op, "addmm with beta or alpha other than 1");
   std::vector<std::string> inputs = {w.input(op), require_param(w, op, "weight")};
-  if (!op.param("bias").empty()) inputs.push_back(w.param(op.param("bias")));
+  if (const std::string bias = w.bias(op); !bias.empty()) inputs.push_back(bias);
   w.node("Gemm", op.name, inputs, {w.output(op)},
          {A::real("alpha", 1.0f), A::real("beta", 1.0f), A::integer("transB", 1)});
 }

@@ -58,8 +58,9 @@ std::map<int, bool> calibrated_values(const SummaryGraph& g) {
   std::map<int, bool> want;
   for (const auto& op : g.ops()) {
     if (takes_qdq_input(op) && !op.inputs.empty()) want[op.inputs[0]] = true;
-    const int skip = skip_input(g, op);
-    if (skip >= 0) want[skip] = true;
+    // Both operands of an add: the CPU placement quantizes the branch's too (QLinearAdd).
+    if (op.op_kind == OpKind::kAdd && op.inputs.size() == 2)
+      for (int v : op.inputs) want[v] = true;
   }
   return want;
 }

@@ -15,9 +15,9 @@ namespace igb::deploy {
 
 class OnnxWriter;
 
-/// Activation ranges for an INT8 Q/DQ export of a float model: the amax of each value that gets a
+/// Activation ranges for an INT8 Q/DQ export: the amax of each value that may get a
 /// QuantizeLinear/DequantizeLinear pair (the data input of every Conv, ConvTranspose and Gemm, and
-/// the skip input of every residual Add), by summary-graph value id. Scale = amax/127.
+/// both operands of every Add), by summary-graph value id. Scale = amax/127.
 struct OnnxCalibration {
   /// Summary-graph value id → amax (max |x|, or the percentile of |x|, see calibrate_onnx).
   std::map<int, double> amax;

@@ -193,6 +193,29 @@ std::string OnnxWriter::int8s(const std::string& name, const std::vector<int8_t>
   return n;
 }
 
+std::string OnnxWriter::integers(const std::string& name, const at::Tensor& t) {
+  const auto c = t.detach().to(at::kCPU).contiguous();
+  int type = onnx::TensorProto::INT32;
+  if (c.scalar_type() == at::kChar)
+    type = onnx::TensorProto::INT8;
+  else if (c.scalar_type() == at::kByte)
+    type = onnx::TensorProto::UINT8;
+  else if (c.scalar_type() != at::kInt)
+    throw std::logic_error("OnnxWriter::integers: " + name + " is not int8, uint8 or int32");
+  const std::string n = unique(name);
+  auto* init = impl_->graph.add_initializer();
+  init->set_name(n);
+  init->set_data_type(type);
+  for (int64_t d : c.sizes()) init->add_dims(d);
+  init->set_raw_data(std::string(static_cast<const char*>(c.data_ptr()), c.nbytes()));
+  return n;
+}
+
+std::string OnnxWriter::bias(const OpNode& op) {
+  if (auto it = bias_.find(op.id); it != bias_.end()) return it->second;
+  return op.param("bias").empty() ? std::string() : param(op.param("bias"));
+}
+
 at::Tensor OnnxWriter::model_tensor(const std::string& name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? at::Tensor() : it->second;

@@ -93,6 +93,13 @@ class OnnxWriter {
   std::string float_vector(const std::string& name, const std::vector<float>& v);
   /// An int8 initializer of shape `dims` (a scalar when empty): Q/DQ zero points.
   std::string int8s(const std::string& name, const std::vector<int8_t>& v, const Shape& dims);
+  /// An int8, uint8 or int32 tensor as initializer `name` (Q/DQ weights, zero points, biases).
+  std::string integers(const std::string& name, const at::Tensor& t);
+  /// The bias input of layer `op_id` when the model's layer has no bias parameter (a bias the
+  /// export computes: a BatchNorm folded into the layer).
+  void set_bias(int op_id, const std::string& value) { bias_[op_id] = value; }
+  /// The bias set_bias gave `op`, else its bias parameter, else "" (none).
+  std::string bias(const OpNode& op);
   /// The model's parameter or buffer `name`; undefined when it has none.
   at::Tensor model_tensor(const std::string& name) const;
   /// From now on param(`name`) returns `value` (a weight's DequantizeLinear output).
@@ -159,6 +166,7 @@ class OnnxWriter {
   std::unique_ptr<Impl> impl_;
   std::vector<Io> inputs_, outputs_;
   std::unordered_map<const torch::jit::Value*, int> value_of_;
+  std::map<int, std::string> bias_;
   std::map<int, std::string> names_;
   std::set<int> graph_outputs_;
   std::vector<int> io_inputs_, io_outputs_;

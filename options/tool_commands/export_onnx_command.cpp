@@ -68,6 +68,15 @@ class ExportOnnxCommand : public ToolCommand {
         ->capture_default_str()
         ->check(CLI::Range(1e-9, 100.0))
         ->needs(calibrate);
+    sub.add_option("--qdq-placement", placement_,
+                   "With --int8-qdq: tensorrt (Q/DQ on layer inputs and weights, int8, for "
+                   "TensorRT) or cpu (also on outputs and biases, BatchNorm folded, uint8 "
+                   "activations: onnxruntime fuses them into QLinearConv/QLinearAdd and runs "
+                   "them in integers; residual operands without a grid are calibrated, on 4 "
+                   "batches unless --calibrate says otherwise; docs/export.md)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"tensorrt", "cpu"}))
+        ->needs(int8);
     sub.add_flag("--check-layers", check_layers_,
                  "With --int8-qdq: run the written file in onnxruntime on one batch of the "
                  "optform's synthetic data and compare every fake-quantized layer with the "
@@ -96,19 +105,23 @@ class ExportOnnxCommand : public ToolCommand {
                        " has no fake quantization (train it under a quantization schedule); "
                        "there is no quantized layer to compare");
     std::shared_ptr<const deploy::OnnxCalibration> calibration;
+    const bool cpu = placement_ == "cpu";
+    if (cpu && calibrate_ == 0) calibrate_ = 4;
     if (calibrate_ > 0)
       calibration = std::make_shared<deploy::OnnxCalibration>(deploy::calibrate_onnx(
           *m.model, graph, synthetic_batches(m, calibrate_), calibration_method_, percentile_));
-    const auto r = deploy::export_onnx(*m.model, graph,
-                                       deploy::OnnxExportOptions()
-                                           .opset(opset_)
-                                           .dynamic_batch(dynamic_batch_)
-                                           .dynamic_hw(dynamic_hw_)
-                                           .precision(int8_   ? deploy::OnnxPrecision::kInt8
-                                                      : fp16_ ? deploy::OnnxPrecision::kFp16
-                                                              : deploy::OnnxPrecision::kFp32)
-                                           .calibration(calibration),
-                                       out_);
+    const auto r = deploy::export_onnx(
+        *m.model, graph,
+        deploy::OnnxExportOptions()
+            .opset(opset_)
+            .dynamic_batch(dynamic_batch_)
+            .dynamic_hw(dynamic_hw_)
+            .precision(int8_   ? deploy::OnnxPrecision::kInt8
+                       : fp16_ ? deploy::OnnxPrecision::kFp16
+                               : deploy::OnnxPrecision::kFp32)
+            .calibration(calibration)
+            .qdq_placement(cpu ? deploy::QdqPlacement::kCpu : deploy::QdqPlacement::kTensorRt),
+        out_);
     std::cout << "wrote " << r.path.string() << ": " << m.name << ", opset " << r.opset << ", "
               << r.nodes << " nodes, " << r.initializers << " initializers (from "
               << graph.ops().size() << " ops)\n";
@@ -120,9 +133,10 @@ class ExportOnnxCommand : public ToolCommand {
                 << " batches)";
     if (r.precision == "int8")
       std::cout << ", " << r.activation_scales.size() << " activation and "
-                << r.weight_scales.size() << " weight Q/DQ pairs";
+                << r.weight_scales.size() << " weight Q/DQ pairs placed for " << placement_;
     std::cout << "\n";
     for (const auto& line : r.lines) std::cout << "  note: " << line << "\n";
+    if (cpu) return check_layers_ ? check_layers(m, graph, r) : kExitOk;
     const auto trt = deploy::write_trt_files(r, {m.input});
     std::cout << "wrote " << trt.script.string() << " and " << trt.json.string() << "\n";
     return check_layers_ ? check_layers(m, graph, r) : kExitOk;
@@ -189,6 +203,7 @@ class ExportOnnxCommand : public ToolCommand {
   int64_t opset_ = 13;
   bool dynamic_batch_ = false, dynamic_hw_ = false;
   bool int8_ = false, fp16_ = false, check_layers_ = false;
+  std::string placement_ = "tensorrt";
   int64_t calibrate_ = 0;
   std::string calibration_method_ = "max";
   double percentile_ = 99.99;
