@@ -20,6 +20,7 @@
 #include "deploy/onnx/onnx_ops.h"
 #include "deploy/onnx/onnx_runtime.h"
 #include "models/trainer.h"
+#include "runtime/inference_model.h"
 #include "tests/tools/tools_support.h"
 #include "tools/graph/summary_graph.h"
 
@@ -508,6 +509,107 @@ models::Model qat_resnet20(int steps) {
 }
 
 }  // namespace
+
+TEST(OnnxQdq, CpuPlacementFoldsBatchNormIntoIntegerLayersAndMatchesIgbsIntegerModel) {
+  auto m = qat_resnet20(3);
+  const auto graph = graph_of(m, "resnet20_cifar");
+  const auto dir = onnx_test_folder("qdq_cpu");
+  const auto path = dir / "m.onnx";
+  auto calibration = std::make_shared<OnnxCalibration>(calibrate_onnx(
+      *m, graph,
+      [](const std::function<void(const at::Tensor&)>& f) {
+        for (int i = 0; i < 2; ++i) f(torch::rand({8, 3, 32, 32}));
+      },
+      "max", 99.99));
+  const auto r = export_onnx(*m, graph,
+                             OnnxExportOptions()
+                                 .dynamic_batch(true)
+                                 .precision(OnnxPrecision::kInt8)
+                                 .qdq_placement(QdqPlacement::kCpu)
+                                 .calibration(calibration),
+                             path);
+  EXPECT_EQ(r.qdq_placement, "cpu");
+  EXPECT_NO_THROW(onnx::checker::check_model(path.string()));
+  // What onnxruntime's QDQ fusion needs: every Conv reads DequantizeLinear outputs (input,
+  // int8 weights, int32 bias), no BatchNormalization is left, activations are uint8.
+  const auto model = load_onnx_model(path);
+  std::map<std::string, int> producer_type;
+  std::map<std::string, int> init_type;
+  for (const auto& init : model.graph().initializer()) init_type[init.name()] = init.data_type();
+  std::map<std::string, std::string> made_by;
+  for (const auto& n : model.graph().node())
+    for (const auto& o : n.output()) made_by[o] = n.op_type();
+  int convs = 0;
+  for (const auto& n : model.graph().node()) {
+    EXPECT_NE(n.op_type(), "BatchNormalization");
+    if (n.op_type() == "QuantizeLinear") {
+      EXPECT_EQ(init_type[n.input(2)], onnx::TensorProto::UINT8) << n.name();
+    }
+    if (n.op_type() != "Conv") continue;
+    ++convs;
+    ASSERT_EQ(n.input_size(), 3) << n.name();
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(made_by[n.input(i)], "DequantizeLinear") << n.name();
+  }
+  EXPECT_EQ(convs, 19);
+  for (const auto& n : model.graph().node())
+    if (n.op_type() == "DequantizeLinear" && init_type.count(n.input(0)))
+      EXPECT_TRUE(init_type[n.input(0)] == onnx::TensorProto::INT8 ||
+                  init_type[n.input(0)] == onnx::TensorProto::INT32)
+          << n.name();
+  // onnxruntime against igb's integer model, layer by layer (each fake quantization fed
+  // onnxruntime's values of the layers before it): every value within one step. A block's
+  // output is quantized once more here (the residual add's conv operand, for QLinearAdd), so a
+  // few per cent of its values land one step over; the other layers differ only where float
+  // sums round differently.
+  torch::manual_seed(7);
+  const auto x = torch::rand({16, 3, 32, 32});
+  const auto check = check_qdq_layers(*m, graph, r, x, dir / "layers");
+  EXPECT_EQ(check.layers.size(), 20u);
+  for (const auto& l : check.layers) {
+    EXPECT_GE(l.within_one_step, 0.999) << l.layer;
+    EXPECT_LE(l.max_steps, 1.001) << l.layer;
+    const bool block_output = l.layer.find("relu2") != std::string::npos;
+    EXPECT_GE(l.exact, block_output ? 0.9 : 0.99) << l.layer;
+  }
+  // End to end the flips add up through nine blocks; the class mostly stays.
+  runtime::InferenceOptions o;
+  o.int8 = true;
+  auto form = runtime::InferenceModel::make(
+      m, [m](const at::Tensor& t) { return m->forward(t); }, "resnet20_cifar", o);
+  const auto expected = form->forward(x);
+  const auto got = onnx_runtime_forward(path, x, dir);
+  if (!got.defined()) return;
+  const double agree = (expected.argmax(1) == got.argmax(1)).to(at::kFloat).mean().item<double>();
+  std::printf(
+      "[ qdq cpu  ] %zu layers, the worst within one step %.5f; end to end top-1 "
+      "agreement with igb's integer model %.3f\n",
+      check.layers.size(), check.worst_within_one_step(), agree);
+  EXPECT_GE(agree, 0.8);
+}
+
+TEST(OnnxQdq, CpuPlacementRefusesAGridNarrowerThan8BitsInOneLine) {
+  // A 4-bit DoReFa grid clamps at 15 steps, which no 8-bit type's saturation gives.
+  auto m = make("resnet20_cifar");
+  auto s = compress::CompressionScheduler::from_text(
+      qdq_schedule("DorefaQuantizer", "    bits_activations: 4\n    bits_weights: 4\n"), "q.yaml",
+      *m, 0.01, nullptr);
+  qdq_train_steps(*m, m, *s, {2, 3, 32, 32}, 1);
+  const auto graph = graph_of(m, "resnet20_cifar");
+  const auto path = onnx_test_folder("qdq_cpu_4bit") / "m.onnx";
+  try {
+    export_onnx(
+        *m, graph,
+        OnnxExportOptions().precision(OnnxPrecision::kInt8).qdq_placement(QdqPlacement::kCpu),
+        path);
+    ADD_FAILURE() << "a 4-bit grid was exported with the CPU placement";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("ends at 15 steps"), std::string::npos) << what;
+    EXPECT_NE(what.find("--qdq-placement tensorrt"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+  EXPECT_FALSE(fs::exists(path));
+}
 
 TEST(OnnxQdq, Resnet20Int8QatMatchesOnnxRuntimeLayerByLayer) {
   auto m = qat_resnet20(3);
