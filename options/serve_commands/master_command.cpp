@@ -15,6 +15,7 @@
 #include "deploy/serve/served_chain.h"
 #include "models/model.h"
 #include "options/common_options.h"
+#include "options/inference_runtime.h"
 #include "options/serve_commands/serve_command.h"
 #include "options/tool_commands/partition_support.h"
 
@@ -63,6 +64,11 @@ class MasterCommand : public ToolCommand {
                  "Compare every result with the model's own forward pass on the frame");
     sub.add_option("--out", out_, "Folder for serve.json and serve_frames.csv");
     sub.add_option("--cache-dir", cache_dir_, "Where measured per-op costs are cached");
+    sub.add_option("--runtime", runtime_,
+                   "What the simulator's per-op costs time, as the workers run: inference or "
+                   "int8 (workers started with --runtime int8; docs/int8.md)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({kInferenceRuntime, kInt8Runtime}));
   }
 
   void check_outputs() const override {
@@ -96,7 +102,8 @@ class MasterCommand : public ToolCommand {
     chain.devices = deploy::load_devices_file(plan.devices_path());
     chain.precision = options_.precision;
     chain.diff = options_.diff;
-    chain.costs = device_layer_costs(chain.devices, *model, graph, forward, cache_dir_, logger);
+    chain.costs = device_layer_costs(chain.devices, *model, graph, forward, cache_dir_, logger,
+                                     runtime_ == kInt8Runtime);
     chain.measure_traffic(graph, frames);
     options_.weights = deploy::weights_digest(*model);
     deploy::ServeMaster master(graph, options_);
@@ -234,7 +241,8 @@ class MasterCommand : public ToolCommand {
 
   ToolTarget target_;
   deploy::MasterOptions options_;
-  std::string plan_, input_, mode_ = "full", transfer_ = "fp32", out_, cache_dir_;
+  std::string plan_, input_, mode_ = "full", transfer_ = "fp32", out_, cache_dir_,
+                             runtime_ = kInferenceRuntime;
   std::vector<std::string> workers_;
   int frames_ = 30;
   double timeout_s_ = 10;
