@@ -65,11 +65,13 @@ namespace {
 /// runtime cannot trace it there (the head then runs as LibTorch's forward).
 std::shared_ptr<runtime::InferenceModel> head_form(torch::nn::Sequential head,
                                                    const tools::Shape& shape,
-                                                   const std::string& name) {
+                                                   const std::string& name, bool int8) {
   try {
+    runtime::InferenceOptions options;
+    options.int8 = int8;
     auto form = runtime::InferenceModel::make(
         head.ptr(), [head](const at::Tensor& a) mutable { return head->forward(a); },
-        name + " exit head");
+        name + " exit head", options);
     form->prepare(shape);
     return form;
   } catch (const InputError&) {
@@ -100,7 +102,7 @@ std::shared_ptr<const tools::SummaryGraph> head_graph_of(torch::nn::Sequential h
 
 }  // namespace
 
-ExitNetwork::ExitNetwork(torch::nn::Module& model, const tools::SummaryGraph& graph)
+ExitNetwork::ExitNetwork(torch::nn::Module& model, const tools::SummaryGraph& graph, bool int8)
     : graph_(&graph) {
   std::vector<std::pair<std::string, Activation>> points;
   for (const auto& item : model.named_modules("", /*include_self=*/false))
@@ -154,12 +156,12 @@ ExitNetwork::ExitNetwork(torch::nn::Module& model, const tools::SummaryGraph& gr
     if (e < points.size()) {
       head_graphs_.push_back(
           head_graph_of(heads_[e], graph.shape(exit_values_[e]), names_[e] + ".branch_net"));
-      head_forms_.push_back(head_form(heads_[e], graph.shape(exit_values_[e]), names_[e]));
+      head_forms_.push_back(head_form(heads_[e], graph.shape(exit_values_[e]), names_[e], int8));
     }
     head_macs_.push_back(e < points.size() ? head_graphs_.back()->total_macs() : 0);
     cumulative += macs / batch + head_macs_.back();
     exit_macs_.push_back(cumulative);
-    runners_.push_back(std::make_unique<StageRunner>(graph, s, /*inference=*/true));
+    runners_.push_back(std::make_unique<StageRunner>(graph, s, /*inference=*/true, int8));
   }
   for (size_t e = 0; e < segments_.size(); ++e) {
     std::set<int> later;
@@ -169,7 +171,7 @@ ExitNetwork::ExitNetwork(torch::nn::Module& model, const tools::SummaryGraph& gr
   }
   whole_ = std::make_unique<StageRunner>(
       graph, split_stages(graph, Assignment(graph.ops().size(), 0), {"model"}).at(0),
-      /*inference=*/true);
+      /*inference=*/true, int8);
 }
 
 at::Tensor ExitNetwork::run_head(size_t e, const at::Tensor& a) const {

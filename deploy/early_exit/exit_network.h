@@ -53,7 +53,9 @@ class ExitNetwork {
   /// `graph` is the summary graph of `model` (its backbone: heads are off while tracing); the
   /// exits are the model's activations with a head (Activation::attach_branch), in forward order.
   /// InputError when the model has none or an exit's activation is not an op of `graph`.
-  ExitNetwork(torch::nn::Module& model, const tools::SummaryGraph& graph);
+  /// Segments and heads run in their inference forms, with `int8` their quantized layers in
+  /// integers (runtime/inference_model.h, InferenceOptions::int8).
+  ExitNetwork(torch::nn::Module& model, const tools::SummaryGraph& graph, bool int8 = false);
 
   /// Exits, the final one included.
   size_t exits() const { return segments_.size(); }

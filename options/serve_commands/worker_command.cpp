@@ -62,7 +62,7 @@ class WorkerCommand : public ToolCommand {
     std::unique_ptr<deploy::ExitNetwork> net;
     if (!cascade_.empty()) {
       const auto manifest = deploy::read_segments_manifest(cascade_);
-      net = std::make_unique<deploy::ExitNetwork>(*model, graph);
+      net = std::make_unique<deploy::ExitNetwork>(*model, graph, options_.int8);
       const auto& thresholds = manifest.thresholds;
       if (thresholds.size() != net->exits())
         throw InputError("--cascade " + cascade_ + " has " + std::to_string(thresholds.size()) +

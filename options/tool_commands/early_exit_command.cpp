@@ -22,6 +22,7 @@
 #include "deploy/early_exit/exit_export.h"
 #include "deploy/early_exit/exit_network.h"
 #include "options/common_options.h"
+#include "options/inference_runtime.h"
 #include "options/tool_commands/tool_command.h"
 #include "tools/plot.h"
 #include "tools/report.h"
@@ -220,6 +221,11 @@ class EarlyExitCommand : public ToolCommand {
                    "Write the segments (one ONNX file per exit, dynamic batch) and manifest.json "
                    "with the calibrated thresholds into this folder");
     add_threads_option(sub, threads_);
+    sub.add_option("--runtime", runtime_,
+                   "How segments and heads run: inference (their inference forms) or int8 (the "
+                   "same with a quantized model's layers in integers; docs/int8.md)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({kInferenceRuntime, kInt8Runtime}));
   }
   void check_outputs() const override {
     if (!out_.empty()) check_output_folder("--out", out_);
@@ -235,6 +241,7 @@ class EarlyExitCommand : public ToolCommand {
   std::string out_, save_, export_;
   double drop_ = 1.0, macs_ = 0;
   int64_t batch_ = 1, repeats_ = 3, threads_ = 0, max_samples_ = 0;
+  std::string runtime_ = kInferenceRuntime;
 };
 
 /// The checkpoint again, its meta holding the calibration (extra.early_exit).
@@ -254,7 +261,7 @@ int EarlyExitCommand::run() {
   m.model->eval();
   torch::NoGradGuard no_grad;
   const auto graph = tool_graph(m, m.input);
-  const ExitNetwork net(*m.model, graph);
+  const ExitNetwork net(*m.model, graph, runtime_ == kInt8Runtime);
   const auto criterion = deploy::parse_exit_criterion(criterion_);
   auto [calibration, report] =
       load_splits(data_, dataset_, m.input, 128, data::kDefaultMaxImagePixels, max_samples_);
