@@ -2,6 +2,7 @@
 // nothing behind; a short run writes the whole run directory and igb-test reads it back.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -246,11 +247,11 @@ TEST_F(Drivers, ShortRunWritesTheRunDirectoryAndTestReadsItBack) {
   EXPECT_TRUE(fs::exists(dir_ / "images" / "synthetic_0_x3.png"));
 }
 
-// Post-training quantization as Distiller's --quantize-eval (apputils/image_classifier.py):
-// calibration statistics written, FP32 and quantized metrics side by side, the statistics reused.
-TEST_F(Drivers, QuantizeEvalCalibratesAndComparesWithFp32) {
-  // A tiny CIFAR-10 folder in the binary format: 40 training and 20 test records.
-  fs::create_directories(dir_ / "cifar");
+namespace {
+
+/// A tiny CIFAR-10 folder in the binary format under `dir`: 40 training and 20 test records.
+void write_tiny_cifar(const fs::path& dir) {
+  fs::create_directories(dir);
   auto records = [](int n, int offset) {
     std::string out;
     for (int i = 0; i < n; ++i) {
@@ -260,8 +261,49 @@ TEST_F(Drivers, QuantizeEvalCalibratesAndComparesWithFp32) {
     }
     return out;
   };
-  std::ofstream(dir_ / "cifar" / "data_batch_1.bin", std::ios::binary) << records(40, 0);
-  std::ofstream(dir_ / "cifar" / "test_batch.bin", std::ios::binary) << records(20, 5);
+  std::ofstream(dir / "data_batch_1.bin", std::ios::binary) << records(40, 0);
+  std::ofstream(dir / "test_batch.bin", std::ios::binary) << records(20, 5);
+}
+
+}  // namespace
+
+// --int8: the post-training quantized model in integers beside its fake-quantized form; a float
+// model, with nothing to run in integers, is refused in one line.
+TEST_F(Drivers, Int8ScoresTheIntegerModelBesideTheFakeQuantizedOne) {
+  write_tiny_cifar(dir_ / "cifar");
+  auto r =
+      run("igb-train --optform=classify --model resnet20_cifar --threads 1 --epochs 1 "
+          "--batch-size 8 --data " +
+          (dir_ / "cifar").string() + " --out " + (dir_ / "run").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string test = "igb-test --optform=classify --threads 1 --data " +
+                           (dir_ / "cifar").string() + " --checkpoint " +
+                           (dir_ / "run" / "best.ckpt").string();
+  auto refused = run(test + " --int8 --out " + (dir_ / "f").string());
+  EXPECT_EQ(refused.code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("no layer runs in integers"), std::string::npos) << refused.output;
+  EXPECT_EQ(std::count(refused.output.begin(), refused.output.end(), '\n'), 1) << refused.output;
+  auto t = run(test + " --int8 --quantize-eval " + IGB_SOURCE_DIR +
+               "/schedules/classify/resnet20_ptq_int8.yaml --calibration-batches 1 --out " +
+               (dir_ / "q").string());
+  ASSERT_EQ(t.code, 0) << t.output;
+  EXPECT_NE(t.output.find("INT8 execution: 19 of 20 convolution and linear layers in INT8 "
+                          "(float: fc)"),
+            std::string::npos)
+      << t.output;
+  auto s = nlohmann::json::parse(std::ifstream(dir_ / "q" / "test_summary.json"));
+  const auto& int8 = s["quantize_eval"]["int8"];
+  ASSERT_TRUE(int8.is_object()) << s.dump(1);
+  // 20 test images: the integer model classifies each as the fake-quantized one does.
+  EXPECT_EQ(int8["top1"], s["quantize_eval"]["quantized"]["top1"]);
+  EXPECT_NEAR(int8["loss"].get<double>(), s["quantize_eval"]["quantized"]["loss"].get<double>(),
+              1e-3);
+}
+
+// Post-training quantization as Distiller's --quantize-eval (apputils/image_classifier.py):
+// calibration statistics written, FP32 and quantized metrics side by side, the statistics reused.
+TEST_F(Drivers, QuantizeEvalCalibratesAndComparesWithFp32) {
+  write_tiny_cifar(dir_ / "cifar");
   auto r =
       run("igb-train --optform=classify --model resnet20_cifar --threads 1 --epochs 1 "
           "--batch-size 8 --data " +
