@@ -21,6 +21,22 @@ using Result = igb::test::RunResult;
 
 Result run(const std::string& args) { return igb::test::run_app(args); }
 
+/// A tiny CIFAR-10 folder in the binary format under `dir`: 40 training and 20 test records.
+void write_tiny_cifar(const fs::path& dir) {
+  fs::create_directories(dir);
+  auto records = [](int n, int offset) {
+    std::string out;
+    for (int i = 0; i < n; ++i) {
+      out.push_back(static_cast<char>((i + offset) % 10));
+      for (int p = 0; p < 3072; ++p)
+        out.push_back(static_cast<char>((p * 7 + i * 13 + offset) % 256));
+    }
+    return out;
+  };
+  std::ofstream(dir / "data_batch_1.bin", std::ios::binary) << records(40, 0);
+  std::ofstream(dir / "test_batch.bin", std::ios::binary) << records(20, 5);
+}
+
 class Drivers : public ::testing::Test {
  protected:
   // Expects exit 2 with exactly one line that contains `needle`, and no run directory left.
@@ -40,6 +56,16 @@ class Drivers : public ::testing::Test {
     const bool data = extra.find("--data ") != std::string::npos;
     return "igb-train --optform=sr " + std::string(data ? "" : "--data synthetic ") + "--out " +
            (dir_ / "run").string() + " --threads 1 " + extra;
+  }
+
+  // A ResNet-20 trained for one epoch on a tiny CIFAR-10 folder written to dir_/cifar, into
+  // dir_/run.
+  Result train_tiny_resnet20() {
+    write_tiny_cifar(dir_ / "cifar");
+    return run(
+        "igb-train --optform=classify --model resnet20_cifar --threads 1 --epochs 1 "
+        "--batch-size 8 --data " +
+        (dir_ / "cifar").string() + " --out " + (dir_ / "run").string());
   }
 
   igb::test::TempDir tmp_;
@@ -247,34 +273,10 @@ TEST_F(Drivers, ShortRunWritesTheRunDirectoryAndTestReadsItBack) {
   EXPECT_TRUE(fs::exists(dir_ / "images" / "synthetic_0_x3.png"));
 }
 
-namespace {
-
-/// A tiny CIFAR-10 folder in the binary format under `dir`: 40 training and 20 test records.
-void write_tiny_cifar(const fs::path& dir) {
-  fs::create_directories(dir);
-  auto records = [](int n, int offset) {
-    std::string out;
-    for (int i = 0; i < n; ++i) {
-      out.push_back(static_cast<char>((i + offset) % 10));
-      for (int p = 0; p < 3072; ++p)
-        out.push_back(static_cast<char>((p * 7 + i * 13 + offset) % 256));
-    }
-    return out;
-  };
-  std::ofstream(dir / "data_batch_1.bin", std::ios::binary) << records(40, 0);
-  std::ofstream(dir / "test_batch.bin", std::ios::binary) << records(20, 5);
-}
-
-}  // namespace
-
 // --int8: the post-training quantized model in integers beside its fake-quantized form; a float
 // model, with nothing to run in integers, is refused in one line.
 TEST_F(Drivers, Int8ScoresTheIntegerModelBesideTheFakeQuantizedOne) {
-  write_tiny_cifar(dir_ / "cifar");
-  auto r =
-      run("igb-train --optform=classify --model resnet20_cifar --threads 1 --epochs 1 "
-          "--batch-size 8 --data " +
-          (dir_ / "cifar").string() + " --out " + (dir_ / "run").string());
+  const auto r = train_tiny_resnet20();
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string test = "igb-test --optform=classify --threads 1 --data " +
                            (dir_ / "cifar").string() + " --checkpoint " +
@@ -303,11 +305,7 @@ TEST_F(Drivers, Int8ScoresTheIntegerModelBesideTheFakeQuantizedOne) {
 // Post-training quantization as Distiller's --quantize-eval (apputils/image_classifier.py):
 // calibration statistics written, FP32 and quantized metrics side by side, the statistics reused.
 TEST_F(Drivers, QuantizeEvalCalibratesAndComparesWithFp32) {
-  write_tiny_cifar(dir_ / "cifar");
-  auto r =
-      run("igb-train --optform=classify --model resnet20_cifar --threads 1 --epochs 1 "
-          "--batch-size 8 --data " +
-          (dir_ / "cifar").string() + " --out " + (dir_ / "run").string());
+  const auto r = train_tiny_resnet20();
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string ckpt = (dir_ / "run" / "best.ckpt").string();
   const std::string yaml =
