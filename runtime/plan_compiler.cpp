@@ -167,6 +167,9 @@ class PlanCompiler {
     plain_[s] = true;
     plan_->inputs.emplace_back(id, s);
     plan_->input_shapes.push_back(shape_of(v));
+    // Another stage's fake-quantized value arrives as float on its grid: 8 bits hold it exactly.
+    if (auto grid = options_.int8 ? grid_of(v) : std::nullopt)
+      quant_[s] = {grid->scale, grid->is_unsigned ? Type::u8 : Type::s8, nullptr};
   }
 
   void declare_inputs() {

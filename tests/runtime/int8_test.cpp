@@ -205,3 +205,41 @@ TEST(Int8, PostTrainingQuantizedResnet20RunsInIntegersOnItsCalibratedGrids) {
 }
 
 }  // namespace igb::runtime
+
+namespace igb::runtime {
+
+TEST(Int8, AStageGivenAnotherStagesQuantizedValueRunsInIntegersFromIt) {
+  // A serving worker's second stage receives the first stage's fake-quantized value as float32
+  // on its grid: it is held in 8 bits exactly, so the stage's first convolution runs in integers.
+  auto m = trained("resnet20_cifar", "classify/resnet20_int8_qat.yaml", 3);
+  const std::vector<int64_t> shape = {1, 3, 32, 32};
+  auto g =
+      tools::SummaryGraph::build(*m, shape, [m](const at::Tensor& x) { return m->forward(x); });
+  const int cut = g.op("layer2.0.relu2.fakequantize").outputs.at(0);
+  std::vector<int> first, second;
+  for (const auto& op : g.ops())
+    (op.id <= g.values().at(cut).producer ? first : second).push_back(op.id);
+  InferenceOptions o;
+  o.int8 = true;
+  InferenceStage a(g, first, {g.inputs().at(0)}, {cut}, o);
+  InferenceStage b(g, second, {cut}, {g.outputs().at(0)}, o);
+  int convs = 0, int8 = 0;
+  for (const auto& s : b.steps()) {
+    convs += s.kind.rfind("Conv", 0) == 0;
+    int8 += s.int8;
+  }
+  EXPECT_EQ(convs, 10);  // layer2.1 .. layer3.2
+  EXPECT_EQ(int8, convs);
+  torch::manual_seed(5);
+  const auto x = torch::randn(shape);
+  std::map<int, at::Tensor> values{{g.inputs().at(0), x}};
+  ASSERT_TRUE(a.run(values));
+  values.erase(g.inputs().at(0));
+  ASSERT_TRUE(b.run(values));
+  auto whole = int8_form(m);
+  const auto y = whole->forward(x);
+  EXPECT_LE((values.at(g.outputs().at(0)) - y).abs().max().item<double>(),
+            1e-5 * y.abs().max().item<double>());
+}
+
+}  // namespace igb::runtime
