@@ -82,6 +82,9 @@ struct Quantized {
   /// The float value it quantizes, when no native tensor holds it yet (a fake quantization not
   /// fused into a layer: quantized where a reader asks for it), else null.
   const jit::Value* source = nullptr;
+  /// Never negative: an s8 tensor of it holds what a u8 one would (a grid [0, 127] read
+  /// unclamped after a ReLU is held in s8, whose saturation is the grid's clamp).
+  bool non_negative = false;
 };
 
 /// Packs `t` (plain, `plain_tag`, logical dims `dims`) into a buffer of layout `desc`.
@@ -169,7 +172,8 @@ class PlanCompiler {
     plan_->input_shapes.push_back(shape_of(v));
     // Another stage's fake-quantized value arrives as float on its grid: 8 bits hold it exactly.
     if (auto grid = options_.int8 ? grid_of(v) : std::nullopt)
-      quant_[s] = {grid->scale, grid->is_unsigned ? Type::u8 : Type::s8, nullptr};
+      quant_[s] = {grid->scale, grid->is_unsigned ? Type::u8 : Type::s8, nullptr,
+                   grid->is_unsigned};
   }
 
   void declare_inputs() {
@@ -331,12 +335,15 @@ class PlanCompiler {
   /// 8-bit tensor of its layout (the value is the grid's, not the float one).
   void quantize_into(const jit::Value* v, const Quantized& q, int dst) {
     const memory::desc& dst_desc = plan_->natives[dst].desc;
-    if (!is_int8(dst_desc)) {
+    if (dst_desc.data_type() != q.type) {
+      // Made in the grid's own type first (its saturation is the grid's clamp), then converted:
+      // dequantized into float, or copied as it is into the other 8-bit type.
       const int held = as_native(v, with_type(dst_desc, q.type));
+      const float scale = is_int8(dst_desc) ? 1.f : static_cast<float>(q.scale);
       auto step = std::make_unique<PrimitiveStep>(
           dnnl::reorder(dnnl::reorder::primitive_desc(plan_->engine, plan_->natives[held].desc,
                                                       plan_->engine, dst_desc,
-                                                      reorder_attr(static_cast<float>(q.scale)))),
+                                                      reorder_attr(scale))),
           StepInfo{producer_name(v), "Reorder", {}, true, 0, false});
       step->use(DNNL_ARG_FROM, held, false);
       step->use(DNNL_ARG_TO, dst, true);
@@ -622,7 +629,8 @@ class PlanCompiler {
       plain_[outputs.back()] = true;
       if (!options_.int8 || !out->type()->cast<c10::TensorType>()) continue;
       if (auto grid = grid_of(out))
-        quant_[slot(out)] = {grid->scale, grid->is_unsigned ? Type::u8 : Type::s8, nullptr};
+        quant_[slot(out)] = {grid->scale, grid->is_unsigned ? Type::u8 : Type::s8, nullptr,
+                             grid->is_unsigned};
     }
     // The plan holds the graph; running a node does not change it.
     auto step = std::make_unique<TorchStep>(const_cast<jit::Node*>(node), inputs, outputs);
@@ -953,7 +961,10 @@ bool PlanCompiler::emit_int8_chain(const Chain& c) {
     if (p.kind == PostOp::Kind::kSum) {
       // An 8-bit output adds an 8-bit skip of its type (the values are the skip's integers).
       const auto skip = quant_.find(slot(c.skip));
-      if (grid && (skip == quant_.end() || skip->second.type != dst_type)) return false;
+      // (A never-negative s8 skip is copied into the u8 output as it is.)
+      if (grid && (skip == quant_.end() || (skip->second.type != dst_type &&
+                                            !(dst_type == Type::u8 && skip->second.non_negative))))
+        return false;
       post_ops.append_sum(grid ? static_cast<float>(skip->second.scale / out.scale) : 1.f);
     } else if (p.eltwise.algorithm == dnnl::algorithm::eltwise_clip) {
       post_ops.append_eltwise(1.f, p.eltwise.algorithm,
@@ -988,7 +999,7 @@ bool PlanCompiler::emit_int8_chain(const Chain& c) {
   step->use(DNNL_ARG_DST, dst, true);
   plan_->add_step(std::move(step));
   natives_of_[slot(c.output)] = {dst};
-  if (grid) quant_[slot(c.output)] = {out.scale, dst_type, nullptr};
+  if (grid) quant_[slot(c.output)] = {out.scale, dst_type, nullptr, out.is_unsigned};
   return true;
 }
 
@@ -1005,7 +1016,7 @@ bool PlanCompiler::emit_quantize(int op) {
     type = Type::s8;
   else if (!q->clamped)
     return false;
-  quant_[slot(node->output(0))] = {q->scale, type, node->input(0)};
+  quant_[slot(node->output(0))] = {q->scale, type, node->input(0), q->is_unsigned};
   return true;
 }
 
@@ -1143,7 +1154,9 @@ bool PlanCompiler::emit_pool(int op) {
         user_scratchpad(), plan_->engine);
     plan_->need_scratchpad(pd);
     add_unary_step(op, dnnl::pooling_forward(pd), src, pd.dst_desc());
-    if (int8) quant_[slot(node->output(0))] = {grid->second.scale, grid->second.type, nullptr};
+    if (int8)
+      quant_[slot(node->output(0))] = {grid->second.scale, grid->second.type, nullptr,
+                                       grid->second.non_negative};
     return true;
   } catch (const dnnl::error&) {
     return false;

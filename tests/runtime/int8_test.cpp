@@ -243,3 +243,45 @@ TEST(Int8, AStageGivenAnotherStagesQuantizedValueRunsInIntegersFromIt) {
 }
 
 }  // namespace igb::runtime
+
+namespace igb::runtime {
+
+TEST(Int8, PostTrainingQuantizedResnet18FusesItsBlockOutputsIntoTheResidualLayers) {
+  // A block's output grid [0, 127] after the ReLU, read unclamped, is held in s8 where it is
+  // quantized on its own (layer2.0's, after the float downsampling add); the next block's
+  // residual layer adds it into its u8 output as it is, so that layer's quantization stays fused.
+  models::register_builtin_models();
+  torch::manual_seed(0);
+  auto m = models::create_model("resnet18", nlohmann::json::object());
+  m->eval();
+  const std::vector<int64_t> shape = {1, 3, 64, 64};
+  auto q = std::make_shared<compress::PostTrainLinearQuantizer>(
+      compress::PostTrainOptions::load(
+          (fs::path(IGB_SOURCE_DIR) / "schedules/classify/resnet20_ptq_int8.yaml").string()),
+      *m, shape, [m](const at::Tensor& x) { return m->forward(x); });
+  q->prepare(q->calibrate([&](const auto& f) {
+    f(torch::randn({4, 3, 64, 64}));
+  }),
+             "calibration", nullptr);
+  InferenceModel::Forward forward = [q](const at::Tensor& x) { return q->forward(x); };
+  InferenceOptions o;
+  o.int8 = true;
+  auto form = InferenceModel::make(m, forward, "ptq", o);
+  int int8 = 0, fused_adds = 0;
+  for (const auto& s : form->steps(shape)) {
+    int8 += s.int8;
+    fused_adds += s.int8 && s.kind.find("Add+ReLU+FakeQuantize") != std::string::npos;
+  }
+  EXPECT_EQ(int8, 20);
+  // layer1's two, layer2.1's, layer3.1's, layer4.1's; the downsampling blocks add a float skip.
+  EXPECT_EQ(fused_adds, 5);
+  torch::manual_seed(4);
+  const auto x = torch::randn(shape);
+  torch::NoGradGuard no_grad;
+  const auto y = forward(x), z = form->forward(x);
+  EXPECT_TRUE(z.argmax(1).equal(y.argmax(1)));
+  // The output is on the quantizer's last grid: at most one of its steps apart.
+  EXPECT_LE((z - y).abs().max().item<double>(), y.abs().max().item<double>() / 127.0 * 1.01);
+}
+
+}  // namespace igb::runtime
