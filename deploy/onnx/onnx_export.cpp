@@ -13,6 +13,16 @@ namespace igb::deploy {
 
 namespace {
 
+/// What a Q/DQ pass placed (`placement`: "tensorrt" or "cpu"), into the export's report.
+void add_qdq_record(const OnnxQdqRecord& record, const std::string& placement,
+                    OnnxExportReport& r) {
+  r.qdq_placement = placement;
+  r.activation_scales = record.activation_scales;
+  r.weight_scales = record.weight_scales;
+  r.quantized_values = record.quantized_values;
+  r.lines = record.lines;
+}
+
 /// Writes the ops `only` of `graph` (all when null) with the model's inputs and outputs, or with
 /// `io` (inputs, outputs) when given.
 OnnxExportReport write_onnx(torch::nn::Module& model, const SummaryGraph& graph,
@@ -79,19 +89,10 @@ OnnxExportReport write_onnx(torch::nn::Module& model, const SummaryGraph& graph,
   r.precision = onnx_precision_name(options.precision());
   if (cpu) {
     cpu->finish();
-    const auto& record = cpu->record();
-    r.activation_scales = record.activation_scales;
-    r.weight_scales = record.weight_scales;
-    r.quantized_values = record.quantized_values;
-    r.lines = record.lines;
-    r.qdq_placement = "cpu";
+    add_qdq_record(cpu->record(), "cpu", r);
   }
   if (qdq) {
-    r.qdq_placement = "tensorrt";
-    r.activation_scales = qdq->record().activation_scales;
-    r.weight_scales = qdq->record().weight_scales;
-    r.quantized_values = qdq->record().quantized_values;
-    r.lines = qdq->record().lines;
+    add_qdq_record(qdq->record(), "tensorrt", r);
     if (r.activation_scales.empty() && r.weight_scales.empty())
       r.lines.push_back(
           "no layer has a quantized input and weight, so no Q/DQ pair was written: TensorRT runs "

@@ -777,19 +777,7 @@ TEST_F(Drivers, EarlyExitTrainingReportsEachExitAndResumes) {
 }
 
 TEST_F(Drivers, ClassifyTrainsOnCifarFilesAndTests) {
-  // A tiny CIFAR-10 folder in the real binary format: 40 training and 20 test records.
-  fs::create_directories(dir_ / "cifar");
-  auto records = [](int n, int offset) {
-    std::string out;
-    for (int i = 0; i < n; ++i) {
-      out.push_back(static_cast<char>((i + offset) % 10));
-      for (int p = 0; p < 3072; ++p)
-        out.push_back(static_cast<char>((p * 7 + i * 13 + offset) % 256));
-    }
-    return out;
-  };
-  std::ofstream(dir_ / "cifar" / "data_batch_1.bin", std::ios::binary) << records(40, 0);
-  std::ofstream(dir_ / "cifar" / "test_batch.bin", std::ios::binary) << records(20, 5);
+  write_tiny_cifar(dir_ / "cifar");
   auto r =
       run("igb-train --optform=classify --model simplenet_cifar --threads 1 --epochs 1 "
           "--batch-size 8 --data " +

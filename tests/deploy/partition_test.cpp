@@ -320,6 +320,25 @@ TEST(DevicesFile, ReadsAChainAndRefusesMistakes) {
             std::string::npos);
 }
 
+TEST(LayerCosts, IntegerCostsAreCachedApartAndReadBackFromTheWritersFile) {
+  auto m = make("resnet20_cifar");
+  const auto g = graph_of(m, "resnet20_cifar");
+  const auto forward = [m](const at::Tensor& x) { return m->forward(x); };
+  const auto dir = partition_folder("costs_int8");
+  bool cached = true;
+  const auto int8 = cached_layer_costs(*m, g, forward, dir, &cached, /*int8=*/true);
+  EXPECT_FALSE(cached);
+  EXPECT_EQ(int8.runtime, "INT8 inference form");
+  const auto again = cached_layer_costs(*m, g, forward, dir, &cached, /*int8=*/true);
+  EXPECT_TRUE(cached);
+  EXPECT_EQ(again.runtime, "INT8 inference form");
+  EXPECT_EQ(again.ms, int8.ms);
+  // The float form's costs are another entry, not the integer ones.
+  const auto fp32 = cached_layer_costs(*m, g, forward, dir, &cached, /*int8=*/false);
+  EXPECT_FALSE(cached);
+  EXPECT_EQ(fp32.runtime, "inference form");
+}
+
 TEST(LayerCosts, RoundTripAndMismatchIsRefused) {
   auto m = make("resnet20_cifar");
   const auto g = graph_of(m, "resnet20_cifar");
