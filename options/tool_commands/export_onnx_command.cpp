@@ -43,9 +43,10 @@ class ExportOnnxCommand : public ToolCommand {
                  "Declare the input's height and width as the symbols H and W");
     auto* int8 = sub.add_flag(
         "--int8-qdq", int8_,
-        "Explicit INT8 for TensorRT: fake quantizations as QuantizeLinear/DequantizeLinear (int8, "
-        "zero point 0), quantized Conv/ConvTranspose/Gemm weights FP32 -> Q -> DQ per output "
-        "channel; grids that do not fit int8 are reported");
+        "Explicit INT8: fake quantizations as QuantizeLinear/DequantizeLinear, quantized "
+        "Conv/ConvTranspose/Gemm weights Q -> DQ per output channel, placed for TensorRT (int8, "
+        "zero point 0) or with --qdq-placement cpu for onnxruntime's integer kernels; grids that "
+        "do not fit int8 are reported");
     auto* fp16 = sub.add_flag(
         "--fp16", fp16_,
         "Initializers and computation in float16; the input and output stay float32 (a Cast after "
