@@ -153,6 +153,12 @@ int main(int argc, char** argv) {
   app.add_flag("--igb-int8", igb_int8,
                "Also time igb's integer form of each model post-training quantized by "
                "schedules/classify/resnet20_ptq_int8.yaml (symmetric 8 bits, weights per channel)");
+  std::string engine = "onednn";
+  app.add_option("--int8-engine", engine,
+                 "Whose integer kernels the igb INT8 side runs: onednn, qnnpack or auto (both "
+                 "timed when the plan is made, the faster kept)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "onednn", "qnnpack"}));
   std::vector<std::string> thinned = {
       "resnet56_cifar=schedules/classify/resnet56_filter_rank.yaml"};
   app.add_option("--thinned", thinned,
@@ -203,6 +209,9 @@ int main(int argc, char** argv) {
             quantized);
         igb::runtime::InferenceOptions o;
         o.int8 = true;
+        o.int8_engine = engine == "qnnpack" ? igb::runtime::Int8Engine::kQnnpack
+                        : engine == "auto"  ? igb::runtime::Int8Engine::kAuto
+                                            : igb::runtime::Int8Engine::kOneDnn;
         const igb::runtime::InferenceModel::Forward fake = [ptq](const torch::Tensor& x) {
           return ptq->forward(x);
         };

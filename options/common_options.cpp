@@ -153,6 +153,7 @@ void add_common_test_options(CLI::App& app, TestArgs& a) {
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
   add_runtime_option(app, a.runtime);
+  add_int8_engine_option(app, a.int8_engine);
   int_range(app.add_option("--threads", a.threads, "Intra-op threads (0 = all cores)")
                 ->capture_default_str(),
             0, 1024);

@@ -282,12 +282,12 @@ int test_main(int argc, char** argv) {
     r.external.forward = [&ort](const at::Tensor& x) { return ort->run(x); };
   }
   r.inference = [&a, &optform](const models::Model& m, std::string& label) {
-    return inference_forward(m, optform, a.runtime, &label);
+    return inference_forward(m, optform, a.runtime, &label, a.int8_engine);
   };
   if (a.int8)
-    r.int8 = [&optform](const models::Model& m, const models::Forward& fake_quantized,
-                        std::string& what) {
-      return int8_forward(m, fake_quantized, optform, &what);
+    r.int8 = [&optform, &a](const models::Model& m, const models::Forward& fake_quantized,
+                            std::string& what) {
+      return int8_forward(m, fake_quantized, optform, &what, a.int8_engine);
     };
   const auto summary = models::evaluate_checkpoint(optform, r, family.make_evaluator, ctx);
   write_test_summaries(a, summary.value("tested_on", std::string("synthetic")), out_dir, ctx.device,

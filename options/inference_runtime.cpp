@@ -17,9 +17,21 @@ void add_runtime_option(CLI::App& app, std::string& runtime) {
       ->check(CLI::IsMember({kInferenceRuntime, kInt8Runtime, kEagerRuntime}));
 }
 
-runtime::InferenceOptions runtime_options(const std::string& runtime) {
+void add_int8_engine_option(CLI::App& app, std::string& engine) {
+  app.add_option("--int8-engine", engine,
+                 "Whose integer kernels run the layers under --runtime int8: onednn (oneDNN's, "
+                 "residual adds fused), qnnpack (LibTorch's QNNPACK, the ARM engine) or auto "
+                 "(both timed on the input shape, the faster kept; docs/int8.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "onednn", "qnnpack"}));
+}
+
+runtime::InferenceOptions runtime_options(const std::string& runtime, const std::string& engine) {
   runtime::InferenceOptions o;
   o.int8 = runtime == kInt8Runtime;
+  o.int8_engine = engine == "onednn"    ? runtime::Int8Engine::kOneDnn
+                  : engine == "qnnpack" ? runtime::Int8Engine::kQnnpack
+                                        : runtime::Int8Engine::kAuto;
   return o;
 }
 
@@ -59,10 +71,12 @@ std::string int8_layers(const std::vector<runtime::StepInfo>& steps, int* count)
 }  // namespace
 
 models::Forward int8_forward(const models::Model& model, const models::Forward& forward,
-                             const std::string& name, std::string* what) {
+                             const std::string& name, std::string* what,
+                             const std::string& engine) {
   if (!float_cpu(model))
     throw InputError(name + ": INT8 execution runs float32 models on the CPU (--device cpu)");
-  auto form = runtime::InferenceModel::make(model, forward, name, runtime_options(kInt8Runtime));
+  auto form =
+      runtime::InferenceModel::make(model, forward, name, runtime_options(kInt8Runtime, engine));
   auto shape = model->input_shape();
   shape[0] = 1;
   int count = 0;
@@ -72,16 +86,17 @@ models::Forward int8_forward(const models::Model& model, const models::Forward& 
                      ": no layer runs in integers: INT8 execution needs a model trained with a "
                      "quantizer (8 bits or fewer) or post-training quantized (--quantize-eval), "
                      "a fake quantization before each layer it runs in integers");
-  if (what) *what = layers;
+  if (what) *what = layers + "; " + form->int8_engine(shape);
   return [form](const at::Tensor& x) { return form->forward(x); };
 }
 
 models::Forward inference_forward(const models::Model& model, const std::string& name,
-                                  const std::string& runtime, std::string* label) {
+                                  const std::string& runtime, std::string* label,
+                                  const std::string& engine) {
   const models::Forward eager = [model](const at::Tensor& x) { return model->forward(x); };
   if (runtime == kInt8Runtime) {
     std::string what;
-    auto forward = int8_forward(model, eager, name, &what);
+    auto forward = int8_forward(model, eager, name, &what, engine);
     if (label) *label = "INT8 inference form: " + what;
     return forward;
   }

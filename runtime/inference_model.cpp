@@ -73,6 +73,11 @@ std::vector<double> InferenceModel::time_steps(const at::Tensor& x, int repeats)
   return plan_for(x.sizes().vec()).time_steps(x, repeats);
 }
 
+std::string InferenceModel::int8_engine(const std::vector<int64_t>& input_shape) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return plan_for(input_shape).int8_engine;
+}
+
 std::string InferenceModel::summary(const std::vector<int64_t>& input_shape) {
   const auto all = steps(input_shape);
   int native = 0, reorders = 0, layers = 0, folded = 0, fused = 0, int8 = 0;
@@ -98,7 +103,7 @@ std::string InferenceModel::summary(const std::vector<int64_t>& input_shape) {
   out << all.size() << " steps: " << native << " oneDNN (" << layers
       << " with fused ops: " << folded << " BatchNorms folded, " << fused
       << " activations and adds fused";
-  if (options_.int8) out << "; " << int8 << " layers in INT8";
+  if (options_.int8) out << "; " << int8 << " layers in INT8, " << int8_engine(input_shape);
   out << "), " << reorders << " layout changes, " << torch_count << " LibTorch";
   if (!torch_ops.empty()) {
     out << " (";

@@ -35,6 +35,22 @@ struct StepInfo {
   int64_t macs = 0;
   /// A layer computed in integers (8-bit input and weights, 32-bit sums; InferenceOptions::int8).
   bool int8 = false;
+  /// An integer layer computed by LibTorch's QNNPACK kernel (Int8Engine::kQnnpack), not oneDNN's.
+  bool qnnpack = false;
+};
+
+/// Whose kernels compute the integer layers of an INT8 inference form.
+enum class Int8Engine {
+  /// Both below, timed on the plan's input shape when it is compiled; the faster is kept.
+  kAuto,
+  /// oneDNN's u8/s8 convolutions and inner products, driven directly: residual adds, ReLUs and
+  /// clamps fused, every layer's output rounded once.
+  kOneDnn,
+  /// LibTorch's QNNPACK kernels (quantized::conv2d, quantized::add) on NHWC tensors: the engine
+  /// of ARM CPUs. A residual layer's output is rounded to its step (within ±128 steps) before
+  /// the add, so it may differ from oneDNN's by one step. Layers QNNPACK cannot take (a float
+  /// output, a post-op other than an add, ReLU or clamp) stay with oneDNN.
+  kQnnpack,
 };
 
 /// How an inference form is made.
@@ -57,6 +73,8 @@ struct InferenceOptions {
   /// the output equals the fake-quantized model's up to a rounding flipped by float arithmetic
   /// (one step of a grid). Everything else runs as in float32 on the dequantized values.
   bool int8 = false;
+  /// Whose integer kernels run the INT8 layers.
+  Int8Engine int8_engine = Int8Engine::kAuto;
   /// Plans kept, one per input shape; the least recently used is dropped beyond this.
   int max_plans = 8;
 };
@@ -102,6 +120,10 @@ class InferenceModel {
   /// "23 steps: 19 oneDNN (20 convolutions, 19 BatchNorms folded, 17 activations and 9 adds
   /// fused), 4 LibTorch (aten::flatten, ...)" for the plan of `input_shape`.
   std::string summary(const std::vector<int64_t>& input_shape);
+
+  /// With InferenceOptions::int8: whose kernels compute the integer layers of the plan for
+  /// `input_shape`, and why ("oneDNN, timed faster (oneDNN 0.190 ms, QNNPACK 1.210 ms)").
+  std::string int8_engine(const std::vector<int64_t>& input_shape);
 
   const std::string& name() const { return name_; }
   const InferenceOptions& options() const { return options_; }

@@ -1,3 +1,4 @@
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
@@ -13,9 +14,11 @@
 #include "core/conv_transpose.h"
 #include "core/error.h"
 #include "core/jit_containers.h"
+#include "core/table.h"
 #include "runtime/algorithm_cache.h"
 #include "runtime/op_forms.h"
 #include "runtime/plan.h"
+#include "runtime/qnnpack_layer.h"
 #include "tools/graph/summary_graph.h"
 
 namespace igb::runtime {
@@ -660,6 +663,9 @@ class PlanCompiler {
   void emit_chain(const Chain& c);
   bool emit_single(int op);
   bool emit_int8_chain(const Chain& c);
+  bool emit_qnnpack(const Chain& c, const LayerForm& f, const IntegerWeights& weights,
+                    const compress::ChannelAffine& affine, const Quantized& in,
+                    const QuantForm& out, Type dst_type);
   bool emit_quantize(int op);
   bool emit_pool(int op);
   bool emit_eltwise(int op);
@@ -974,6 +980,9 @@ bool PlanCompiler::emit_int8_chain(const Chain& c) {
       post_ops.append_eltwise(1.f, p.eltwise.algorithm, p.eltwise.alpha, p.eltwise.beta);
     }
   }
+  if (options_.int8_engine == Int8Engine::kQnnpack && grid &&
+      emit_qnnpack(c, f, *weights, affine, in->second, out, dst_type))
+    return true;
   const auto scales = (sum_scale / out.scale).to(at::kFloat).contiguous();
   dnnl::primitive_attr attr;
   attr.set_post_ops(post_ops);
@@ -1005,6 +1014,72 @@ bool PlanCompiler::emit_int8_chain(const Chain& c) {
 
 /// A fake quantization on its own: its output is held in 8 bits from here on, quantized from its
 /// input where a reader first asks for it (into the reader's layout, in one reorder).
+/// The chain's layer on LibTorch's QNNPACK kernels (Int8Engine::kQnnpack): an 8-bit output, a
+/// residual add first among the post-ops if any, then only ReLUs and clamps (one integer range
+/// with the output type's). False, emitting nothing, when QNNPACK cannot take it.
+bool PlanCompiler::emit_qnnpack(const Chain& c, const LayerForm& f, const IntegerWeights& weights,
+                                const compress::ChannelAffine& affine, const Quantized& in,
+                                const QuantForm& out, Type dst_type) {
+  QnnpackLayer l;
+  l.lo = dst_type == Type::u8 ? 0 : -128;
+  l.hi = dst_type == Type::u8 ? 255 : 127;
+  const auto post_ops = merged_clamps(c.post_ops);
+  size_t i = 0;
+  if (!post_ops.empty() && post_ops[0].kind == PostOp::Kind::kSum) {
+    const auto skip = quant_.find(slot(c.skip));
+    if (skip == quant_.end()) return false;
+    l.sum = true;
+    l.skip_scale = skip->second.scale;
+    l.skip_signed = dst_type == Type::s8 && !skip->second.non_negative;
+    i = 1;
+  }
+  for (; i < post_ops.size(); ++i) {
+    const auto& p = post_ops[i];
+    if (p.kind != PostOp::Kind::kEltwise) return false;
+    if (p.eltwise.algorithm == dnnl::algorithm::eltwise_relu && p.eltwise.alpha == 0) {
+      l.lo = std::max<int64_t>(l.lo, 0);
+    } else if (p.eltwise.algorithm == dnnl::algorithm::eltwise_clip) {
+      // Rounding commutes with a clamp whose bounds are rounded too.
+      l.lo = std::max<int64_t>(l.lo, std::llround(p.eltwise.alpha / out.scale));
+      if (p.eltwise.beta < FLT_MAX)
+        l.hi = std::min<int64_t>(l.hi, std::llround(p.eltwise.beta / out.scale));
+    } else {
+      return false;
+    }
+  }
+  // Per output channel: the weight step times BatchNorm's factor, its sign moved into the
+  // integers (QNNPACK's scales are positive).
+  const auto factor = weights.scale.to(at::kDouble) * affine.scale.to(at::kDouble);
+  std::vector<int64_t> view(weights.q.dim(), 1);
+  view[0] = -1;
+  l.weight_q = (weights.q.to(at::kFloat) * factor.sign().to(at::kFloat).view(view)).to(at::kChar);
+  l.weight_scale = factor.abs();
+  l.bias = affine.shift.to(at::kFloat).contiguous();
+  l.stride = f.stride.empty() ? std::vector<int64_t>{1, 1} : f.stride;
+  l.padding = f.padding.empty() ? std::vector<int64_t>{0, 0} : f.padding;
+  l.dilation = f.dilation.empty() ? std::vector<int64_t>{1, 1} : f.dilation;
+  l.groups = f.groups;
+  if (f.kind == LayerForm::Kind::kConvolution && f.padding_r != f.padding) return false;
+  l.input_shape = shape_of(f.input);
+  l.output_shape = shape_of(c.output);
+  l.input_scale = in.scale;
+  l.input_signed = in.type == Type::s8 && !in.non_negative;
+  l.output_scale = out.scale;
+  l.output_s8 = dst_type == Type::s8;
+  auto nhwc = [](const std::vector<int64_t>& shape, Type type) {
+    return memory::desc(dims_of(shape), type, shape.size() == 2 ? Tag::nc : Tag::nhwc);
+  };
+  const int src = as_native(f.input, nhwc(l.input_shape, in.type));
+  const int dst = chain_destination(c, nhwc(l.output_shape, dst_type));
+  auto info = info_of(c.ops, "");
+  info.native = true;
+  info.int8 = info.qnnpack = true;
+  plan_->add_step(std::make_unique<QnnpackLayerStep>(std::move(l), src, dst, std::move(info)));
+  natives_of_[slot(c.output)] = {dst};
+  quant_[slot(c.output)] = {out.scale, dst_type, nullptr, out.is_unsigned};
+  return true;
+}
+
 bool PlanCompiler::emit_quantize(int op) {
   const auto q = quant_form(g_, op);
   if (!q) return false;
@@ -1231,11 +1306,61 @@ bool PlanCompiler::emit_concat(int op) {
   }
 }
 
+/// Median milliseconds of `plan` over 5 runs (after one) on random inputs of its shapes.
+double time_plan(Plan& plan) {
+  // A generator of its own: compiling a plan leaves the global random state as it was.
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(0);
+  std::map<int, at::Tensor> values;
+  for (size_t i = 0; i < plan.inputs.size(); ++i)
+    values[plan.inputs[i].first] = at::randn(plan.input_shapes[i], generator);
+  std::vector<double> times;
+  for (int r = 0; r < 6; ++r) {
+    auto given = values;
+    const auto t0 = std::chrono::steady_clock::now();
+    plan.run_values(given);
+    times.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(times.begin() + 1, times.end());
+  return times[3];
+}
+
 }  // namespace
 
 std::unique_ptr<Plan> compile_plan(const tools::SummaryGraph& graph,
                                    const InferenceOptions& options, const PlanRegion& region) {
-  return PlanCompiler(graph, options, region).compile();
+  if (!options.int8 || options.int8_engine == Int8Engine::kOneDnn)
+    return PlanCompiler(graph, options, region).compile();
+  if (!qnnpack_available()) {
+    if (options.int8_engine == Int8Engine::kQnnpack)
+      throw InputError("--int8-engine qnnpack: this LibTorch has no QNNPACK engine");
+    auto plan = PlanCompiler(graph, options, region).compile();
+    plan->int8_engine = "oneDNN (this LibTorch has no QNNPACK)";
+    return plan;
+  }
+  if (options.int8_engine == Int8Engine::kQnnpack) {
+    auto plan = PlanCompiler(graph, options, region).compile();
+    plan->int8_engine = "QNNPACK (as asked)";
+    return plan;
+  }
+  // kAuto: the two engines timed on this shape; the faster is kept.
+  InferenceOptions each = options;
+  each.int8_engine = Int8Engine::kOneDnn;
+  auto onednn = PlanCompiler(graph, each, region).compile();
+  each.int8_engine = Int8Engine::kQnnpack;
+  auto qnnpack = PlanCompiler(graph, each, region).compile();
+  const bool any = std::any_of(qnnpack->steps.begin(), qnnpack->steps.end(),
+                               [](const auto& s) { return s->info.qnnpack; });
+  if (!any) {
+    onednn->int8_engine = "oneDNN (no layer QNNPACK can take)";
+    return onednn;
+  }
+  torch::NoGradGuard no_grad;
+  const double a = time_plan(*onednn), b = time_plan(*qnnpack);
+  auto& kept = a <= b ? onednn : qnnpack;
+  kept->int8_engine = std::string(a <= b ? "oneDNN" : "QNNPACK") + ", timed faster (oneDNN " +
+                      fixed(a, 3) + " ms, QNNPACK " + fixed(b, 3) + " ms)";
+  return std::move(kept);
 }
 
 }  // namespace igb::runtime

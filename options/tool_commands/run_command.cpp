@@ -49,6 +49,7 @@ class RunCommand : public ToolCommand {
         ->capture_default_str()
         ->check(CLI::IsMember({"cpu", "cuda"}));
     add_runtime_option(sub, args_.runtime);
+    add_int8_engine_option(sub, args_.int8_engine);
   }
   void check_outputs() const override {
     check_output_file("--output", args_.output);
@@ -84,7 +85,8 @@ class RunCommand : public ToolCommand {
     std::string runtime;
     try {
       torch::NoGradGuard no_grad;
-      y = inference_forward(m.model, m.name, args_.runtime, &runtime)(x.to(device));
+      y = inference_forward(m.model, m.name, args_.runtime, &runtime,
+                            args_.int8_engine)(x.to(device));
     } catch (const c10::Error& e) {
       // A spatial size the model cannot take (a classifier's fixed flatten) fails inside LibTorch.
       std::string why = e.what_without_backtrace();
@@ -112,7 +114,7 @@ class RunCommand : public ToolCommand {
  private:
   struct Args {
     std::string model, checkpoint, input, output, device = "cpu", random_input, compare,
-                                                  runtime = "inference";
+                                                  runtime = "inference", int8_engine = "auto";
     std::vector<std::string> options;
     int64_t seed = 0;
     double tolerance = 1e-4;

@@ -300,6 +300,18 @@ TEST_F(Drivers, Int8ScoresTheIntegerModelBesideTheFakeQuantizedOne) {
   EXPECT_EQ(int8["top1"], s["quantize_eval"]["quantized"]["top1"]);
   EXPECT_NEAR(int8["loss"].get<double>(), s["quantize_eval"]["quantized"]["loss"].get<double>(),
               1e-3);
+  // By default both engines were timed and the faster kept; --int8-engine qnnpack asks for
+  // LibTorch's QNNPACK kernels (a residual layer rounded twice: within one step, so at most a
+  // class or two of 20 may flip).
+  EXPECT_NE(t.output.find(", timed faster (oneDNN "), std::string::npos) << t.output;
+  auto q = run(test + " --int8 --int8-engine qnnpack --quantize-eval " + IGB_SOURCE_DIR +
+               "/schedules/classify/resnet20_ptq_int8.yaml --calibration-batches 1 --out " +
+               (dir_ / "qnnpack").string());
+  ASSERT_EQ(q.code, 0) << q.output;
+  EXPECT_NE(q.output.find("layers in INT8 (float: fc); QNNPACK (as asked)"), std::string::npos)
+      << q.output;
+  auto sq = nlohmann::json::parse(std::ifstream(dir_ / "qnnpack" / "test_summary.json"));
+  EXPECT_NEAR(sq["quantize_eval"]["int8"]["top1"].get<double>(), int8["top1"].get<double>(), 10.0);
 }
 
 // Post-training quantization as Distiller's --quantize-eval (apputils/image_classifier.py):

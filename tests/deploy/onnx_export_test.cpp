@@ -574,6 +574,7 @@ TEST(OnnxQdq, CpuPlacementFoldsBatchNormIntoIntegerLayersAndMatchesIgbsIntegerMo
   // End to end the flips add up through nine blocks; the class mostly stays.
   runtime::InferenceOptions o;
   o.int8 = true;
+  o.int8_engine = runtime::Int8Engine::kOneDnn;
   auto form = runtime::InferenceModel::make(
       m, [m](const at::Tensor& t) { return m->forward(t); }, "resnet20_cifar", o);
   const auto expected = form->forward(x);

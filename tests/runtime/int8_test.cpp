@@ -16,6 +16,7 @@
 #include "models/trainer.h"
 #include "runtime/inference_model.h"
 #include "runtime/op_forms.h"
+#include "runtime/qnnpack_layer.h"
 #include "tests/support.h"
 #include "tools/graph/summary_graph.h"
 
@@ -63,6 +64,7 @@ models::Model trained(const std::string& name, const std::string& yaml, int step
 std::shared_ptr<InferenceModel> int8_form(const models::Model& m) {
   InferenceOptions o;
   o.int8 = true;
+  o.int8_engine = Int8Engine::kOneDnn;
   return InferenceModel::make(
       m, [m](const at::Tensor& x) { return m->forward(x); }, "model", o);
 }
@@ -86,6 +88,7 @@ int compare_grids(const models::Model& m, const std::vector<int64_t>& shape, dou
   }
   InferenceOptions o;
   o.int8 = true;
+  o.int8_engine = Int8Engine::kOneDnn;
   InferenceStage stage(g, ops, {}, outputs, o);
   EXPECT_GT(int8_steps(stage.steps()), 0);
   torch::manual_seed(2);
@@ -104,6 +107,54 @@ int compare_grids(const models::Model& m, const std::vector<int64_t>& shape, dou
     *max_steps = std::max(*max_steps, d.max().item<double>());
   }
   return static_cast<int>(outputs.size());
+}
+
+/// Runs each convolution of `m` at `shape` on `engine` as a stage of its own, from the conv to the
+/// fake quantization after it, given the fake-quantized model's values (its input's grid, a
+/// residual add's other operand), and compares its output with the model's: the share of
+/// elements equal and the largest difference in steps, at worst over the layers. Returns the
+/// number of layers, `on_engine` those whose step ran on QNNPACK.
+int compare_layers(const models::Model& m, const std::vector<int64_t>& shape, Int8Engine engine,
+                   double* min_equal, double* max_steps, int* on_qnnpack) {
+  auto g =
+      tools::SummaryGraph::build(*m, shape, [m](const at::Tensor& x) { return m->forward(x); });
+  torch::manual_seed(2);
+  const auto x = torch::randn(shape);
+  std::map<int, at::Tensor> expected;
+  torch::NoGradGuard no_grad;
+  tools::replay_trace(g, x, [&](int id, at::Tensor& t) { expected[id] = t.clone(); });
+  InferenceOptions o;
+  o.int8 = true;
+  o.int8_engine = engine;
+  *min_equal = 1;
+  *max_steps = 0;
+  *on_qnnpack = 0;
+  int layers = 0;
+  for (const auto& op : g.ops()) {
+    if (op.op_kind != tools::OpKind::kConv) continue;
+    std::vector<int> ops = {op.id}, inputs = {op.inputs[0]};
+    int at = op.id;
+    while (g.op(at).op_kind != tools::OpKind::kFakeQuantize) {
+      const auto& users = g.values()[g.op(at).outputs[0]].consumers;
+      if (users.size() != 1) break;
+      at = users[0];
+      ops.push_back(at);
+      for (int in : g.op(at).inputs)
+        if (in != g.op(ops[ops.size() - 2]).outputs[0]) inputs.push_back(in);
+    }
+    if (g.op(at).op_kind != tools::OpKind::kFakeQuantize) continue;
+    const int out = g.op(at).outputs[0];
+    InferenceStage stage(g, ops, inputs, {out}, o);
+    for (const auto& s : stage.steps()) *on_qnnpack += s.qnnpack;
+    std::map<int, at::Tensor> values;
+    for (int in : inputs) values[in] = expected.at(in);
+    EXPECT_TRUE(stage.run(values)) << op.name;
+    const auto d = (values.at(out) - expected.at(out)).abs() / g.op(at).scale;
+    *min_equal = std::min(*min_equal, (d < 1e-3).to(at::kFloat).mean().item<double>());
+    *max_steps = std::max(*max_steps, d.max().item<double>());
+    ++layers;
+  }
+  return layers;
 }
 
 }  // namespace
@@ -161,6 +212,59 @@ TEST(Int8, Resnet18sFloatDownsamplingRunsInIntegersIntoFloat) {
   EXPECT_LE(max_steps, 1.001);
 }
 
+TEST(Int8, QnnpackRunsTheSameLayersWithinOneStepAndAutoKeepsTheFasterEngine) {
+  if (!qnnpack_available()) GTEST_SKIP() << "this LibTorch has no QNNPACK engine";
+  auto m = trained("resnet20_cifar", "classify/resnet20_int8_qat.yaml", 3);
+  const std::vector<int64_t> shape = {2, 3, 32, 32};
+  InferenceOptions o;
+  o.int8 = true;
+  o.int8_engine = Int8Engine::kQnnpack;
+  auto form = InferenceModel::make(
+      m, [m](const at::Tensor& x) { return m->forward(x); }, "model", o);
+  const auto steps = form->steps(shape);
+  const auto qnnpack_steps =
+      std::count_if(steps.begin(), steps.end(), [](const StepInfo& s) { return s.qnnpack; });
+  std::printf("[ int8     ] %s\n", form->summary(shape).c_str());
+  // Every convolution writes a fake quantization's grid: all run on QNNPACK.
+  EXPECT_EQ(int8_steps(steps), 19);
+  EXPECT_EQ(qnnpack_steps, 19);
+  EXPECT_EQ(form->int8_engine(shape), "QNNPACK (as asked)");
+  torch::manual_seed(2);
+  const auto x = torch::randn(shape);
+  {
+    torch::NoGradGuard no_grad;
+    const auto y = m->forward(x), z = form->forward(x);
+    EXPECT_TRUE(z.argmax(1).equal(y.argmax(1)));
+    EXPECT_LT((z - y).abs().max().item<double>(), 0.05 * y.abs().max().item<double>());
+  }
+  // Layer by layer, from the fake-quantized model's own inputs: within one step of its output
+  // (a residual layer's output is rounded before the add as well as after it).
+  double equal = 0, max_steps = 0;
+  int on_qnnpack = 0;
+  EXPECT_EQ(compare_layers(m, shape, Int8Engine::kQnnpack, &equal, &max_steps, &on_qnnpack), 19);
+  std::printf("[ int8     ] QNNPACK layer by layer: equal in %.5f at worst, %.3g steps apart\n",
+              equal, max_steps);
+  EXPECT_EQ(on_qnnpack, 19);
+  EXPECT_GE(equal, 0.8);
+  EXPECT_LE(max_steps, 1.001);
+  // oneDNN's, the same way: each layer's output rounded once, as the model's.
+  EXPECT_EQ(compare_layers(m, shape, Int8Engine::kOneDnn, &equal, &max_steps, &on_qnnpack), 19);
+  EXPECT_GE(equal, 0.999);
+  EXPECT_LE(max_steps, 1.001);
+  // auto: both timed, the faster kept, and said so.
+  o.int8_engine = Int8Engine::kAuto;
+  auto chosen = InferenceModel::make(
+      m, [m](const at::Tensor& x) { return m->forward(x); }, "model", o);
+  const auto why = chosen->int8_engine(shape);
+  std::printf("[ int8     ] auto: %s\n", why.c_str());
+  EXPECT_NE(why.find("timed faster (oneDNN "), std::string::npos) << why;
+  EXPECT_NE(why.find(" ms, QNNPACK "), std::string::npos) << why;
+  const auto kept = chosen->steps(shape);
+  const bool qnnpack = why.rfind("QNNPACK", 0) == 0;
+  EXPECT_EQ(std::count_if(kept.begin(), kept.end(), [](const StepInfo& s) { return s.qnnpack; }),
+            qnnpack ? 19 : 0);
+}
+
 TEST(Int8, PostTrainingQuantizedResnet20RunsInIntegersOnItsCalibratedGrids) {
   // Distiller's symmetric post-training grids: zero point 128 on [0, 255] (the s8 grid), a
   // layer's output quantized and then its ReLU's on the same step; BatchNorm folded by the
@@ -181,6 +285,7 @@ TEST(Int8, PostTrainingQuantizedResnet20RunsInIntegersOnItsCalibratedGrids) {
   InferenceModel::Forward forward = [q](const at::Tensor& x) { return q->forward(x); };
   InferenceOptions o;
   o.int8 = true;
+  o.int8_engine = Int8Engine::kOneDnn;
   auto form = InferenceModel::make(m, forward, "ptq", o);
   EXPECT_EQ(int8_steps(form->steps(shape)), 19);
   // The whole model, every quantization fused into its layer: the fake-quantized output (the
@@ -221,6 +326,7 @@ TEST(Int8, AStageGivenAnotherStagesQuantizedValueRunsInIntegersFromIt) {
     (op.id <= g.values().at(cut).producer ? first : second).push_back(op.id);
   InferenceOptions o;
   o.int8 = true;
+  o.int8_engine = Int8Engine::kOneDnn;
   InferenceStage a(g, first, {g.inputs().at(0)}, {cut}, o);
   InferenceStage b(g, second, {cut}, {g.outputs().at(0)}, o);
   int convs = 0, int8 = 0;
@@ -266,6 +372,7 @@ TEST(Int8, PostTrainingQuantizedResnet18FusesItsBlockOutputsIntoTheResidualLayer
   InferenceModel::Forward forward = [q](const at::Tensor& x) { return q->forward(x); };
   InferenceOptions o;
   o.int8 = true;
+  o.int8_engine = Int8Engine::kOneDnn;
   auto form = InferenceModel::make(m, forward, "ptq", o);
   int int8 = 0, fused_adds = 0;
   for (const auto& s : form->steps(shape)) {
