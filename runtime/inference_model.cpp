@@ -80,12 +80,14 @@ std::string InferenceModel::int8_engine(const std::vector<int64_t>& input_shape)
 
 std::string InferenceModel::summary(const std::vector<int64_t>& input_shape) {
   const auto all = steps(input_shape);
-  int native = 0, reorders = 0, layers = 0, folded = 0, fused = 0, int8 = 0;
+  int native = 0, reorders = 0, views = 0, layers = 0, folded = 0, fused = 0, int8 = 0;
   std::map<std::string, int> torch_ops;
   for (const auto& s : all) {
     int8 += s.int8 ? 1 : 0;
     if (s.kind == "Reorder" || s.kind == "Quantize") {
       ++reorders;
+    } else if (s.native && (s.kind == "Slice" || s.kind == "Pad")) {
+      ++views;  // Int8ViewStep: igb's own copy of 8-bit values
     } else if (s.native) {
       ++native;
       if (s.ops.size() > 1 || s.kind.find('+') != std::string::npos) {
@@ -104,7 +106,9 @@ std::string InferenceModel::summary(const std::vector<int64_t>& input_shape) {
       << " with fused ops: " << folded << " BatchNorms folded, " << fused
       << " activations and adds fused";
   if (options_.int8) out << "; " << int8 << " layers in INT8, " << int8_engine(input_shape);
-  out << "), " << reorders << " layout changes, " << torch_count << " LibTorch";
+  out << "), " << reorders << " layout changes, ";
+  if (views) out << views << " 8-bit slices and paddings, ";
+  out << torch_count << " LibTorch";
   if (!torch_ops.empty()) {
     out << " (";
     bool first = true;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <limits>
 #include <map>
 
@@ -145,6 +146,38 @@ void SubpixelStep::run(Plan& plan) {
                            .narrow(2, crop_[0], crop_[2])
                            .narrow(3, crop_[1], crop_[3])
                            .contiguous();
+}
+
+Int8ViewStep::Int8ViewStep(int src, int dst, std::vector<int64_t> in, std::vector<int64_t> out,
+                           View view)
+    : src_(src), dst_(dst), in_(std::move(in)), out_(std::move(out)), view_(view) {
+  reads = {src_};
+  writes = {dst_};
+}
+
+void Int8ViewStep::run(Plan& plan) {
+  const auto* src = static_cast<const uint8_t*>(plan.memory(src_).get_data_handle());
+  auto* dst = static_cast<uint8_t*>(plan.memory(dst_).get_data_handle());
+  const int64_t c_in = in_[1], h_in = in_[2], w_in = in_[3];
+  const int64_t c_out = out_[1], h_out = out_[2], w_out = out_[3];
+  const auto& v = view_;
+  const int64_t back = c_out - v.pad_front - v.channels;
+  for (int64_t n = 0; n < out_[0]; ++n)
+    for (int64_t h = 0; h < h_out; ++h)
+      for (int64_t w = 0; w < w_out; ++w) {
+        uint8_t* row = dst + ((n * h_out + h) * w_out + w) * c_out;
+        const uint8_t* from =
+            src +
+            ((n * h_in + h * v.step[1] + v.start[1]) * w_in + w * v.step[2] + v.start[2]) * c_in +
+            v.start[0];
+        std::memset(row, 0, static_cast<size_t>(v.pad_front));
+        if (v.step[0] == 1) {
+          std::memcpy(row + v.pad_front, from, static_cast<size_t>(v.channels));
+        } else {
+          for (int64_t c = 0; c < v.channels; ++c) row[v.pad_front + c] = from[c * v.step[0]];
+        }
+        std::memset(row + v.pad_front + v.channels, 0, static_cast<size_t>(back));
+      }
 }
 
 TorchStep::TorchStep(torch::jit::Node* node, std::vector<int> inputs, std::vector<int> outputs)

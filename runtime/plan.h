@@ -129,6 +129,29 @@ class SubpixelStep : public Step {
   dnnl::reorder reorder_;
 };
 
+/// A strided slice of an 8-bit NHWC native tensor, or the tensor zero-padded along its channels
+/// (ResNet's option-A shortcut, `x[:, :, ::2, ::2]` padded with zero channels), written into
+/// another 8-bit NHWC native tensor: output element (n, c, h, w) is input element
+/// (n, (c − pad_front)·step[0] + start[0], h·step[1] + start[1], w·step[2] + start[2]), or 0 where
+/// c − pad_front falls outside the `channels` taken. Zero is the grid's 0 (zero point 0).
+class Int8ViewStep : public Step {
+ public:
+  struct View {
+    /// Per channel, row and column: the first element taken and the step.
+    int64_t start[3] = {0, 0, 0}, step[3] = {1, 1, 1};
+    /// Zero channels before the ones taken, and how many are taken.
+    int64_t pad_front = 0, channels = 0;
+  };
+  /// `in` and `out` are NCHW shapes.
+  Int8ViewStep(int src, int dst, std::vector<int64_t> in, std::vector<int64_t> out, View view);
+  void run(Plan& plan) override;
+
+ private:
+  int src_, dst_;
+  std::vector<int64_t> in_, out_;
+  View view_;
+};
+
 /// One traced node run by LibTorch on the values in the plan's slots.
 class TorchStep : public Step {
  public:

@@ -667,6 +667,7 @@ class PlanCompiler {
                     const compress::ChannelAffine& affine, const Quantized& in,
                     const QuantForm& out, Type dst_type);
   bool emit_quantize(int op);
+  bool emit_int8_view(int op);
   bool emit_pool(int op);
   bool emit_eltwise(int op);
   void add_unary_step(int op, dnnl::primitive primitive, int src, const memory::desc& dst_desc,
@@ -1194,12 +1195,58 @@ bool PlanCompiler::emit_prelu(int op) {
 bool PlanCompiler::emit_single(int op) {
   const auto kind = g_.op(op).op_kind;
   if (kind == OpKind::kFakeQuantize) return options_.int8 && emit_quantize(op);
+  if ((kind == OpKind::kSlice || kind == OpKind::kPad) && options_.int8) return emit_int8_view(op);
   if (kind == OpKind::kPReLU) return emit_prelu(op);
   if (kind == OpKind::kMaxPool || kind == OpKind::kAvgPool || kind == OpKind::kAdaptiveAvgPool)
     return emit_pool(op);
   if (kind == OpKind::kAdd) return emit_add(op);
   if (kind == OpKind::kConcat) return emit_concat(op);
   return emit_eltwise(op);
+}
+
+/// A slice or a zero padding of channels of a value held in 8 bits (ResNet's option-A shortcut
+/// between integer layers), done on its 8-bit NHWC tensor: no dequantizing, no LibTorch.
+bool PlanCompiler::emit_int8_view(int op) {
+  jit::Node* node = g_.jit_node(op);
+  const jit::Value* in = node->input(0);
+  const auto grid = quant_.find(slot(in));
+  if (grid == quant_.end() || !has_native(in) || !grid_of(node->output(0))) return false;
+  const auto in_shape = shape_of(in), out_shape = shape_of(node->output(0));
+  if (in_shape.size() != 4) return false;
+  Int8ViewStep::View view;
+  view.channels = out_shape[1];
+  if (g_.op(op).op_kind == OpKind::kSlice) {
+    auto dim = constant_number(schema_argument(node, "dim"));
+    auto start = constant_number(schema_argument(node, "start"));
+    auto step = constant_number(schema_argument(node, "step"));
+    if (!dim || !step || *step < 1) return false;
+    const int64_t d = *dim < 0 ? static_cast<int64_t>(*dim) + 4 : static_cast<int64_t>(*dim);
+    int64_t first = start ? static_cast<int64_t>(*start) : 0;
+    if (first < 0) first += in_shape[d];
+    if (d < 1 || d > 3 || first < 0 || first >= in_shape[d]) return false;
+    view.start[d - 1] = first;
+    view.step[d - 1] = static_cast<int64_t>(*step);
+  } else {
+    const auto& pads = g_.op(op).pads;  // last dimension first
+    if (node->kind().toQualString() != std::string("aten::constant_pad_nd") || pads.size() != 6 ||
+        pads[0] || pads[1] || pads[2] || pads[3] || pads[4] < 0 || pads[5] < 0)
+      return false;
+    view.pad_front = pads[4];
+    view.channels = in_shape[1];
+  }
+  auto nhwc = [&](const std::vector<int64_t>& shape) {
+    return memory::desc(dims_of(shape), grid->second.type, Tag::nhwc);
+  };
+  const int src = as_native(in, nhwc(in_shape));
+  const int dst = plan_->add_native(nhwc(out_shape));
+  auto step = std::make_unique<Int8ViewStep>(src, dst, in_shape, out_shape, view);
+  step->info = info_of({op}, g_.op(op).type);
+  step->info.native = true;
+  plan_->add_step(std::move(step));
+  natives_of_[slot(node->output(0))] = {dst};
+  quant_[slot(node->output(0))] = {grid->second.scale, grid->second.type, nullptr,
+                                   grid->second.non_negative};
+  return true;
 }
 
 bool PlanCompiler::emit_pool(int op) {
@@ -1329,8 +1376,12 @@ double time_plan(Plan& plan) {
 
 std::unique_ptr<Plan> compile_plan(const tools::SummaryGraph& graph,
                                    const InferenceOptions& options, const PlanRegion& region) {
-  if (!options.int8 || options.int8_engine == Int8Engine::kOneDnn)
-    return PlanCompiler(graph, options, region).compile();
+  if (!options.int8) return PlanCompiler(graph, options, region).compile();
+  if (options.int8_engine == Int8Engine::kOneDnn) {
+    auto plan = PlanCompiler(graph, options, region).compile();
+    plan->int8_engine = "oneDNN (as asked)";
+    return plan;
+  }
   if (!qnnpack_available()) {
     if (options.int8_engine == Int8Engine::kQnnpack)
       throw InputError("--int8-engine qnnpack: this LibTorch has no QNNPACK engine");
