@@ -9,8 +9,9 @@ PACKAGES=(
   build-essential clang cmake ninja-build ccache pkg-config clang-format clang-tidy
   libtorch-dev libyaml-cpp-dev libonnx-dev libopencv-dev libjpeg-dev libpng-dev libcli11-dev
   libgraphviz-dev graphviz libcairo2-dev libexpat1-dev libgtest-dev libgmock-dev libgloo-dev
-  # igb-serve: gRPC and the protocol compiler with its C++ plugin.
-  libgrpc++-dev protobuf-compiler protobuf-compiler-grpc
+  # igb-serve: gRPC and the protocol compiler with its C++ plugin; openssl makes the tests' and the
+  # docs' TLS certificates.
+  libgrpc++-dev protobuf-compiler protobuf-compiler-grpc openssl
   nlohmann-json3-dev libfmt-dev
   # The inference runtime calls oneDNN directly: the headers of the 2.6.3 library LibTorch links.
   # Its CMake package looks for OpenCL (headers and loader) even for a CPU-only build.

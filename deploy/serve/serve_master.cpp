@@ -46,7 +46,8 @@ std::vector<std::vector<int>> stage_links(const tools::SummaryGraph& graph,
 
 WorkerInfo worker_report(const std::string& address, double timeout_ms, bool measure_costs) {
   silence_grpc_log();
-  auto stub = proto::Worker::NewStub(open_channel(address));
+  const auto channel = open_channel(address);
+  auto stub = proto::Worker::NewStub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(deadline_in(timeout_ms));
   ctx.set_wait_for_ready(true);
@@ -54,7 +55,8 @@ WorkerInfo worker_report(const std::string& address, double timeout_ms, bool mea
   req.set_measure_costs(measure_costs);
   proto::WorkerReport rep;
   const auto status = stub->Report(&ctx, req, &rep);
-  if (!status.ok()) throw std::runtime_error(status_text(status, "worker " + address, timeout_ms));
+  if (!status.ok())
+    throw std::runtime_error(call_failure(status, *channel, "worker " + address, timeout_ms));
   WorkerInfo w;
   w.model = rep.model();
   w.fingerprint = rep.fingerprint();
@@ -81,8 +83,10 @@ class ServeMaster::Impl final : public proto::Collector::Service {
     silence_grpc_log();
     server_ = start_server(options_.listen, this, "--listen", &address_);
     reply_to_ = options_.advertise.empty() ? address_ : options_.advertise;
-    for (const auto& w : options_.workers)
-      stubs_.push_back(proto::Worker::NewStub(open_channel(w)));
+    for (const auto& w : options_.workers) {
+      channels_.push_back(open_channel(w));
+      stubs_.push_back(proto::Worker::NewStub(channels_.back()));
+    }
   }
 
   ~Impl() override {
@@ -132,9 +136,10 @@ class ServeMaster::Impl final : public proto::Collector::Service {
       proto::ConfigureReply reply;
       const auto status = stubs_[i]->Configure(&ctx, c, &reply);
       if (!status.ok())
-        throw std::runtime_error(status_text(
-            status, "worker " + options_.workers[i] + " (stage " + std::to_string(i) + ")",
-            options_.timeout_ms));
+        throw std::runtime_error(
+            call_failure(status, *channels_[i],
+                         "worker " + options_.workers[i] + " (stage " + std::to_string(i) + ")",
+                         options_.timeout_ms));
     }
     plan_ = number;
     stages_ = stages;
@@ -321,9 +326,9 @@ class ServeMaster::Impl final : public proto::Collector::Service {
       proto::WorkerReport rep;
       const auto status = stubs_[i]->Report(&ctx, req, &rep);
       if (!status.ok())
-        return status_text(status,
-                           "worker " + options_.workers[i] + " (stage " + std::to_string(i) + ")",
-                           ping_ms());
+        return call_failure(status, *channels_[i],
+                            "worker " + options_.workers[i] + " (stage " + std::to_string(i) + ")",
+                            ping_ms());
     }
     return "";
   }
@@ -339,6 +344,7 @@ class ServeMaster::Impl final : public proto::Collector::Service {
   MasterOptions options_;
   std::string address_, reply_to_, input_name_;
   std::unique_ptr<grpc::Server> server_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<proto::Worker::Stub>> stubs_;
   std::vector<Stage> stages_;
   std::vector<std::vector<int>> links_;

@@ -34,7 +34,14 @@ EncodedTensor from_proto(const proto::Tensor& t);
 /// "did not answer within 2000 ms", or the message our own server put in the status.
 std::string status_text(const grpc::Status& status, const std::string& who, double timeout_ms);
 
-/// A channel to `address` with igb-serve's message limits.
+/// status_text of a failed call on `channel`, telling a peer never connected to (nothing listens,
+/// or the connection was refused: a TLS handshake failed) from one that connected and did not
+/// answer: calls wait for a connection, so both end at the deadline.
+std::string call_failure(const grpc::Status& status, grpc::Channel& channel, const std::string& who,
+                         double timeout_ms);
+
+/// A channel to `address` with igb-serve's message limits, secured as set_transport_security
+/// says (transport_security.h).
 std::shared_ptr<grpc::Channel> open_channel(const std::string& address);
 
 /// A deadline `ms` from now (a context's set_deadline).

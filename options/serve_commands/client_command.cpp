@@ -51,6 +51,7 @@ class ClientCommand : public ToolCommand {
     sub.add_option("--advertise", options_.advertise,
                    "The address units send answers to (default: --listen's)");
     add_link_options(sub, options_.link, "the first unit");
+    add_security_options(sub, security_);
     sub.add_option("--out", out_, "Folder for client.json and client_samples.csv");
   }
 
@@ -59,6 +60,7 @@ class ClientCommand : public ToolCommand {
   }
 
   int run() override {
+    apply_security_options(security_);
     if (!(timeout_s_ > 0)) throw InputError("--timeout must be positive");
     if (options_.max_in_flight < 1) throw InputError("--in-flight must be at least 1");
     options_.timeout_ms = timeout_s_ * 1000.0;
@@ -151,6 +153,7 @@ class ClientCommand : public ToolCommand {
   }
 
   deploy::MasterOptions options_;
+  SecurityOptions security_;
   std::string data_ = "digits", dataset_ = "auto", out_;
   int64_t max_samples_ = 0;
   double timeout_s_ = 10;

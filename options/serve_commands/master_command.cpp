@@ -55,6 +55,7 @@ class MasterCommand : public ToolCommand {
     sub.add_option("--advertise", options_.advertise,
                    "The address the last worker sends results to (default: --listen's)");
     add_link_options(sub, options_.link, "the first worker");
+    add_security_options(sub, security_);
     sub.add_flag("--replan", replan_,
                  "After --replan-after frames, re-plan from the workers' measured op costs and "
                  "link throughput, and serve the rest on the new plan");
@@ -76,6 +77,7 @@ class MasterCommand : public ToolCommand {
   }
 
   int run() override {
+    apply_security_options(security_);
     configure_runtime(target_.threads, "cpu");
     check_options();
     const auto plan = deploy::read_plan_file(plan_);
@@ -241,6 +243,7 @@ class MasterCommand : public ToolCommand {
 
   ToolTarget target_;
   deploy::MasterOptions options_;
+  SecurityOptions security_;
   std::string plan_, input_, mode_ = "full", transfer_ = "fp32", out_, cache_dir_,
                              runtime_ = kInferenceRuntime;
   std::vector<std::string> workers_;

@@ -34,6 +34,22 @@ void register_builtin_serve_commands() {
   });
 }
 
+void add_security_options(CLI::App& sub, SecurityOptions& security) {
+  sub.add_option("--tls-cert", security.files.cert,
+                 "This process's certificate (PEM), signed by --tls-ca; with --tls-key and "
+                 "--tls-ca every connection is mutual TLS (docs/serving.md#security)");
+  sub.add_option("--tls-key", security.files.key, "The private key of --tls-cert (PEM)");
+  sub.add_option("--tls-ca", security.files.ca,
+                 "The CA certificate (PEM) every peer's certificate must be signed by");
+  sub.add_flag("--insecure", security.insecure,
+               "Without TLS, listen on an address beyond loopback anyway: anyone who reaches "
+               "the port controls this process");
+}
+
+void apply_security_options(const SecurityOptions& security) {
+  deploy::set_transport_security(security.files, security.insecure);
+}
+
 void add_link_options(CLI::App& sub, deploy::LinkEmulation& link, const std::string& to) {
   sub.add_option(
          "--link-bandwidth", link.bandwidth_mb_s,

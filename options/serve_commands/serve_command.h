@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/registry.h"
+#include "deploy/serve/transport_security.h"
 #include "options/tool_commands/tool_command.h"
 
 namespace igb::deploy {
@@ -21,6 +22,15 @@ Registry<ToolCommandSpec>& serve_command_registry();
 
 /// Registers every igb-serve command; idempotent.
 void register_builtin_serve_commands();
+
+/// --tls-cert, --tls-key, --tls-ca and --insecure: how a command's connections are secured.
+struct SecurityOptions {
+  deploy::TlsFiles files;
+  bool insecure = false;
+};
+void add_security_options(CLI::App& sub, SecurityOptions& security);
+/// Makes them the process's (deploy::set_transport_security); InputError on a bad file.
+void apply_security_options(const SecurityOptions& security);
 
 /// --link-bandwidth and --link-latency of an emulated link to `to` ("the next worker").
 void add_link_options(CLI::App& sub, deploy::LinkEmulation& link, const std::string& to);

@@ -30,6 +30,7 @@ class WorkerCommand : public ToolCommand {
                    "Threads running stages (1: one frame at a time, in arrival order)")
         ->capture_default_str();
     add_link_options(sub, options_.link, "the next worker");
+    add_security_options(sub, security_);
     sub.add_option("--compute-speed", options_.compute_speed,
                    "Emulate a machine this many times as fast as this one (in (0, 1]; a devices "
                    "file's speed relative to this machine)")
@@ -51,6 +52,7 @@ class WorkerCommand : public ToolCommand {
   }
 
   int run() override {
+    apply_security_options(security_);
     configure_runtime(target_.threads, "cpu");
     options_.int8 = runtime_ == kInt8Runtime;
     const auto m = target_.load();
@@ -90,6 +92,7 @@ class WorkerCommand : public ToolCommand {
 
  private:
   ToolTarget target_;
+  SecurityOptions security_;
   deploy::WorkerOptions options_;
   std::string cascade_, runtime_ = kInferenceRuntime;
   deploy::CascadeUnit unit_;

@@ -2,15 +2,21 @@
 // model's forward pass (whole tensors and frame differences), a killed or stopped worker ends the
 // master with a clear error within its timeout, and malformed frames are refused while the worker
 // goes on serving.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
+#include <random>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "core/fs.h"
 #include "core/subprocess.h"
 #include "data/image.h"
 #include "deploy/early_exit/exit_export.h"
@@ -22,6 +28,7 @@
 #include "deploy/serve/serve_master.h"
 #include "deploy/serve/serve_worker.h"
 #include "deploy/serve/served_chain.h"
+#include "deploy/serve/transport_security.h"
 #include "deploy/serve/wire.h"
 #include "models/model.h"
 #include "tests/apps/run_support.h"
@@ -37,14 +44,23 @@ using json = nlohmann::json;
 /// loopback ports, stopped with the fixture.
 class ServeChain : public ::testing::Test {
  protected:
+  /// Arguments every worker gets besides its address and model.
+  virtual std::vector<std::string> worker_args() { return {}; }
+
   void SetUp() override {
     for (int i = 0; i < 3; ++i) {
       const auto port = free_local_port();
       addresses_.push_back("127.0.0.1:" + std::to_string(port));
-      pids_.push_back(
-          start_process({std::string(IGB_BIN_DIR) + "/igb-serve", "worker", "--listen",
-                         addresses_.back(), "--model", "resnet20_cifar", "--threads", "1"},
-                        dir_ / ("worker" + std::to_string(i) + ".log")));
+      std::vector<std::string> argv = {std::string(IGB_BIN_DIR) + "/igb-serve",
+                                       "worker",
+                                       "--listen",
+                                       addresses_.back(),
+                                       "--model",
+                                       "resnet20_cifar",
+                                       "--threads",
+                                       "1"};
+      for (const auto& a : worker_args()) argv.push_back(a);
+      pids_.push_back(start_process(argv, dir_ / ("worker" + std::to_string(i) + ".log")));
     }
     // Each test times what the chain does, not the workers' start (slow on a loaded machine).
     for (const auto& a : addresses_) worker_report(a, 60000);
@@ -259,6 +275,182 @@ TEST_F(ServeChain, AWorkerWithOtherWeightsRefusesThePlan) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("(another checkpoint)"), std::string::npos) << e.what();
   }
+}
+
+/// Opens a TCP connection to `address` (127.0.0.1:PORT), writes `bytes`, reads until the peer
+/// closes or half a second passes, and closes.
+void send_raw(const std::string& address, const std::string& bytes) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1))));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0);
+  EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(bytes.size()));
+  timeval wait{0, 500000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+  char buffer[4096];
+  while (::recv(fd, buffer, sizeof(buffer), 0) > 0) {
+  }
+  ::close(fd);
+}
+
+/// What a stranger might send to a worker's port: random bytes, an HTTP/1 request, an HTTP/2
+/// preface with a wrong magic, and a right preface followed by a frame of an unknown kind and a
+/// length beyond the data.
+std::vector<std::string> garbage() {
+  std::mt19937 rng(3);
+  std::string random(4096, '\0');
+  for (auto& c : random) c = static_cast<char>(rng());
+  const std::string preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  std::string bad_frame = preface + std::string("\x00\xff\xff\x42\x00\x00\x00\x00\x01", 9);
+  bad_frame += random.substr(0, 100);
+  return {random, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+          "PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n" + random.substr(0, 64), bad_frame};
+}
+
+TEST_F(ServeChain, GarbageOnAWorkersPortLeavesItServing) {
+  for (const auto& a : addresses_)
+    for (const auto& bytes : garbage()) send_raw(a, bytes);
+  ServeMaster master(*graph_, options(false));
+  master.configure(stages_, 1);
+  EXPECT_LE(max_difference(master.serve(frames_)), 1e-5);
+  for (pid_t p : pids_) EXPECT_FALSE(poll_process(p).has_value());
+}
+
+/// A CA and a certificate it signs for 127.0.0.1 and localhost (every process of a chain shows
+/// the same one), and a second CA signing a stranger's, made with Debian's openssl in `dir`.
+void make_certificates(const fs::path& dir) {
+  const std::string d = dir.string();
+  auto sh = [](const std::string& command) {
+    ASSERT_EQ(std::system((command + " > /dev/null 2>&1").c_str()), 0) << command;
+  };
+  for (const std::string ca : {"ca", "stranger_ca"})
+    sh("openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj '/CN=igb test " + ca +
+       "' -keyout " + d + "/" + ca + ".key -out " + d + "/" + ca + ".crt");
+  std::ofstream(dir / "san.ext") << "subjectAltName=IP:127.0.0.1,DNS:localhost\n";
+  for (const auto& [who, ca] :
+       {std::pair<std::string, std::string>{"peer", "ca"}, {"stranger", "stranger_ca"}}) {
+    sh("openssl req -newkey rsa:2048 -nodes -subj '/CN=igb test " + who + "' -keyout " + d + "/" +
+       who + ".key -out " + d + "/" + who + ".csr");
+    sh("openssl x509 -req -days 2 -in " + d + "/" + who + ".csr -CA " + d + "/" + ca +
+       ".crt -CAkey " + d + "/" + ca + ".key -CAcreateserial -extfile " + d + "/san.ext -out " + d +
+       "/" + who + ".crt");
+  }
+}
+
+TlsFiles tls_files(const fs::path& dir, const std::string& who, const std::string& ca) {
+  return {(dir / (who + ".crt")).string(), (dir / (who + ".key")).string(),
+          (dir / (ca + ".crt")).string()};
+}
+
+/// The chain of ServeChain with every process on mutual TLS (this test process too).
+class TlsServeChain : public ServeChain {
+ protected:
+  std::vector<std::string> worker_args() override {
+    const auto f = tls_files(dir_, "peer", "ca");
+    return {"--tls-cert", f.cert, "--tls-key", f.key, "--tls-ca", f.ca};
+  }
+  void SetUp() override {
+    make_certificates(dir_);
+    set_transport_security(tls_files(dir_, "peer", "ca"), false);
+    ServeChain::SetUp();
+  }
+  void TearDown() override {
+    ServeChain::TearDown();
+    set_transport_security({}, false);
+  }
+  /// Whether worker `i`'s log says, within 5 s, that it refused a connection.
+  bool worker_refused(int i) {
+    for (int k = 0; k < 50; ++k) {
+      const auto log = read_text_file(dir_ / ("worker" + std::to_string(i) + ".log"));
+      if (log.find("igb-serve: refused a connection: TLS handshake failed") != std::string::npos)
+        return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+};
+
+TEST_F(TlsServeChain, AChainOnMutualTlsGivesTheModelsOutput) {
+  for (const auto& bytes : garbage()) send_raw(addresses_[0], bytes);
+  ServeMaster master(*graph_, options(false));
+  master.configure(stages_, 1);
+  EXPECT_LE(max_difference(master.serve(frames_)), 1e-5);
+}
+
+TEST_F(TlsServeChain, APeerWithoutTheCasCertificateIsRefusedOnBothSides) {
+  // A plaintext client: the worker refuses the handshake and says so; the client names the
+  // worker and what it needs.
+  set_transport_security({}, false);
+  try {
+    worker_report(addresses_[0], 1500);
+    FAIL() << "a plaintext client was answered";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("worker " + addresses_[0] +
+                                         " could not be connected to within 1500 ms"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("it may require TLS"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(worker_refused(0));
+  // A client whose certificate another CA signed: refused the same way (it refuses the
+  // worker's certificate, too).
+  set_transport_security(tls_files(dir_, "stranger", "stranger_ca"), false);
+  try {
+    worker_report(addresses_[1], 1500);
+    FAIL() << "a client of another CA was answered";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("must be signed by the same --tls-ca"), std::string::npos)
+        << e.what();
+  }
+  // The other direction: a TLS master refuses a plaintext worker.
+  set_transport_security(tls_files(dir_, "peer", "ca"), false);
+  const auto plain = "127.0.0.1:" + std::to_string(free_local_port());
+  pids_.push_back(start_process({std::string(IGB_BIN_DIR) + "/igb-serve", "worker", "--listen",
+                                 plain, "--model", "resnet20_cifar", "--threads", "1"},
+                                dir_ / "plain.log"));
+  try {
+    worker_report(plain, 3000);
+    FAIL() << "a TLS client accepted a plaintext worker";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("worker " + plain + " could not be connected"),
+              std::string::npos)
+        << e.what();
+  }
+  // Refusals change nothing: the chain serves.
+  ServeMaster master(*graph_, options(false));
+  master.configure(stages_, 1);
+  EXPECT_LE(max_difference(master.serve(frames_)), 1e-5);
+}
+
+TEST(ServeCommand, ListeningBeyondLoopbackNeedsTlsOrInsecure) {
+  const auto r = test::run_app("igb-serve worker --model resnet20_cifar --listen 0.0.0.0:0");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--listen 0.0.0.0:0: listening beyond this machine needs mutual TLS "
+                          "(--tls-cert, --tls-key, --tls-ca) or, to let anyone on the network "
+                          "control it, --insecure"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.lines().size(), 1u) << r.output;
+  const auto missing = test::run_app(
+      "igb-serve worker --model resnet20_cifar --tls-cert /nonexistent.pem --tls-key k --tls-ca c");
+  EXPECT_EQ(missing.code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("--tls-cert /nonexistent.pem: cannot read the file"),
+            std::string::npos)
+      << missing.output;
+  test::TempDir tmp;
+  const auto port = free_local_port();
+  const pid_t p =
+      start_process({std::string(IGB_BIN_DIR) + "/igb-serve", "worker", "--model", "resnet20_cifar",
+                     "--threads", "1", "--insecure", "--listen", "0.0.0.0:" + std::to_string(port)},
+                    tmp.path() / "w.log");
+  // It listens on every interface, loopback included.
+  EXPECT_EQ(worker_report("127.0.0.1:" + std::to_string(port), 60000).model, "resnet20_cifar");
+  ::kill(p, SIGKILL);
+  wait_process(p);
 }
 
 // docs/library.md, step by step: plan resnet20_cifar on two devices, write and read the plan,
