@@ -84,6 +84,7 @@ class ServeMaster::Impl final : public proto::Collector::Service {
     server_ = start_server(options_.listen, this, "--listen", &address_);
     reply_to_ = options_.advertise.empty() ? address_ : options_.advertise;
     for (const auto& w : options_.workers) {
+      chain_.push_back(static_cast<int>(channels_.size()));
       channels_.push_back(open_channel(w));
       stubs_.push_back(proto::Worker::NewStub(channels_.back()));
     }
@@ -104,10 +105,10 @@ class ServeMaster::Impl final : public proto::Collector::Service {
   }
 
   void configure(const std::vector<Stage>& stages, uint32_t number) {
-    if (stages.size() != options_.workers.size()) {
+    if (stages.size() != chain_.size()) {
       std::vector<std::string> names;
       for (const auto& s : stages) names.push_back(s.device_name);
-      throw InputError("--workers gives " + std::to_string(options_.workers.size()) +
+      throw InputError("--workers gives " + std::to_string(chain_.size()) +
                        " addresses; the plan runs " + std::to_string(stages.size()) + " stages (" +
                        join(names) + ")");
     }
@@ -123,7 +124,7 @@ class ServeMaster::Impl final : public proto::Collector::Service {
       const std::vector<int>& in = i == 0 ? graph.inputs() : links_[i - 1];
       for (int v : in) c.add_inputs(onnx_value_name(graph, v));
       for (int v : links_[i]) c.add_outputs(onnx_value_name(graph, v));
-      if (i + 1 < stages.size()) c.set_next(options_.workers[i + 1]);
+      if (i + 1 < stages.size()) c.set_next(address(i + 1));
       c.set_fingerprint(fingerprint);
       c.set_weights(options_.weights);
       c.set_precision(to_proto(options_.precision));
@@ -134,12 +135,10 @@ class ServeMaster::Impl final : public proto::Collector::Service {
       ctx.set_deadline(deadline_in(options_.timeout_ms));
       ctx.set_wait_for_ready(true);
       proto::ConfigureReply reply;
-      const auto status = stubs_[i]->Configure(&ctx, c, &reply);
+      const auto status = stubs_[chain_[i]]->Configure(&ctx, c, &reply);
       if (!status.ok())
         throw std::runtime_error(
-            call_failure(status, *channels_[i],
-                         "worker " + options_.workers[i] + " (stage " + std::to_string(i) + ")",
-                         options_.timeout_ms));
+            call_failure(status, *channels_[chain_[i]], who(i), options_.timeout_ms));
     }
     plan_ = number;
     stages_ = stages;
@@ -158,8 +157,7 @@ class ServeMaster::Impl final : public proto::Collector::Service {
   void open_sender() {
     sender_.reset();
     sender_ = std::make_unique<LinkSender>(
-        options_.workers[0], "worker " + options_.workers[0] + " (stage 0)", options_.link,
-        options_.precision, options_.diff, options_.timeout_ms,
+        address(0), who(0), options_.link, options_.precision, options_.diff, options_.timeout_ms,
         [this](const proto::Frame& frame, const std::string& error) {
           proto::Result r;
           r.set_id(frame.id());
@@ -178,6 +176,7 @@ class ServeMaster::Impl final : public proto::Collector::Service {
     Sending st;
     st.t0 = Clock::now();
     st.sent.resize(n);
+    st.last_sent.resize(n);
     st.ids.resize(n);
     ServeResult out;
     out.outputs.resize(n);
@@ -193,7 +192,7 @@ class ServeMaster::Impl final : public proto::Collector::Service {
       send_due(frames, done, st);
       const bool waiting = done < st.next;
       const auto frame_deadline =
-          waiting ? st.sent[done] + ms(options_.timeout_ms) : Clock::time_point::max();
+          waiting ? st.last_sent[done] + ms(options_.timeout_ms) : Clock::time_point::max();
       const auto wake = std::min({next_due(st, done, n), frame_deadline, last_ping + ping_every});
       proto::Result r;
       bool got = false;
@@ -210,24 +209,34 @@ class ServeMaster::Impl final : public proto::Collector::Service {
       const auto now = Clock::now();
       if (!got) {
         if (waiting && now >= frame_deadline)
-          throw std::runtime_error("no result for frame " + std::to_string(done) + " within " +
-                                   std::to_string(static_cast<int64_t>(options_.timeout_ms)) +
-                                   " ms: " + silent_worker());
+          recover("no result for frame " + std::to_string(done) + " within " +
+                      std::to_string(static_cast<int64_t>(options_.timeout_ms)) +
+                      " ms: " + silent_worker(),
+                  frames, done, st, out);
         if (waiting && now >= last_ping + ping_every) {
           // A worker that stops answering is named long before the frame's timeout.
           if (auto who = unanswering_worker(); !who.empty())
-            throw std::runtime_error("frame " + std::to_string(done) + " is waiting: " + who);
+            recover("frame " + std::to_string(done) + " is waiting: " + who, frames, done, st, out);
           last_ping = Clock::now();
         }
         continue;
       }
-      if (!r.error().empty()) throw std::runtime_error(r.error());
+      if (!r.error().empty()) {
+        recover(r.error(), frames, done, st, out);
+        continue;
+      }
       out.sent_ms[done] = std::chrono::duration<double, std::milli>(st.sent[done] - st.t0).count();
       out.done_ms[done] = std::chrono::duration<double, std::milli>(now - st.t0).count();
       out.latency_ms[done] = out.done_ms[done] - out.sent_ms[done];
       add_result(r, done, out);
       ++done;
       if (progress) progress(done, n);
+    }
+    {
+      // What is left came for frames already re-sent: dropped.
+      std::lock_guard<std::mutex> lock(mutex_);
+      out.late_results_dropped += static_cast<int>(results_.size());
+      results_.clear();
     }
     summarise(out);
     return out;
@@ -238,6 +247,8 @@ class ServeMaster::Impl final : public proto::Collector::Service {
   struct Sending {
     Clock::time_point t0;
     std::vector<Clock::time_point> sent;
+    /// When each frame was last sent (again, after a failover): its timeout runs from there.
+    std::vector<Clock::time_point> last_sent;
     std::vector<uint64_t> ids;
     /// Frames sent so far.
     int next = 0;
@@ -264,17 +275,64 @@ class ServeMaster::Impl final : public proto::Collector::Service {
   void send_due(const std::vector<at::Tensor>& frames, int done, Sending& st) {
     const int n = static_cast<int>(frames.size());
     while (st.next < n && next_due(st, done, n) <= Clock::now()) {
-      OutgoingFrame f;
-      st.ids[st.next] = next_id_++;
-      f.frame.set_id(st.ids[st.next]);
-      f.frame.set_plan(plan_);
-      f.frame.set_seq(seq_++);
-      f.frame.set_reply_to(reply_to_);
-      f.tensors.emplace_back(input_name_, frames[st.next].to(at::kFloat).contiguous());
       st.sent[st.next] = Clock::now();
-      sender_->send(std::move(f));
+      send_frame(frames, st.next, st);
       ++st.next;
     }
+  }
+
+  /// Sends frame `k` under a new id (a re-sent frame keeps its first send time).
+  void send_frame(const std::vector<at::Tensor>& frames, int k, Sending& st) {
+    OutgoingFrame f;
+    st.ids[k] = next_id_++;
+    st.last_sent[k] = Clock::now();
+    f.frame.set_id(st.ids[k]);
+    f.frame.set_plan(plan_);
+    f.frame.set_seq(seq_++);
+    f.frame.set_reply_to(reply_to_);
+    f.tensors.emplace_back(input_name_, frames[k].to(at::kFloat).contiguous());
+    sender_->send(std::move(f));
+  }
+
+  /// A failure `cause` while frame `done` waits: without MasterOptions::replan, the run ends
+  /// with it. With it, the workers of the chain that still answer a report get the plan it
+  /// returns (plan number + 1), and every frame sent and not answered is sent again.
+  void recover(const std::string& cause, const std::vector<at::Tensor>& frames, int done,
+               Sending& st, ServeResult& out) {
+    if (!options_.replan) throw std::runtime_error(cause);
+    FailoverEvent e;
+    e.cause = cause;
+    e.frame = done;
+    e.detected_ms = since(st.t0);
+    std::vector<int> alive;
+    for (int w : chain_) {
+      if (ping(w).ok())
+        alive.push_back(w);
+      else
+        e.lost.push_back(options_.workers[static_cast<size_t>(w)]);
+    }
+    // Every worker answers: the failure was the frame's, not a worker's.
+    if (e.lost.empty()) throw std::runtime_error(cause);
+    if (alive.empty()) throw std::runtime_error(cause + "; no worker is left to serve on");
+    const Failover f = options_.replan(alive);
+    if (f.workers.size() != f.stages.size() || f.workers.empty())
+      throw std::logic_error("ServeMaster: a failover plan needs one worker per stage");
+    chain_ = f.workers;
+    configure(f.stages, plan_ + 1);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      out.late_results_dropped += static_cast<int>(results_.size());
+      results_.clear();
+    }
+    for (int k = done; k < st.next; ++k) send_frame(frames, k, st);
+    e.plan = f.description;
+    e.resent = st.next - done;
+    e.resumed_ms = since(st.t0);
+    out.failovers.push_back(std::move(e));
+  }
+
+  static double since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   }
 
   /// A frame's outputs and what each stage did for it.
@@ -319,18 +377,24 @@ class ServeMaster::Impl final : public proto::Collector::Service {
   /// The first worker that does not answer a report within ping_ms(), in our words; empty when
   /// all answer.
   std::string unanswering_worker() {
-    for (size_t i = 0; i < stubs_.size(); ++i) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(deadline_in(ping_ms()));
-      proto::ReportRequest req;
-      proto::WorkerReport rep;
-      const auto status = stubs_[i]->Report(&ctx, req, &rep);
-      if (!status.ok())
-        return call_failure(status, *channels_[i],
-                            "worker " + options_.workers[i] + " (stage " + std::to_string(i) + ")",
-                            ping_ms());
+    for (size_t i = 0; i < chain_.size(); ++i) {
+      const auto status = ping(chain_[i]);
+      if (!status.ok()) return call_failure(status, *channels_[chain_[i]], who(i), ping_ms());
     }
     return "";
+  }
+
+  const std::string& address(size_t stage) const { return options_.workers.at(chain_.at(stage)); }
+  std::string who(size_t stage) const {
+    return "worker " + address(stage) + " (stage " + std::to_string(stage) + ")";
+  }
+  /// Worker `w`'s answer to a report asked within ping_ms().
+  grpc::Status ping(int w) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline_in(ping_ms()));
+    proto::ReportRequest req;
+    proto::WorkerReport rep;
+    return stubs_[static_cast<size_t>(w)]->Report(&ctx, req, &rep);
   }
 
   std::string silent_worker() {
@@ -346,6 +410,8 @@ class ServeMaster::Impl final : public proto::Collector::Service {
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<proto::Worker::Stub>> stubs_;
+  /// The chain's workers, stage by stage (indices into options_.workers).
+  std::vector<int> chain_;
   std::vector<Stage> stages_;
   std::vector<std::vector<int>> links_;
   uint32_t plan_ = 0;

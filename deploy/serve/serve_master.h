@@ -18,6 +18,14 @@
 
 namespace igb::deploy {
 
+/// A plan on the workers that remain after some were lost: `workers[k]` (an index into
+/// MasterOptions::workers) runs `stages[k]`; `description` says it in one line.
+struct Failover {
+  std::vector<int> workers;
+  std::vector<Stage> stages;
+  std::string description;
+};
+
 struct MasterOptions {
   /// weights_digest() of the model the plan runs (the workers must hold the same).
   std::string weights;
@@ -39,6 +47,26 @@ struct MasterOptions {
   int max_in_flight = 0;
   /// The link from the master to the first worker (emulated; the plan's frames start there).
   LinkEmulation link;
+  /// When set, a lost worker (unreachable, or not answering a report within a quarter of the
+  /// timeout) does not end the run: the master asks every worker of the chain for a report,
+  /// calls this with those that answer (indices into `workers`, in chain order), configures the
+  /// plan it returns, re-sends every frame whose result has not come back (under new ids: a late
+  /// result of an old one is dropped, so no frame is answered twice) and goes on. Unset: the run
+  /// ends with the error, naming the worker.
+  std::function<Failover(const std::vector<int>& alive)> replan;
+};
+
+/// One lost-worker recovery of ServeMaster::serve (MasterOptions::replan).
+struct FailoverEvent {
+  /// What was seen ("worker A could not pass frame 12 to worker B: ..."), and the workers lost.
+  std::string cause;
+  std::vector<std::string> lost;
+  /// The plan it went on with (Failover::description).
+  std::string plan;
+  /// The first frame without a result then, and how many frames were re-sent.
+  int frame = 0, resent = 0;
+  /// When the failure was seen and when the new plan was configured, ms from the first send.
+  double detected_ms = 0, resumed_ms = 0;
 };
 
 /// What one stage did, summed over the frames.
@@ -63,6 +91,10 @@ struct ServeResult {
   /// Frames between the first and the last completion over that time (the simulator's steady
   /// throughput).
   double steady_fps = 0;
+  /// Lost workers the run recovered from, and the results that arrived for a frame already
+  /// re-sent (dropped).
+  std::vector<FailoverEvent> failovers;
+  int late_results_dropped = 0;
 };
 
 /// The values each link carries for `stages` (by value id): link i joins stage i and i + 1;
@@ -104,9 +136,10 @@ class ServeMaster {
   /// Sends to the first worker as it is, frames holding one tensor named `input_name`.
   void attach(const std::string& input_name);
   /// Sends `frames` (each the model's input, batch 1) down the chain and collects every result.
-  /// Throws (one line naming the worker and the frame) when a worker fails, stops answering
-  /// reports (asked every quarter of the timeout while a frame waits), or no result comes back
-  /// within the timeout. `progress` (may be empty) is called after each result.
+  /// When a worker fails, stops answering reports (asked every quarter of the timeout while a
+  /// frame waits), or no result comes back within the timeout: with MasterOptions::replan, goes
+  /// on without the lost workers (ServeResult::failovers); without, throws one line naming the
+  /// worker and the frame. `progress` (may be empty) is called after each result.
   ServeResult serve(const std::vector<at::Tensor>& frames,
                     const std::function<void(int done, int total)>& progress = {});
 

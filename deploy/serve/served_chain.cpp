@@ -2,6 +2,9 @@
 
 #include "deploy/partition/stages.h"
 
+#include <algorithm>
+#include <limits>
+
 namespace igb::deploy {
 
 void ServedChain::measure_traffic(const tools::SummaryGraph& graph,
@@ -28,6 +31,33 @@ SimulationResult ServedChain::simulate(const tools::SummaryGraph& graph,
   so.rate_fps = rate_fps;
   return simulate_pipeline(
       pipeline_servers(problem(graph, false), problem(graph, true), assignment), so);
+}
+
+ServedChain chain_without(const ServedChain& chain, const std::vector<int>& keep) {
+  ServedChain out = chain;
+  out.devices.devices.clear();
+  out.devices.links.clear();
+  out.costs.clear();
+  for (size_t k = 0; k < keep.size(); ++k) {
+    const auto d = static_cast<size_t>(keep[k]);
+    out.devices.devices.push_back(chain.devices.devices.at(d));
+    out.costs.push_back(chain.costs.at(d));
+    if (k == 0) continue;
+    LinkSpec link{std::numeric_limits<double>::infinity(), 0};
+    for (auto l = static_cast<size_t>(keep[k - 1]); l < d; ++l) {
+      link.bandwidth = std::min(link.bandwidth, chain.devices.links.at(l).bandwidth);
+      link.latency_ms += chain.devices.links.at(l).latency_ms;
+    }
+    out.devices.links.push_back(link);
+  }
+  // The frames' source and the results' sink stay where they were when their device remains.
+  const auto at = [&](int device, int otherwise) {
+    const auto it = std::find(keep.begin(), keep.end(), device);
+    return it == keep.end() ? otherwise : static_cast<int>(it - keep.begin());
+  };
+  out.devices.source = at(chain.devices.source, 0);
+  out.devices.sink = at(chain.devices.sink, static_cast<int>(keep.size()) - 1);
+  return out;
 }
 
 std::string Replan::summary() const {

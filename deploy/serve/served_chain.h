@@ -44,6 +44,12 @@ struct ServedChain {
                             int frames, double rate_fps) const;
 };
 
+/// `chain` with only the devices `keep` (indices, in chain order; the devices of the workers that
+/// remain after others were lost): a link between two kept devices is the series of the links
+/// between them (the slowest bandwidth, the latencies added); the first and last kept device are
+/// the source and the sink.
+ServedChain chain_without(const ServedChain& chain, const std::vector<int>& keep);
+
 /// What re-planning found.
 struct Replan {
   /// The chain as measured: each device's op costs from its worker's machine (speed 1), each

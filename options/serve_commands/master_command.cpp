@@ -108,6 +108,10 @@ class MasterCommand : public ToolCommand {
                                      runtime_ == kInt8Runtime);
     chain.measure_traffic(graph, frames);
     options_.weights = deploy::weights_digest(*model);
+    std::vector<int> worker_device;  // worker i ran stage i of the first plan: it is that device
+    for (const auto& st : stages) worker_device.push_back(st.device);
+    options_.replan = failover_planner(graph, chain, worker_device, device_names,
+                                       deploy::parse_objective(plan.objective));
     deploy::ServeMaster master(graph, options_);
     master.configure(stages, 1);
     logger.info("configured " + std::to_string(stages.size()) + " workers; sending " +
@@ -147,6 +151,50 @@ class MasterCommand : public ToolCommand {
   }
 
  private:
+  /// MasterOptions::replan for this chain: the plan's objective solved again on the devices of
+  /// the workers that remain (their costs, the links between them in series).
+  std::function<deploy::Failover(const std::vector<int>&)> failover_planner(
+      const tools::SummaryGraph& graph, const deploy::ServedChain& chain,
+      std::vector<int> worker_device, std::vector<std::string> device_names,
+      deploy::PartitionObjective objective) const {
+    return [&graph, &chain, worker_device, device_names, objective,
+            workers = workers_](const std::vector<int>& alive) {
+      std::vector<int> keep;
+      std::vector<std::string> names;
+      for (int w : alive) {
+        keep.push_back(worker_device.at(static_cast<size_t>(w)));
+        names.push_back(device_names.at(static_cast<size_t>(keep.back())));
+      }
+      const auto reduced = deploy::chain_without(chain, keep);
+      const auto assignment =
+          deploy::solve_partition(reduced.problem(graph, true), objective).assignment;
+      deploy::Failover f;
+      f.stages = deploy::split_stages(graph, assignment, names);
+      for (const auto& st : f.stages) {
+        const int w = alive.at(static_cast<size_t>(st.device));
+        f.workers.push_back(w);
+        f.description += (f.description.empty() ? "" : ", ") + st.device_name + " on " +
+                         workers.at(static_cast<size_t>(w)) + ": " + std::to_string(st.ops.size()) +
+                         " ops";
+      }
+      f.description = std::to_string(f.stages.size()) + " stages (" + f.description + ")";
+      return f;
+    };
+  }
+
+  static json failovers_json(const deploy::ServeResult& r) {
+    json out = json::array();
+    for (const auto& f : r.failovers)
+      out.push_back({{"cause", f.cause},
+                     {"lost", f.lost},
+                     {"frame", f.frame},
+                     {"plan", f.plan},
+                     {"resent", f.resent},
+                     {"detected_ms", f.detected_ms},
+                     {"resumed_ms", f.resumed_ms}});
+    return out;
+  }
+
   void check_options() {
     if (mode_ != "full" && mode_ != "diff")
       throw InputError("--mode must be full or diff, not '" + mode_ + "'");
@@ -195,7 +243,10 @@ class MasterCommand : public ToolCommand {
            fixed(st.queue_ms / n, 3), std::to_string(r.link_bytes_first[s]),
            n > 1 ? fixed(static_cast<double>(r.link_bytes_later[s]) / (n - 1), 0) : "-"});
     }
-    std::cout << "Stages\n" << t.to_text() << "\n";
+    std::cout << (r.failovers.empty() ? "Stages\n"
+                                      : "Stages (of the first plan; after a lost worker a stage "
+                                        "number's figures add both plans')\n")
+              << t.to_text() << "\n";
     Table s;
 
     s.columns = {"", "Measured", "Simulated", "Measured / simulated"};
@@ -205,7 +256,17 @@ class MasterCommand : public ToolCommand {
     row("Mean latency (ms)", r.mean_latency_ms, sim.mean_latency_ms);
     row("First frame (ms)", r.latency_ms.front(), sim.latency_ms.front());
     row("Throughput (fps)", r.steady_fps, sim.steady_fps);
-    std::cout << "Measured against the simulator\n" << s.to_text() << "\n";
+    std::cout << "Measured against the simulator"
+              << (r.failovers.empty() ? "" : " (the first plan's, before any worker was lost)")
+              << "\n"
+              << s.to_text() << "\n";
+    for (const auto& f : r.failovers)
+      std::cout << "lost " << join(f.lost) << " at frame " << f.frame << " (" << f.cause
+                << "); re-planned in " << fixed(f.resumed_ms - f.detected_ms, 1) << " ms onto "
+                << f.plan << "; " << f.resent << " frames re-sent\n";
+    if (!r.failovers.empty())
+      std::cout << n << " frames answered, none lost; " << r.late_results_dropped
+                << " late results of re-sent frames dropped\n";
     if (max_diff >= 0)
       std::cout << "--verify: largest difference from the model's forward "
                 << (max_diff == 0 ? std::string("0") : fixed(max_diff, 9)) << " over " << n
@@ -224,6 +285,9 @@ class MasterCommand : public ToolCommand {
                 {"throughput_fps", sim.steady_fps}}},
               {"stages", json::array()}};
     if (max_diff >= 0) j["verify_max_abs_diff"] = max_diff;
+    j["failovers"] = failovers_json(r);
+    j["answered"] = n;
+    j["late_results_dropped"] = r.late_results_dropped;
     for (size_t i = 0; i < stages.size(); ++i)
       j["stages"].push_back({{"stage", i},
                              {"device", stages[i].device_name},

@@ -19,6 +19,7 @@
 #include "core/fs.h"
 #include "core/subprocess.h"
 #include "data/image.h"
+#include "data/opencv_samples.h"
 #include "deploy/early_exit/exit_export.h"
 #include "deploy/early_exit/exit_network.h"
 #include "deploy/partition/graph_problem.h"
@@ -550,6 +551,115 @@ TEST(ServeCommand, APortOutsideTheRangeIsRefusedNotWrapped) {
         << r.output;
     EXPECT_EQ(r.output.find("listening on"), std::string::npos) << r.output;
   }
+}
+
+/// Runs 300 frames of vtest.avi at 100 frames/s through three workers of a 3-stage plan of
+/// resnet20_cifar with `--timeout 1`, sends `signal` to the middle worker after the master has
+/// served 50, and checks that every frame comes back once, equal to the model's forward pass,
+/// with the lost worker named, the new plan on the other two, and the results resuming within 2 s.
+void check_failover(int signal) {
+  const std::string why = data::opencv_sample_unavailable("vtest.avi");
+  if (!why.empty()) GTEST_SKIP() << "real data absent: " << why;
+  test::TempDir tmp;
+  const fs::path dir = tmp.path();
+  // Three slow devices joined by fast links: the throughput plan uses all three.
+  std::ofstream(dir / "devices.yaml")
+      << "devices:\n  - {name: a, speed: 0.2}\n  - {name: b, speed: 0.2}\n"
+         "  - {name: c, speed: 0.2}\nlinks:\n  - {bandwidth_mb_s: 500, latency_ms: 0.1}\n"
+         "  - {bandwidth_mb_s: 500, latency_ms: 0.1}\n";
+  const std::string cache = " --threads 1 --cache-dir " + (dir / "cache").string();
+  auto r = test::run_app(
+      "igb-tools partition --model resnet20_cifar --objective throughput "
+      "--devices " +
+      (dir / "devices.yaml").string() + cache + " --out " + (dir / "plan").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto plan = json::parse(std::ifstream(dir / "plan" / "plan.json"));
+  for (const auto& d : plan["plans"][0]["devices"]) ASSERT_FALSE(d["ops"].empty()) << plan.dump();
+  std::vector<std::string> addresses;
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 3; ++i) {
+    addresses.push_back("127.0.0.1:" + std::to_string(free_local_port()));
+    pids.push_back(start_process({std::string(IGB_BIN_DIR) + "/igb-serve", "worker", "--listen",
+                                  addresses.back(), "--model", "resnet20_cifar", "--threads", "1"},
+                                 dir / ("w" + std::to_string(i) + ".log")));
+  }
+  for (const auto& a : addresses) worker_report(a, 60000);
+  const pid_t master = start_process({std::string(IGB_BIN_DIR) + "/igb-serve",
+                                      "master",
+                                      "--plan",
+                                      (dir / "plan" / "plan.json").string(),
+                                      "--workers",
+                                      addresses[0] + "," + addresses[1] + "," + addresses[2],
+                                      "--model",
+                                      "resnet20_cifar",
+                                      "--input",
+                                      data::opencv_sample("vtest.avi", "test").string(),
+                                      "--frames",
+                                      "300",
+                                      "--rate",
+                                      "100",
+                                      "--timeout",
+                                      "1",
+                                      "--verify",
+                                      "--threads",
+                                      "1",
+                                      "--cache-dir",
+                                      (dir / "cache").string(),
+                                      "--out",
+                                      (dir / "out").string()},
+                                     dir / "master.log");
+  for (int k = 0; k < 600; ++k) {
+    if (fs::exists(dir / "master.log") &&
+        read_text_file(dir / "master.log").find("50/300 frames served") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pids[1], signal);
+  const int code = wait_process(master);
+  for (pid_t p : pids) {
+    ::kill(p, SIGCONT);
+    ::kill(p, SIGKILL);
+    wait_process(p);
+  }
+  const auto log = read_text_file(dir / "master.log");
+  ASSERT_EQ(code, 0) << log;
+  const auto report = json::parse(std::ifstream(dir / "out" / "serve.json"));
+  EXPECT_EQ(report["answered"], 300);
+  EXPECT_LE(report["verify_max_abs_diff"].get<double>(), 1e-5);
+  ASSERT_EQ(report["failovers"].size(), 1u) << log;
+  const auto& f = report["failovers"][0];
+  EXPECT_EQ(f["lost"], json::array({addresses[1]})) << log;
+  EXPECT_NE(f["plan"].get<std::string>().find("2 stages (a on " + addresses[0]), std::string::npos)
+      << log;
+  EXPECT_NE(f["plan"].get<std::string>().find("c on " + addresses[2]), std::string::npos) << log;
+  EXPECT_NE(log.find("lost " + addresses[1] + " at frame "), std::string::npos) << log;
+  EXPECT_NE(log.find("300 frames answered, none lost"), std::string::npos) << log;
+  // The results' gap around the loss: the last before it to the first after the new plan.
+  std::ifstream csv(dir / "out" / "serve_frames.csv");
+  std::string line;
+  std::getline(csv, line);
+  double previous = -1, gap = 0;
+  int rows = 0;
+  while (std::getline(csv, line)) {
+    const auto a = line.find(','), b = line.find(',', a + 1), c = line.find(',', b + 1);
+    const double done = std::stod(line.substr(b + 1, c - b - 1));
+    if (previous >= 0) gap = std::max(gap, done - previous);
+    previous = done;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 300);
+  std::printf(
+      "[ failover ] signal %d: lost at frame %d, %d re-sent, results resumed after %.0f ms\n",
+      signal, f["frame"].get<int>(), f["resent"].get<int>(), gap);
+  EXPECT_LT(gap, 2000.0) << log;
+}
+
+TEST(ServeCommand, AKilledWorkerIsPlannedAroundWithNoFrameLostOrAnsweredTwice) {
+  check_failover(SIGKILL);
+}
+
+TEST(ServeCommand, AStoppedWorkerIsPlannedAroundWithNoFrameLostOrAnsweredTwice) {
+  check_failover(SIGSTOP);
 }
 
 TEST(ServeCommand, MasterRunsAPartitionPlanAndReportsTheSimulatorBesideTheMeasurement) {
