@@ -186,10 +186,14 @@ class ServeMaster::Impl final : public proto::Collector::Service {
     out.answered_by.resize(n);
     out.score.resize(n);
     int done = 0;
-    auto last_ping = Clock::now();
+    auto last_ping = Clock::now(), last_rejoin = Clock::now();
     const auto ping_every = ms(ping_ms());
     while (done < n) {
       send_due(frames, done, st);
+      if (options_.rejoin && !lost_.empty() && Clock::now() >= last_rejoin + ping_every) {
+        take_back(frames, done, st, out);
+        last_rejoin = Clock::now();
+      }
       const bool waiting = done < st.next;
       const auto frame_deadline =
           waiting ? st.last_sent[done] + ms(options_.timeout_ms) : Clock::time_point::max();
@@ -314,7 +318,38 @@ class ServeMaster::Impl final : public proto::Collector::Service {
     // Every worker answers: the failure was the frame's, not a worker's.
     if (e.lost.empty()) throw std::runtime_error(cause);
     if (alive.empty()) throw std::runtime_error(cause + "; no worker is left to serve on");
-    const Failover f = options_.replan(alive);
+    for (int w = 0; w < static_cast<int>(options_.workers.size()); ++w)
+      if (std::find(alive.begin(), alive.end(), w) == alive.end() &&
+          std::find(lost_.begin(), lost_.end(), w) == lost_.end())
+        lost_.push_back(w);
+    switch_plan(alive, frames, done, st, out, std::move(e));
+  }
+
+  /// With MasterOptions::rejoin: the lost workers that answer a report again are taken back.
+  void take_back(const std::vector<at::Tensor>& frames, int done, Sending& st, ServeResult& out) {
+    FailoverEvent e;
+    e.frame = done;
+    e.detected_ms = since(st.t0);
+    std::vector<int> back;
+    for (int w : lost_)
+      if (ping(w).ok()) back.push_back(w);
+    if (back.empty()) return;
+    std::vector<int> workers;  // in chain order: the order of --workers
+    for (int w = 0; w < static_cast<int>(options_.workers.size()); ++w) {
+      const bool returns = std::find(back.begin(), back.end(), w) != back.end();
+      if (returns) e.rejoined.push_back(options_.workers[static_cast<size_t>(w)]);
+      if (returns || std::find(lost_.begin(), lost_.end(), w) == lost_.end()) workers.push_back(w);
+    }
+    for (int w : back) lost_.erase(std::find(lost_.begin(), lost_.end(), w));
+    e.cause = join(e.rejoined) + (back.size() == 1 ? " answers" : " answer") + " again";
+    switch_plan(workers, frames, done, st, out, std::move(e));
+  }
+
+  /// Configures the plan MasterOptions::replan gives for `workers` and re-sends every frame
+  /// sent and not answered; records `e`.
+  void switch_plan(const std::vector<int>& workers, const std::vector<at::Tensor>& frames, int done,
+                   Sending& st, ServeResult& out, FailoverEvent e) {
+    const Failover f = options_.replan(workers);
     if (f.workers.size() != f.stages.size() || f.workers.empty())
       throw std::logic_error("ServeMaster: a failover plan needs one worker per stage");
     chain_ = f.workers;
@@ -410,8 +445,8 @@ class ServeMaster::Impl final : public proto::Collector::Service {
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<proto::Worker::Stub>> stubs_;
-  /// The chain's workers, stage by stage (indices into options_.workers).
-  std::vector<int> chain_;
+  /// The chain's workers, stage by stage, and those lost (indices into options_.workers).
+  std::vector<int> chain_, lost_;
   std::vector<Stage> stages_;
   std::vector<std::vector<int>> links_;
   uint32_t plan_ = 0;

@@ -54,13 +54,18 @@ struct MasterOptions {
   /// result of an old one is dropped, so no frame is answered twice) and goes on. Unset: the run
   /// ends with the error, naming the worker.
   std::function<Failover(const std::vector<int>& alive)> replan;
+  /// With `replan`: a lost worker that answers a report again (asked as often as the chain's
+  /// workers are while frames wait) is taken back: the plan is made again with it and the
+  /// frames not answered are re-sent, as when it was lost.
+  bool rejoin = false;
 };
 
 /// One lost-worker recovery of ServeMaster::serve (MasterOptions::replan).
 struct FailoverEvent {
-  /// What was seen ("worker A could not pass frame 12 to worker B: ..."), and the workers lost.
+  /// What was seen ("worker A could not pass frame 12 to worker B: ..."), and the workers lost
+  /// or, with MasterOptions::rejoin, taken back.
   std::string cause;
-  std::vector<std::string> lost;
+  std::vector<std::string> lost, rejoined;
   /// The plan it went on with (Failover::description).
   std::string plan;
   /// The first frame without a result then, and how many frames were re-sent.

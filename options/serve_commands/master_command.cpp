@@ -56,6 +56,9 @@ class MasterCommand : public ToolCommand {
                    "The address the last worker sends results to (default: --listen's)");
     add_link_options(sub, options_.link, "the first worker");
     add_security_options(sub, security_);
+    sub.add_flag("--rejoin", options_.rejoin,
+                 "Take a lost worker back into the chain when it answers again (a plan is made "
+                 "with it; frames not yet answered are re-sent)");
     sub.add_flag("--replan", replan_,
                  "After --replan-after frames, re-plan from the workers' measured op costs and "
                  "link throughput, and serve the rest on the new plan");
@@ -187,6 +190,7 @@ class MasterCommand : public ToolCommand {
     for (const auto& f : r.failovers)
       out.push_back({{"cause", f.cause},
                      {"lost", f.lost},
+                     {"rejoined", f.rejoined},
                      {"frame", f.frame},
                      {"plan", f.plan},
                      {"resent", f.resent},
@@ -261,9 +265,10 @@ class MasterCommand : public ToolCommand {
               << "\n"
               << s.to_text() << "\n";
     for (const auto& f : r.failovers)
-      std::cout << "lost " << join(f.lost) << " at frame " << f.frame << " (" << f.cause
-                << "); re-planned in " << fixed(f.resumed_ms - f.detected_ms, 1) << " ms onto "
-                << f.plan << "; " << f.resent << " frames re-sent\n";
+      std::cout << (f.rejoined.empty() ? "lost " + join(f.lost) : "took back " + join(f.rejoined))
+                << " at frame " << f.frame << " (" << f.cause << "); re-planned in "
+                << fixed(f.resumed_ms - f.detected_ms, 1) << " ms onto " << f.plan << "; "
+                << f.resent << " frames re-sent\n";
     if (!r.failovers.empty())
       std::cout << n << " frames answered, none lost; " << r.late_results_dropped
                 << " late results of re-sent frames dropped\n";

@@ -557,7 +557,9 @@ TEST(ServeCommand, APortOutsideTheRangeIsRefusedNotWrapped) {
 /// resnet20_cifar with `--timeout 1`, sends `signal` to the middle worker after the master has
 /// served 50, and checks that every frame comes back once, equal to the model's forward pass,
 /// with the lost worker named, the new plan on the other two, and the results resuming within 2 s.
-void check_failover(int signal) {
+/// With `rejoin`, at 50 frames/s, a new worker is started at the lost one's address and the
+/// master (--rejoin) takes it back: a second plan on all three.
+void check_failover(int signal, bool rejoin = false) {
   const std::string why = data::opencv_sample_unavailable("vtest.avi");
   if (!why.empty()) GTEST_SKIP() << "real data absent: " << why;
   test::TempDir tmp;
@@ -584,30 +586,31 @@ void check_failover(int signal) {
                                  dir / ("w" + std::to_string(i) + ".log")));
   }
   for (const auto& a : addresses) worker_report(a, 60000);
-  const pid_t master = start_process({std::string(IGB_BIN_DIR) + "/igb-serve",
-                                      "master",
-                                      "--plan",
-                                      (dir / "plan" / "plan.json").string(),
-                                      "--workers",
-                                      addresses[0] + "," + addresses[1] + "," + addresses[2],
-                                      "--model",
-                                      "resnet20_cifar",
-                                      "--input",
-                                      data::opencv_sample("vtest.avi", "test").string(),
-                                      "--frames",
-                                      "300",
-                                      "--rate",
-                                      "100",
-                                      "--timeout",
-                                      "1",
-                                      "--verify",
-                                      "--threads",
-                                      "1",
-                                      "--cache-dir",
-                                      (dir / "cache").string(),
-                                      "--out",
-                                      (dir / "out").string()},
-                                     dir / "master.log");
+  std::vector<std::string> argv = {std::string(IGB_BIN_DIR) + "/igb-serve",
+                                   "master",
+                                   "--plan",
+                                   (dir / "plan" / "plan.json").string(),
+                                   "--workers",
+                                   addresses[0] + "," + addresses[1] + "," + addresses[2],
+                                   "--model",
+                                   "resnet20_cifar",
+                                   "--input",
+                                   data::opencv_sample("vtest.avi", "test").string(),
+                                   "--frames",
+                                   "300",
+                                   "--rate",
+                                   rejoin ? "50" : "100",
+                                   "--timeout",
+                                   "1",
+                                   "--verify",
+                                   "--threads",
+                                   "1",
+                                   "--cache-dir",
+                                   (dir / "cache").string(),
+                                   "--out",
+                                   (dir / "out").string()};
+  if (rejoin) argv.push_back("--rejoin");
+  const pid_t master = start_process(argv, dir / "master.log");
   for (int k = 0; k < 600; ++k) {
     if (fs::exists(dir / "master.log") &&
         read_text_file(dir / "master.log").find("50/300 frames served") != std::string::npos)
@@ -615,6 +618,12 @@ void check_failover(int signal) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ::kill(pids[1], signal);
+  if (rejoin) {
+    wait_process(pids[1]);
+    pids[1] = start_process({std::string(IGB_BIN_DIR) + "/igb-serve", "worker", "--listen",
+                             addresses[1], "--model", "resnet20_cifar", "--threads", "1"},
+                            dir / "w1_again.log");
+  }
   const int code = wait_process(master);
   for (pid_t p : pids) {
     ::kill(p, SIGCONT);
@@ -626,8 +635,14 @@ void check_failover(int signal) {
   const auto report = json::parse(std::ifstream(dir / "out" / "serve.json"));
   EXPECT_EQ(report["answered"], 300);
   EXPECT_LE(report["verify_max_abs_diff"].get<double>(), 1e-5);
-  ASSERT_EQ(report["failovers"].size(), 1u) << log;
+  ASSERT_EQ(report["failovers"].size(), rejoin ? 2u : 1u) << log;
   const auto& f = report["failovers"][0];
+  if (rejoin) {
+    const auto& back = report["failovers"][1];
+    EXPECT_EQ(back["rejoined"], json::array({addresses[1]})) << log;
+    EXPECT_NE(back["plan"].get<std::string>().find("3 stages"), std::string::npos) << log;
+    EXPECT_NE(log.find("took back " + addresses[1] + " at frame "), std::string::npos) << log;
+  }
   EXPECT_EQ(f["lost"], json::array({addresses[1]})) << log;
   EXPECT_NE(f["plan"].get<std::string>().find("2 stages (a on " + addresses[0]), std::string::npos)
       << log;
@@ -661,6 +676,8 @@ TEST(ServeCommand, AKilledWorkerIsPlannedAroundWithNoFrameLostOrAnsweredTwice) {
 TEST(ServeCommand, AStoppedWorkerIsPlannedAroundWithNoFrameLostOrAnsweredTwice) {
   check_failover(SIGSTOP);
 }
+
+TEST(ServeCommand, ALostWorkerThatComesBackIsTakenBackWithRejoin) { check_failover(SIGKILL, true); }
 
 TEST(ServeCommand, MasterRunsAPartitionPlanAndReportsTheSimulatorBesideTheMeasurement) {
   test::TempDir tmp;
