@@ -276,7 +276,13 @@ class MasterCommand : public ToolCommand {
       std::cout << "--verify: largest difference from the model's forward "
                 << (max_diff == 0 ? std::string("0") : fixed(max_diff, 9)) << " over " << n
                 << " frames\n";
-    if (out_.empty()) return;
+    if (!out_.empty()) write_report(stages, r, sim, max_diff);
+  }
+
+  /// serve.json and serve_frames.csv in --out.
+  void write_report(const std::vector<deploy::Stage>& stages, const deploy::ServeResult& r,
+                    const deploy::SimulationResult& sim, double max_diff) const {
+    const int n = static_cast<int>(r.latency_ms.size());
     json j = {{"frames", n},
               {"mode", mode_},
               {"transfer", transfer_},
