@@ -184,6 +184,7 @@ class ServeMaster::Impl final : public proto::Collector::Service {
     out.sent_ms.resize(n);
     out.done_ms.resize(n);
     out.answered_by.resize(n);
+    out.fallback.resize(n);
     out.score.resize(n);
     int done = 0;
     auto last_ping = Clock::now(), last_rejoin = Clock::now();
@@ -376,6 +377,7 @@ class ServeMaster::Impl final : public proto::Collector::Service {
       out.outputs[done].push_back(
           decode_tensor(from_proto(t), "the result of frame " + std::to_string(done)));
     out.answered_by[done] = r.answered_by();
+    out.fallback[done] = r.fallback();
     out.score[done] = r.score();
     for (const auto& h : r.hops()) {
       if (h.stage() < 0 || h.stage() >= 1024) continue;

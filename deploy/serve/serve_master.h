@@ -88,6 +88,9 @@ struct ServeResult {
   /// The stage (a cascade's unit) that answered each frame, and its exit's score.
   std::vector<int> answered_by;
   std::vector<double> score;
+  /// Non-empty where a cascade unit answered from its own exit because the next unit was lost:
+  /// why (proto Result.fallback).
+  std::vector<std::string> fallback;
   std::vector<StageTotals> stages;
   /// Bytes on each link: [0] master → first worker, [i] stage i-1 → stage i; first frame and the
   /// rest.

@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -129,8 +130,23 @@ class StageWorker::Impl final : public proto::Worker::Service {
     for (auto& t : compute_) t.join();
     compute_.clear();
     if (server_) server_->Shutdown(deadline_in(1000));
-    std::lock_guard<std::mutex> lock(mutex_);
-    role_.reset();
+    std::shared_ptr<WorkerRole> old;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      old = std::move(role_);
+    }
+    old.reset();
+    std::lock_guard<std::mutex> lock(retire_mutex_);
+    for (auto& t : retirers_) t.join();
+    retirers_.clear();
+  }
+
+  /// Lets a replaced role go in the background: its sender may be waiting on a lost next worker
+  /// until its timeout, which a new plan (a master planning around that worker) must not wait for.
+  void retire(std::shared_ptr<WorkerRole> old) {
+    if (!old) return;
+    std::lock_guard<std::mutex> lock(retire_mutex_);
+    retirers_.emplace_back([old = std::move(old)]() mutable { old.reset(); });
   }
 
   void set_cascade(const ExitNetwork& net, const CascadeUnit& unit) {
@@ -216,10 +232,13 @@ class StageWorker::Impl final : public proto::Worker::Service {
       role->sender = make_sender(
           req->next(), "stage " + std::to_string(req->stage() + 1) + " (" + req->next() + ")",
           from_proto(req->precision()), req->diff(), role->timeout_ms);
+    std::shared_ptr<WorkerRole> old;
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      old = std::move(role_);
       role_ = std::move(role);
     }
+    retire(std::move(old));
     reply->set_model(graph_.model_name());
     reply->set_setup_ms(ms_since(start));
     return grpc::Status::OK;
@@ -429,13 +448,52 @@ class StageWorker::Impl final : public proto::Worker::Service {
                                           double timeout_ms) {
     return std::make_unique<LinkSender>(
         next, who, options_.link, precision, diff, timeout_ms,
-        [this, who](const proto::Frame& frame, const std::string& error) {
+        [this, who, next](const proto::Frame& frame, const std::string& error) {
+          // A cascade unit answers from its own exit instead, and does so for the next frames
+          // too while the next unit stays lost.
+          if (auto kept = take_fallback(frame.id())) {
+            kept->set_fallback("unit " + std::to_string(kept->answered_by() + 1) + " (" + next +
+                               ") is lost: " + error);
+            {
+              std::lock_guard<std::mutex> lock(mutex_);
+              next_lost_until_ = Clock::now() + std::chrono::seconds(5);
+              next_lost_why_ = kept->fallback();
+            }
+            answer(frame.reply_to(), *kept);
+            return;
+          }
           proto::Result r;
           r.set_id(frame.id());
           r.set_error("worker " + address_ + " could not pass frame " + std::to_string(frame.id()) +
                       " on: " + error);
           answer(frame.reply_to(), r);
         });
+  }
+
+  /// A cascade unit's own answer to a frame it passed on, kept until the next unit is known to
+  /// have it: the last kMaxFallbacks frames.
+  static constexpr size_t kMaxFallbacks = 4096;
+  void keep_fallback(proto::Result r) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fallback_order_.push_back(r.id());
+    fallbacks_[r.id()] = std::move(r);
+    while (fallback_order_.size() > kMaxFallbacks) {
+      fallbacks_.erase(fallback_order_.front());
+      fallback_order_.pop_front();
+    }
+  }
+  std::optional<proto::Result> take_fallback(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = fallbacks_.find(id);
+    if (it == fallbacks_.end()) return std::nullopt;
+    auto r = std::move(it->second);
+    fallbacks_.erase(it);
+    return r;
+  }
+  /// Why a cascade unit answers from its own exit now (the next unit was lost within 5 s), or "".
+  std::string next_lost() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return Clock::now() < next_lost_until_ ? next_lost_why_ : std::string();
   }
 
   /// Sends a result to `reply_to`; a reply_to that does not answer loses it (the master's
@@ -477,11 +535,12 @@ class StageWorker::Impl final : public proto::Worker::Service {
     hop.set_queue_ms(std::chrono::duration<double, std::milli>(start - job.queued).count());
     hop.set_bytes_in(job.bytes_in);
     bool answers = role.sender == nullptr;
+    at::Tensor logits;
     try {
       torch::NoGradGuard no_grad;
       role.runner->run(job.values);
       if (role.head) {
-        const at::Tensor logits = role.head->forward(job.values.at(role.exit_value));
+        logits = role.head->forward(job.values.at(role.exit_value));
         const double score = exit_scores(logits, role.criterion).item<double>();
         hop.set_score(score);
         if (score >= role.score_threshold) {
@@ -491,16 +550,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
         }
       }
     } catch (const std::exception& e) {
-      proto::Result r;
-      r.set_id(job.head.id());
-      r.set_error("stage " + std::to_string(role.stage) + " on worker " + address_ +
-                  " failed on frame " + std::to_string(job.head.id()) + ": " + error_line(e));
-      if (role.sender) role.sender->skip(job.head.seq());
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        ++errors_;
-      }
-      answer(job.head.reply_to(), r);
+      fail_job(job, e);
       return;
     }
     if (options_.compute_speed < 1) {
@@ -515,7 +565,14 @@ class StageWorker::Impl final : public proto::Worker::Service {
       ++frames_;
       compute_ms_ += hop.compute_ms();
     }
+    std::string fallback;
+    if (!answers && logits.defined() && !(fallback = next_lost()).empty()) {
+      answers = true;
+      job.values.clear();
+      job.values[-1] = logits;
+    }
     if (!answers) {
+      if (logits.defined()) keep_fallback(own_answer(job.head, hop, role.stage, logits));
       OutgoingFrame out;
       out.frame = std::move(job.head);
       *out.frame.add_hops() = hop;
@@ -524,12 +581,34 @@ class StageWorker::Impl final : public proto::Worker::Service {
       return;
     }
     if (role.sender) role.sender->skip(job.head.seq());
+    answer_job(job, hop, fallback);
+  }
+
+  /// Answers `job` with the error `e` its stage raised.
+  void fail_job(Job& job, const std::exception& e) {
+    const WorkerRole& role = *job.role;
+    proto::Result r;
+    r.set_id(job.head.id());
+    r.set_error("stage " + std::to_string(role.stage) + " on worker " + address_ +
+                " failed on frame " + std::to_string(job.head.id()) + ": " + error_line(e));
+    if (role.sender) role.sender->skip(job.head.seq());
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++errors_;
+    }
+    answer(job.head.reply_to(), r);
+  }
+
+  /// Answers `job` with its outputs (the exit's logits when it has them).
+  void answer_job(Job& job, const proto::Hop& hop, const std::string& fallback) {
+    const WorkerRole& role = *job.role;
     proto::Result r;
     r.set_id(job.head.id());
     *r.mutable_hops() = job.head.hops();
     *r.add_hops() = hop;
     r.set_answered_by(role.stage);
     r.set_score(hop.score());
+    r.set_fallback(fallback);
     if (job.values.count(-1)) {
       to_proto(encode_tensor(job.values[-1], TransferPrecision::kFp32), "output", r.add_outputs());
     } else {
@@ -540,6 +619,19 @@ class StageWorker::Impl final : public proto::Worker::Service {
       r.mutable_hops()->rbegin()->set_bytes_out(r.hops().rbegin()->bytes_out() +
                                                 static_cast<int64_t>(t.payload().size()));
     answer(job.head.reply_to(), r);
+  }
+
+  /// A cascade unit's answer to `head` from its own exit's `logits`.
+  static proto::Result own_answer(const proto::Frame& head, const proto::Hop& hop, int stage,
+                                  const at::Tensor& logits) {
+    proto::Result r;
+    r.set_id(head.id());
+    *r.mutable_hops() = head.hops();
+    *r.add_hops() = hop;
+    r.set_answered_by(stage);
+    r.set_score(hop.score());
+    to_proto(encode_tensor(logits, TransferPrecision::kFp32), "output", r.add_outputs());
+    return r;
   }
 
   torch::nn::Module& model_;
@@ -558,6 +650,12 @@ class StageWorker::Impl final : public proto::Worker::Service {
   std::deque<std::unique_ptr<Job>> queue_;
   std::vector<std::thread> compute_;
   int64_t frames_ = 0, errors_ = 0;
+  std::mutex retire_mutex_;
+  std::vector<std::thread> retirers_;
+  std::map<uint64_t, proto::Result> fallbacks_;
+  std::deque<uint64_t> fallback_order_;
+  Clock::time_point next_lost_until_;
+  std::string next_lost_why_;
   double compute_ms_ = 0;
 
   std::mutex decode_mutex_, measure_mutex_, collectors_mutex_;

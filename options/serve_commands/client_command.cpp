@@ -107,7 +107,7 @@ class ClientCommand : public ToolCommand {
               const std::string& description) {
     const int n = static_cast<int>(labels.size());
     struct Unit {
-      int answered = 0, correct = 0;
+      int answered = 0, correct = 0, fallback = 0;
       double latency_ms = 0;
     };
     std::map<int, Unit> units;
@@ -118,6 +118,7 @@ class ClientCommand : public ToolCommand {
       const bool ok = prediction == labels[i];
       auto& u = units[r.answered_by[i]];
       ++u.answered;
+      u.fallback += r.fallback[i].empty() ? 0 : 1;
       u.correct += ok ? 1 : 0;
       u.latency_ms += r.latency_ms[i];
       correct += ok ? 1 : 0;
@@ -127,7 +128,7 @@ class ClientCommand : public ToolCommand {
              "\n";
     }
     Table t;
-    t.columns = {"Unit", "Answered", "Share (%)", "Top-1 (%)", "Latency (ms)"};
+    t.columns = {"Unit", "Answered", "Share (%)", "Top-1 (%)", "Latency (ms)", "Next unit lost"};
     json j = {{"samples", n},
               {"data", description},
               {"top1", 100.0 * correct / n},
@@ -136,16 +137,23 @@ class ClientCommand : public ToolCommand {
     for (const auto& [index, u] : units) {
       t.rows.push_back({std::to_string(index), std::to_string(u.answered),
                         fixed(100.0 * u.answered / n, 2), fixed(100.0 * u.correct / u.answered, 2),
-                        fixed(u.latency_ms / u.answered, 3)});
+                        fixed(u.latency_ms / u.answered, 3), std::to_string(u.fallback)});
       j["units"].push_back({{"unit", index},
                             {"answered", u.answered},
                             {"share_pct", 100.0 * u.answered / n},
                             {"top1", 100.0 * u.correct / u.answered},
-                            {"mean_latency_ms", u.latency_ms / u.answered}});
+                            {"mean_latency_ms", u.latency_ms / u.answered},
+                            {"fallback", u.fallback}});
     }
     std::cout << n << " samples of " << description << ": top-1 " << fixed(100.0 * correct / n, 2)
               << " %, mean latency " << fixed(r.mean_latency_ms, 3) << " ms\n"
               << t.to_text() << "\n";
+    for (int i = 0; i < n; ++i)
+      if (!r.fallback[i].empty()) {
+        std::cout << "from sample " << i
+                  << " on, a unit answered from its own exit: " << r.fallback[i] << "\n";
+        break;
+      }
     if (out_.empty()) return;
     write_text_atomically(fs::path(out_) / "client.json", j.dump(1) + "\n");
     write_text_atomically(fs::path(out_) / "client_samples.csv", csv);

@@ -829,6 +829,27 @@ TEST(ServeCascade, ThreeUnitsAnswerAtTheFirstConfidentExitAsTheEvaluatorDecides)
   for (int u = 0; u < 3; ++u) EXPECT_GT(answered[u], 0) << "unit " << u;
   // A sample that goes on to unit 2 passed through units 0 and 1: its hops say so.
   EXPECT_EQ(r.stages.size(), 3u);
+  for (const auto& f : r.fallback) EXPECT_EQ(f, "");
+  // The last unit lost: unit 1 answers what it would have passed on from its own exit, and says
+  // so; the samples units 0 and 1 answer anyway are unchanged.
+  ::kill(pids[2], SIGKILL);
+  wait_process(pids[2]);
+  const auto without = client.serve(samples);
+  int fell_back = 0;
+  for (int64_t i = 0; i < x.size(0); ++i) {
+    const int64_t decided_exit = decided.exit[i].item<int64_t>();
+    const auto expected = decided_exit == 2 ? all[1][i] : decided.logits[i];
+    EXPECT_EQ(without.answered_by[i], std::min<int64_t>(decided_exit, 1)) << "sample " << i;
+    EXPECT_LT((without.outputs[i][0][0] - expected).abs().max().item<double>(), 1e-4) << i;
+    EXPECT_EQ(without.fallback[i].empty(), decided_exit < 2) << "sample " << i;
+    if (decided_exit == 2)
+      EXPECT_NE(without.fallback[i].find("unit 2 (" + addresses[2] + ") is lost"),
+                std::string::npos)
+          << without.fallback[i];
+    fell_back += decided_exit == 2;
+  }
+  EXPECT_GT(fell_back, 0);
+  pids.erase(pids.begin() + 2);
   // The client command: a labelled set, accuracy, each unit's share.
   auto run = test::run_app("igb-serve client --address " + addresses[0] +
                            " --data synthetic --max-samples 12 --out " + (tmp / "out").string());
