@@ -2,10 +2,15 @@
 // each unit's share and latency (docs/serving.md).
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
 #include <iostream>
 #include <map>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include "core/cli.h"
 #include "core/error.h"
@@ -46,6 +51,15 @@ class ClientCommand : public ToolCommand {
         ->capture_default_str();
     sub.add_option("--timeout", timeout_s_, "Seconds a sample's answer may take")
         ->capture_default_str();
+    sub.add_option("--clients", clients_,
+                   "Clients at once, each sending the whole set on its own connection and "
+                   "listening port (a load generator)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 256));
+    sub.add_option("--rate", options_.rate_fps,
+                   "Samples per second each client sends (0: as fast as --in-flight allows)")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     sub.add_option("--listen", options_.listen, "HOST:PORT where answers come back")
         ->capture_default_str();
     sub.add_option("--advertise", options_.advertise,
@@ -91,20 +105,109 @@ class ClientCommand : public ToolCommand {
     }
     Logger logger;
     logger.info("sending " + std::to_string(inputs.size()) + " samples of " + set.description +
-                " to " + unit.model + " at " + options_.workers[0]);
-    deploy::ServeMaster client(options_);
-    client.attach(unit.input_name);
-    const auto r = client.serve(inputs, [&](int done, int total) {
-      if (done % 200 == 0 || done == total)
-        logger.info(std::to_string(done) + "/" + std::to_string(total) + " answered");
-    });
-    report(r, labels, set.description);
+                " to " + unit.model + " at " + options_.workers[0] +
+                (clients_ > 1 ? " from each of " + std::to_string(clients_) + " clients" : ""));
+    const auto start = std::chrono::steady_clock::now();
+    const auto runs = serve_all(inputs, unit.input_name, logger);
+    const double wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    report(runs, labels, set.description, wall_s);
     return kExitOk;
   }
 
  private:
-  void report(const deploy::ServeResult& r, const std::vector<int64_t>& labels,
-              const std::string& description) {
+  /// One client's run: its results, or why it ended.
+  struct ClientRun {
+    deploy::ServeResult result;
+    std::string error;
+  };
+
+  /// Runs clients_ clients at once, each serving every input on its own master (its own
+  /// listening port when there are several).
+  std::vector<ClientRun> serve_all(const std::vector<at::Tensor>& inputs,
+                                   const std::string& input_name, Logger& logger) {
+    std::vector<ClientRun> runs(static_cast<size_t>(clients_));
+    std::vector<std::unique_ptr<deploy::ServeMaster>> masters;
+    for (int c = 0; c < clients_; ++c) {
+      auto o = options_;
+      if (clients_ > 1) o.listen = o.listen.substr(0, o.listen.rfind(':')) + ":0";
+      masters.push_back(std::make_unique<deploy::ServeMaster>(o));
+      masters.back()->attach(input_name);
+    }
+    std::atomic<int> answered{0};
+    const int total = clients_ * static_cast<int>(inputs.size());
+    std::vector<std::thread> threads;
+    for (int c = 0; c < clients_; ++c)
+      threads.emplace_back([&, c] {
+        try {
+          runs[static_cast<size_t>(c)].result =
+              masters[static_cast<size_t>(c)]->serve(inputs, [&](int, int) {
+                const int done = ++answered;
+                if (done % 200 == 0 || done == total)
+                  logger.info(std::to_string(done) + "/" + std::to_string(total) + " answered");
+              });
+        } catch (const std::exception& e) {
+          runs[static_cast<size_t>(c)].error = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    return runs;
+  }
+
+  /// The value at `q` (0 to 1) of `v` sorted, by the nearest rank.
+  static double percentile(std::vector<double> v, double q) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const auto rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+    return v[std::min(v.size() - 1, rank > 0 ? rank - 1 : 0)];
+  }
+
+  void report(const std::vector<ClientRun>& runs, const std::vector<int64_t>& labels,
+              const std::string& description, double wall_s) {
+    deploy::ServeResult all;
+    std::vector<int64_t> all_labels;
+    int lost = 0;
+    for (const auto& run : runs) {
+      if (!run.error.empty()) {
+        lost += static_cast<int>(labels.size());
+        std::cout << "a client ended: " << run.error << "\n";
+        continue;
+      }
+      const auto& r = run.result;
+      for (size_t i = 0; i < r.outputs.size(); ++i) {
+        all.outputs.push_back(r.outputs[i]);
+        all.answered_by.push_back(r.answered_by[i]);
+        all.score.push_back(r.score[i]);
+        all.fallback.push_back(r.fallback[i]);
+        all.latency_ms.push_back(r.latency_ms[i]);
+        all_labels.push_back(labels[i]);
+      }
+    }
+    if (all_labels.empty()) throw std::runtime_error("no client was answered");
+    double sum = 0;
+    for (double l : all.latency_ms) sum += l;
+    all.mean_latency_ms = sum / static_cast<double>(all.latency_ms.size());
+    const int answered = static_cast<int>(all_labels.size());
+    json load = {{"clients", clients_},
+                 {"rate_per_client", options_.rate_fps},
+                 {"answered", answered},
+                 {"lost", lost},
+                 {"throughput_per_s", answered / wall_s},
+                 {"latency_ms",
+                  {{"mean", all.mean_latency_ms},
+                   {"p50", percentile(all.latency_ms, 0.50)},
+                   {"p95", percentile(all.latency_ms, 0.95)},
+                   {"p99", percentile(all.latency_ms, 0.99)}}}};
+    std::cout << clients_ << (clients_ == 1 ? " client: " : " clients: ") << answered
+              << " answered, " << lost << " lost, " << fixed(answered / wall_s, 1)
+              << " samples/s; latency p50 " << fixed(load["latency_ms"]["p50"], 3) << " ms, p95 "
+              << fixed(load["latency_ms"]["p95"], 3) << " ms, p99 "
+              << fixed(load["latency_ms"]["p99"], 3) << " ms\n";
+    report_units(all, all_labels, description, load);
+  }
+
+  void report_units(const deploy::ServeResult& r, const std::vector<int64_t>& labels,
+                    const std::string& description, json load) {
     const int n = static_cast<int>(labels.size());
     struct Unit {
       int answered = 0, correct = 0, fallback = 0;
@@ -130,6 +233,7 @@ class ClientCommand : public ToolCommand {
     Table t;
     t.columns = {"Unit", "Answered", "Share (%)", "Top-1 (%)", "Latency (ms)", "Next unit lost"};
     json j = {{"samples", n},
+              {"load", std::move(load)},
               {"data", description},
               {"top1", 100.0 * correct / n},
               {"mean_latency_ms", r.mean_latency_ms},
@@ -164,6 +268,7 @@ class ClientCommand : public ToolCommand {
   SecurityOptions security_;
   std::string data_ = "digits", dataset_ = "auto", out_;
   int64_t max_samples_ = 0;
+  int clients_ = 1;
   double timeout_s_ = 10;
 };
 

@@ -830,6 +830,31 @@ TEST(ServeCascade, ThreeUnitsAnswerAtTheFirstConfidentExitAsTheEvaluatorDecides)
   // A sample that goes on to unit 2 passed through units 0 and 1: its hops say so.
   EXPECT_EQ(r.stages.size(), 3u);
   for (const auto& f : r.fallback) EXPECT_EQ(f, "");
+  // The load generator: four clients at once, each sending the same 12 samples; every sample is
+  // answered once per client, each client's answers those of one client alone.
+  const std::string client_command =
+      "igb-serve client --address " + addresses[0] + " --data synthetic --max-samples 12 --out ";
+  auto one = test::run_app(client_command + (tmp / "one").string());
+  auto four =
+      test::run_app(client_command + (tmp / "four").string() + " --clients 4 --in-flight 2");
+  ASSERT_EQ(one.code, 0) << one.output;
+  ASSERT_EQ(four.code, 0) << four.output;
+  const auto single = json::parse(std::ifstream(tmp / "one" / "client.json"));
+  const auto load = json::parse(std::ifstream(tmp / "four" / "client.json"));
+  EXPECT_EQ(load["load"]["clients"], 4);
+  EXPECT_EQ(load["load"]["answered"], 48);
+  EXPECT_EQ(load["load"]["lost"], 0);
+  EXPECT_EQ(load["top1"], single["top1"]);
+  ASSERT_EQ(load["units"].size(), single["units"].size());
+  for (size_t u = 0; u < load["units"].size(); ++u)
+    EXPECT_EQ(load["units"][u]["answered"].get<int>(),
+              4 * single["units"][u]["answered"].get<int>());
+  const auto& latency = load["load"]["latency_ms"];
+  EXPECT_GT(latency["p50"].get<double>(), 0);
+  EXPECT_LE(latency["p50"].get<double>(), latency["p95"].get<double>());
+  EXPECT_LE(latency["p95"].get<double>(), latency["p99"].get<double>());
+  EXPECT_GT(load["load"]["throughput_per_s"].get<double>(), 0);
+  EXPECT_NE(four.output.find("4 clients: 48 answered, 0 lost"), std::string::npos) << four.output;
   // The last unit lost: unit 1 answers what it would have passed on from its own exit, and says
   // so; the samples units 0 and 1 answer anyway are unchanged.
   ::kill(pids[2], SIGKILL);
