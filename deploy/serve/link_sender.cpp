@@ -25,13 +25,28 @@ LinkSender::~LinkSender() {
     stop_ = true;
   }
   wake_.notify_all();
+  space_.notify_all();
   transmit_.join();
   propagate_.join();
 }
 
+void LinkSender::set_capacity(int capacity) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  capacity_ = capacity;
+}
+
+size_t LinkSender::held_locked() const {
+  return fifo_.size() + by_seq_.size() + in_flight_.size() + static_cast<size_t>(delivering_);
+}
+
 void LinkSender::send(OutgoingFrame f) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
+    space_.wait(lock, [&] {
+      return stop_ || capacity_ <= 0 || held_locked() < static_cast<size_t>(capacity_) ||
+             (diff_ && (next_seq_ < 0 || f.frame.seq() <= next_seq_));
+    });
+    if (stop_) return;
     if (diff_) {
       const int64_t seq = f.frame.seq();
       if (next_seq_ < 0 || seq < next_seq_) next_seq_ = seq;
@@ -137,6 +152,7 @@ void LinkSender::propagate_loop() {
       if (stop_) return;
       m = std::move(in_flight_.front());
       in_flight_.pop_front();
+      ++delivering_;
     }
     // Propagation delay: the message is on its way, the link already free for the next one.
     std::this_thread::sleep_until(m.due);
@@ -146,6 +162,11 @@ void LinkSender::propagate_loop() {
     proto::Ack ack;
     const grpc::Status status = stub_->Deliver(&ctx, m.frame, &ack);
     const double rpc_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      --delivering_;
+    }
+    space_.notify_all();
     if (status.ok()) {
       std::lock_guard<std::mutex> lock(mutex_);
       bytes_sent_ += m.bytes;

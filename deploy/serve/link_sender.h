@@ -42,6 +42,11 @@ class LinkSender {
   LinkSender(const LinkSender&) = delete;
   LinkSender& operator=(const LinkSender&) = delete;
 
+  /// Waits, once `capacity` frames are queued or on their way (0: no limit, the default), until
+  /// one is delivered or fails: a receiver that takes frames slowly holds back the sender
+  /// (backpressure) instead of its queue growing. In diff mode the frame the link waits for next
+  /// never waits.
+  void set_capacity(int capacity);
   void send(OutgoingFrame f);
   /// A seq that will never be sent (its frame failed before): later frames need not wait for it.
   void skip(int64_t seq);
@@ -61,6 +66,8 @@ class LinkSender {
   void transmit_loop();
   void propagate_loop();
   bool ready_locked() const;
+  /// Frames queued, on their emulated way or being delivered.
+  size_t held_locked() const;
   proto::Frame encode(OutgoingFrame& f, int64_t* bytes);
 
   std::string who_;
@@ -75,8 +82,9 @@ class LinkSender {
   std::atomic<bool> reset_encoders_{false};
 
   mutable std::mutex mutex_;
-  std::condition_variable wake_;
+  std::condition_variable wake_, space_;
   bool stop_ = false;
+  int capacity_ = 0, delivering_ = 0;
   std::deque<OutgoingFrame> fifo_;
   std::map<int64_t, OutgoingFrame> by_seq_;
   std::map<int64_t, bool> skipped_;

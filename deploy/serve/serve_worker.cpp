@@ -127,6 +127,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
     }
     queue_changed_.notify_all();
     stopped_.notify_all();
+    queue_space_.notify_all();
     for (auto& t : compute_) t.join();
     compute_.clear();
     if (server_) server_->Shutdown(deadline_in(1000));
@@ -317,7 +318,19 @@ class StageWorker::Impl final : public proto::Worker::Service {
       return refuse(e.what());
     }
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::unique_lock<std::mutex> lock(mutex_);
+      const auto room = [&] {
+        return stop_ || options_.max_queue <= 0 ||
+               queue_.size() < static_cast<size_t>(options_.max_queue);
+      };
+      if (!queue_space_.wait_until(
+              lock,
+              received + std::chrono::microseconds(static_cast<int64_t>(role->timeout_ms * 1000.0)),
+              room))
+        return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            "worker " + address_ + " holds " + std::to_string(queue_.size()) +
+                                " frames (--max-queue) and had no room for " + what + " within " +
+                                std::to_string(static_cast<int64_t>(role->timeout_ms)) + " ms");
       queue_.push_back(std::move(job));
     }
     queue_changed_.notify_one();
@@ -446,7 +459,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
   std::unique_ptr<LinkSender> make_sender(const std::string& next, const std::string& who,
                                           TransferPrecision precision, bool diff,
                                           double timeout_ms) {
-    return std::make_unique<LinkSender>(
+    auto sender = std::make_unique<LinkSender>(
         next, who, options_.link, precision, diff, timeout_ms,
         [this, who, next](const proto::Frame& frame, const std::string& error) {
           // A cascade unit answers from its own exit instead, and does so for the next frames
@@ -468,6 +481,8 @@ class StageWorker::Impl final : public proto::Worker::Service {
                       " on: " + error);
           answer(frame.reply_to(), r);
         });
+    sender->set_capacity(options_.max_queue);
+    return sender;
   }
 
   /// A cascade unit's own answer to a frame it passed on, kept until the next unit is known to
@@ -522,6 +537,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
         job = std::move(queue_.front());
         queue_.pop_front();
       }
+      queue_space_.notify_one();
       run_job(*job);
     }
   }
@@ -644,7 +660,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
   std::unique_ptr<grpc::Server> server_;
 
   std::mutex mutex_;
-  std::condition_variable queue_changed_, stopped_;
+  std::condition_variable queue_changed_, stopped_, queue_space_;
   bool stop_ = false;
   std::shared_ptr<WorkerRole> role_;
   std::deque<std::unique_ptr<Job>> queue_;

@@ -29,6 +29,10 @@ struct WorkerOptions {
   /// Run the stages' quantized layers in integers (InferenceOptions::int8; a model trained with
   /// a quantizer).
   bool int8 = false;
+  /// Frames the worker holds at most, queued for its compute threads (and as many waiting for
+  /// the next worker): beyond that a delivery waits for room, up to the plan's timeout, so an
+  /// overloaded chain holds back its sender instead of growing (0: no limit).
+  int max_queue = 0;
 };
 
 /// A cascade unit's part (docs/serving.md#cascades): segment `unit` of the model's exit network

@@ -26,6 +26,11 @@ class WorkerCommand : public ToolCommand {
     sub.add_option("--listen", options_.listen, "HOST:PORT to serve on (port 0 picks one)")
         ->capture_default_str();
     add_target_options(sub, target_, true);
+    sub.add_option("--max-queue", options_.max_queue,
+                   "Frames held at most, queued to compute and to send on (0: no limit); a "
+                   "sender beyond it waits, up to the plan's timeout")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     sub.add_option("--compute-threads", options_.compute_threads,
                    "Threads running stages (1: one frame at a time, in arrival order)")
         ->capture_default_str();

@@ -669,6 +669,78 @@ void check_failover(int signal, bool rejoin = false) {
   EXPECT_LT(gap, 2000.0) << log;
 }
 
+/// Resident memory of process `pid`, kB.
+int64_t resident_kb(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  return 0;
+}
+
+/// Sends 120 frames of ResNet-18 at 224x224 (600 kB each) back to back to one worker emulating a
+/// machine 10 times slower than this one, with `--max-queue max_queue`; returns the worker's
+/// resident memory (kB) once configured and idle, and its peak over 4 s of that overload.
+std::pair<int64_t, int64_t> overload(const std::string& max_queue, const fs::path& dir) {
+  const auto address = "127.0.0.1:" + std::to_string(free_local_port());
+  const pid_t worker =
+      start_process({std::string(IGB_BIN_DIR) + "/igb-serve", "worker", "--listen", address,
+                     "--model", "resnet18", "--input", "1x3x224x224", "--threads", "1",
+                     "--compute-speed", "0.1", "--max-queue", max_queue},
+                    dir / ("worker" + max_queue + ".log"));
+  worker_report(address, 60000);
+  torch::manual_seed(0);
+  models::register_builtin_models();
+  auto model = models::create_model("resnet18", {});
+  model->eval();
+  const auto graph = tools::SummaryGraph::build(
+      *model, {1, 3, 224, 224}, [model](const torch::Tensor& x) { return model->forward(x); },
+      "resnet18");
+  MasterOptions o;
+  o.workers = {address};
+  o.timeout_ms = 60000;
+  o.weights = weights_digest(*model);
+  ServeMaster master(graph, o);
+  master.configure(split_stages(graph, Assignment(graph.ops().size(), 0), {"one"}), 1);
+  const int64_t idle = resident_kb(worker);
+  std::vector<at::Tensor> frames;
+  for (int i = 0; i < 120; ++i) frames.push_back(torch::rand({1, 3, 224, 224}));
+  std::thread serving([&] {
+    try {
+      master.serve(frames);
+    } catch (const std::exception&) {
+      // The worker is killed below.
+    }
+  });
+  int64_t peak = 0;
+  for (int k = 0; k < 8; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    peak = std::max(peak, resident_kb(worker));
+  }
+  ::kill(worker, SIGKILL);
+  wait_process(worker);
+  serving.join();
+  return {idle, peak};
+}
+
+// Frames sent far faster than a worker computes them: with --max-queue 4 the worker holds 4 and
+// its sender waits, so its memory stays flat; without, it grows with every frame sent.
+TEST(ServeCommand, AnOverloadedWorkerWithMaxQueueKeepsItsMemoryFlat) {
+  test::TempDir tmp;
+  const auto [idle, bounded] = overload("4", tmp.path());
+  const auto [idle0, unbounded] = overload("0", tmp.path());
+  std::printf(
+      "[ overload ] worker resident memory: --max-queue 4: idle %lld kB, overloaded %lld kB; "
+      "no limit: idle %lld kB, overloaded %lld kB\n",
+      static_cast<long long>(idle), static_cast<long long>(bounded), static_cast<long long>(idle0),
+      static_cast<long long>(unbounded));
+  EXPECT_GT(idle, 0);
+  EXPECT_LT(bounded, 2 * idle);
+  // 120 frames of 600 kB arrive in the 4 s: some 70 MB unbounded; 4 of them bounded.
+  EXPECT_LT(bounded - idle, 30000);
+  EXPECT_GT(unbounded - idle0, bounded - idle + 30000);
+}
+
 TEST(ServeCommand, AKilledWorkerIsPlannedAroundWithNoFrameLostOrAnsweredTwice) {
   check_failover(SIGKILL);
 }
