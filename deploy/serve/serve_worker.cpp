@@ -317,24 +317,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
     } catch (const InputError& e) {
       return refuse(e.what());
     }
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      const auto room = [&] {
-        return stop_ || options_.max_queue <= 0 ||
-               queue_.size() < static_cast<size_t>(options_.max_queue);
-      };
-      if (!queue_space_.wait_until(
-              lock,
-              received + std::chrono::microseconds(static_cast<int64_t>(role->timeout_ms * 1000.0)),
-              room))
-        return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                            "worker " + address_ + " holds " + std::to_string(queue_.size()) +
-                                " frames (--max-queue) and had no room for " + what + " within " +
-                                std::to_string(static_cast<int64_t>(role->timeout_ms)) + " ms");
-      queue_.push_back(std::move(job));
-    }
-    queue_changed_.notify_one();
-    return grpc::Status::OK;
+    return enqueue(std::move(job), received, role->timeout_ms, what);
   }
 
   grpc::Status Report(grpc::ServerContext*, const proto::ReportRequest* req,
@@ -387,6 +370,29 @@ class StageWorker::Impl final : public proto::Worker::Service {
     Clock::time_point queued;
     int64_t bytes_in = 0;
   };
+
+  /// Queues `job` for the compute threads, waiting for room under --max-queue up to
+  /// `timeout_ms` from `received`.
+  grpc::Status enqueue(std::unique_ptr<Job> job, Clock::time_point received, double timeout_ms,
+                       const std::string& what) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      const auto room = [&] {
+        return stop_ || options_.max_queue <= 0 ||
+               queue_.size() < static_cast<size_t>(options_.max_queue);
+      };
+      if (!queue_space_.wait_until(
+              lock, received + std::chrono::microseconds(static_cast<int64_t>(timeout_ms * 1000.0)),
+              room))
+        return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            "worker " + address_ + " holds " + std::to_string(queue_.size()) +
+                                " frames (--max-queue) and had no room for " + what + " within " +
+                                std::to_string(static_cast<int64_t>(timeout_ms)) + " ms");
+      queue_.push_back(std::move(job));
+    }
+    queue_changed_.notify_one();
+    return grpc::Status::OK;
+  }
 
   /// The stage of a master's plan: its ops, the values it receives and passes on, checked
   /// against the graph, and its runner.
