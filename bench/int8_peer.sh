@@ -10,10 +10,7 @@ BUILD_DIR="${1:-build}"
 THREADS="${2:-2}"
 REPS="${3:-3}"
 BATCHES="${4:-1,16}"
-if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends python3-torch
-fi
+scripts/install_packages.sh int8_peer python3-torch
 [ -x "$BUILD_DIR/bench/igb_bench_inference_latency" ] ||
   cmake --build "$BUILD_DIR" --target igb_bench_inference_latency -j 2
 ours=(); theirs=()
