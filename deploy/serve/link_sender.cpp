@@ -39,6 +39,11 @@ size_t LinkSender::held_locked() const {
   return fifo_.size() + by_seq_.size() + in_flight_.size() + static_cast<size_t>(delivering_);
 }
 
+size_t LinkSender::held() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return held_locked();
+}
+
 void LinkSender::send(OutgoingFrame f) {
   {
     std::unique_lock<std::mutex> lock(mutex_);

@@ -48,6 +48,8 @@ class LinkSender {
   /// never waits.
   void set_capacity(int capacity);
   void send(OutgoingFrame f);
+  /// Frames queued, on their emulated way or being delivered.
+  size_t held() const;
   /// A seq that will never be sent (its frame failed before): later frames need not wait for it.
   void skip(int64_t seq);
 

@@ -177,6 +177,7 @@ class ServeMaster::Impl final : public proto::Collector::Service {
     st.t0 = Clock::now();
     st.sent.resize(n);
     st.last_sent.resize(n);
+    st.dropped.assign(static_cast<size_t>(n), 0);
     st.ids.resize(n);
     ServeResult out;
     out.outputs.resize(n);
@@ -191,6 +192,11 @@ class ServeMaster::Impl final : public proto::Collector::Service {
     const auto ping_every = ms(ping_ms());
     while (done < n) {
       send_due(frames, done, st);
+      while (done < st.next && st.dropped[static_cast<size_t>(done)]) {
+        ++done;
+        if (progress) progress(done, n);
+      }
+      if (done >= n) break;
       if (options_.rejoin && !lost_.empty() && Clock::now() >= last_rejoin + ping_every) {
         take_back(frames, done, st, out);
         last_rejoin = Clock::now();
@@ -243,6 +249,8 @@ class ServeMaster::Impl final : public proto::Collector::Service {
       out.late_results_dropped += static_cast<int>(results_.size());
       results_.clear();
     }
+    out.dropped = st.dropped;
+    out.dropped_count = static_cast<int>(std::count(st.dropped.begin(), st.dropped.end(), 1));
     summarise(out);
     return out;
   }
@@ -254,6 +262,8 @@ class ServeMaster::Impl final : public proto::Collector::Service {
     std::vector<Clock::time_point> sent;
     /// When each frame was last sent (again, after a failover): its timeout runs from there.
     std::vector<Clock::time_point> last_sent;
+    /// Frames dropped unsent (MasterOptions::drop_late_ms).
+    std::vector<char> dropped;
     std::vector<uint64_t> ids;
     /// Frames sent so far.
     int next = 0;
@@ -273,6 +283,9 @@ class ServeMaster::Impl final : public proto::Collector::Service {
     if (st.next >= n) return Clock::time_point::max();
     if (options_.max_in_flight > 0 && st.next - done >= options_.max_in_flight)
       return Clock::time_point::max();
+    // A full link: look again in a millisecond (the sender's queue drains on its own threads).
+    if (options_.max_queue > 0 && sender_->held() >= static_cast<size_t>(options_.max_queue))
+      return Clock::now() + std::chrono::milliseconds(1);
     if (options_.rate_fps > 0) return st.t0 + ms(st.next * 1000.0 / options_.rate_fps);
     return Clock::now();
   }
@@ -281,7 +294,12 @@ class ServeMaster::Impl final : public proto::Collector::Service {
     const int n = static_cast<int>(frames.size());
     while (st.next < n && next_due(st, done, n) <= Clock::now()) {
       st.sent[st.next] = Clock::now();
-      send_frame(frames, st.next, st);
+      const auto due = st.t0 + ms(st.next * 1000.0 / std::max(options_.rate_fps, 1e-9));
+      if (options_.drop_late_ms > 0 && options_.rate_fps > 0 &&
+          st.sent[st.next] - due > ms(options_.drop_late_ms))
+        st.dropped[static_cast<size_t>(st.next)] = 1;
+      else
+        send_frame(frames, st.next, st);
       ++st.next;
     }
   }
@@ -360,7 +378,8 @@ class ServeMaster::Impl final : public proto::Collector::Service {
       out.late_results_dropped += static_cast<int>(results_.size());
       results_.clear();
     }
-    for (int k = done; k < st.next; ++k) send_frame(frames, k, st);
+    for (int k = done; k < st.next; ++k)
+      if (!st.dropped[static_cast<size_t>(k)]) send_frame(frames, k, st);
     e.plan = f.description;
     e.resent = st.next - done;
     e.resumed_ms = since(st.t0);
@@ -397,16 +416,20 @@ class ServeMaster::Impl final : public proto::Collector::Service {
     }
   }
 
+  /// Latency and throughput over the frames answered (not those dropped).
   static void summarise(ServeResult& out) {
-    const int n = static_cast<int>(out.latency_ms.size());
+    std::vector<size_t> answered;
+    for (size_t i = 0; i < out.latency_ms.size(); ++i)
+      if (out.dropped.empty() || !out.dropped[i]) answered.push_back(i);
+    const auto n = static_cast<int>(answered.size());
     double sum = 0;
-    for (double l : out.latency_ms) {
-      sum += l;
-      out.max_latency_ms = std::max(out.max_latency_ms, l);
+    for (size_t i : answered) {
+      sum += out.latency_ms[i];
+      out.max_latency_ms = std::max(out.max_latency_ms, out.latency_ms[i]);
     }
     out.mean_latency_ms = n > 0 ? sum / n : 0;
     if (n > 1) {
-      const double span = out.done_ms.back() - out.done_ms.front();
+      const double span = out.done_ms[answered.back()] - out.done_ms[answered.front()];
       out.steady_fps = span > 0 ? (n - 1) / span * 1000.0 : 0;
     }
   }

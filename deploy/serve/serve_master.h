@@ -47,6 +47,12 @@ struct MasterOptions {
   int max_in_flight = 0;
   /// The link from the master to the first worker (emulated; the plan's frames start there).
   LinkEmulation link;
+  /// Frames that link holds at most, queued or being delivered (0: no limit): beyond that the
+  /// next frame waits, as a worker's --max-queue holds back its sender.
+  int max_queue = 0;
+  /// With `rate_fps`: a frame that cannot be sent within this many ms of its time under the rate
+  /// (the link full) is dropped and counted instead (0: every frame is sent, however late).
+  double drop_late_ms = 0;
   /// When set, a lost worker (unreachable, or not answering a report within a quarter of the
   /// timeout) does not end the run: the master asks every worker of the chain for a report,
   /// calls this with those that answer (indices into `workers`, in chain order), configures the
@@ -103,6 +109,10 @@ struct ServeResult {
   /// re-sent (dropped).
   std::vector<FailoverEvent> failovers;
   int late_results_dropped = 0;
+  /// Per frame, 1 where MasterOptions::drop_late_ms dropped it unsent (no outputs, no latency),
+  /// and how many.
+  std::vector<char> dropped;
+  int dropped_count = 0;
 };
 
 /// The values each link carries for `stages` (by value id): link i joins stage i and i + 1;

@@ -44,6 +44,16 @@ class MasterCommand : public ToolCommand {
     sub.add_option("--frames", frames_, "Frames to send")->capture_default_str();
     sub.add_option("--rate", options_.rate_fps, "Frames per second (0: back to back)")
         ->capture_default_str();
+    sub.add_option("--max-queue", options_.max_queue,
+                   "Frames the link to the first worker holds at most (0: no limit); the next "
+                   "frame waits for room")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    sub.add_option("--drop-late", drop_late_s_,
+                   "With --rate: drop (and count) a frame that cannot be sent within this many "
+                   "seconds of its time (0: send every frame, however late)")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     sub.add_option("--mode", mode_, "full: whole tensors; diff: later frames as differences")
         ->capture_default_str();
     sub.add_option("--transfer", transfer_, "Precision on the links: fp32, fp16 or int8")
@@ -210,6 +220,9 @@ class MasterCommand : public ToolCommand {
     options_.precision = deploy::parse_transfer_precision(transfer_);
     options_.timeout_ms = timeout_s_ * 1000.0;
     options_.workers = workers_;
+    if (drop_late_s_ > 0 && !(options_.rate_fps > 0))
+      throw InputError("--drop-late needs --rate: a frame is late against its time under the rate");
+    options_.drop_late_ms = drop_late_s_ * 1000.0;
   }
 
   static double verify(const models::Model& model, const std::vector<at::Tensor>& frames,
@@ -217,6 +230,7 @@ class MasterCommand : public ToolCommand {
     torch::NoGradGuard no_grad;
     double max_diff = 0;
     for (size_t i = 0; i < frames.size(); ++i) {
+      if (!result.dropped.empty() && result.dropped[i]) continue;
       const at::Tensor ref = model->forward(frames[i]);
       if (result.outputs[i].empty() || result.outputs[i][0].sizes() != ref.sizes())
         throw std::runtime_error("frame " + std::to_string(i) +
@@ -269,8 +283,11 @@ class MasterCommand : public ToolCommand {
                 << " at frame " << f.frame << " (" << f.cause << "); re-planned in "
                 << fixed(f.resumed_ms - f.detected_ms, 1) << " ms onto " << f.plan << "; "
                 << f.resent << " frames re-sent\n";
+    if (r.dropped_count > 0)
+      std::cout << r.dropped_count << " of " << n
+                << " frames dropped unsent, later than --drop-late\n";
     if (!r.failovers.empty())
-      std::cout << n << " frames answered, none lost; " << r.late_results_dropped
+      std::cout << n - r.dropped_count << " frames answered, none lost; " << r.late_results_dropped
                 << " late results of re-sent frames dropped\n";
     if (max_diff >= 0)
       std::cout << "--verify: largest difference from the model's forward "
@@ -297,8 +314,9 @@ class MasterCommand : public ToolCommand {
               {"stages", json::array()}};
     if (max_diff >= 0) j["verify_max_abs_diff"] = max_diff;
     j["failovers"] = failovers_json(r);
-    j["answered"] = n;
+    j["answered"] = n - r.dropped_count;
     j["late_results_dropped"] = r.late_results_dropped;
+    j["dropped_late"] = r.dropped_count;
     for (size_t i = 0; i < stages.size(); ++i)
       j["stages"].push_back({{"stage", i},
                              {"device", stages[i].device_name},
@@ -308,10 +326,10 @@ class MasterCommand : public ToolCommand {
                              {"bytes_in_first", r.link_bytes_first[i]},
                              {"bytes_in_later", r.link_bytes_later[i]}});
     write_text_atomically(fs::path(out_) / "serve.json", j.dump(1) + "\n");
-    std::string csv = "frame,sent_ms,done_ms,latency_ms\n";
+    std::string csv = "frame,sent_ms,done_ms,latency_ms,dropped\n";
     for (int i = 0; i < n; ++i)
       csv += std::to_string(i) + "," + fixed(r.sent_ms[i], 3) + "," + fixed(r.done_ms[i], 3) + "," +
-             fixed(r.latency_ms[i], 3) + "\n";
+             fixed(r.latency_ms[i], 3) + "," + (r.dropped[i] ? "1" : "0") + "\n";
     write_text_atomically(fs::path(out_) / "serve_frames.csv", csv);
     std::cout << "wrote serve.json and serve_frames.csv to " << out_ << "\n";
   }
@@ -323,7 +341,7 @@ class MasterCommand : public ToolCommand {
                              runtime_ = kInferenceRuntime;
   std::vector<std::string> workers_;
   int frames_ = 30;
-  double timeout_s_ = 10;
+  double timeout_s_ = 10, drop_late_s_ = 0;
   bool verify_ = false, replan_ = false;
   int replan_after_ = 1;
 };

@@ -741,6 +741,54 @@ TEST(ServeCommand, AnOverloadedWorkerWithMaxQueueKeepsItsMemoryFlat) {
   EXPECT_GT(unbounded - idle0, bounded - idle + 30000);
 }
 
+// Frames at 1,000 a second into a worker that takes one in about 30 ms: with a link of 2 frames
+// and --drop-late 50 ms, the master drops the frames it cannot send in time, counts them, and
+// every frame it sends comes back equal to the model's forward pass.
+TEST(ServeCommand, FramesLaterThanDropLateAreDroppedAndCounted) {
+  test::TempDir tmp;
+  const auto address = "127.0.0.1:" + std::to_string(free_local_port());
+  const pid_t worker = start_process(
+      {std::string(IGB_BIN_DIR) + "/igb-serve", "worker", "--listen", address, "--model",
+       "resnet20_cifar", "--threads", "1", "--compute-speed", "0.05", "--max-queue", "2"},
+      tmp.path() / "worker.log");
+  worker_report(address, 60000);
+  torch::manual_seed(0);
+  models::register_builtin_models();
+  auto model = models::create_model("resnet20_cifar", {});
+  model->eval();
+  const auto graph = tools::SummaryGraph::build(
+      *model, {1, 3, 32, 32}, [model](const torch::Tensor& x) { return model->forward(x); },
+      "resnet20_cifar");
+  MasterOptions o;
+  o.workers = {address};
+  o.timeout_ms = 20000;
+  o.weights = weights_digest(*model);
+  o.rate_fps = 1000;
+  o.max_queue = 2;
+  o.drop_late_ms = 50;
+  ServeMaster master(graph, o);
+  master.configure(split_stages(graph, Assignment(graph.ops().size(), 0), {"one"}), 1);
+  std::vector<at::Tensor> frames;
+  for (int i = 0; i < 200; ++i) frames.push_back(torch::rand({1, 3, 32, 32}));
+  const auto r = master.serve(frames);
+  ::kill(worker, SIGKILL);
+  wait_process(worker);
+  std::printf("[ drop-late ] %d of 200 frames dropped, throughput %.1f frames/s\n", r.dropped_count,
+              r.steady_fps);
+  EXPECT_GT(r.dropped_count, 20);
+  EXPECT_LT(r.dropped_count, 200);
+  ASSERT_EQ(r.dropped.size(), 200u);
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (r.dropped[i]) {
+      EXPECT_TRUE(r.outputs[i].empty()) << i;
+      continue;
+    }
+    ASSERT_EQ(r.outputs[i].size(), 1u) << i;
+    EXPECT_LT((r.outputs[i][0] - model->forward(frames[i])).abs().max().item<double>(), 1e-4) << i;
+  }
+}
+
 TEST(ServeCommand, AKilledWorkerIsPlannedAroundWithNoFrameLostOrAnsweredTwice) {
   check_failover(SIGKILL);
 }
