@@ -173,20 +173,8 @@ class ServeMaster::Impl final : public proto::Collector::Service {
                     const std::function<void(int, int)>& progress) {
     if (!sender_) throw std::logic_error("ServeMaster::serve before configure or attach");
     const int n = static_cast<int>(frames.size());
-    Sending st;
-    st.t0 = Clock::now();
-    st.sent.resize(n);
-    st.last_sent.resize(n);
-    st.dropped.assign(static_cast<size_t>(n), 0);
-    st.ids.resize(n);
-    ServeResult out;
-    out.outputs.resize(n);
-    out.latency_ms.resize(n);
-    out.sent_ms.resize(n);
-    out.done_ms.resize(n);
-    out.answered_by.resize(n);
-    out.fallback.resize(n);
-    out.score.resize(n);
+    Sending st = start_sending(n);
+    ServeResult out = empty_result(n);
     int done = 0;
     auto last_ping = Clock::now(), last_rejoin = Clock::now();
     const auto ping_every = ms(ping_ms());
@@ -207,16 +195,10 @@ class ServeMaster::Impl final : public proto::Collector::Service {
       const auto wake = std::min({next_due(st, done, n), frame_deadline, last_ping + ping_every});
       proto::Result r;
       bool got = false;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        arrived_.wait_until(lock, wake, [&] { return waiting && results_.count(st.ids[done]); });
-        auto it = waiting ? results_.find(st.ids[done]) : results_.end();
-        if (it != results_.end()) {
-          r = std::move(it->second);
-          results_.erase(it);
-          got = true;
-        }
-      }
+      if (waiting)
+        got = wait_result(st.ids[done], wake, r);
+      else
+        std::this_thread::sleep_until(std::min(wake, Clock::now() + std::chrono::seconds(1)));
       const auto now = Clock::now();
       if (!got) {
         if (waiting && now >= frame_deadline)
@@ -256,6 +238,29 @@ class ServeMaster::Impl final : public proto::Collector::Service {
   }
 
  private:
+  /// Waits until `wake` for the result of frame `id`; true (with it in `r`) when it came.
+  bool wait_result(uint64_t id, Clock::time_point wake, proto::Result& r) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    arrived_.wait_until(lock, wake, [&] { return results_.count(id) > 0; });
+    auto it = results_.find(id);
+    if (it == results_.end()) return false;
+    r = std::move(it->second);
+    results_.erase(it);
+    return true;
+  }
+
+  static ServeResult empty_result(int n) {
+    ServeResult out;
+    out.outputs.resize(n);
+    out.latency_ms.resize(n);
+    out.sent_ms.resize(n);
+    out.done_ms.resize(n);
+    out.answered_by.resize(n);
+    out.fallback.resize(n);
+    out.score.resize(n);
+    return out;
+  }
+
   /// Where the sending of one serve() call stands.
   struct Sending {
     Clock::time_point t0;
@@ -268,6 +273,16 @@ class ServeMaster::Impl final : public proto::Collector::Service {
     /// Frames sent so far.
     int next = 0;
   };
+
+  static Sending start_sending(int n) {
+    Sending st;
+    st.t0 = Clock::now();
+    st.sent.resize(n);
+    st.last_sent.resize(n);
+    st.dropped.assign(static_cast<size_t>(n), 0);
+    st.ids.resize(n);
+    return st;
+  }
 
   static Clock::duration ms(double v) {
     return std::chrono::microseconds(static_cast<int64_t>(v * 1000.0));
