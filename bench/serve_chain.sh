@@ -11,21 +11,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR="${1:-build}"
 FRAMES="${2:-120}"
-BIN="$BUILD_DIR/apps"
-[ -x "$BIN/igb-serve" ] && [ -x "$BIN/igb-tools" ] || cmake --build "$BUILD_DIR" --target igb-serve igb-tools -j 2
-VIDEO=$(find /usr/share/doc/opencv-doc -name vtest.avi 2>/dev/null | head -1)
-if [ -z "$VIDEO" ]; then
-  scripts/install_packages.sh serve_chain opencv-doc
-  VIDEO=$(find /usr/share/doc/opencv-doc -name vtest.avi | head -1)
-fi
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
-trap cleanup EXIT
+# shellcheck source=bench/serve_common.sh
+source bench/serve_common.sh
 MODEL=(--model resnet18 --input 1x3x224x224)
 "$BIN/igb-tools" partition "${MODEL[@]}" --devices bench/serve_chain_devices.yaml \
   --objective throughput --threads 1 --frames-from "$VIDEO" --out "$WORK/plan" > "$WORK/partition.log"
-PORTS=(); for i in 0 1 2; do PORTS+=($(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')); done
+free_ports 3
 LINKS=("--compute-speed 0.5 --link-bandwidth 2.5 --link-latency 2"
        "--compute-speed 0.5 --link-bandwidth 2.5 --link-latency 5" "")
 for i in 0 1 2; do

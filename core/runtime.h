@@ -10,6 +10,16 @@ std::string cpu_name();
 /// This machine's host name ("unknown host" when it cannot be read).
 std::string host_name();
 
+/// What tells this machine's processes from another machine's: the host name and the kernel's
+/// boot id (two containers or boots of the same name differ).
+std::string host_identity();
+
+/// CPU time this process has used, user and system, all threads, ms.
+double process_cpu_ms();
+
+/// The cores this process may run on (its CPU affinity; the machine's count when unknown).
+int usable_cores();
+
 /// Keeps freed tensor memory in the process heap instead of returning it to the kernel: glibc
 /// serves blocks above its mmap threshold with fresh mappings, so every large activation of every
 /// training step would be page-faulted in anew. Raises the mmap threshold to its 32 MiB maximum and

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <set>
 
 #include "core/error.h"
@@ -93,6 +94,10 @@ DevicesFile load_devices_file(const fs::path& path) {
     l.latency_ms = r.get<double>("latency_ms", 0.0);
     if (l.latency_ms < 0)
       throw InputError(r.where("latency_ms") + ": " + at + ".latency_ms must be 0 or more");
+    l.message_ms = r.get<double>("message_ms", 0.0);
+    if (!(l.message_ms >= 0) || !std::isfinite(l.message_ms))
+      throw InputError(r.where("message_ms") + ": " + at +
+                       ".message_ms must be a finite number of 0 or more");
     r.finish();
     d.links.push_back(l);
   }

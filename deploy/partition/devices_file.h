@@ -24,6 +24,8 @@ struct LinkSpec {
   /// Bytes per second (the file gives MB/s, 10^6 bytes).
   double bandwidth = 0;
   double latency_ms = 0;
+  /// Work every message costs whatever its size (encoding, the call, decoding), ms.
+  double message_ms = 0;
 };
 
 /// A chain of devices (docs/partition.md):

@@ -24,7 +24,7 @@ PartitionProblem partition_problem(const tools::SummaryGraph& graph, const Devic
     p.devices.push_back(d.name);
     p.memory_bytes.push_back(d.memory_bytes);
   }
-  for (const auto& l : devices.links) p.links.push_back({l.bandwidth, l.latency_ms});
+  for (const auto& l : devices.links) p.links.push_back({l.bandwidth, l.latency_ms, l.message_ms});
   p.source = devices.source;
   p.sink = devices.sink;
   for (const auto& op : graph.ops()) {

@@ -22,8 +22,9 @@ void PartitionProblem::check() const {
     throw InputError("frames start or results go to a device outside the chain");
   for (const auto& l : links)
     if (!(l.bandwidth > 0) || !std::isfinite(l.bandwidth) || !(l.latency_ms >= 0) ||
-        !std::isfinite(l.latency_ms))
-      throw InputError("a link needs a positive, finite bandwidth and a latency of 0 or more");
+        !std::isfinite(l.latency_ms) || !(l.message_ms >= 0) || !std::isfinite(l.message_ms))
+      throw InputError(
+          "a link needs a positive, finite bandwidth and a latency and message cost of 0 or more");
   for (const auto& node : nodes) {
     if (static_cast<int>(node.cost_ms.size()) != k)
       throw InputError("node '" + node.name + "' has costs for " +

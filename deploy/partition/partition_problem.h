@@ -36,13 +36,17 @@ struct PartitionLink {
   double bandwidth = 1e9;
   /// Milliseconds added to every message, whatever its size.
   double latency_ms = 0;
-  /// Milliseconds to send `bytes` over the link: latency plus transmission; 0 for nothing.
-  double transfer_ms(double bytes) const {
-    return bytes > 0 ? latency_ms + 1000.0 * bytes / bandwidth : 0.0;
+  /// Milliseconds of work every message costs whatever its size (encoding, the call, decoding),
+  /// holding the link like its transmission.
+  double message_ms = 0;
+  /// Milliseconds to send `bytes` over the link: latency, the message's work and transmission; 0
+  /// for nothing.
+  double transfer_ms(double bytes) const { return bytes > 0 ? latency_ms + busy_ms(bytes) : 0.0; }
+  /// Milliseconds the link is busy with `bytes`: the message's work and its transmission (the
+  /// latency is propagation and does not hold the link).
+  double busy_ms(double bytes) const {
+    return bytes > 0 ? message_ms + 1000.0 * bytes / bandwidth : 0.0;
   }
-  /// Milliseconds the link is busy with `bytes` (transmission only: the latency is propagation
-  /// and does not hold the link).
-  double busy_ms(double bytes) const { return bytes > 0 ? 1000.0 * bytes / bandwidth : 0.0; }
 };
 
 /// A model (nodes in topological order, values) and a chain of devices to cut it across.

@@ -300,7 +300,9 @@ PartitionPlan min_cut_plan(const PartitionProblem& p) {
     const auto& v = p.values[x];
     const int aux = n + 2 + static_cast<int>(x);
     const int from = v.producer < 0 ? s : v.producer;
-    const double w = link.busy_ms(v.bytes);
+    // Transmission only: the link carries a message under every assignment, so its latency and
+    // per-message work are the same constant in every cut.
+    const double w = 1000.0 * v.bytes / link.bandwidth;
     const bool to_sink = v.output;
     if (!v.consumers.empty() || to_sink) flow.add(from, aux, w);
     for (int r : v.consumers) {

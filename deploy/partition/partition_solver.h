@@ -32,7 +32,7 @@ PartitionPlan solve_partition(const PartitionProblem& problem, PartitionObjectiv
 /// tensor so a tensor read by several nodes on the far device is sent once. Requires two devices,
 /// frames starting on the first, results going to the second and no memory limit; throws
 /// InputError otherwise. Exact when every tensor has a positive size (the link then carries a
-/// message, and pays its latency once, under every assignment).
+/// message, and pays its latency and per-message work once, under every assignment).
 PartitionPlan min_cut_plan(const PartitionProblem& problem);
 
 /// The number of cut sets of the graph (at most `limit`; limit + 1 means "more").

@@ -17,6 +17,18 @@ struct PipelineServer {
   double first_ms = 0, later_ms = 0;
   /// A link's propagation delay, added after the transmission without holding the link, ms.
   double latency_ms = 0;
+  /// The device whose stage the server runs, or a link's sending device (-1: neither).
+  int device = -1;
+  /// A link of the chain: its index, and whether the server is its backward direction.
+  int link_index = -1;
+  bool backward = false;
+  /// The machine whose cores the server's work runs on (an index into
+  /// SimulationOptions::host_cores), or -1: its work needs no shared core.
+  int host = -1;
+  /// Of the service time, the ms at its start that are work on one of the host's cores (a
+  /// stage: all of it; a link: its CPU, not the transmission), first frame and later ones; on a
+  /// busy host they take longer.
+  double cpu_first_ms = 0, cpu_later_ms = 0;
 };
 
 /// How frames enter the pipeline.
@@ -25,6 +37,9 @@ struct SimulationOptions {
   int frames = 30;
   /// Frames per second arriving at the source; 0 sends them back to back (all waiting at time 0).
   double rate_fps = 0;
+  /// Cores of each machine servers share (PipelineServer::host). Empty: every server runs on
+  /// its own.
+  std::vector<int> host_cores;
 };
 
 /// One frame's time on one server.
@@ -53,10 +68,11 @@ struct SimulationResult {
   double mean_latency_ms = 0, max_latency_ms = 0;
 };
 
-/// Discrete-event simulation of frames through `servers` in order, each a FIFO server. Every
-/// frame takes the same path, so none overtakes another and each event is the frame becoming
-/// ready at a server (its arrival, or the previous server's end plus that link's latency); the
-/// server starts it when it is free.
+/// Discrete-event simulation of frames through `servers` in order, each a FIFO server. A frame
+/// becomes ready at a server at its arrival, or at the previous server's end plus that link's
+/// latency; the server starts it when it is free. A server on a host runs its CPU share first,
+/// sharing the host's cores with the other shares in progress there as an operating system
+/// does (n shares on c cores each advance at min(1, c / n)), then the rest of its service.
 SimulationResult simulate_pipeline(const std::vector<PipelineServer>& servers,
                                    const SimulationOptions& options);
 

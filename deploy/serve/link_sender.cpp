@@ -14,7 +14,8 @@ LinkSender::LinkSender(const std::string& address, std::string who, LinkEmulatio
       diff_(diff),
       timeout_ms_(timeout_ms),
       on_error_(std::move(on_error)),
-      stub_(proto::Worker::NewStub(open_channel(address))) {
+      channel_(open_channel(address)),
+      stub_(proto::Worker::NewStub(channel_)) {
   transmit_ = std::thread([this] { transmit_loop(); });
   propagate_ = std::thread([this] { propagate_loop(); });
 }
@@ -101,7 +102,7 @@ proto::Frame LinkSender::encode(OutgoingFrame& f, int64_t* bytes) {
       e = encode_tensor(t, precision_);
     }
     *bytes += static_cast<int64_t>(e.payload.size());
-    to_proto(e, name, out.add_tensors());
+    to_proto(std::move(e), name, out.add_tensors());
   }
   return out;
 }
@@ -161,28 +162,32 @@ void LinkSender::propagate_loop() {
     }
     // Propagation delay: the message is on its way, the link already free for the next one.
     std::this_thread::sleep_until(m.due);
-    const auto start = Clock::now();
-    grpc::ClientContext ctx;
-    ctx.set_deadline(deadline_in(timeout_ms_));
-    proto::Ack ack;
-    const grpc::Status status = stub_->Deliver(&ctx, m.frame, &ack);
-    const double rpc_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      --delivering_;
-    }
-    space_.notify_all();
-    if (status.ok()) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      bytes_sent_ += m.bytes;
-      send_ms_ += m.transmit_ms + rpc_ms;
-      continue;
-    }
-    // The receiver did not take the frame: what it holds is no longer what the encoders assume,
-    // so the next frame goes whole.
-    reset_encoders_ = true;
-    if (on_error_) on_error_(m.frame, status_text(status, who_, timeout_ms_));
+    deliver(m);
   }
+}
+
+void LinkSender::deliver(InFlight& m) {
+  const auto start = Clock::now();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(deadline_in(timeout_ms_));
+  proto::Ack ack;
+  const grpc::Status status = stub_->Deliver(&ctx, m.frame, &ack);
+  const double rpc_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --delivering_;
+  }
+  space_.notify_all();
+  if (status.ok()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    bytes_sent_ += m.bytes;
+    send_ms_ += m.transmit_ms + rpc_ms;
+    return;
+  }
+  // The receiver did not take the frame: what it holds is no longer what the encoders assume,
+  // so the next frame goes whole.
+  reset_encoders_ = true;
+  if (on_error_) on_error_(m.frame, status_text(status, who_, timeout_ms_));
 }
 
 }  // namespace igb::deploy

@@ -53,6 +53,11 @@ class LinkSender {
   /// A seq that will never be sent (its frame failed before): later frames need not wait for it.
   void skip(int64_t seq);
 
+  /// The connection frames go over (it connects on its first call; connecting earlier, a
+  /// receiver not up yet would fail the first frame at once): probes sent on it time the frames'
+  /// own path and leave it connected.
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+
   /// Payload bytes delivered, and the time the link took for them (transmission, the emulated
   /// delay included), ms.
   int64_t bytes_sent() const;
@@ -67,6 +72,8 @@ class LinkSender {
   };
   void transmit_loop();
   void propagate_loop();
+  /// Delivers `m` (one call, waited for), counting it or reporting its failure.
+  void deliver(InFlight& m);
   bool ready_locked() const;
   /// Frames queued, on their emulated way or being delivered.
   size_t held_locked() const;
@@ -78,6 +85,7 @@ class LinkSender {
   bool diff_;
   double timeout_ms_;
   OnError on_error_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<proto::Worker::Stub> stub_;
   std::map<std::string, DiffEncoder> encoders_;
   /// Set when a frame was not delivered: the transmitting thread starts the encoders afresh.

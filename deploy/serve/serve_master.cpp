@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/runtime.h"
 #include "deploy/onnx/onnx_export.h"
 #include "deploy/partition/layer_costs.h"
 #include "deploy/serve/link_sender.h"
@@ -61,6 +62,9 @@ WorkerInfo worker_report(const std::string& address, double timeout_ms, bool mea
   w.model = rep.model();
   w.fingerprint = rep.fingerprint();
   w.machine = rep.machine();
+  w.host = rep.host();
+  w.cores = rep.cores();
+  w.cpu_ms = rep.cpu_ms();
   w.input_shape.assign(rep.input_shape().begin(), rep.input_shape().end());
   w.input_name = rep.input_name();
   w.cascade = rep.cascade();
@@ -102,6 +106,93 @@ class ServeMaster::Impl final : public proto::Collector::Service {
     }
     arrived_.notify_all();
     return grpc::Status::OK;
+  }
+
+  grpc::Status Absorb(grpc::ServerContext*, const proto::Frame* frame, proto::Ack*) override {
+    return absorb_probe(*frame);
+  }
+
+  std::vector<HopCost> probe_hops(int messages) {
+    // One value, and 256 Ki values: the per-message work and the cost of a megabyte.
+    const std::vector<int64_t> sizes = {1, int64_t{1} << 18};
+    const double mb = 4.0 * static_cast<double>(sizes[1] - sizes[0]) / 1e6;
+    std::vector<HopCost> out;
+    for (size_t hop = 0; hop <= chain_.size(); ++hop) {
+      HopCost h;
+      h.from = hop == 0 ? "master" : who(hop - 1);
+      h.to = hop == chain_.size() ? "master" : who(hop);
+      double ms[2], cpu[2];
+      for (size_t k = 0; k < 2; ++k) {
+        // Both ends' CPU over the probes: nothing else runs on a chain being configured.
+        const double before = cpu_at(hop) + cpu_at(hop + 1);
+        ms[k] = probe(hop, messages, sizes[k]);
+        cpu[k] = (cpu_at(hop) + cpu_at(hop + 1) - before) / (messages + 2);
+      }
+      h.message_ms = ms[0];
+      h.ms_per_mb = std::max(0.0, ms[1] - ms[0]) / mb;
+      h.cpu_ms = cpu[0];
+      h.cpu_ms_per_mb = std::max(0.0, cpu[1] - cpu[0]) / mb;
+      out.push_back(h);
+    }
+    return out;
+  }
+
+  /// The CPU time used so far by the process at position `at` of the chain's hops (0 and the
+  /// chain's size: the master; i: worker i - 1), ms.
+  double cpu_at(size_t at) {
+    if (at == 0 || at > chain_.size()) return process_cpu_ms();
+    const size_t i = at - 1;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline_in(options_.timeout_ms));
+    proto::WorkerReport rep;
+    const auto status = stubs_[chain_[i]]->Report(&ctx, proto::ReportRequest(), &rep);
+    if (!status.ok())
+      throw std::runtime_error(
+          call_failure(status, *channels_[chain_[i]], who(i), options_.timeout_ms));
+    return rep.cpu_ms();
+  }
+
+  /// The median ms of `messages` probes of `values` values over hop `hop` (0: the master to the
+  /// first worker; i: worker i - 1 to the next, or to the master from the last).
+  double probe(size_t hop, int messages, int64_t values) {
+    if (hop == 0) {
+      // Over the frames' own connection.
+      const auto channel = sender_ ? sender_->channel() : channels_[chain_[0]];
+      const auto stub = proto::Worker::NewStub(channel);
+      const auto call = [&](const proto::Frame& f, std::string* error) {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(deadline_in(options_.timeout_ms));
+        proto::Ack ack;
+        const auto status = stub->Absorb(&ctx, f, &ack);
+        if (!status.ok()) *error = call_failure(status, *channel, who(0), options_.timeout_ms);
+        return status;
+      };
+      return time_probes(call, messages, {values}, options_.precision, options_.diff).at(0);
+    }
+    const size_t i = hop - 1;
+    const bool last = hop == chain_.size();
+    proto::ProbeRequest req;
+    if (last) {
+      req.set_collector(reply_to_);  // results go back whole, in float32
+    } else {
+      req.set_precision(to_proto(options_.precision));
+      req.set_diff(options_.diff);
+    }
+    req.set_messages(messages);
+    req.add_values(values);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline_in(options_.timeout_ms * (messages + 3)));
+    proto::ProbeReply reply;
+    const auto status = stubs_[chain_[i]]->Probe(&ctx, req, &reply);
+    const std::string to = last ? "the master" : who(i + 1);
+    if (!status.ok())
+      throw std::runtime_error(
+          "probing the hop from " + who(i) + " to " + to + ": " +
+          call_failure(status, *channels_[chain_[i]], who(i), options_.timeout_ms));
+    if (reply.ms_size() != 1)
+      throw std::runtime_error(who(i) + " answered " + std::to_string(reply.ms_size()) +
+                               " probe times for one size");
+    return reply.ms(0);
   }
 
   void configure(const std::vector<Stage>& stages, uint32_t number) {
@@ -424,6 +515,7 @@ class ServeMaster::Impl final : public proto::Collector::Service {
       auto& st = out.stages[stage];
       st.worker = h.worker();
       st.compute_ms += h.compute_ms();
+      st.compute_cpu_ms += h.compute_cpu_ms();
       st.queue_ms += h.queue_ms();
       st.bytes_in += h.bytes_in();
       st.bytes_out += h.bytes_out();
@@ -503,6 +595,8 @@ ServeMaster::ServeMaster(const tools::SummaryGraph& graph, MasterOptions options
 ServeMaster::ServeMaster(MasterOptions options)
     : impl_(std::make_unique<Impl>(nullptr, std::move(options))) {}
 void ServeMaster::attach(const std::string& input_name) { impl_->attach(input_name); }
+std::vector<HopCost> ServeMaster::probe_hops(int messages) { return impl_->probe_hops(messages); }
+
 ServeMaster::~ServeMaster() = default;
 void ServeMaster::configure(const std::vector<Stage>& stages, uint32_t number) {
   impl_->configure(stages, number);

@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <time.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -13,6 +15,7 @@
 
 #include "core/crc32c.h"
 #include "core/error.h"
+#include "core/runtime.h"
 #include "deploy/onnx/onnx_export.h"
 #include "deploy/partition/layer_costs.h"
 #include "deploy/partition/stages.h"
@@ -27,6 +30,13 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+/// CPU time of the calling thread, ms.
+double thread_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
 }
 
 std::string shape_text(const std::vector<int64_t>& s) {
@@ -75,6 +85,8 @@ struct WorkerRole {
   bool diff = false;
   double timeout_ms = 10000;
   std::unique_ptr<LinkSender> sender;
+  /// The next worker's address ("" on the last stage).
+  std::string next;
   /// A cascade unit's exit (null: a pipeline stage, or the cascade's final segment).
   torch::nn::Sequential head{nullptr};
   int exit_value = -1;
@@ -229,6 +241,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
     } catch (const std::exception& e) {
       return refuse("stage " + std::to_string(req->stage()) + " does not run: " + error_line(e));
     }
+    role->next = req->next();
     if (!req->next().empty())
       role->sender = make_sender(
           req->next(), "stage " + std::to_string(req->stage() + 1) + " (" + req->next() + ")",
@@ -334,6 +347,12 @@ class StageWorker::Impl final : public proto::Worker::Service {
     reply->set_model(graph_.model_name());
     reply->set_fingerprint(fingerprint_);
     reply->set_machine(this_machine());
+    // A worker emulating a slower machine sleeps through most of its stage: it stands for a
+    // machine of its own, not for a share of this one's cores.
+    reply->set_host(options_.compute_speed < 1 ? host_identity() + " emulated at " + address_
+                                               : host_identity());
+    reply->set_cores(usable_cores());
+    reply->set_cpu_ms(process_cpu_ms());
     for (int64_t d : graph_.input_shape()) reply->add_input_shape(d);
     reply->set_input_name(onnx_value_name(graph_, graph_.inputs().at(0)));
     if (role) {
@@ -360,6 +379,56 @@ class StageWorker::Impl final : public proto::Worker::Service {
       }
     }
     return grpc::Status::OK;
+  }
+
+  grpc::Status Probe(grpc::ServerContext*, const proto::ProbeRequest* req,
+                     proto::ProbeReply* reply) override {
+    std::shared_ptr<WorkerRole> role;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      role = role_;
+    }
+    if (req->messages() < 1 || req->messages() > 1000 || req->values_size() > 8)
+      return refuse("a probe takes 1 to 1000 messages of at most 8 sizes");
+    for (int64_t n : req->values())
+      if (n < 1 || n > (int64_t{1} << 24)) return refuse("a probe's tensor holds 1 to 2^24 values");
+    const std::string target =
+        req->collector().empty() ? (role ? role->next : "") : req->collector();
+    if (target.empty()) return refuse("worker " + address_ + " has no next worker to probe");
+    // The connections frames and results go over: the probes time them and leave them open.
+    const auto channel = req->collector().empty() && role && role->sender
+                             ? role->sender->channel()
+                             : collector_channel(target);
+    const auto who = req->collector().empty() ? "worker " + target : "master " + target;
+    std::unique_ptr<proto::Worker::Stub> worker;
+    std::unique_ptr<proto::Collector::Stub> collector;
+    if (req->collector().empty())
+      worker = proto::Worker::NewStub(channel);
+    else
+      collector = proto::Collector::NewStub(channel);
+    const auto call = [&](const proto::Frame& f, std::string* error) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(deadline_in(role ? role->timeout_ms : 10000));
+      ctx.set_wait_for_ready(true);
+      proto::Ack ack;
+      const auto status = worker ? worker->Absorb(&ctx, f, &ack) : collector->Absorb(&ctx, f, &ack);
+      if (!status.ok())
+        *error = call_failure(status, *channel, who, role ? role->timeout_ms : 10000);
+      return status;
+    };
+    try {
+      for (double ms :
+           time_probes(call, req->messages(), {req->values().begin(), req->values().end()},
+                       from_proto(req->precision()), req->diff()))
+        reply->add_ms(ms);
+    } catch (const std::runtime_error& e) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, e.what());
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Absorb(grpc::ServerContext*, const proto::Frame* frame, proto::Ack*) override {
+    return absorb_probe(*frame);
   }
 
  private:
@@ -517,16 +586,18 @@ class StageWorker::Impl final : public proto::Worker::Service {
     return Clock::now() < next_lost_until_ ? next_lost_why_ : std::string();
   }
 
+  /// The connection to a master's (or client's) Collector at `address`, one per address.
+  std::shared_ptr<grpc::Channel> collector_channel(const std::string& address) {
+    std::lock_guard<std::mutex> lock(collectors_mutex_);
+    auto& c = collectors_[address];
+    if (!c) c = open_channel(address);
+    return c;
+  }
+
   /// Sends a result to `reply_to`; a reply_to that does not answer loses it (the master's
   /// timeout reports the frame).
   void answer(const std::string& reply_to, const proto::Result& result) {
-    proto::Collector::Stub* stub = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(collectors_mutex_);
-      auto& s = collectors_[reply_to];
-      if (!s) s = proto::Collector::NewStub(open_channel(reply_to));
-      stub = s.get();
-    }
+    const auto stub = proto::Collector::NewStub(collector_channel(reply_to));
     grpc::ClientContext ctx;
     ctx.set_deadline(deadline_in(10000));
     proto::Ack ack;
@@ -551,6 +622,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
   void run_job(Job& job) {
     WorkerRole& role = *job.role;
     const auto start = Clock::now();
+    const double cpu_start = thread_cpu_ms();
     proto::Hop hop;
     hop.set_stage(role.stage);
     hop.set_worker(address_);
@@ -575,6 +647,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
       fail_job(job, e);
       return;
     }
+    hop.set_compute_cpu_ms(thread_cpu_ms() - cpu_start);
     if (options_.compute_speed < 1) {
       // The emulated machine is slower: it would still be busy with the frame.
       const double ran = ms_since(start);
@@ -681,7 +754,7 @@ class StageWorker::Impl final : public proto::Worker::Service {
   double compute_ms_ = 0;
 
   std::mutex decode_mutex_, measure_mutex_, collectors_mutex_;
-  std::map<std::string, std::unique_ptr<proto::Collector::Stub>> collectors_;
+  std::map<std::string, std::shared_ptr<grpc::Channel>> collectors_;
 };
 
 StageWorker::StageWorker(torch::nn::Module& model, const tools::SummaryGraph& graph,

@@ -33,12 +33,33 @@ struct ServedChain {
   TransferPrecision precision = TransferPrecision::kFp32;
   /// Frames after the first are sent as differences.
   bool diff = false;
+  /// The served chain's hops as probed (set_hops; empty: not measured): what they add to the
+  /// devices file's links, and the master's two hops, its frame to the first stage and the
+  /// results' way back, which the devices file does not have.
+  std::vector<HopCost> hops;
+  /// The stage each hop enters (hops[i + 1] enters stage_devices[i + 1]); the last stage's device
+  /// sends the results.
+  std::vector<int> stage_devices;
+  /// Machines shared by several processes (host_cores[h] cores each): the machine of each device
+  /// and of the master. Empty: every device and the master on its own.
+  std::vector<int> host_cores, device_host;
+  int master_host = -1;
 
   /// Measures `traffic` on the first 8 of `frames` (as igb-tools partition --frames-from); fewer
   /// than two frames leave it empty.
   void measure_traffic(const tools::SummaryGraph& graph, const std::vector<at::Tensor>& frames);
   /// The planner's problem for the first frame (whole tensors) or a later one.
   PartitionProblem problem(const tools::SummaryGraph& graph, bool later) const;
+  /// Takes the probed per-message work of the hops of a plan whose stages run on
+  /// `stage_devices`: the link into each stage's device costs the hop's per-message work, and its
+  /// bandwidth is the devices file's in series with the hop's cost per byte; the master's hops
+  /// are simulated too.
+  void set_hops(const std::vector<HopCost>& probed, const std::vector<int>& stage_devices);
+  /// Groups the devices by the machine their workers reported (WorkerInfo::host; `workers[i]`
+  /// ran on device `devices[i]`) with the master's (`master_host`, this process's): devices on
+  /// one machine share its cores in the simulation.
+  void set_hosts(const std::vector<WorkerInfo>& workers, const std::vector<int>& devices,
+                 const std::string& master_host_id, int master_cores);
   /// The simulator's figures for `assignment` with `frames` frames at `rate_fps` (0: back to back).
   SimulationResult simulate(const tools::SummaryGraph& graph, const Assignment& assignment,
                             int frames, double rate_fps) const;

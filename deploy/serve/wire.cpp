@@ -2,6 +2,7 @@
 
 #include <grpc/support/log.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <iostream>
@@ -44,6 +45,13 @@ void to_proto(const EncodedTensor& e, const std::string& name, proto::Tensor* ou
   out->set_payload(e.payload);
 }
 
+void to_proto(EncodedTensor&& e, const std::string& name, proto::Tensor* out) {
+  std::string payload = std::move(e.payload);
+  e.payload.clear();
+  to_proto(e, name, out);
+  out->set_payload(std::move(payload));
+}
+
 EncodedTensor from_proto(const proto::Tensor& t) {
   EncodedTensor e;
   e.shape.assign(t.shape().begin(), t.shape().end());
@@ -52,6 +60,46 @@ EncodedTensor from_proto(const proto::Tensor& t) {
   e.difference = t.difference();
   e.payload = t.payload();
   return e;
+}
+
+std::vector<double> time_probes(
+    const std::function<grpc::Status(const proto::Frame&, std::string* error)>& call, int messages,
+    const std::vector<int64_t>& values, TransferPrecision precision, bool diff) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> out;
+  for (int64_t n : values) {
+    // Two tensors in turn: every difference is dense, as activations' are from frame to frame.
+    const at::Tensor t[2] = {at::rand({n}), at::rand({n})};
+    DiffEncoder encoder(precision);
+    std::vector<double> ms;
+    for (int i = 0; i < messages + 2; ++i) {
+      const auto start = Clock::now();
+      proto::Frame f;
+      f.set_id(static_cast<uint64_t>(i));
+      to_proto(diff ? encoder.encode(t[i % 2]) : encode_tensor(t[i % 2], precision), "probe",
+               f.add_tensors());
+      std::string error;
+      if (!call(f, &error).ok()) throw std::runtime_error(error);
+      if (i >= 2)
+        ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    }
+    std::nth_element(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2), ms.end());
+    out.push_back(ms.empty() ? 0 : ms[ms.size() / 2]);
+  }
+  return out;
+}
+
+grpc::Status absorb_probe(const proto::Frame& frame) {
+  try {
+    for (const auto& t : frame.tensors()) {
+      const EncodedTensor e = from_proto(t);
+      const at::Tensor x = decode_tensor(e, "probe '" + t.name() + "'");
+      if (e.difference) (void)(x + x).clone();
+    }
+  } catch (const InputError& e) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, e.what());
+  }
+  return grpc::Status::OK;
 }
 
 std::string status_text(const grpc::Status& status, const std::string& who, double timeout_ms) {

@@ -6,8 +6,10 @@
 #include <ATen/core/Tensor.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -28,7 +30,21 @@ TransferPrecision from_proto(proto::Precision p);
 
 /// An encoded tensor into / out of its message form (no check: decode_tensor checks).
 void to_proto(const EncodedTensor& e, const std::string& name, proto::Tensor* out);
+/// The same, taking the payload over instead of copying it.
+void to_proto(EncodedTensor&& e, const std::string& name, proto::Tensor* out);
 EncodedTensor from_proto(const proto::Tensor& t);
+
+/// Times `messages` probes (ProbeRequest) of each size in `values` sent through `call`, each from
+/// its encoding (in `precision`; with `diff` as its difference from the one before) to the
+/// receiver's answer, after two unmeasured ones: the median ms of a message per size. Throws
+/// std::runtime_error with `call`'s failure in our words when one fails.
+std::vector<double> time_probes(
+    const std::function<grpc::Status(const proto::Frame&, std::string* error)>& call, int messages,
+    const std::vector<int64_t>& values, TransferPrecision precision = TransferPrecision::kFp32,
+    bool diff = false);
+/// The receiving end of a probe: decodes its tensors (as a frame's are; a difference is added to
+/// a tensor and the sum copied, as a stage's input is) and drops them.
+grpc::Status absorb_probe(const proto::Frame& frame);
 
 /// A failed call to `who` in our words: "not reachable (nothing listens there, or it died)",
 /// "did not answer within 2000 ms", or the message our own server put in the status.

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/logger.h"
+#include "core/runtime.h"
 #include "core/table.h"
 #include "deploy/partition/plan_file.h"
 #include "deploy/serve/serve_master.h"
@@ -74,6 +75,11 @@ class MasterCommand : public ToolCommand {
                  "link throughput, and serve the rest on the new plan");
     sub.add_option("--replan-after", replan_after_, "Frames served on the first plan")
         ->capture_default_str();
+    sub.add_option("--probes", probes_,
+                   "Probe messages of each size timed on every hop after configuring, for the "
+                   "simulator's per-message work (0: none, the simulator leaves it out)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1000));
     sub.add_flag("--verify", verify_,
                  "Compare every result with the model's own forward pass on the frame");
     sub.add_option("--out", out_, "Folder for serve.json and serve_frames.csv");
@@ -127,6 +133,7 @@ class MasterCommand : public ToolCommand {
                                        deploy::parse_objective(plan.objective));
     deploy::ServeMaster master(graph, options_);
     master.configure(stages, 1);
+    measure_chain(master, chain, stages);
     logger.info("configured " + std::to_string(stages.size()) + " workers; sending " +
                 std::to_string(frames.size()) + " frames");
     if (replan_) {
@@ -164,6 +171,31 @@ class MasterCommand : public ToolCommand {
   }
 
  private:
+  /// What the simulator takes from the configured chain: each hop's per-message work (probed;
+  /// --probes 0 leaves it out) and which workers share a machine (their reports).
+  void measure_chain(deploy::ServeMaster& master, deploy::ServedChain& chain,
+                     const std::vector<deploy::Stage>& stages) {
+    std::vector<int> devices;
+    std::vector<deploy::WorkerInfo> reports;
+    for (size_t i = 0; i < stages.size(); ++i) {
+      devices.push_back(stages[i].device);
+      reports.push_back(deploy::worker_report(workers_[i], options_.timeout_ms));
+    }
+    chain.set_hosts(reports, devices, host_identity(), usable_cores());
+    if (probes_ < 1) return;
+    hops_ = master.probe_hops(probes_);
+    chain.set_hops(hops_, devices);
+    Table t;
+    t.columns = {"From",           "To", "Per message (ms)", "Per MB (ms)", "CPU per message (ms)",
+                 "CPU per MB (ms)"};
+    for (const auto& h : hops_)
+      t.rows.push_back({h.from, h.to, fixed(h.message_ms, 3), fixed(h.ms_per_mb, 3),
+                        fixed(h.cpu_ms, 3), fixed(h.cpu_ms_per_mb, 3)});
+    std::cout << "Hops (" << probes_
+              << " probes of each size: the work a message costs, and a megabyte more)\n"
+              << t.to_text() << "\n";
+  }
+
   /// MasterOptions::replan for this chain: the plan's objective solved again on the devices of
   /// the workers that remain (their costs, the links between them in series).
   std::function<deploy::Failover(const std::vector<int>&)> failover_planner(
@@ -250,6 +282,7 @@ class MasterCommand : public ToolCommand {
                  "Worker",
                  "Ops",
                  "Compute (ms/frame)",
+                 "CPU (ms/frame)",
                  "Queue (ms/frame)",
                  "In first (B)",
                  "In later (B/frame)"};
@@ -258,7 +291,8 @@ class MasterCommand : public ToolCommand {
       t.rows.push_back(
           {std::to_string(s), stages[s].device_name, st.worker,
            std::to_string(stages[s].ops.size()), fixed(st.compute_ms / n, 3),
-           fixed(st.queue_ms / n, 3), std::to_string(r.link_bytes_first[s]),
+           fixed(st.compute_cpu_ms / n, 3), fixed(st.queue_ms / n, 3),
+           std::to_string(r.link_bytes_first[s]),
            n > 1 ? fixed(static_cast<double>(r.link_bytes_later[s]) / (n - 1), 0) : "-"});
     }
     std::cout << (r.failovers.empty() ? "Stages\n"
@@ -313,6 +347,14 @@ class MasterCommand : public ToolCommand {
                 {"throughput_fps", sim.steady_fps}}},
               {"stages", json::array()}};
     if (max_diff >= 0) j["verify_max_abs_diff"] = max_diff;
+    j["hops"] = json::array();
+    for (const auto& h : hops_)
+      j["hops"].push_back({{"from", h.from},
+                           {"to", h.to},
+                           {"message_ms", h.message_ms},
+                           {"ms_per_mb", h.ms_per_mb},
+                           {"cpu_ms", h.cpu_ms},
+                           {"cpu_ms_per_mb", h.cpu_ms_per_mb}});
     j["failovers"] = failovers_json(r);
     j["answered"] = n - r.dropped_count;
     j["late_results_dropped"] = r.late_results_dropped;
@@ -322,6 +364,7 @@ class MasterCommand : public ToolCommand {
                              {"device", stages[i].device_name},
                              {"worker", r.stages[i].worker},
                              {"compute_ms", r.stages[i].compute_ms / n},
+                             {"compute_cpu_ms", r.stages[i].compute_cpu_ms / n},
                              {"queue_ms", r.stages[i].queue_ms / n},
                              {"bytes_in_first", r.link_bytes_first[i]},
                              {"bytes_in_later", r.link_bytes_later[i]}});
@@ -343,7 +386,8 @@ class MasterCommand : public ToolCommand {
   int frames_ = 30;
   double timeout_s_ = 10, drop_late_s_ = 0;
   bool verify_ = false, replan_ = false;
-  int replan_after_ = 1;
+  int replan_after_ = 1, probes_ = 20;
+  std::vector<deploy::HopCost> hops_;
 };
 
 }  // namespace

@@ -264,6 +264,80 @@ TEST(PipelineSim, FirstFrameLatencyEqualsThePlanLatency) {
   }
 }
 
+TEST(PipelineSim, ServersOnOneMachineShareItsCores) {
+  // Two stages of 1 ms each, back to back. Each on its own machine: a frame every 1 ms. On one
+  // core they share it while both run: frame 0 alone on a (0-1 ms), then frame 0 on b and frame
+  // 1 on a at half speed each (1-3 ms), and so on: frame f done at 3 + 2f ms, but the last,
+  // alone on b for its last 1 ms.
+  std::vector<PipelineServer> s = {{"a", false, 1, 1, 0}, {"b", false, 1, 1, 0}};
+  SimulationOptions o;
+  o.frames = 10;
+  for (int f = 0; f < o.frames; ++f)
+    EXPECT_DOUBLE_EQ(simulate_pipeline(s, o).done_ms[f], 2.0 + f) << f;
+  for (auto& v : s) {
+    v.host = 0;
+    v.cpu_first_ms = v.cpu_later_ms = 1;
+  }
+  o.host_cores = {1};
+  const auto shared = simulate_pipeline(s, o);
+  for (int f = 0; f + 1 < o.frames; ++f) EXPECT_NEAR(shared.done_ms[f], 3.0 + 2 * f, 1e-9) << f;
+  EXPECT_NEAR(shared.done_ms.back(), 2.0 * o.frames, 1e-9);
+  // A link of 3 ms, 1 ms of it CPU on the same core: that share stretches, the transmission
+  // does not. Frame 0: a 0-1, the link's CPU 1-3 (beside frame 1 on a), its transmission 3-5.
+  s = {{"a", false, 1, 1, 0}, {"a → b", true, 3, 3, 0.5}};
+  s[0].host = s[1].host = 0;
+  s[0].cpu_first_ms = s[0].cpu_later_ms = 1;
+  s[1].cpu_first_ms = s[1].cpu_later_ms = 1;
+  EXPECT_NEAR(simulate_pipeline(s, o).done_ms[0], 5.5, 1e-9);
+  // Enough cores change nothing against servers on their own, on random chains too.
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 5; ++trial) {
+    const auto p = random_problem(rng, 10, 3);
+    auto servers =
+        pipeline_servers(p, p, solve_partition(p, PartitionObjective::kThroughput).assignment);
+    o.host_cores.clear();
+    const auto before = simulate_pipeline(servers, o);
+    for (auto& v : servers) v.host = 0;
+    o.host_cores = {static_cast<int>(servers.size())};
+    const auto after = simulate_pipeline(servers, o);
+    for (int f = 0; f < o.frames; ++f) EXPECT_NEAR(after.done_ms[f], before.done_ms[f], 1e-9);
+  }
+  o.host_cores = {0};
+  EXPECT_THROW(simulate_pipeline(s, o), InputError);
+}
+
+TEST(Partition, PerMessageWorkHoldsTheLinkAndCountsOncePerMessage) {
+  std::mt19937 rng(21);
+  for (int trial = 0; trial < 6; ++trial) {
+    auto p = random_problem(rng, 9, trial % 2 ? 3 : 2);
+    for (auto& l : p.links) l.message_ms = 2.5;
+    const auto a = Assignment(p.nodes.size(), 0);
+    const auto c = evaluate(p, a);
+    for (size_t l = 0; l < p.links.size(); ++l)
+      if (c.forward_bytes[l] > 0)
+        EXPECT_NEAR(
+            c.forward_ms[l],
+            p.links[l].latency_ms + 2.5 + 1000.0 * c.forward_bytes[l] / p.links[l].bandwidth, 1e-9);
+    // Exact against enumeration with the per-message work, min cut (two devices) included.
+    for (auto objective : {PartitionObjective::kLatency, PartitionObjective::kThroughput}) {
+      const auto best = brute_force_plan(p, objective).best;
+      const auto dp = solve_partition(p, objective);
+      EXPECT_NEAR(
+          objective == PartitionObjective::kLatency ? dp.cost.latency_ms : dp.cost.bottleneck_ms,
+          objective == PartitionObjective::kLatency ? best.cost.latency_ms
+                                                    : best.cost.bottleneck_ms,
+          1e-9 * best.cost.latency_ms)
+          << trial;
+    }
+  }
+  // A message that costs more than any stage keeps the model on one device.
+  auto p = random_problem(rng, 6, 2);
+  p.links[0].message_ms = 1e6;
+  const auto plan = solve_partition(p, PartitionObjective::kLatency);
+  EXPECT_TRUE(plan.assignment == Assignment(p.nodes.size(), 0) ||
+              plan.assignment == Assignment(p.nodes.size(), 1));
+}
+
 TEST(PipelineSim, GanttChartIsARealImage) {
   std::vector<PipelineServer> s = {{"camera", false, 4, 4, 0}, {"camera → cloud", true, 6, 2, 1}};
   SimulationOptions o;
@@ -314,6 +388,15 @@ TEST(DevicesFile, ReadsAChainAndRefusesMistakes) {
                 .find("must be above 0"),
             std::string::npos);
   EXPECT_NE(error("devices:\n  - {name: a, speed: .nan}\n").find("finite"), std::string::npos);
+  EXPECT_NE(error("devices:\n  - {name: a}\n  - {name: b}\n"
+                  "links: [{bandwidth_mb_s: 1, message_ms: -1}]\n")
+                .find("message_ms must be a finite number of 0 or more"),
+            std::string::npos);
+  EXPECT_DOUBLE_EQ(load_devices_file(write("devices:\n  - {name: a}\n  - {name: b}\n"
+                                           "links: [{bandwidth_mb_s: 1, message_ms: 0.3}]\n"))
+                       .links[0]
+                       .message_ms,
+                   0.3);
   EXPECT_NE(error("devices:\n  - {name: a}\nresults_to: b\n").find("names no device 'b'"),
             std::string::npos);
   EXPECT_NE(error("devices:\n  - {name: a, costs: nofile.json}\n").find("no cost file"),

@@ -504,9 +504,11 @@ TEST(Library, PlansWritesReadsAndServesAModelWithoutTheCli) {
   torch::manual_seed(3);
   std::vector<at::Tensor> frames;
   for (int i = 0; i < 3; ++i) frames.push_back(torch::rand({1, 3, 32, 32}));
+  std::vector<HopCost> hops;
   {
     ServeMaster master(graph, mo);
     master.configure(stages, 1);
+    hops = master.probe_hops(5);
     const ServeResult result = master.serve(frames);
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < frames.size(); ++i) {
@@ -516,6 +518,16 @@ TEST(Library, PlansWritesReadsAndServesAModelWithoutTheCli) {
                 2e-2 * std::max(1.0, ref.abs().max().item<double>()));
     }
   }
+  // Every hop probed: the master's frame to the first worker, between workers, the results back.
+  ASSERT_EQ(hops.size(), stages.size() + 1);
+  EXPECT_EQ(hops.front().from, "master");
+  EXPECT_EQ(hops.back().to, "master");
+  for (const auto& h : hops) {
+    EXPECT_GT(h.message_ms, 0) << h.from << " -> " << h.to;
+    EXPECT_LT(h.message_ms, 1000) << h.from << " -> " << h.to;
+    EXPECT_TRUE(std::isfinite(h.ms_per_mb) && h.ms_per_mb >= 0);
+    EXPECT_TRUE(std::isfinite(h.cpu_ms) && h.cpu_ms >= 0);
+  }
 
   ServedChain served;
   served.devices = chain;
@@ -524,6 +536,29 @@ TEST(Library, PlansWritesReadsAndServesAModelWithoutTheCli) {
   const auto predicted = served.simulate(graph, assignment, 30, 0);
   // Frames back to back: the first frame's latency is the plan's.
   EXPECT_NEAR(predicted.latency_ms.front(), best.cost.latency_ms, 1e-6 * best.cost.latency_ms);
+  {
+    // With the probed hops the link costs its message's work too, and the master's two hops are
+    // simulated: the first frame takes at least their times more.
+    ServedChain probed = served;
+    std::vector<int> devices;
+    for (const auto& st : stages) devices.push_back(st.device);
+    probed.set_hops(hops, devices);
+    if (stages.size() > 1)
+      EXPECT_DOUBLE_EQ(probed.devices.links.at(static_cast<size_t>(devices[1] - 1)).message_ms,
+                       hops[1].message_ms);
+    const auto with_hops = probed.simulate(graph, assignment, 30, 0);
+    EXPECT_GE(with_hops.latency_ms.front(),
+              predicted.latency_ms.front() + hops.front().message_ms + hops.back().message_ms);
+    // The workers run in this process: one machine, which the master shares.
+    std::vector<WorkerInfo> infos;
+    for (const auto& address : mo.workers) infos.push_back(worker_report(address, 10000));
+    probed.set_hosts(infos, devices, infos.at(0).host, infos.at(0).cores);
+    EXPECT_EQ(probed.master_host, 0);
+    for (int d : devices) EXPECT_EQ(probed.device_host.at(static_cast<size_t>(d)), 0);
+    EXPECT_EQ(probed.host_cores.at(0), infos.at(0).cores);
+    // Sharing this machine's cores, nothing goes faster than on machines of its own.
+    EXPECT_LE(probed.simulate(graph, assignment, 30, 0).steady_fps, with_hops.steady_fps + 1e-9);
+  }
   std::vector<WorkerInfo> reports;
   for (const auto& address : mo.workers) reports.push_back(worker_report(address, 10000, true));
   const auto next = replan_chain(graph, served, assignment, again.device_names(), reports,
@@ -849,6 +884,10 @@ TEST(ServeCommand, MasterRunsAPartitionPlanAndReportsTheSimulatorBesideTheMeasur
   EXPECT_LE(report["verify_max_abs_diff"].get<double>(), 1e-5);
   EXPECT_GT(report["simulated"]["throughput_fps"].get<double>(), 0);
   EXPECT_GT(report["throughput_fps"].get<double>(), 0);
+  // Each hop probed after configuring, the master's two included.
+  EXPECT_NE(r.output.find("Hops (20 probes"), std::string::npos) << r.output;
+  ASSERT_EQ(report["hops"].size(), static_cast<size_t>(used + 1));
+  for (const auto& h : report["hops"]) EXPECT_GT(h["message_ms"].get<double>(), 0) << h;
   // A plan for another model is refused in one line.
   r = test::run_app("igb-serve master --plan " + (dir / "plan" / "plan.json").string() +
                     " --workers " + workers + " --model resnet32_cifar --input " +
