@@ -10,8 +10,8 @@ PACKAGES=(
   libtorch-dev libyaml-cpp-dev libonnx-dev libopencv-dev libjpeg-dev libpng-dev libcli11-dev
   libgraphviz-dev graphviz libcairo2-dev libexpat1-dev libgtest-dev libgmock-dev libgloo-dev
   # igb-serve: gRPC and the protocol compiler with its C++ plugin; openssl makes the tests' and the
-  # docs' TLS certificates.
-  libgrpc++-dev protobuf-compiler protobuf-compiler-grpc openssl
+  # docs' TLS certificates; iproute2's ip makes the network namespaces the serving tests' hosts are.
+  libgrpc++-dev protobuf-compiler protobuf-compiler-grpc openssl iproute2
   nlohmann-json3-dev libfmt-dev
   # The inference runtime calls oneDNN directly: the headers of the 2.6.3 library LibTorch links.
   # Its CMake package looks for OpenCL (headers and loader) even for a CPU-only build.

@@ -17,7 +17,7 @@ LinkSender::LinkSender(const std::string& address, std::string who, LinkEmulatio
       channel_(open_channel(address)),
       stub_(proto::Worker::NewStub(channel_)) {
   transmit_ = std::thread([this] { transmit_loop(); });
-  propagate_ = std::thread([this] { propagate_loop(); });
+  for (int i = 0; i < kDeliveries; ++i) propagate_.emplace_back([this] { propagate_loop(); });
 }
 
 LinkSender::~LinkSender() {
@@ -26,9 +26,10 @@ LinkSender::~LinkSender() {
     stop_ = true;
   }
   wake_.notify_all();
+  in_flight_ready_.notify_all();
   space_.notify_all();
   transmit_.join();
-  propagate_.join();
+  for (auto& t : propagate_) t.join();
 }
 
 void LinkSender::set_capacity(int capacity) {
@@ -145,7 +146,7 @@ void LinkSender::transmit_loop() {
       std::lock_guard<std::mutex> lock(mutex_);
       in_flight_.push_back(std::move(m));
     }
-    wake_.notify_all();
+    in_flight_ready_.notify_one();
   }
 }
 
@@ -154,11 +155,11 @@ void LinkSender::propagate_loop() {
     InFlight m;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || !in_flight_.empty(); });
+      in_flight_ready_.wait(lock, [&] { return stop_ || !in_flight_.empty(); });
       if (stop_) return;
       m = std::move(in_flight_.front());
       in_flight_.pop_front();
-      ++delivering_;
+      if (delivering_++ == 0) calls_since_ = Clock::now();
     }
     // Propagation delay: the message is on its way, the link already free for the next one.
     std::this_thread::sleep_until(m.due);
@@ -167,23 +168,22 @@ void LinkSender::propagate_loop() {
 }
 
 void LinkSender::deliver(InFlight& m) {
-  const auto start = Clock::now();
   grpc::ClientContext ctx;
   ctx.set_deadline(deadline_in(timeout_ms_));
   proto::Ack ack;
   const grpc::Status status = stub_->Deliver(&ctx, m.frame, &ack);
-  const double rpc_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    --delivering_;
+    // The link's time: its emulated transmissions, and the time any call was on its way.
+    if (--delivering_ == 0)
+      send_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - calls_since_).count();
+    if (status.ok()) {
+      bytes_sent_ += m.bytes;
+      send_ms_ += m.transmit_ms;
+    }
   }
   space_.notify_all();
-  if (status.ok()) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    bytes_sent_ += m.bytes;
-    send_ms_ += m.transmit_ms + rpc_ms;
-    return;
-  }
+  if (status.ok()) return;
   // The receiver did not take the frame: what it holds is no longer what the encoders assume,
   // so the next frame goes whole.
   reset_encoders_ = true;

@@ -29,6 +29,12 @@ struct OutgoingFrame {
 
 class LinkSender {
  public:
+  /// Frames on their way at once (calls not yet answered): a link whose latency is long carries
+  /// the next frames while the first are in flight, as its stage model has it (latency does not
+  /// hold the link). The receiver takes the differences of a stream in order however the calls
+  /// overtake each other.
+  static constexpr int kDeliveries = 4;
+
   /// Called (on the sender's thread) when a frame could not be delivered: the frame and the fault.
   using OnError = std::function<void(const proto::Frame& frame, const std::string& error)>;
 
@@ -92,7 +98,9 @@ class LinkSender {
   std::atomic<bool> reset_encoders_{false};
 
   mutable std::mutex mutex_;
-  std::condition_variable wake_, space_;
+  /// wake_: a frame to send (the transmitting thread); in_flight_ready_: one to deliver (one of
+  /// the delivering threads); space_: room under the capacity.
+  std::condition_variable wake_, in_flight_ready_, space_;
   bool stop_ = false;
   int capacity_ = 0, delivering_ = 0;
   std::deque<OutgoingFrame> fifo_;
@@ -102,7 +110,10 @@ class LinkSender {
   std::deque<InFlight> in_flight_;
   int64_t bytes_sent_ = 0;
   double send_ms_ = 0;
-  std::thread transmit_, propagate_;
+  /// Since when a call has been on its way (while delivering_ > 0).
+  std::chrono::steady_clock::time_point calls_since_;
+  std::thread transmit_;
+  std::vector<std::thread> propagate_;
 };
 
 }  // namespace igb::deploy

@@ -113,11 +113,15 @@ class ServeMaster::Impl final : public proto::Collector::Service {
   }
 
   std::vector<HopCost> probe_hops(int messages) {
-    // One value, and 256 Ki values: the per-message work and the cost of a megabyte.
-    const std::vector<int64_t> sizes = {1, int64_t{1} << 18};
-    const double mb = 4.0 * static_cast<double>(sizes[1] - sizes[0]) / 1e6;
     std::vector<HopCost> out;
     for (size_t hop = 0; hop <= chain_.size(); ++hop) {
+      // One value, and 256 Ki values (1 MB in float32) where 16 Ki values (64 kB) take under
+      // 20 ms, those otherwise: the per-message time and a megabyte's, on messages the size of a
+      // frame's where the link is fast (they also leave its connection's flow-control windows
+      // grown for them), and in seconds where it is slow.
+      const int64_t small = int64_t{1} << 14;
+      const std::vector<int64_t> sizes = {1, probe(hop, 1, small) < 20 ? small << 4 : small};
+      const double mb = 4.0 * static_cast<double>(sizes[1] - sizes[0]) / 1e6;
       HopCost h;
       h.from = hop == 0 ? "master" : who(hop - 1);
       h.to = hop == chain_.size() ? "master" : who(hop);

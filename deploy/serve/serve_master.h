@@ -4,6 +4,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -122,17 +123,24 @@ struct ServeResult {
 std::vector<std::vector<int>> stage_links(const tools::SummaryGraph& graph,
                                           const std::vector<Stage>& stages);
 
-/// One hop of a configured chain as probed (ServeMaster::probe_hops): the time every message
-/// takes whatever its size, and the time its bytes add (encoding, copies, the call, decoding),
-/// from the median times of messages of one value and of 256 Ki values in float32; and the CPU
-/// time both ends spend on them, the same way.
+/// One hop of a configured chain as probed (ServeMaster::probe_hops): the time a message takes
+/// there and back whatever its size, and the time its bytes add (encoding, copies, the wire,
+/// decoding), from the median times of messages of one value and of 256 Ki values (16 Ki on a
+/// slow link); and the CPU time both ends spend on them, the same way.
 struct HopCost {
   std::string from, to;
   double message_ms = 0, ms_per_mb = 0;
   double cpu_ms = 0, cpu_ms_per_mb = 0;
-  /// The ms a message of `bytes` takes, and the CPU ms it costs.
+  /// The ms a message of `bytes` takes there and back, and the CPU ms it costs.
   double ms(double bytes) const { return message_ms + ms_per_mb * bytes / 1e6; }
   double cpu(double bytes) const { return cpu_ms + cpu_ms_per_mb * bytes / 1e6; }
+  /// What of a message's time is neither work nor its bytes: half of it there, half back.
+  double propagation_ms() const { return std::max(0.0, message_ms - cpu_ms) / 2; }
+  /// How long a message of `bytes` holds the hop: its work, or its bytes' time after the
+  /// propagation, whichever is longer.
+  double busy_ms(double bytes) const {
+    return std::max(cpu(bytes), std::min(message_ms, cpu_ms) + ms_per_mb * bytes / 1e6);
+  }
 };
 
 /// What a worker says of itself (its Report, without measuring).

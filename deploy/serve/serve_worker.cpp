@@ -4,6 +4,7 @@
 
 #include <time.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -140,6 +141,11 @@ class StageWorker::Impl final : public proto::Worker::Service {
     queue_changed_.notify_all();
     stopped_.notify_all();
     queue_space_.notify_all();
+    {
+      std::lock_guard<std::mutex> lock(decode_mutex_);
+      stopping_ = true;
+    }
+    decoded_.notify_all();
     for (auto& t : compute_) t.join();
     compute_.clear();
     if (server_) server_->Shutdown(deadline_in(1000));
@@ -300,36 +306,8 @@ class StageWorker::Impl final : public proto::Worker::Service {
     job->head.set_plan(frame->plan());
     job->head.set_seq(frame->seq());
     job->head.set_reply_to(frame->reply_to());
-    try {
-      std::lock_guard<std::mutex> lock(decode_mutex_);
-      bool differences = false;
-      for (const auto& [name, t] : by_name) differences = differences || t->difference();
-      if (differences && frame->seq() != role->last_seq + 1)
-        return refuse(what + " holds differences from seq " + std::to_string(frame->seq() - 1) +
-                      ", but the last frame this worker took is seq " +
-                      std::to_string(role->last_seq));
-      // Decode into copies: a frame refused half way leaves what the worker holds unchanged.
-      auto decoders = role->decoders;
-      for (const auto& [name, id] : role->inputs) {
-        auto it = by_name.find(name);
-        if (it == by_name.end()) return refuse(what + " lacks input '" + name + "'");
-        const EncodedTensor e = from_proto(*it->second);
-        const std::string tensor_what = what + " tensor '" + name + "'";
-        at::Tensor x = role->diff || e.difference ? decoders[name].decode(e, tensor_what)
-                                                  : decode_tensor(e, tensor_what);
-        if (x.sizes().vec() != graph_.shape(id))
-          return refuse(tensor_what + " is " + shape_text(x.sizes().vec()) + "; stage " +
-                        std::to_string(role->stage) + " takes " + shape_text(graph_.shape(id)));
-        job->bytes_in += static_cast<int64_t>(e.payload.size());
-        // The decoder keeps the tensor as the base of the next difference; the stage may change
-        // its inputs in place (a traced ReLU_), so it gets a copy.
-        job->values[id] = role->diff || e.difference ? x.clone() : std::move(x);
-      }
-      role->decoders = std::move(decoders);
-      role->last_seq = frame->seq();
-    } catch (const InputError& e) {
-      return refuse(e.what());
-    }
+    if (auto status = decode(*frame, by_name, received, what, *role, *job); !status.ok())
+      return status;
     return enqueue(std::move(job), received, role->timeout_ms, what);
   }
 
@@ -439,6 +417,54 @@ class StageWorker::Impl final : public proto::Worker::Service {
     Clock::time_point queued;
     int64_t bytes_in = 0;
   };
+
+  /// Decodes `frame`'s tensors (`by_name`) into `job` with the role's decoders, taking a
+  /// stream's differences in order: a frame ahead of the next waits for the frames before it.
+  grpc::Status decode(const proto::Frame& frame,
+                      const std::map<std::string, const proto::Tensor*>& by_name,
+                      Clock::time_point received, const std::string& what, WorkerRole& role,
+                      Job& job) {
+    try {
+      std::unique_lock<std::mutex> lock(decode_mutex_);
+      bool differences = false;
+      for (const auto& [name, t] : by_name) differences = differences || t->difference();
+      if (differences && frame.seq() > role.last_seq + 1) {
+        // The frame before may still be on its way (a sender has several calls out, and a
+        // later one can overtake it): wait for it, up to half the timeout the sender's call has.
+        const auto until =
+            received + std::chrono::microseconds(static_cast<int64_t>(role.timeout_ms * 500.0));
+        decoded_.wait_until(lock, until,
+                            [&] { return stopping_ || frame.seq() <= role.last_seq + 1; });
+      }
+      if (differences && frame.seq() != role.last_seq + 1)
+        return refuse(what + " holds differences from seq " + std::to_string(frame.seq() - 1) +
+                      ", but the last frame this worker took is seq " +
+                      std::to_string(role.last_seq));
+      // Decode into copies: a frame refused half way leaves what the worker holds unchanged.
+      auto decoders = role.decoders;
+      for (const auto& [name, id] : role.inputs) {
+        auto it = by_name.find(name);
+        if (it == by_name.end()) return refuse(what + " lacks input '" + name + "'");
+        const EncodedTensor e = from_proto(*it->second);
+        const std::string tensor_what = what + " tensor '" + name + "'";
+        at::Tensor x = role.diff || e.difference ? decoders[name].decode(e, tensor_what)
+                                                 : decode_tensor(e, tensor_what);
+        if (x.sizes().vec() != graph_.shape(id))
+          return refuse(tensor_what + " is " + shape_text(x.sizes().vec()) + "; stage " +
+                        std::to_string(role.stage) + " takes " + shape_text(graph_.shape(id)));
+        job.bytes_in += static_cast<int64_t>(e.payload.size());
+        // The decoder keeps the tensor as the base of the next difference; the stage may change
+        // its inputs in place (a traced ReLU_), so it gets a copy.
+        job.values[id] = role.diff || e.difference ? x.clone() : std::move(x);
+      }
+      role.decoders = std::move(decoders);
+      role.last_seq = frame.seq();
+      decoded_.notify_all();
+    } catch (const InputError& e) {
+      return refuse(e.what());
+    }
+    return grpc::Status::OK;
+  }
 
   /// Queues `job` for the compute threads, waiting for room under --max-queue up to
   /// `timeout_ms` from `received`.
@@ -754,6 +780,9 @@ class StageWorker::Impl final : public proto::Worker::Service {
   double compute_ms_ = 0;
 
   std::mutex decode_mutex_, measure_mutex_, collectors_mutex_;
+  /// A frame was decoded (a role's last_seq moved), or the worker is shutting down.
+  std::condition_variable decoded_;
+  std::atomic<bool> stopping_{false};
   std::map<std::string, std::shared_ptr<grpc::Channel>> collectors_;
 };
 

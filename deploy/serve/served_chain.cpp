@@ -30,9 +30,11 @@ void ServedChain::set_hops(const std::vector<HopCost>& probed, const std::vector
     const int into = stages[i];
     if (into < 1 || into > static_cast<int>(devices.links.size())) continue;
     auto& link = devices.links[static_cast<size_t>(into - 1)];
-    link.message_ms = probed[i].message_ms;
-    // Seconds a byte: the wire's and the software's, one after the other.
-    link.bandwidth = 1.0 / (1.0 / link.bandwidth + probed[i].ms_per_mb * 1e-9);
+    // The message's work holds the link; its bytes take the wire's time and the software's, one
+    // after the other; what the probes took beyond the work is propagation.
+    link.message_ms = probed[i].cpu_ms;
+    link.bandwidth = 1.0 / (1.0 / link.bandwidth + probed[i].cpu_ms_per_mb * 1e-9);
+    link.latency_ms = std::max(link.latency_ms, probed[i].propagation_ms());
   }
 }
 
@@ -73,8 +75,9 @@ PipelineServer master_hop(const std::string& name, const HopCost& hop, double fi
   s.name = name;
   s.link = true;
   s.device = device;
-  s.first_ms = hop.ms(first_bytes);
-  s.later_ms = hop.ms(later_bytes);
+  s.first_ms = hop.busy_ms(first_bytes);
+  s.later_ms = hop.busy_ms(later_bytes);
+  s.latency_ms = hop.propagation_ms();
   hop_cpu(s, hop, first_bytes, later_bytes);
   return s;
 }

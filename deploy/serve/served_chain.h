@@ -50,10 +50,10 @@ struct ServedChain {
   void measure_traffic(const tools::SummaryGraph& graph, const std::vector<at::Tensor>& frames);
   /// The planner's problem for the first frame (whole tensors) or a later one.
   PartitionProblem problem(const tools::SummaryGraph& graph, bool later) const;
-  /// Takes the probed per-message work of the hops of a plan whose stages run on
-  /// `stage_devices`: the link into each stage's device costs the hop's per-message work, and its
-  /// bandwidth is the devices file's in series with the hop's cost per byte; the master's hops
-  /// are simulated too.
+  /// Takes the probed hops of a plan whose stages run on `stage_devices`: the link into each
+  /// stage's device holds a message for the hop's CPU work (message_ms), its bandwidth is the
+  /// devices file's in series with the hop's CPU per byte, and its latency at least what the
+  /// probes took beyond their work (HopCost::propagation_ms); the master's hops are simulated too.
   void set_hops(const std::vector<HopCost>& probed, const std::vector<int>& stage_devices);
   /// Groups the devices by the machine their workers reported (WorkerInfo::host; `workers[i]`
   /// ran on device `devices[i]`) with the master's (`master_host`, this process's): devices on

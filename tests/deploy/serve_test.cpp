@@ -33,6 +33,7 @@
 #include "deploy/serve/wire.h"
 #include "models/model.h"
 #include "tests/apps/run_support.h"
+#include "tests/deploy/net_lab.h"
 #include "tests/support.h"
 
 namespace igb::deploy {
@@ -40,6 +41,45 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+
+/// resnet20_cifar as igb-serve's workers hold it (seed-0 weights), its forward pass and its graph
+/// at side × side.
+struct ZooResnet20 {
+  models::Model model;
+  tools::SummaryGraph::Forward forward;
+  tools::SummaryGraph graph;
+};
+
+ZooResnet20 zoo_resnet20(int64_t side) {
+  models::register_builtin_models();
+  torch::manual_seed(0);
+  auto model = models::create_model("resnet20_cifar", {});
+  model->eval();
+  tools::SummaryGraph::Forward forward = [model](const torch::Tensor& x) {
+    return model->forward(x);
+  };
+  auto graph = tools::SummaryGraph::build(*model, {1, 3, side, side}, forward, "resnet20_cifar");
+  return {model, forward, std::move(graph)};
+}
+
+/// Three stages of resnet20_cifar by position: the stem and layer1, layer2, layer3 and the head.
+std::vector<Stage> resnet20_stages(const tools::SummaryGraph& graph) {
+  Assignment a(graph.ops().size(), 0);
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::string& name = graph.op(static_cast<int>(i)).name;
+    if (name.rfind("layer2", 0) == 0) a[i] = 1;
+    if (name.rfind("layer3", 0) == 0 || name.rfind("fc", 0) == 0 || name == "avgpool" ||
+        name.rfind("flatten", 0) == 0)
+      a[i] = 2;
+  }
+  // Ops after the last layer3 op (pooling, flatten, fc) go to the last stage too.
+  bool tail = false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == 2) tail = true;
+    if (tail) a[i] = 2;
+  }
+  return split_stages(graph, a, {"a", "b", "c"});
+}
 
 /// Three workers of resnet20_cifar (seed-0 weights, as igb-serve gives a zoo model) on free
 /// loopback ports, stopped with the fixture.
@@ -73,22 +113,7 @@ class ServeChain : public ::testing::Test {
     graph_ = std::make_unique<tools::SummaryGraph>(tools::SummaryGraph::build(
         *m, {1, 3, 32, 32}, [m](const torch::Tensor& x) { return m->forward(x); },
         "resnet20_cifar"));
-    // Three stages by position: the stem and layer1, layer2, layer3 and the head.
-    Assignment a(graph_->ops().size(), 0);
-    for (size_t i = 0; i < a.size(); ++i) {
-      const std::string& name = graph_->op(static_cast<int>(i)).name;
-      if (name.rfind("layer2", 0) == 0) a[i] = 1;
-      if (name.rfind("layer3", 0) == 0 || name.rfind("fc", 0) == 0 || name == "avgpool" ||
-          name.rfind("flatten", 0) == 0)
-        a[i] = 2;
-    }
-    // Ops after the last layer3 op (pooling, flatten, fc) go to the last stage too.
-    bool tail = false;
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (a[i] == 2) tail = true;
-      if (tail) a[i] = 2;
-    }
-    stages_ = split_stages(*graph_, a, {"a", "b", "c"});
+    stages_ = resnet20_stages(*graph_);
     ASSERT_EQ(stages_.size(), 3u);
     torch::manual_seed(1);
     auto base = torch::rand({1, 3, 32, 32});
@@ -458,14 +483,10 @@ TEST(ServeCommand, ListeningBeyondLoopbackNeedsTlsOrInsecure) {
 // serve it on in-process workers, predict it with the simulator and re-plan from the workers'
 // measurements; no command line anywhere.
 TEST(Library, PlansWritesReadsAndServesAModelWithoutTheCli) {
-  models::register_builtin_models();
-  torch::manual_seed(0);
-  auto model = models::create_model("resnet20_cifar", {});
-  model->eval();
-  const tools::SummaryGraph::Forward forward = [model](const torch::Tensor& x) {
-    return model->forward(x);
-  };
-  const auto graph = tools::SummaryGraph::build(*model, {1, 3, 32, 32}, forward, "resnet20_cifar");
+  const auto zoo = zoo_resnet20(32);
+  auto model = zoo.model;
+  const auto& forward = zoo.forward;
+  const auto& graph = zoo.graph;
   DevicesFile chain;
   chain.devices = {{"camera", {}, 0.25}, {"server", {}, 4.0}};
   chain.links = {{2e6, 5}};
@@ -508,7 +529,7 @@ TEST(Library, PlansWritesReadsAndServesAModelWithoutTheCli) {
   {
     ServeMaster master(graph, mo);
     master.configure(stages, 1);
-    hops = master.probe_hops(5);
+    hops = master.probe_hops(3);
     const ServeResult result = master.serve(frames);
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < frames.size(); ++i) {
@@ -538,17 +559,17 @@ TEST(Library, PlansWritesReadsAndServesAModelWithoutTheCli) {
   EXPECT_NEAR(predicted.latency_ms.front(), best.cost.latency_ms, 1e-6 * best.cost.latency_ms);
   {
     // With the probed hops the link costs its message's work too, and the master's two hops are
-    // simulated: the first frame takes at least their times more.
+    // simulated: the first frame takes at least their work more.
     ServedChain probed = served;
     std::vector<int> devices;
     for (const auto& st : stages) devices.push_back(st.device);
     probed.set_hops(hops, devices);
     if (stages.size() > 1)
       EXPECT_DOUBLE_EQ(probed.devices.links.at(static_cast<size_t>(devices[1] - 1)).message_ms,
-                       hops[1].message_ms);
+                       hops[1].cpu_ms);
     const auto with_hops = probed.simulate(graph, assignment, 30, 0);
     EXPECT_GE(with_hops.latency_ms.front(),
-              predicted.latency_ms.front() + hops.front().message_ms + hops.back().message_ms);
+              predicted.latency_ms.front() + hops.front().cpu_ms + hops.back().cpu_ms);
     // The workers run in this process: one machine, which the master shares.
     std::vector<WorkerInfo> infos;
     for (const auto& address : mo.workers) infos.push_back(worker_report(address, 10000));
@@ -898,6 +919,100 @@ TEST(ServeCommand, MasterRunsAPartitionPlanAndReportsTheSimulatorBesideTheMeasur
   r = test::run_app("igb-serve worker --model resnet20_cifar --compute-speed 2");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("--compute-speed must be in (0, 1]"), std::string::npos) << r.output;
+}
+
+// Hosts of a real network (test::NetLab: namespaces whose packets a relay delays, drops, reorders
+// and rate-limits, as netem would): the master here, three workers each on a host of its own,
+// every link 20 ms each way, 1 % of the packets lost, 1 % overtaking the others, 0.2 MB/s. The
+// chain's output is the model's, and its throughput what the simulator predicts for those links and
+// the probed hops.
+TEST(ServeNetwork, AChainOverLinksThatLoseAndDelayPacketsIsExactAndFollowsTheSimulator) {
+  if (const auto why = test::NetLab::unavailable(); !why.empty())
+    GTEST_SKIP() << "no hosts can be made here: " << why;
+  test::NetLab lab(4, 11);
+  test::LinkShape link;
+  link.delay_ms = 20;
+  link.loss = 0.01;
+  link.reorder = 0.01;
+  link.bandwidth_mb_s = 0.2;
+  for (int h = 0; h < 4; ++h) {
+    lab.shape(h, (h + 1) % 4, link);
+    lab.shape((h + 1) % 4, h, link);
+  }
+  test::TempDir tmp;
+  std::vector<std::string> workers;
+  std::vector<pid_t> pids;
+  for (int h = 1; h <= 3; ++h) {
+    workers.push_back(lab.address(h) + ":7000");
+    auto argv = lab.on_host(h);
+    for (const std::string a :
+         {std::string(IGB_BIN_DIR) + "/igb-serve", std::string("worker"), std::string("--listen"),
+          workers.back(), std::string("--model"), std::string("resnet20_cifar"),
+          std::string("--input"), std::string("1x3x16x16"), std::string("--threads"),
+          std::string("1"), std::string("--insecure")})
+      argv.push_back(a);
+    pids.push_back(start_process(argv, tmp.path() / ("w" + std::to_string(h) + ".log")));
+  }
+  std::vector<WorkerInfo> reports;
+  for (const auto& w : workers) reports.push_back(worker_report(w, 60000));
+  const auto zoo = zoo_resnet20(16);
+  auto model = zoo.model;
+  const auto& forward = zoo.forward;
+  const auto& graph = zoo.graph;
+  const auto stages = resnet20_stages(graph);
+  MasterOptions mo;
+  mo.workers = workers;
+  mo.listen = lab.address(0) + ":0";
+  mo.timeout_ms = 30000;
+  mo.weights = weights_digest(*model);
+  torch::manual_seed(5);
+  std::vector<at::Tensor> frames;
+  for (int i = 0; i < 40; ++i) frames.push_back(torch::rand({1, 3, 16, 16}));
+  std::vector<HopCost> hops;
+  ServeResult r;
+  {
+    // The master listens on host 0's lab address: beyond loopback, without certificates.
+    set_transport_security({}, true);
+    ServeMaster master(graph, mo);
+    master.configure(stages, 1);
+    hops = master.probe_hops(3);
+    r = master.serve(frames);
+  }
+  set_transport_security({}, false);
+  for (pid_t p : pids) {
+    ::kill(p, SIGKILL);
+    wait_process(p);
+  }
+  // Every frame answered once, each the model's output: TCP carried them over the losses.
+  for (size_t i = 0; i < frames.size(); ++i) {
+    torch::NoGradGuard no_grad;
+    const auto ref = model->forward(frames[i]);
+    ASSERT_EQ(r.outputs[i].size(), 1u) << "frame " << i;
+    EXPECT_LE((r.outputs[i][0] - ref).abs().max().item<double>(),
+              1e-5 * ref.abs().max().item<double>())
+        << "frame " << i;
+  }
+  EXPECT_GT(lab.count(1, 2).dropped, 0);
+  EXPECT_GT(lab.count(1, 2).relayed, 100);
+  // The probes saw the links' delay: 20 ms there and 20 back.
+  for (const auto& h : hops)
+    EXPECT_NEAR(h.propagation_ms(), 20, 8)
+        << h.from << " -> " << h.to << ": " << h.message_ms << " ms, " << h.ms_per_mb
+        << " ms/MB, CPU " << h.cpu_ms << " ms, " << h.cpu_ms_per_mb << " ms/MB";
+  ServedChain chain;
+  chain.devices.devices = {{"a"}, {"b"}, {"c"}};
+  chain.devices.links = {{0.2e6, 20}, {0.2e6, 20}};
+  chain.devices.sink = 2;
+  const auto costs = measure_layer_costs(*model, graph, forward, 3);
+  chain.costs = {costs, costs, costs};
+  chain.set_hops(hops, {0, 1, 2});
+  chain.set_hosts(reports, {0, 1, 2}, reports[0].host, reports[0].cores);
+  Assignment assignment(graph.ops().size(), 0);
+  for (const auto& st : stages)
+    for (int op : st.ops) assignment[static_cast<size_t>(op)] = st.device;
+  const auto predicted = chain.simulate(graph, assignment, static_cast<int>(frames.size()), 0);
+  EXPECT_NEAR(r.steady_fps / predicted.steady_fps, 1.0, 0.2)
+      << "measured " << r.steady_fps << " fps, simulated " << predicted.steady_fps;
 }
 
 }  // namespace
