@@ -4,6 +4,7 @@
 #include <linux/if.h>
 #include <linux/if_tun.h>
 #include <poll.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -82,6 +83,10 @@ NetLab::NetLab(int hosts, uint64_t seed)
       counts_(static_cast<size_t>(hosts * hosts)),
       seed_(seed) {
   if (hosts < 1 || hosts > 250) throw std::invalid_argument("NetLab: 1 to 250 hosts");
+  // Host 0's address is in this machine's own network: one lab at a time (ctest runs tests in
+  // parallel processes); the lock goes with the process however it ends.
+  lock_ = ::open("/tmp/igb-netlab.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  must(lock_ >= 0 && ::flock(lock_, LOCK_EX) == 0, "locking /tmp/igb-netlab.lock");
   must(::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) == 0, "pipe");
   for (int h = 0; h < hosts; ++h) {
     const std::string dev = prefix_ + "t" + std::to_string(h);
@@ -110,6 +115,7 @@ NetLab::~NetLab() {
   for (int fd : wake_)
     if (fd >= 0) ::close(fd);
   for (int h = 1; h < hosts_; ++h) ip({"netns", "del", prefix_ + "h" + std::to_string(h)});
+  if (lock_ >= 0) ::close(lock_);
 }
 
 void NetLab::shape(int from, int to, const LinkShape& s) {

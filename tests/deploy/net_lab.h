@@ -63,6 +63,7 @@ class NetLab {
   std::string prefix_;
   std::vector<int> fds_;
   int wake_[2] = {-1, -1};
+  int lock_ = -1;
   mutable std::mutex mutex_;
   std::vector<LinkShape> shapes_;
   std::vector<LinkCount> counts_;
