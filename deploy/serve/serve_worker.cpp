@@ -368,8 +368,10 @@ class StageWorker::Impl final : public proto::Worker::Service {
     }
     if (req->messages() < 1 || req->messages() > 1000 || req->values_size() > 8)
       return refuse("a probe takes 1 to 1000 messages of at most 8 sizes");
+    // At most what the master sends (1 MB a message): a probe is a measurement, not a load.
     for (int64_t n : req->values())
-      if (n < 1 || n > (int64_t{1} << 24)) return refuse("a probe's tensor holds 1 to 2^24 values");
+      if (n < 1 || n > (int64_t{1} << 18))
+        return refuse("a probe's tensor holds 1 to 262144 values");
     const std::string target =
         req->collector().empty() ? (role ? role->next : "") : req->collector();
     if (target.empty()) return refuse("worker " + address_ + " has no next worker to probe");

@@ -286,6 +286,22 @@ TEST_F(ServeChain, MalformedFramesAreRefusedAndTheWorkerGoesOn) {
   no_input.clear_tensors();
   s = deliver(no_input);
   EXPECT_EQ(s.error_message(), "frame 99 lacks input 'input'");
+  // A probe larger than the master's own is refused, as is one from the last worker to no one.
+  auto probe = [&](const std::string& address, int64_t values) {
+    proto::ProbeRequest req;
+    req.set_messages(1);
+    req.add_values(values);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline_in(5000));
+    proto::ProbeReply reply;
+    return proto::Worker::NewStub(open_channel(address))->Probe(&ctx, req, &reply);
+  };
+  s = probe(addresses_[0], int64_t{1} << 20);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "a probe's tensor holds 1 to 262144 values");
+  s = probe(addresses_[2], 1);
+  EXPECT_EQ(s.error_message(), "worker " + addresses_[2] + " has no next worker to probe");
+  EXPECT_TRUE(probe(addresses_[0], 1).ok());
   // Refusals change nothing: the chain serves the next frames as before.
   const auto r = master.serve(frames_);
   EXPECT_LE(max_difference(r), 1e-5);
