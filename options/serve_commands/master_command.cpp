@@ -166,7 +166,7 @@ class MasterCommand : public ToolCommand {
     const double max_diff = verify_ ? verify(model, frames, result) : -1;
     report(stages, result,
            chain.simulate(graph, assignment, static_cast<int>(frames.size()), options_.rate_fps),
-           max_diff);
+           max_diff, deploy::evaluate(chain.problem(graph, true), assignment).device_ms);
     return kExitOk;
   }
 
@@ -272,8 +272,10 @@ class MasterCommand : public ToolCommand {
     return max_diff;
   }
 
+  /// `device_ms`: what the simulator takes each device's stage to compute (its per-op costs).
   void report(const std::vector<deploy::Stage>& stages, const deploy::ServeResult& r,
-              const deploy::SimulationResult& sim, double max_diff) {
+              const deploy::SimulationResult& sim, double max_diff,
+              const std::vector<double>& device_ms) {
     const int n = static_cast<int>(r.latency_ms.size());
     if (r.stages.size() < stages.size()) return;
     Table t;
@@ -283,6 +285,7 @@ class MasterCommand : public ToolCommand {
                  "Ops",
                  "Compute (ms/frame)",
                  "CPU (ms/frame)",
+                 "Simulated (ms/frame)",
                  "Queue (ms/frame)",
                  "In first (B)",
                  "In later (B/frame)"};
@@ -291,7 +294,8 @@ class MasterCommand : public ToolCommand {
       t.rows.push_back(
           {std::to_string(s), stages[s].device_name, st.worker,
            std::to_string(stages[s].ops.size()), fixed(st.compute_ms / n, 3),
-           fixed(st.compute_cpu_ms / n, 3), fixed(st.queue_ms / n, 3),
+           fixed(st.compute_cpu_ms / n, 3),
+           fixed(device_ms.at(static_cast<size_t>(stages[s].device)), 3), fixed(st.queue_ms / n, 3),
            std::to_string(r.link_bytes_first[s]),
            n > 1 ? fixed(static_cast<double>(r.link_bytes_later[s]) / (n - 1), 0) : "-"});
     }
@@ -327,12 +331,13 @@ class MasterCommand : public ToolCommand {
       std::cout << "--verify: largest difference from the model's forward "
                 << (max_diff == 0 ? std::string("0") : fixed(max_diff, 9)) << " over " << n
                 << " frames\n";
-    if (!out_.empty()) write_report(stages, r, sim, max_diff);
+    if (!out_.empty()) write_report(stages, r, sim, max_diff, device_ms);
   }
 
   /// serve.json and serve_frames.csv in --out.
   void write_report(const std::vector<deploy::Stage>& stages, const deploy::ServeResult& r,
-                    const deploy::SimulationResult& sim, double max_diff) const {
+                    const deploy::SimulationResult& sim, double max_diff,
+                    const std::vector<double>& device_ms) const {
     const int n = static_cast<int>(r.latency_ms.size());
     json j = {{"frames", n},
               {"mode", mode_},
@@ -360,14 +365,16 @@ class MasterCommand : public ToolCommand {
     j["late_results_dropped"] = r.late_results_dropped;
     j["dropped_late"] = r.dropped_count;
     for (size_t i = 0; i < stages.size(); ++i)
-      j["stages"].push_back({{"stage", i},
-                             {"device", stages[i].device_name},
-                             {"worker", r.stages[i].worker},
-                             {"compute_ms", r.stages[i].compute_ms / n},
-                             {"compute_cpu_ms", r.stages[i].compute_cpu_ms / n},
-                             {"queue_ms", r.stages[i].queue_ms / n},
-                             {"bytes_in_first", r.link_bytes_first[i]},
-                             {"bytes_in_later", r.link_bytes_later[i]}});
+      j["stages"].push_back(
+          {{"stage", i},
+           {"device", stages[i].device_name},
+           {"worker", r.stages[i].worker},
+           {"compute_ms", r.stages[i].compute_ms / n},
+           {"compute_cpu_ms", r.stages[i].compute_cpu_ms / n},
+           {"simulated_compute_ms", device_ms.at(static_cast<size_t>(stages[i].device))},
+           {"queue_ms", r.stages[i].queue_ms / n},
+           {"bytes_in_first", r.link_bytes_first[i]},
+           {"bytes_in_later", r.link_bytes_later[i]}});
     write_text_atomically(fs::path(out_) / "serve.json", j.dump(1) + "\n");
     std::string csv = "frame,sent_ms,done_ms,latency_ms,dropped\n";
     for (int i = 0; i < n; ++i)

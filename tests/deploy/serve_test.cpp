@@ -925,6 +925,11 @@ TEST(ServeCommand, MasterRunsAPartitionPlanAndReportsTheSimulatorBesideTheMeasur
   EXPECT_NE(r.output.find("Hops (20 probes"), std::string::npos) << r.output;
   ASSERT_EQ(report["hops"].size(), static_cast<size_t>(used + 1));
   for (const auto& h : report["hops"]) EXPECT_GT(h["message_ms"].get<double>(), 0) << h;
+  // Each stage's measured CPU beside the compute the simulator gives it.
+  for (const auto& st : report["stages"]) {
+    EXPECT_GT(st["simulated_compute_ms"].get<double>(), 0) << st;
+    EXPECT_GT(st["compute_cpu_ms"].get<double>(), 0) << st;
+  }
   // A plan for another model is refused in one line.
   r = test::run_app("igb-serve master --plan " + (dir / "plan" / "plan.json").string() +
                     " --workers " + workers + " --model resnet32_cifar --input " +
