@@ -42,23 +42,23 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-/// resnet20_cifar as igb-serve's workers hold it (seed-0 weights), its forward pass and its graph
+/// A zoo model as igb-serve's workers hold it (seed-0 weights), its forward pass and its graph
 /// at side × side.
-struct ZooResnet20 {
+struct ZooModel {
   models::Model model;
   tools::SummaryGraph::Forward forward;
   tools::SummaryGraph graph;
 };
 
-ZooResnet20 zoo_resnet20(int64_t side) {
+ZooModel zoo_model(const std::string& name, int64_t side) {
   models::register_builtin_models();
   torch::manual_seed(0);
-  auto model = models::create_model("resnet20_cifar", {});
+  auto model = models::create_model(name, {});
   model->eval();
   tools::SummaryGraph::Forward forward = [model](const torch::Tensor& x) {
     return model->forward(x);
   };
-  auto graph = tools::SummaryGraph::build(*model, {1, 3, side, side}, forward, "resnet20_cifar");
+  auto graph = tools::SummaryGraph::build(*model, {1, 3, side, side}, forward, name);
   return {model, forward, std::move(graph)};
 }
 
@@ -499,7 +499,7 @@ TEST(ServeCommand, ListeningBeyondLoopbackNeedsTlsOrInsecure) {
 // serve it on in-process workers, predict it with the simulator and re-plan from the workers'
 // measurements; no command line anywhere.
 TEST(Library, PlansWritesReadsAndServesAModelWithoutTheCli) {
-  const auto zoo = zoo_resnet20(32);
+  const auto zoo = zoo_model("resnet20_cifar", 32);
   auto model = zoo.model;
   const auto& forward = zoo.forward;
   const auto& graph = zoo.graph;
@@ -761,13 +761,9 @@ std::pair<int64_t, int64_t> overload(const std::string& max_queue, const fs::pat
                      "--compute-speed", "0.1", "--max-queue", max_queue},
                     dir / ("worker" + max_queue + ".log"));
   worker_report(address, 60000);
-  torch::manual_seed(0);
-  models::register_builtin_models();
-  auto model = models::create_model("resnet18", {});
-  model->eval();
-  const auto graph = tools::SummaryGraph::build(
-      *model, {1, 3, 224, 224}, [model](const torch::Tensor& x) { return model->forward(x); },
-      "resnet18");
+  const auto zoo = zoo_model("resnet18", 224);
+  auto model = zoo.model;
+  const auto& graph = zoo.graph;
   MasterOptions o;
   o.workers = {address};
   o.timeout_ms = 60000;
@@ -824,13 +820,9 @@ TEST(ServeCommand, FramesLaterThanDropLateAreDroppedAndCounted) {
        "resnet20_cifar", "--threads", "1", "--compute-speed", "0.05", "--max-queue", "2"},
       tmp.path() / "worker.log");
   worker_report(address, 60000);
-  torch::manual_seed(0);
-  models::register_builtin_models();
-  auto model = models::create_model("resnet20_cifar", {});
-  model->eval();
-  const auto graph = tools::SummaryGraph::build(
-      *model, {1, 3, 32, 32}, [model](const torch::Tensor& x) { return model->forward(x); },
-      "resnet20_cifar");
+  const auto zoo = zoo_model("resnet20_cifar", 32);
+  auto model = zoo.model;
+  const auto& graph = zoo.graph;
   MasterOptions o;
   o.workers = {address};
   o.timeout_ms = 20000;
@@ -976,7 +968,7 @@ TEST(ServeNetwork, AChainOverLinksThatLoseAndDelayPacketsIsExactAndFollowsTheSim
   }
   std::vector<WorkerInfo> reports;
   for (const auto& w : workers) reports.push_back(worker_report(w, 60000));
-  const auto zoo = zoo_resnet20(16);
+  const auto zoo = zoo_model("resnet20_cifar", 16);
   auto model = zoo.model;
   const auto& forward = zoo.forward;
   const auto& graph = zoo.graph;
