@@ -97,7 +97,8 @@ class PipelineRun {
     std::deque<std::pair<int, double>> queue;  // frame, ready time
     bool busy = false;
     size_t span = 0;  // index in r_.spans of the frame in service
-    double cpu_left = 0;
+    /// When the server's last frame left.
+    double last_end = -std::numeric_limits<double>::infinity();
   };
 
   void push(double time, Kind kind, int server, int frame) {
@@ -119,24 +120,27 @@ class PipelineRun {
   double next_cpu_end(double now) const {
     double end = std::numeric_limits<double>::infinity();
     for (size_t h = 0; h < active_.size(); ++h)
-      for (int s : active_[h]) end = std::min(end, now + state_[s].cpu_left / rate(h));
+      for (const auto& job : active_[h]) end = std::min(end, now + job.left / rate(h));
     return end;
   }
   /// Runs the CPU shares in progress from `now` to `to`; those that end go on with the rest of
   /// their service (the link's transmission).
   double advance(double now, double to) {
     for (size_t h = 0; h < active_.size(); ++h) {
-      const double done = (to - now) * rate(h);
+      const double r = rate(h), done = (to - now) * r;
       auto& a = active_[h];
-      for (int s : a) state_[s].cpu_left -= done;
+      // A share whose end is `to` ends (also where what is left of it is too small to move a
+      // time that large).
+      for (auto& job : a) job.left = now + job.left / r <= to ? 0.0 : job.left - done;
       for (auto it = a.begin(); it != a.end();) {
-        if (state_[*it].cpu_left > 1e-12) {
+        if (it->left > 1e-12) {
           ++it;
           continue;
         }
-        const int s = *it;
-        const auto& span = r_.spans[state_[s].span];
-        push(to + service(s, span.frame) - cpu(s, span.frame), kDone, s, span.frame);
+        if (const int s = it->server; s >= 0) {
+          const auto& span = r_.spans[state_[s].span];
+          push(to + service(s, span.frame) - cpu(s, span.frame), kDone, s, span.frame);
+        }
         it = a.erase(it);
       }
     }
@@ -153,17 +157,26 @@ class PipelineRun {
     st.busy = true;
     st.span = r_.spans.size();
     r_.spans.push_back({frame, s, ready, t, t});
-    st.cpu_left = cpu(s, frame);
-    if (st.cpu_left <= 0)
-      push(t + service(s, frame), kDone, s, frame);
+    // The frame found the server idle: it waits for the work of a woken process, the more the
+    // longer it slept.
+    const double gap = ready - st.last_end, full = servers_[s].idle_full_ms;
+    const double idle =
+        gap > 0 ? servers_[s].idle_ms * (full > 0 ? std::min(1.0, gap / full) : 1.0) : 0.0;
+    const double left = cpu(s, frame) + (servers_[s].host >= 0 ? idle : 0.0);
+    if (left <= 0)
+      push(t + service(s, frame) + idle, kDone, s, frame);
     else
-      active_[static_cast<size_t>(servers_[s].host)].push_back(s);
+      active_[static_cast<size_t>(servers_[s].host)].push_back({s, left});
   }
   void finish(int s, double t) {
     auto& st = state_[s];
     auto& span = r_.spans[st.span];
     span.end = t;
     st.busy = false;
+    st.last_end = t;
+    // The process's work the frame leaves behind runs on, sharing the host's cores.
+    if (servers_[s].host >= 0 && servers_[s].background_ms > 0)
+      active_[static_cast<size_t>(servers_[s].host)].push_back({-1, servers_[s].background_ms});
     const double arrive = t + (servers_[s].link ? servers_[s].latency_ms : 0.0);
     if (s + 1 < static_cast<int>(servers_.size()))
       push(arrive, kReady, s + 1, span.frame);
@@ -176,8 +189,14 @@ class PipelineRun {
   const SimulationOptions& options_;
   SimulationResult& r_;
   std::vector<ServerState> state_;
-  /// Per host, the servers whose CPU share is in progress.
-  std::vector<std::vector<int>> active_;
+  /// CPU work in progress on a host: a server's share (until it ends, the server holds its
+  /// frame), or work a frame left behind (server -1).
+  struct CpuJob {
+    int server;
+    double left;
+  };
+  /// Per host, the CPU work in progress.
+  std::vector<std::vector<CpuJob>> active_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   int64_t order_ = 0;
 };

@@ -29,6 +29,17 @@ struct PipelineServer {
   /// stage: all of it; a link: its CPU, not the transmission), first frame and later ones; on a
   /// busy host they take longer.
   double cpu_first_ms = 0, cpu_later_ms = 0;
+  /// CPU work a frame adds when it finds the server idle (its previous frame left before this
+  /// one was ready, or it is the first): a process woken from sleep, its caches cold, ms. Part
+  /// of the CPU share (of the service without a host).
+  double idle_ms = 0;
+  /// Idle time after which a frame pays all of idle_ms; after less, it pays in proportion (0: any
+  /// idle time pays all), ms.
+  double idle_full_ms = 0;
+  /// CPU work a frame leaves behind on the host when it leaves the server (its process's work
+  /// off the frame's path: a sender's call answered, its threads going back to sleep), ms: it
+  /// shares the host's cores with the rest and holds neither the server nor the frame.
+  double background_ms = 0;
 };
 
 /// How frames enter the pipeline.
@@ -72,7 +83,9 @@ struct SimulationResult {
 /// becomes ready at a server at its arrival, or at the previous server's end plus that link's
 /// latency; the server starts it when it is free. A server on a host runs its CPU share first,
 /// sharing the host's cores with the other shares in progress there as an operating system
-/// does (n shares on c cores each advance at min(1, c / n)), then the rest of its service.
+/// does (n shares on c cores each advance at min(1, c / n)), then the rest of its service. A
+/// frame that finds its server idle adds the server's idle_ms to the CPU share; a frame leaving a
+/// server leaves its background_ms of work on the host's cores.
 SimulationResult simulate_pipeline(const std::vector<PipelineServer>& servers,
                                    const SimulationOptions& options);
 

@@ -306,6 +306,79 @@ TEST(PipelineSim, ServersOnOneMachineShareItsCores) {
   EXPECT_THROW(simulate_pipeline(s, o), InputError);
 }
 
+TEST(PipelineSim, TinyCpuSharesLateInALongRunEnd) {
+  // Shares of 1e-9 ms at times of 1e7 ms: what is left of one is too small to move the clock,
+  // and it ends all the same (the simulation does not spin).
+  std::vector<PipelineServer> s = {{"a", false, 1e-9, 1e-9, 0}, {"b", false, 1e-9, 1e-9, 0}};
+  for (auto& v : s) {
+    v.host = 0;
+    v.cpu_first_ms = v.cpu_later_ms = 1e-9;
+    v.background_ms = 3e-9;
+  }
+  SimulationOptions o;
+  o.frames = 100;
+  o.rate_fps = 0.01;
+  o.host_cores = {1};
+  const auto r = simulate_pipeline(s, o);
+  EXPECT_NEAR(r.done_ms.back(), 99 * 1e5, 1e-3);
+}
+
+TEST(PipelineSim, AFrameThatFindsItsServerIdlePaysTheWakeUp) {
+  // One server of 1 ms on a core of its own machine; a frame that finds it idle takes 0.5 ms
+  // more. Back to back only the first does.
+  std::vector<PipelineServer> s = {{"a", false, 1, 1, 0}};
+  s[0].host = 0;
+  s[0].cpu_first_ms = s[0].cpu_later_ms = 1;
+  s[0].idle_ms = 0.5;
+  SimulationOptions o;
+  o.frames = 5;
+  o.host_cores = {1};
+  auto r = simulate_pipeline(s, o);
+  for (int f = 0; f < o.frames; ++f) EXPECT_NEAR(r.done_ms[f], 1.5 + f, 1e-9) << f;
+  // Frames 10 ms apart: every one finds it idle.
+  o.rate_fps = 100;
+  r = simulate_pipeline(s, o);
+  for (double l : r.latency_ms) EXPECT_NEAR(l, 1.5, 1e-9);
+  // Frame 1 is idle for 8.5 ms (10 less frame 0's 1.5) of the 17 after which a frame pays all
+  // of it: half. Each later one for 10 less the one before's latency l: l = 1 + 0.5 (10 - l) / 17,
+  // 44/35 ms.
+  s[0].idle_full_ms = 17;
+  r = simulate_pipeline(s, o);
+  EXPECT_NEAR(r.latency_ms[0], 1.5, 1e-9);  // the first: idle since ever
+  EXPECT_NEAR(r.latency_ms[1], 1.25, 1e-9);
+  EXPECT_NEAR(r.latency_ms.back(), 44.0 / 35, 1e-5);
+  // Without a host the wait is added to the service all the same.
+  s[0].host = -1;
+  s[0].idle_full_ms = 0;
+  o.host_cores.clear();
+  r = simulate_pipeline(s, o);
+  for (double l : r.latency_ms) EXPECT_NEAR(l, 1.5, 1e-9);
+}
+
+TEST(PipelineSim, WorkAFrameLeavesBehindSharesTheCoresWithoutHoldingTheFrame) {
+  // a (1 ms) leaves 1 ms of work behind on the single core b (1 ms) runs on too. Frame 0 alone:
+  // a 0-1, then b and the work left behind share the core: b's 1 ms ends at 3. Without the work
+  // left behind, 2.
+  std::vector<PipelineServer> s = {{"a", false, 1, 1, 0}, {"b", false, 1, 1, 0}};
+  for (auto& v : s) {
+    v.host = 0;
+    v.cpu_first_ms = v.cpu_later_ms = 1;
+  }
+  SimulationOptions o;
+  o.frames = 1;
+  o.host_cores = {1};
+  EXPECT_NEAR(simulate_pipeline(s, o).done_ms[0], 2, 1e-9);
+  s[0].background_ms = 1;
+  EXPECT_NEAR(simulate_pipeline(s, o).done_ms[0], 3, 1e-9);
+  // On two cores it takes the other one: no slower than without.
+  o.host_cores = {2};
+  EXPECT_NEAR(simulate_pipeline(s, o).done_ms[0], 2, 1e-9);
+  // Back to back on one core the frames pay for all the work: 3 ms a frame in the steady state.
+  o.host_cores = {1};
+  o.frames = 40;
+  EXPECT_NEAR(simulate_pipeline(s, o).steady_fps, 1000.0 / 3, 1000.0 / 3 * 0.02);
+}
+
 TEST(Partition, PerMessageWorkHoldsTheLinkAndCountsOncePerMessage) {
   std::mt19937 rng(21);
   for (int trial = 0; trial < 6; ++trial) {
