@@ -51,12 +51,12 @@ void LinkSender::send(OutgoingFrame f) {
     std::unique_lock<std::mutex> lock(mutex_);
     space_.wait(lock, [&] {
       return stop_ || capacity_ <= 0 || held_locked() < static_cast<size_t>(capacity_) ||
-             (diff_ && (next_seq_ < 0 || f.frame.seq() <= next_seq_));
+             (diff_ && f.frame.seq() <= next_seq_);
     });
     if (stop_) return;
     if (diff_) {
       const int64_t seq = f.frame.seq();
-      if (next_seq_ < 0 || seq < next_seq_) next_seq_ = seq;
+      if (seq < next_seq_) next_seq_ = seq;
       by_seq_[seq] = std::move(f);
     } else {
       fifo_.push_back(std::move(f));
@@ -70,7 +70,6 @@ void LinkSender::skip(int64_t seq) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!diff_) return;
     skipped_[seq] = true;
-    if (next_seq_ < 0) next_seq_ = seq;
   }
   wake_.notify_all();
 }

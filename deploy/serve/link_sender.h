@@ -40,7 +40,8 @@ class LinkSender {
 
   /// `who` names the receiver in messages ("stage 2 (127.0.0.1:5002)"). With `diff`, tensors
   /// after a frame's first are sent as differences (DiffEncoder) and frames leave in the order of
-  /// their seq; otherwise whole, in the order given.
+  /// their seq, from 0 (a stream starts there; a worker may finish its frames in another order);
+  /// otherwise whole, in the order given.
   LinkSender(const std::string& address, std::string who, LinkEmulation link,
              TransferPrecision precision, bool diff, double timeout_ms, OnError on_error);
   /// Stops: frames not yet sent are dropped.
@@ -106,7 +107,7 @@ class LinkSender {
   std::deque<OutgoingFrame> fifo_;
   std::map<int64_t, OutgoingFrame> by_seq_;
   std::map<int64_t, bool> skipped_;
-  int64_t next_seq_ = -1;
+  int64_t next_seq_ = 0;
   std::deque<InFlight> in_flight_;
   int64_t bytes_sent_ = 0;
   double send_ms_ = 0;

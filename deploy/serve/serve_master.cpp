@@ -141,6 +141,43 @@ class ServeMaster::Impl final : public proto::Collector::Service {
     return out;
   }
 
+  ServingCosts measure_serving(const std::vector<at::Tensor>& frames) {
+    ServingCosts out;
+    out.frames = static_cast<int>(frames.size());
+    out.one_at_a_time = serve_way(frames, 1);
+    out.back_to_back = serve_way(frames, 0);
+    return out;
+  }
+
+  /// Serves `frames` back to back, at most `max_in_flight` on their way (0: no limit), and
+  /// measures each process's CPU over them.
+  ServingCosts::Way serve_way(const std::vector<at::Tensor>& frames, int max_in_flight) {
+    const auto kept = options_;
+    options_.rate_fps = 0;
+    options_.max_in_flight = max_in_flight;
+    options_.drop_late_ms = 0;
+    const size_t n = chain_.size();
+    std::vector<double> before(n + 1);
+    for (size_t at = 0; at <= n; ++at) before[at] = cpu_at(at);
+    ServeResult r;
+    try {
+      r = serve(frames, {});
+    } catch (...) {
+      options_ = kept;
+      throw;
+    }
+    options_ = kept;
+    ServingCosts::Way w;
+    const auto count = static_cast<double>(std::max<size_t>(frames.size(), 1));
+    w.master_cpu_ms = (cpu_at(0) - before[0]) / count;
+    for (size_t i = 0; i < n; ++i) {
+      w.worker_cpu_ms.push_back((cpu_at(i + 1) - before[i + 1]) / count);
+      w.compute_cpu_ms.push_back(i < r.stages.size() ? r.stages[i].compute_cpu_ms / count : 0);
+    }
+    w.latency_ms = r.mean_latency_ms;
+    return w;
+  }
+
   /// The CPU time used so far by the process at position `at` of the chain's hops (0 and the
   /// chain's size: the master; i: worker i - 1), ms.
   double cpu_at(size_t at) {
@@ -351,6 +388,7 @@ class ServeMaster::Impl final : public proto::Collector::Service {
     out.sent_ms.resize(n);
     out.done_ms.resize(n);
     out.answered_by.resize(n);
+    out.compute_cpu_ms.resize(n);
     out.fallback.resize(n);
     out.score.resize(n);
     return out;
@@ -520,6 +558,9 @@ class ServeMaster::Impl final : public proto::Collector::Service {
       st.worker = h.worker();
       st.compute_ms += h.compute_ms();
       st.compute_cpu_ms += h.compute_cpu_ms();
+      auto& per_frame = out.compute_cpu_ms[done];
+      if (per_frame.size() <= stage) per_frame.resize(stage + 1, 0);
+      per_frame[stage] += h.compute_cpu_ms();
       st.queue_ms += h.queue_ms();
       st.bytes_in += h.bytes_in();
       st.bytes_out += h.bytes_out();
@@ -600,6 +641,9 @@ ServeMaster::ServeMaster(MasterOptions options)
     : impl_(std::make_unique<Impl>(nullptr, std::move(options))) {}
 void ServeMaster::attach(const std::string& input_name) { impl_->attach(input_name); }
 std::vector<HopCost> ServeMaster::probe_hops(int messages) { return impl_->probe_hops(messages); }
+ServingCosts ServeMaster::measure_serving(const std::vector<at::Tensor>& frames) {
+  return impl_->measure_serving(frames);
+}
 
 ServeMaster::~ServeMaster() = default;
 void ServeMaster::configure(const std::vector<Stage>& stages, uint32_t number) {

@@ -101,6 +101,8 @@ struct ServeResult {
   /// why (proto Result.fallback).
   std::vector<std::string> fallback;
   std::vector<StageTotals> stages;
+  /// Per frame, each stage's compute CPU (Hop.compute_cpu_ms), ms.
+  std::vector<std::vector<double>> compute_cpu_ms;
   /// Bytes on each link: [0] master → first worker, [i] stage i-1 → stage i; first frame and the
   /// rest.
   std::vector<int64_t> link_bytes_first, link_bytes_later;
@@ -143,6 +145,23 @@ struct HopCost {
   }
 };
 
+/// What serving a frame costs the chain's processes, measured by serving frames
+/// (ServeMaster::measure_serving) in two ways: one at a time (each sent when the last one's
+/// result is back: every process wakes for it) and back to back (each finds the next waiting).
+struct ServingCosts {
+  struct Way {
+    /// Per frame: the CPU of the master's process and of each worker's (chain order), all its
+    /// threads, and of each stage's compute (a part of its worker's), ms.
+    double master_cpu_ms = 0;
+    std::vector<double> worker_cpu_ms, compute_cpu_ms;
+    /// Mean latency of the frames, ms.
+    double latency_ms = 0;
+  };
+  Way one_at_a_time, back_to_back;
+  /// Frames served each way.
+  int frames = 0;
+};
+
 /// What a worker says of itself (its Report, without measuring).
 struct WorkerInfo {
   std::string model, fingerprint, machine;
@@ -183,6 +202,10 @@ class ServeMaster {
   /// to the first worker, [i] worker i - 1 to worker i, and last the last worker's results to
   /// the master. An error naming the hop when one fails.
   std::vector<HopCost> probe_hops(int messages = 20);
+  /// Serves `frames` one at a time and then again back to back on the configured chain and
+  /// measures what a frame costs each process (ServingCosts). The frames count as a stream:
+  /// configure the plan again (a new number) before serving another.
+  ServingCosts measure_serving(const std::vector<at::Tensor>& frames);
   /// Sends to the first worker as it is, frames holding one tensor named `input_name`.
   void attach(const std::string& input_name);
   /// Sends `frames` (each the model's input, batch 1) down the chain and collects every result.

@@ -82,6 +82,45 @@ PipelineServer master_hop(const std::string& name, const HopCost& hop, double fi
   return s;
 }
 
+/// The measured serving costs on `servers`: a stage's compute, and the rest of a process's work
+/// a frame on the hop it sends on (the master's on its hop to the first stage), `path_share` of
+/// it before the frame goes on and the rest left behind; `wait_ms` spread over the hops.
+void apply_serving(std::vector<PipelineServer>& servers, const ServingCosts& costs,
+                   const std::vector<int>& stage_devices, double path_share, double wait_ms) {
+  const auto& busy = costs.back_to_back;
+  const auto& idle = costs.one_at_a_time;
+  // One at a time, a process slept for about a frame's latency before each frame.
+  const double idle_for = idle.latency_ms;
+  const auto set = [idle_for](PipelineServer& s, double cpu, double cpu_idle, double share) {
+    s.cpu_first_ms = s.cpu_later_ms = share * cpu;
+    s.first_ms = std::max(s.first_ms, s.cpu_first_ms);
+    s.later_ms = std::max(s.later_ms, s.cpu_later_ms);
+    s.idle_ms = share * std::max(0.0, cpu_idle - cpu);
+    s.idle_full_ms = idle_for;
+    s.background_ms = (1 - share) * cpu;
+  };
+  int hops = 0;
+  for (const auto& s : servers) hops += s.link && !s.backward ? 1 : 0;
+  for (auto& s : servers) {
+    if (s.backward) continue;
+    if (s.link) s.latency_ms += wait_ms / std::max(hops, 1);
+    if (s.link && s.device < 0) {
+      set(s, busy.master_cpu_ms, idle.master_cpu_ms, path_share);
+      continue;
+    }
+    const auto it = std::find(stage_devices.begin(), stage_devices.end(), s.device);
+    const auto i = static_cast<size_t>(it - stage_devices.begin());
+    if (it == stage_devices.end() || i >= busy.worker_cpu_ms.size() ||
+        i >= idle.worker_cpu_ms.size())
+      continue;
+    if (s.link)
+      set(s, std::max(0.0, busy.worker_cpu_ms[i] - busy.compute_cpu_ms[i]),
+          std::max(0.0, idle.worker_cpu_ms[i] - idle.compute_cpu_ms[i]), path_share);
+    else
+      set(s, busy.compute_cpu_ms[i], idle.compute_cpu_ms[i], 1);
+  }
+}
+
 /// Bytes of the frame (the model's input as the master sends it) in `p`.
 double frame_bytes(const PartitionProblem& p) {
   double bytes = 0;
@@ -100,7 +139,7 @@ SimulationResult ServedChain::simulate(const tools::SummaryGraph& graph,
   so.rate_fps = rate_fps;
   const auto first = problem(graph, false), later = problem(graph, true);
   auto servers = pipeline_servers(first, later, assignment);
-  if (!hops.empty() && !assignment.empty()) {
+  if ((!hops.empty() || serving.frames > 0) && !assignment.empty()) {
     const int head = *std::min_element(assignment.begin(), assignment.end());
     const int tail = *std::max_element(assignment.begin(), assignment.end());
     double results = 0;  // the results go back whole, in float32
@@ -119,17 +158,54 @@ SimulationResult ServedChain::simulate(const tools::SummaryGraph& graph,
       const auto l = static_cast<size_t>(s.link_index);
       hop_cpu(s, hops[hop], a.forward_bytes[l], b.forward_bytes[l]);
     }
-    servers.insert(servers.begin(), master_hop("master -> " + first.devices[head], hops.front(),
+    const HopCost none;
+    servers.insert(servers.begin(), master_hop("master -> " + first.devices[head],
+                                               hops.empty() ? none : hops.front(),
                                                frame_bytes(first), frame_bytes(later), -1));
-    servers.push_back(
-        master_hop(first.devices[tail] + " -> master", hops.back(), results, results, tail));
+    servers.push_back(master_hop(first.devices[tail] + " -> master",
+                                 hops.empty() ? none : hops.back(), results, results, tail));
   }
+  if (serving.frames > 0)
+    apply_serving(servers, serving, stage_devices, serving_path_share, serving_wait_ms);
   if (!host_cores.empty()) {
     so.host_cores = host_cores;
     for (auto& s : servers)
       s.host = s.device < 0 ? master_host : device_host.at(static_cast<size_t>(s.device));
   }
   return simulate_pipeline(servers, so);
+}
+
+void ServedChain::set_serving(const ServingCosts& costs, const std::vector<int>& stages,
+                              const tools::SummaryGraph& graph, const Assignment& assignment) {
+  serving = costs;
+  stage_devices = stages;
+  serving_path_share = 1;
+  serving_wait_ms = 0;
+  const double measured = costs.one_at_a_time.latency_ms;
+  if (costs.frames < 1 || !(measured > 0)) return;
+  // Frames far apart, as one at a time: the latency the costs make with a share of the
+  // processes' other work on the frame's path, the share found by bisection (the latency grows
+  // with it).
+  const auto alone = [&](double share) {
+    serving_path_share = share;
+    return simulate(graph, assignment, costs.frames, 1000.0 / (4 * measured)).mean_latency_ms;
+  };
+  if (const double all = alone(1); all <= measured) {
+    serving_wait_ms = measured - all;
+  } else if (alone(0) >= measured) {
+    serving_path_share = 0;
+  } else {
+    double lo = 0, hi = 1;
+    for (int i = 0; i < 30; ++i) (alone((lo + hi) / 2) < measured ? lo : hi) = (lo + hi) / 2;
+    serving_path_share = (lo + hi) / 2;
+  }
+  // The planner's links: the sending process's work a frame (back to back) is its message's.
+  for (size_t i = 1; i < stages.size() && i - 1 < costs.back_to_back.worker_cpu_ms.size(); ++i) {
+    const int into = stages[i];
+    if (into < 1 || into > static_cast<int>(devices.links.size())) continue;
+    devices.links[static_cast<size_t>(into - 1)].message_ms = std::max(
+        0.0, costs.back_to_back.worker_cpu_ms[i - 1] - costs.back_to_back.compute_cpu_ms.at(i - 1));
+  }
 }
 
 ServedChain chain_without(const ServedChain& chain, const std::vector<int>& keep) {
@@ -157,6 +233,9 @@ ServedChain chain_without(const ServedChain& chain, const std::vector<int>& keep
     for (int d : keep) out.device_host.push_back(chain.device_host.at(static_cast<size_t>(d)));
   }
   out.stage_devices.clear();
+  // Measured on the chain as it was.
+  out.serving = ServingCosts();
+  out.serving_wait_ms = 0;
   // The frames' source and the results' sink stay where they were when their device remains.
   const auto at = [&](int device, int otherwise) {
     const auto it = std::find(keep.begin(), keep.end(), device);

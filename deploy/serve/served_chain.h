@@ -44,6 +44,14 @@ struct ServedChain {
   /// and of the master. Empty: every device and the master on its own.
   std::vector<int> host_cores, device_host;
   int master_host = -1;
+  /// What serving frames cost the processes (set_serving; frames 0: not measured), and the
+  /// waits a frame served one at a time had beyond those costs, ms (spread over the hops).
+  ServingCosts serving;
+  double serving_wait_ms = 0;
+  /// The share of each process's work a frame besides computing that is on the frame's path (the
+  /// rest runs beside it, on the same cores), set so that the simulator's latency one at a time
+  /// is the measured one (1 when even all of it leaves a wait).
+  double serving_path_share = 1;
 
   /// Measures `traffic` on the first 8 of `frames` (as igb-tools partition --frames-from); fewer
   /// than two frames leave it empty.
@@ -60,6 +68,16 @@ struct ServedChain {
   /// one machine share its cores in the simulation.
   void set_hosts(const std::vector<WorkerInfo>& workers, const std::vector<int>& devices,
                  const std::string& master_host_id, int master_cores);
+  /// Takes what serving frames cost (ServeMaster::measure_serving on the plan `assignment`,
+  /// stages on `stage_devices`): each stage computes for its measured CPU, each process's other
+  /// work a frame (receiving, decoding, encoding, sending, its threads waking) is the CPU of the
+  /// hop it sends on, both back to back and, added to a frame that finds its server idle, what
+  /// one at a time cost more. Of that work, serving_path_share holds the frame and the rest runs
+  /// beside it: the share that makes the simulated latency one at a time the measured one, or,
+  /// where all of it leaves the latency short, all, and the rest (serving_wait_ms) spread over
+  /// the hops as propagation.
+  void set_serving(const ServingCosts& costs, const std::vector<int>& stage_devices,
+                   const tools::SummaryGraph& graph, const Assignment& assignment);
   /// The simulator's figures for `assignment` with `frames` frames at `rate_fps` (0: back to back).
   SimulationResult simulate(const tools::SummaryGraph& graph, const Assignment& assignment,
                             int frames, double rate_fps) const;

@@ -80,6 +80,12 @@ class MasterCommand : public ToolCommand {
                    "simulator's per-message work (0: none, the simulator leaves it out)")
         ->capture_default_str()
         ->check(CLI::Range(0, 1000));
+    sub.add_option("--calibrate", calibrate_,
+                   "Frames served after configuring, one at a time and then back to back, to "
+                   "measure what a frame costs each process for the simulator (0: none, per-op "
+                   "costs and probes only); the stream then starts afresh")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1000));
     sub.add_flag("--verify", verify_,
                  "Compare every result with the model's own forward pass on the frame");
     sub.add_option("--out", out_, "Folder for serve.json and serve_frames.csv");
@@ -132,33 +138,18 @@ class MasterCommand : public ToolCommand {
     options_.replan = failover_planner(graph, chain, worker_device, device_names,
                                        deploy::parse_objective(plan.objective));
     deploy::ServeMaster master(graph, options_);
-    master.configure(stages, 1);
+    uint32_t plan_number = 1;
+    master.configure(stages, plan_number);
     measure_chain(master, chain, stages);
+    if (calibrate_ > 0) {
+      measure_serving(master, chain, graph, assignment, stages, frames);
+      master.configure(stages, ++plan_number);
+    }
     logger.info("configured " + std::to_string(stages.size()) + " workers; sending " +
                 std::to_string(frames.size()) + " frames");
-    if (replan_) {
-      // The Python system plans the first frame and the second apart, then keeps the second's
-      // plan: every change of plan empties the workers' difference caches.
-      const size_t k = std::min<size_t>(static_cast<size_t>(replan_after_), frames.size() - 1);
-      master.serve({frames.begin(), frames.begin() + static_cast<std::ptrdiff_t>(k)});
-      std::vector<deploy::WorkerInfo> reports;
-      for (size_t i = 0; i < stages.size(); ++i)
-        reports.push_back(deploy::worker_report(workers_[i], options_.timeout_ms, true));
-      const auto next = deploy::replan_chain(graph, chain, assignment, device_names, reports,
-                                             deploy::parse_objective(plan.objective));
-      logger.info(next.summary());
-      if (next.kept_for_empty_device) {
-        logger.info("the new plan leaves a device without ops; keeping the first plan");
-      } else {
-        chain = next.chain;
-      }
-      if (next.changed) {
-        assignment = next.assignment;
-        stages = deploy::split_stages(graph, assignment, device_names);
-      }
-      master.configure(stages, 2);
-      frames.erase(frames.begin(), frames.begin() + static_cast<std::ptrdiff_t>(k));
-    }
+    if (replan_)
+      replan_once(master, chain, graph, device_names, deploy::parse_objective(plan.objective),
+                  assignment, stages, frames, ++plan_number, logger);
     const auto result = master.serve(frames, [&](int done, int total) {
       if (done % 50 == 0 || done == total)
         logger.info(std::to_string(done) + "/" + std::to_string(total) + " frames served");
@@ -166,11 +157,59 @@ class MasterCommand : public ToolCommand {
     const double max_diff = verify_ ? verify(model, frames, result) : -1;
     report(stages, result,
            chain.simulate(graph, assignment, static_cast<int>(frames.size()), options_.rate_fps),
-           max_diff, deploy::evaluate(chain.problem(graph, true), assignment).device_ms);
+           max_diff, simulated_compute_ms(chain, graph, assignment, stages));
     return kExitOk;
   }
 
  private:
+  /// --replan: serves the first --replan-after frames (taken out of `frames`), re-plans from the
+  /// workers' measurements and configures the plan (`number`) the rest is served on.
+  void replan_once(deploy::ServeMaster& master, deploy::ServedChain& chain,
+                   const tools::SummaryGraph& graph, const std::vector<std::string>& device_names,
+                   deploy::PartitionObjective objective, deploy::Assignment& assignment,
+                   std::vector<deploy::Stage>& stages, std::vector<at::Tensor>& frames,
+                   uint32_t number, Logger& logger) const {
+    // The Python system plans the first frame and the second apart, then keeps the second's
+    // plan: every change of plan empties the workers' difference caches.
+    const size_t k = std::min<size_t>(static_cast<size_t>(replan_after_), frames.size() - 1);
+    master.serve({frames.begin(), frames.begin() + static_cast<std::ptrdiff_t>(k)});
+    std::vector<deploy::WorkerInfo> reports;
+    for (size_t i = 0; i < stages.size(); ++i)
+      reports.push_back(deploy::worker_report(workers_[i], options_.timeout_ms, true));
+    const auto next =
+        deploy::replan_chain(graph, chain, assignment, device_names, reports, objective);
+    logger.info(next.summary());
+    if (next.kept_for_empty_device) {
+      logger.info("the new plan leaves a device without ops; keeping the first plan");
+    } else {
+      chain = next.chain;
+    }
+    if (next.changed) {
+      assignment = next.assignment;
+      stages = deploy::split_stages(graph, assignment, device_names);
+      // What the stages of the first plan cost tells little of the new ones'.
+      chain.serving = deploy::ServingCosts();
+      chain.serving_wait_ms = 0;
+    }
+    master.configure(stages, number);
+    frames.erase(frames.begin(), frames.begin() + static_cast<std::ptrdiff_t>(k));
+  }
+
+  /// What the simulator gives each device's stage to compute: its per-op costs, or with measured
+  /// serving costs its compute CPU a frame back to back where that is longer.
+  static std::vector<double> simulated_compute_ms(const deploy::ServedChain& chain,
+                                                  const tools::SummaryGraph& graph,
+                                                  const deploy::Assignment& assignment,
+                                                  const std::vector<deploy::Stage>& stages) {
+    auto device_ms = deploy::evaluate(chain.problem(graph, true), assignment).device_ms;
+    const auto& measured = chain.serving.back_to_back.compute_cpu_ms;
+    for (size_t i = 0; i < stages.size() && i < measured.size(); ++i) {
+      auto& d = device_ms.at(static_cast<size_t>(stages[i].device));
+      d = std::max(d, measured[i]);
+    }
+    return device_ms;
+  }
+
   /// What the simulator takes from the configured chain: each hop's per-message work (probed;
   /// --probes 0 leaves it out) and which workers share a machine (their reports).
   void measure_chain(deploy::ServeMaster& master, deploy::ServedChain& chain,
@@ -194,6 +233,48 @@ class MasterCommand : public ToolCommand {
     std::cout << "Hops (" << probes_
               << " probes of each size: the work a message costs, and a megabyte more)\n"
               << t.to_text() << "\n";
+  }
+
+  /// What a frame costs each process, measured on --calibrate frames (the stream's first ones,
+  /// over again where it is shorter) served one at a time and back to back, for the simulator.
+  void measure_serving(deploy::ServeMaster& master, deploy::ServedChain& chain,
+                       const tools::SummaryGraph& graph, const deploy::Assignment& assignment,
+                       const std::vector<deploy::Stage>& stages,
+                       const std::vector<at::Tensor>& frames) {
+    std::vector<at::Tensor> some;
+    for (int i = 0; i < calibrate_; ++i)
+      some.push_back(frames[static_cast<size_t>(i) % frames.size()]);
+    std::vector<int> devices;
+    for (const auto& st : stages) devices.push_back(st.device);
+    serving_ = master.measure_serving(some);
+    chain.set_serving(serving_, devices, graph, assignment);
+    serving_wait_ms_ = chain.serving_wait_ms;
+    serving_path_share_ = chain.serving_path_share;
+    const auto& a = serving_.one_at_a_time;
+    const auto& b = serving_.back_to_back;
+    Table t;
+    t.columns = {"Process", "CPU one at a time (ms/frame)", "CPU back to back (ms/frame)",
+                 "Of it computing, one at a time", "Back to back"};
+    t.rows.push_back({"master", fixed(a.master_cpu_ms, 3), fixed(b.master_cpu_ms, 3), "-", "-"});
+    for (size_t i = 0; i < stages.size() && i < a.worker_cpu_ms.size(); ++i)
+      t.rows.push_back({"worker " + workers_[i] + " (stage " + std::to_string(i) + ")",
+                        fixed(a.worker_cpu_ms[i], 3), fixed(b.worker_cpu_ms[i], 3),
+                        fixed(a.compute_cpu_ms[i], 3), fixed(b.compute_cpu_ms[i], 3)});
+    std::cout << "Serving costs (" << calibrate_
+              << " frames one at a time, then back to back: the CPU a frame costs each process)\n"
+              << t.to_text() << "one at a time a frame took " << fixed(a.latency_ms, 3)
+              << " ms: the simulator puts " << fixed(100 * chain.serving_path_share, 0)
+              << "% of each process's work besides computing on the frame's path";
+    if (chain.serving_wait_ms > 0)
+      std::cout << " and " << fixed(chain.serving_wait_ms, 3) << " ms of waits on its hops";
+    std::cout << "\n\n";
+  }
+
+  static json serving_way_json(const deploy::ServingCosts::Way& w) {
+    return {{"master_cpu_ms", w.master_cpu_ms},
+            {"worker_cpu_ms", w.worker_cpu_ms},
+            {"compute_cpu_ms", w.compute_cpu_ms},
+            {"latency_ms", w.latency_ms}};
   }
 
   /// MasterOptions::replan for this chain: the plan's objective solved again on the devices of
@@ -360,6 +441,12 @@ class MasterCommand : public ToolCommand {
                            {"ms_per_mb", h.ms_per_mb},
                            {"cpu_ms", h.cpu_ms},
                            {"cpu_ms_per_mb", h.cpu_ms_per_mb}});
+    if (serving_.frames > 0)
+      j["serving"] = {{"frames", serving_.frames},
+                      {"one_at_a_time", serving_way_json(serving_.one_at_a_time)},
+                      {"back_to_back", serving_way_json(serving_.back_to_back)},
+                      {"path_share", serving_path_share_},
+                      {"wait_ms", serving_wait_ms_}};
     j["failovers"] = failovers_json(r);
     j["answered"] = n - r.dropped_count;
     j["late_results_dropped"] = r.late_results_dropped;
@@ -393,8 +480,10 @@ class MasterCommand : public ToolCommand {
   int frames_ = 30;
   double timeout_s_ = 10, drop_late_s_ = 0;
   bool verify_ = false, replan_ = false;
-  int replan_after_ = 1, probes_ = 20;
+  int replan_after_ = 1, probes_ = 20, calibrate_ = 100;
   std::vector<deploy::HopCost> hops_;
+  deploy::ServingCosts serving_;
+  double serving_wait_ms_ = 0, serving_path_share_ = 1;
 };
 
 }  // namespace

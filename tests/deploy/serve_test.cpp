@@ -26,6 +26,7 @@
 #include "deploy/partition/partition_solver.h"
 #include "deploy/partition/plan_file.h"
 #include "deploy/partition/stages.h"
+#include "deploy/serve/link_sender.h"
 #include "deploy/serve/serve_master.h"
 #include "deploy/serve/serve_worker.h"
 #include "deploy/serve/served_chain.h"
@@ -498,6 +499,57 @@ TEST(ServeCommand, ListeningBeyondLoopbackNeedsTlsOrInsecure) {
 // docs/library.md, step by step: plan resnet20_cifar on two devices, write and read the plan,
 // serve it on in-process workers, predict it with the simulator and re-plan from the workers'
 // measurements; no command line anywhere.
+/// `serving` as ServeMaster::measure_serving measured it on the plan `assignment` (stages on
+/// `devices`), and what ServedChain::set_serving makes of it on `chain`.
+void check_serving_costs(const ServingCosts& serving, const ServedChain& chain,
+                         const tools::SummaryGraph& graph, const Assignment& assignment,
+                         const std::vector<int>& devices) {
+  ASSERT_EQ(serving.frames, 3);
+  for (const auto* way : {&serving.one_at_a_time, &serving.back_to_back}) {
+    EXPECT_GT(way->master_cpu_ms, 0);
+    EXPECT_GT(way->latency_ms, 0);
+    ASSERT_EQ(way->worker_cpu_ms.size(), devices.size());
+    ASSERT_EQ(way->compute_cpu_ms.size(), devices.size());
+    for (size_t i = 0; i < devices.size(); ++i) {
+      // Each stage computed; its worker's process (here this one) did that and more.
+      EXPECT_GT(way->compute_cpu_ms[i], 0) << i;
+      EXPECT_GE(way->worker_cpu_ms[i], way->compute_cpu_ms[i]) << i;
+    }
+  }
+  // The simulator, frames far apart, gives the latency measured one at a time: with a share of
+  // the processes' other work on the frame's path, or all of it and a wait on the hops.
+  const auto far_apart = [&](const ServedChain& c, double latency_ms) {
+    return c.simulate(graph, assignment, serving.frames, 1000.0 / (4 * latency_ms)).mean_latency_ms;
+  };
+  ServedChain c = chain;
+  c.set_serving(serving, devices, graph, assignment);
+  const double measured = serving.one_at_a_time.latency_ms;
+  EXPECT_GE(c.serving_path_share, 0);
+  EXPECT_LE(c.serving_path_share, 1);
+  if (c.serving_path_share > 0) EXPECT_NEAR(far_apart(c, measured), measured, 1e-3 * measured);
+  // Slower than any share makes it: all of it, and the rest as waits.
+  ServingCosts slow = serving;
+  slow.one_at_a_time.latency_ms = 1000;
+  c.set_serving(slow, devices, graph, assignment);
+  EXPECT_EQ(c.serving_path_share, 1);
+  EXPECT_GT(c.serving_wait_ms, 0);
+  EXPECT_NEAR(far_apart(c, 1000), 1000, 1e-6 * 1000);
+  // Faster than the stages compute: none of it, no wait.
+  ServingCosts fast = serving;
+  fast.one_at_a_time.latency_ms = 1e-6;
+  c.set_serving(fast, devices, graph, assignment);
+  EXPECT_EQ(c.serving_path_share, 0);
+  EXPECT_EQ(c.serving_wait_ms, 0);
+  // Back to back, the processes' work a frame bounds the throughput on this machine's cores.
+  c.set_serving(serving, devices, graph, assignment);
+  double per_frame = serving.back_to_back.master_cpu_ms;
+  for (double w : serving.back_to_back.worker_cpu_ms) per_frame += w;
+  EXPECT_LE(c.simulate(graph, assignment, 60, 0).steady_fps,
+            1000.0 * c.host_cores.at(0) / per_frame * 1.02);
+  // A chain without some of its devices has not been measured.
+  EXPECT_EQ(chain_without(c, {devices.front()}).serving.frames, 0);
+}
+
 TEST(Library, PlansWritesReadsAndServesAModelWithoutTheCli) {
   const auto zoo = zoo_model("resnet20_cifar", 32);
   auto model = zoo.model;
@@ -542,10 +594,14 @@ TEST(Library, PlansWritesReadsAndServesAModelWithoutTheCli) {
   std::vector<at::Tensor> frames;
   for (int i = 0; i < 3; ++i) frames.push_back(torch::rand({1, 3, 32, 32}));
   std::vector<HopCost> hops;
+  ServingCosts serving;
   {
     ServeMaster master(graph, mo);
     master.configure(stages, 1);
     hops = master.probe_hops(3);
+    // The frames served one at a time and back to back; the stream starts afresh after them.
+    serving = master.measure_serving(frames);
+    master.configure(stages, 2);
     const ServeResult result = master.serve(frames);
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < frames.size(); ++i) {
@@ -595,6 +651,7 @@ TEST(Library, PlansWritesReadsAndServesAModelWithoutTheCli) {
     EXPECT_EQ(probed.host_cores.at(0), infos.at(0).cores);
     // Sharing this machine's cores, nothing goes faster than on machines of its own.
     EXPECT_LE(probed.simulate(graph, assignment, 30, 0).steady_fps, with_hops.steady_fps + 1e-9);
+    check_serving_costs(serving, probed, graph, assignment, devices);
   }
   std::vector<WorkerInfo> reports;
   for (const auto& address : mo.workers) reports.push_back(worker_report(address, 10000, true));
@@ -608,6 +665,58 @@ TEST(Library, PlansWritesReadsAndServesAModelWithoutTheCli) {
   EXPECT_EQ(next.assignment.size(), assignment.size());
   EXPECT_EQ(next.changed, next.assignment != assignment);
   for (auto& w : workers) w->shutdown();
+}
+
+/// A Worker service that keeps what it is delivered.
+class DeliveryRecorder : public proto::Worker::Service {
+ public:
+  grpc::Status Deliver(grpc::ServerContext*, const proto::Frame* frame, proto::Ack*) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    frames_.push_back(*frame);
+    return grpc::Status::OK;
+  }
+  std::vector<proto::Frame> frames() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return frames_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<proto::Frame> frames_;
+};
+
+TEST(LinkSender, ADiffStreamStartsAtItsFirstFrameWhicheverIsGivenFirst) {
+  // A worker may finish a stream's second frame before its first (two deliveries decoded at
+  // once): the sender holds it until the first has gone, whole, and sends it as a difference.
+  DeliveryRecorder recorder;
+  std::string address;
+  const auto server = start_server("127.0.0.1:0", &recorder, "--listen", &address);
+  LinkSender sender(address, "the recorder", LinkEmulation(), TransferPrecision::kFp32,
+                    /*diff=*/true, 5000, nullptr);
+  const auto frame = [](int64_t seq, float value) {
+    OutgoingFrame f;
+    f.frame.set_id(static_cast<uint64_t>(seq));
+    f.frame.set_seq(seq);
+    f.tensors.emplace_back("x", torch::full({16}, value));
+    return f;
+  };
+  sender.send(frame(1, 2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(recorder.frames().empty());
+  sender.send(frame(0, 1));
+  for (int i = 0; i < 500 && recorder.frames().size() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  auto got = recorder.frames();
+  ASSERT_EQ(got.size(), 2u);
+  std::sort(got.begin(), got.end(), [](const auto& a, const auto& b) { return a.seq() < b.seq(); });
+  EXPECT_FALSE(got[0].tensors(0).difference());
+  EXPECT_TRUE(got[1].tensors(0).difference());
+  DiffDecoder decoder;
+  EXPECT_TRUE(
+      decoder.decode(from_proto(got[0].tensors(0)), "seq 0").equal(torch::full({16}, 1.0f)));
+  EXPECT_TRUE(
+      decoder.decode(from_proto(got[1].tensors(0)), "seq 1").equal(torch::full({16}, 2.0f)));
+  server->Shutdown();
 }
 
 TEST(ServeCommand, APortOutsideTheRangeIsRefusedNotWrapped) {
@@ -917,6 +1026,18 @@ TEST(ServeCommand, MasterRunsAPartitionPlanAndReportsTheSimulatorBesideTheMeasur
   EXPECT_NE(r.output.find("Hops (20 probes"), std::string::npos) << r.output;
   ASSERT_EQ(report["hops"].size(), static_cast<size_t>(used + 1));
   for (const auto& h : report["hops"]) EXPECT_GT(h["message_ms"].get<double>(), 0) << h;
+  // Frames served one at a time and back to back before the stream (100 by default, the 4 frames
+  // over again): each process's CPU a frame, and the share of it on a frame's path.
+  EXPECT_NE(r.output.find("Serving costs (100 frames one at a time, then back to back"),
+            std::string::npos)
+      << r.output;
+  ASSERT_TRUE(report.contains("serving")) << report.dump();
+  EXPECT_EQ(report["serving"]["frames"], 100);
+  EXPECT_EQ(report["serving"]["back_to_back"]["worker_cpu_ms"].size(), static_cast<size_t>(used));
+  for (const char* way : {"one_at_a_time", "back_to_back"})
+    for (const auto& ms : report["serving"][way]["compute_cpu_ms"]) EXPECT_GT(ms.get<double>(), 0);
+  EXPECT_GE(report["serving"]["path_share"].get<double>(), 0);
+  EXPECT_LE(report["serving"]["path_share"].get<double>(), 1);
   // Each stage's measured CPU beside the compute the simulator gives it.
   for (const auto& st : report["stages"]) {
     EXPECT_GT(st["simulated_compute_ms"].get<double>(), 0) << st;
