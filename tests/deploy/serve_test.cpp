@@ -741,6 +741,8 @@ TEST(ServeCommand, APortOutsideTheRangeIsRefusedNotWrapped) {
 /// With `rejoin`, at 50 frames/s, a new worker is started at the lost one's address and the
 /// master (--rejoin) takes it back: a second plan on all three.
 void check_failover(int signal, bool rejoin = false) {
+  // Real frames: opencv-doc's video, which ctest otherwise hides from the tests.
+  const test::RealOpencvSamples samples;
   const std::string why = data::opencv_sample_unavailable("vtest.avi");
   if (!why.empty()) GTEST_SKIP() << "real data absent: " << why;
   test::TempDir tmp;
