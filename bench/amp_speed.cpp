@@ -25,6 +25,7 @@
 #include "core/logger.h"
 #include "core/run_context.h"
 #include "core/runtime.h"
+#include "core/torch_compat.h"
 #include "models/model.h"
 #include "models/trainer.h"
 
@@ -37,12 +38,12 @@ double median(std::vector<double> v) {
 
 // Counts the bytes of live CPU tensors and their peak; forwards to the allocator it replaces.
 // Its pointers are their own context (oneDNN's raw_allocate needs that), so sizes are looked up.
-class CountingAllocator final : public c10::Allocator {
+class CountingAllocator final : public igb::compat::AllocatorBase {
  public:
   explicit CountingAllocator(c10::Allocator* base) : base_(base), base_free_(base->raw_deleter()) {
     instance_ = this;
   }
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate_bytes(size_t n) const override {
     void* data = base_->raw_allocate(n);
     {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "core/torch_compat.h"
+
 namespace igb {
 
 namespace {
@@ -14,12 +16,12 @@ namespace {
 // Blocks are their own context (oneDNN's raw_allocate needs that), so a freed pointer is looked up
 // among the live large blocks; any other pointer, small or allocated before the cache was
 // installed, is freed as LibTorch's default allocator frees it.
-class BlockCacheAllocator final : public c10::Allocator {
+class BlockCacheAllocator final : public compat::AllocatorBase {
  public:
   BlockCacheAllocator(size_t min_block, size_t max_cached)
       : min_block_(min_block), max_cached_(max_cached) {}
 
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate_bytes(size_t n) const override {
     void* p = n >= min_block_ ? take(n) : c10::alloc_cpu(n);
     c10::profiledCPUMemoryReporter().New(p, n);
     return {p, p, &release, c10::Device(c10::DeviceType::CPU)};

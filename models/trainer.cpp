@@ -1,6 +1,5 @@
 #include "models/trainer.h"
 
-#include <ATen/autocast_mode.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
@@ -19,6 +18,7 @@
 #include "core/progress.h"
 #include "core/table.h"
 #include "core/tensorboard.h"
+#include "core/torch_compat.h"
 #include "core/train_mode_guard.h"
 #include "data/loader.h"
 
@@ -80,20 +80,13 @@ namespace {
 // the lower precision (they change at every step).
 class AutocastScope {
  public:
-  AutocastScope(bool enabled, c10::DeviceType device)
-      : active_(enabled), cuda_(device == c10::DeviceType::CUDA) {
+  AutocastScope(bool enabled, c10::DeviceType device) : active_(enabled), device_(device) {
     if (!active_) return;
-    if (cuda_) {
-      was_enabled_ = at::autocast::is_enabled();
-      was_dtype_ = at::autocast::get_autocast_gpu_dtype();
-      at::autocast::set_autocast_gpu_dtype(at::kHalf);
-      at::autocast::set_enabled(true);
-    } else {
-      was_enabled_ = at::autocast::is_cpu_enabled();
-      was_dtype_ = at::autocast::get_autocast_cpu_dtype();
-      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-      at::autocast::set_cpu_enabled(true);
-    }
+    was_enabled_ = compat::autocast_enabled(device_);
+    was_dtype_ = compat::autocast_dtype(device_);
+    compat::set_autocast_dtype(device_,
+                               device_ == c10::DeviceType::CUDA ? at::kHalf : at::kBFloat16);
+    compat::set_autocast_enabled(device_, true);
     at::autocast::increment_nesting();
   }
   AutocastScope(const AutocastScope&) = delete;
@@ -101,17 +94,13 @@ class AutocastScope {
   ~AutocastScope() {
     if (!active_) return;
     if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    if (cuda_) {
-      at::autocast::set_enabled(was_enabled_);
-      at::autocast::set_autocast_gpu_dtype(was_dtype_);
-    } else {
-      at::autocast::set_cpu_enabled(was_enabled_);
-      at::autocast::set_autocast_cpu_dtype(was_dtype_);
-    }
+    compat::set_autocast_enabled(device_, was_enabled_);
+    compat::set_autocast_dtype(device_, was_dtype_);
   }
 
  private:
-  bool active_, cuda_;
+  bool active_;
+  c10::DeviceType device_;
   bool was_enabled_ = false;
   at::ScalarType was_dtype_ = at::kFloat;
 };

@@ -68,7 +68,7 @@ void add_run_options(CLI::App& app, models::TrainConfig& c) {
   int_range(app.add_option("--seed", c.seed, "Seed of weights, data order and augmentation")
                 ->capture_default_str(),
             0, kNoIntMax);
-  app.add_option("--device", c.device, "Device")
+  app.add_option("--device", c.device, "cpu, cuda or cuda:N")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--out", c.out, "Run directory (default runs/<model>___<YYYY.MM.DD-HHMMSS>)");
@@ -122,13 +122,22 @@ c10::Device configure_runtime(int64_t threads, const std::string& device) {
   tune_allocator();
   // Data workers run their own threads; keep OpenCV from oversubscribing the cores.
   cv::setNumThreads(1);
-  if (device == "cuda") {
-    if (!torch::cuda::is_available())
-      throw InputError("--device cuda: no CUDA device is available to this LibTorch build");
-    return c10::Device(c10::DeviceType::CUDA, 0);
-  }
-  if (device != "cpu") throw InputError("--device must be cpu or cuda, not '" + device + "'");
-  return c10::Device(c10::DeviceType::CPU);
+  if (device == "cpu") return c10::Device(c10::DeviceType::CPU);
+  // cuda, or cuda:N with N a device index.
+  const std::string digits = device.size() > 5 ? device.substr(5) : "";
+  const bool indexed = device.rfind("cuda:", 0) == 0 && !digits.empty() && digits.size() <= 4 &&
+                       digits.find_first_not_of("0123456789") == std::string::npos;
+  if (device != "cuda" && !indexed)
+    throw InputError("--device must be cpu, cuda or cuda:N, not '" + device + "'");
+  if (!torch::cuda::is_available())
+    throw InputError("--device " + device + ": no CUDA device is available to this LibTorch build");
+  const int index = indexed ? std::stoi(digits) : 0;
+  const auto count = static_cast<int>(torch::cuda::device_count());
+  if (index >= count)
+    throw InputError("--device " + device + ": this machine has " + std::to_string(count) +
+                     " CUDA device" + (count == 1 ? "" : "s") +
+                     " (cuda:0 to cuda:" + std::to_string(count - 1) + ")");
+  return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index));
 }
 
 void add_common_test_options(CLI::App& app, TestArgs& a) {
@@ -149,7 +158,7 @@ void add_common_test_options(CLI::App& app, TestArgs& a) {
                 ->capture_default_str(),
             1, std::numeric_limits<int64_t>::max());
   app.add_option("--out", r.out, "Folder for test_summary.json (default: the checkpoint's folder)");
-  app.add_option("--device", a.device, "Device")
+  app.add_option("--device", a.device, "cpu, cuda or cuda:N")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
   add_runtime_option(app, a.runtime);

@@ -35,8 +35,9 @@ struct TestArgs {
 /// args.request).
 void add_common_test_options(CLI::App& app, TestArgs& args);
 
-/// Sets intra-op threads (0 = all cores) and returns the device named by `device` ("cpu" or
-/// "cuda"); InputError when CUDA is asked for but not available.
+/// Sets intra-op threads (0 = all cores) and returns the device named by `device` ("cpu",
+/// "cuda" or "cuda:N"); InputError in one line naming it when it is none of those, when this
+/// LibTorch has no CUDA or no GPU, or when the machine has no GPU N.
 c10::Device configure_runtime(int64_t threads, const std::string& device);
 
 }  // namespace igb::options

@@ -45,7 +45,7 @@ class RunCommand : public ToolCommand {
                               "Largest |output - compare| allowed, as a fraction of max |output|")
                    ->capture_default_str(),
                0, 1);
-    sub.add_option("--device", args_.device, "cpu or cuda")
+    sub.add_option("--device", args_.device, "cpu, cuda or cuda:N")
         ->capture_default_str()
         ->check(CLI::IsMember({"cpu", "cuda"}));
     add_runtime_option(sub, args_.runtime);

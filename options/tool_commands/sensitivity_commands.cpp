@@ -197,7 +197,7 @@ class SensitivityCommand : public ToolCommand {
                   ->capture_default_str(),
               1, std::numeric_limits<int64_t>::max());
     add_threads_option(sub, threads_);
-    sub.add_option("--device", device_, "cpu or cuda")
+    sub.add_option("--device", device_, "cpu, cuda or cuda:N")
         ->capture_default_str()
         ->check(CLI::IsMember({"cpu", "cuda"}));
   }
