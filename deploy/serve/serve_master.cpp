@@ -388,7 +388,6 @@ class ServeMaster::Impl final : public proto::Collector::Service {
     out.sent_ms.resize(n);
     out.done_ms.resize(n);
     out.answered_by.resize(n);
-    out.compute_cpu_ms.resize(n);
     out.fallback.resize(n);
     out.score.resize(n);
     return out;
@@ -558,9 +557,6 @@ class ServeMaster::Impl final : public proto::Collector::Service {
       st.worker = h.worker();
       st.compute_ms += h.compute_ms();
       st.compute_cpu_ms += h.compute_cpu_ms();
-      auto& per_frame = out.compute_cpu_ms[done];
-      if (per_frame.size() <= stage) per_frame.resize(stage + 1, 0);
-      per_frame[stage] += h.compute_cpu_ms();
       st.queue_ms += h.queue_ms();
       st.bytes_in += h.bytes_in();
       st.bytes_out += h.bytes_out();

@@ -101,8 +101,6 @@ struct ServeResult {
   /// why (proto Result.fallback).
   std::vector<std::string> fallback;
   std::vector<StageTotals> stages;
-  /// Per frame, each stage's compute CPU (Hop.compute_cpu_ms), ms.
-  std::vector<std::vector<double>> compute_cpu_ms;
   /// Bytes on each link: [0] master → first worker, [i] stage i-1 → stage i; first frame and the
   /// rest.
   std::vector<int64_t> link_bytes_first, link_bytes_later;
