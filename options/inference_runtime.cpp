@@ -44,10 +44,19 @@ bool float_cpu(const models::Model& model) {
   return ok;
 }
 
-/// "19 of 20 convolution and linear layers in INT8 (float: fc)" of a plan's steps.
+/// "a, b, c, 2 more" of the first four names.
+std::string first_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 4; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > 4) out += ", " + std::to_string(names.size() - 4) + " more";
+  return out;
+}
+
+/// "19 of 20 convolution and linear layers in INT8 (float: fc)" of a plan's steps, and on a CPU
+/// whose integer pairs saturate which layers run on a split input.
 std::string int8_layers(const std::vector<runtime::StepInfo>& steps, int* count) {
   int layers = 0, int8 = 0;
-  std::vector<std::string> float_layers;
+  std::vector<std::string> float_layers, split_layers;
   for (const auto& s : steps) {
     const bool layer = s.kind.rfind("Conv", 0) == 0 || s.kind.rfind("Linear", 0) == 0;
     if (!layer) continue;
@@ -56,16 +65,18 @@ std::string int8_layers(const std::vector<runtime::StepInfo>& steps, int* count)
       ++int8;
     else
       float_layers.push_back(s.name);
+    if (s.int8_split) split_layers.push_back(s.name);
   }
   *count = int8;
   std::string out = std::to_string(int8) + " of " + std::to_string(layers) +
                     " convolution and linear layers in INT8";
-  if (float_layers.empty()) return out;
-  out += " (float: ";
-  for (size_t i = 0; i < float_layers.size() && i < 4; ++i)
-    out += (i ? ", " : "") + float_layers[i];
-  if (float_layers.size() > 4) out += ", " + std::to_string(float_layers.size() - 4) + " more";
-  return out + ")";
+  if (!float_layers.empty()) out += " (float: " + first_names(float_layers) + ")";
+  const auto& isa = runtime::int8_isa();
+  if (isa.pairs_saturate && int8 > 0)
+    out += "; " + isa.name + " without VNNI: " + std::to_string(split_layers.size()) +
+           " on a split input, exact (pairs of products could pass 16 bits" +
+           (split_layers.empty() ? "" : ": " + first_names(split_layers)) + ")";
+  return out;
 }
 
 }  // namespace

@@ -37,7 +37,21 @@ struct StepInfo {
   bool int8 = false;
   /// An integer layer computed by LibTorch's QNNPACK kernel (Int8Engine::kQnnpack), not oneDNN's.
   bool qnnpack = false;
+  /// An integer layer whose pairs of products could saturate on this CPU (no VNNI), run on its
+  /// input split into two halves of at most 128 (twice the sums, exact; runtime/int8_pairs.h).
+  bool int8_split = false;
 };
+
+/// The ISA oneDNN dispatches to here (`dnnl::get_effective_cpu_isa()`, which
+/// ONEDNN_MAX_CPU_ISA caps) and whether its u8×s8 products saturate in pairs (docs/int8.md).
+struct Int8Isa {
+  /// "AVX2", "AVX-512 VNNI", …
+  std::string name;
+  /// No VNNI: two products are added in a saturating 16-bit lane, and an s8 input halves the
+  /// weights; integer layers that could go wrong so run on a split input (StepInfo::int8_split).
+  bool pairs_saturate = true;
+};
+const Int8Isa& int8_isa();
 
 /// Whose kernels compute the integer layers of an INT8 inference form.
 enum class Int8Engine {

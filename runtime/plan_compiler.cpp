@@ -16,6 +16,7 @@
 #include "core/jit_containers.h"
 #include "core/table.h"
 #include "runtime/algorithm_cache.h"
+#include "runtime/int8_pairs.h"
 #include "runtime/op_forms.h"
 #include "runtime/plan.h"
 #include "runtime/qnnpack_layer.h"
@@ -50,6 +51,8 @@ bool is_int8(const memory::desc& d) {
 /// The data types of a layer's primitive.
 struct LayerTypes {
   Type src = Type::f32, weights = Type::f32, dst = Type::f32;
+  /// The source in NHWC (NC) rather than the primitive's choice (a split input's layout).
+  bool plain_src = false;
 };
 
 /// A oneDNN post-op of a fused layer.
@@ -88,7 +91,15 @@ struct Quantized {
   /// Never negative: an s8 tensor of it holds what a u8 one would (a grid [0, 127] read
   /// unclamped after a ReLU is held in s8, whose saturation is the grid's clamp).
   bool non_negative = false;
+  /// The largest integer it holds when never negative (the grid's top: 15 for a 4-bit grid).
+  int64_t hi = 255;
 };
+
+/// What a native tensor of grid `q` holds.
+Quantized held_on(const QuantForm& q, const jit::Value* source = nullptr) {
+  return {q.scale, q.is_unsigned ? Type::u8 : Type::s8, source, q.is_unsigned,
+          std::min<int64_t>(q.hi, q.is_unsigned ? 255 : 127)};
+}
 
 /// Packs `t` (plain, `plain_tag`, logical dims `dims`) into a buffer of layout `desc`.
 memory pack(const at::Tensor& t, const memory::dims& dims, Tag plain_tag, const memory::desc& desc,
@@ -174,9 +185,7 @@ class PlanCompiler {
     plan_->inputs.emplace_back(id, s);
     plan_->input_shapes.push_back(shape_of(v));
     // Another stage's fake-quantized value arrives as float on its grid: 8 bits hold it exactly.
-    if (auto grid = options_.int8 ? grid_of(v) : std::nullopt)
-      quant_[s] = {grid->scale, grid->is_unsigned ? Type::u8 : Type::s8, nullptr,
-                   grid->is_unsigned};
+    if (auto grid = options_.int8 ? grid_of(v) : std::nullopt) quant_[s] = held_on(*grid);
   }
 
   void declare_inputs() {
@@ -631,9 +640,7 @@ class PlanCompiler {
       outputs.push_back(slot(out));
       plain_[outputs.back()] = true;
       if (!options_.int8 || !out->type()->cast<c10::TensorType>()) continue;
-      if (auto grid = grid_of(out))
-        quant_[slot(out)] = {grid->scale, grid->is_unsigned ? Type::u8 : Type::s8, nullptr,
-                             grid->is_unsigned};
+      if (auto grid = grid_of(out)) quant_[slot(out)] = held_on(*grid);
     }
     // The plan holds the graph; running a node does not change it.
     auto step = std::make_unique<TorchStep>(const_cast<jit::Node*>(node), inputs, outputs);
@@ -663,9 +670,13 @@ class PlanCompiler {
   void emit_chain(const Chain& c);
   bool emit_single(int op);
   bool emit_int8_chain(const Chain& c);
+  bool int8_post_ops(const Chain& c, bool grid, const QuantForm& out, Type dst_type,
+                     dnnl::post_ops& post_ops);
   bool emit_qnnpack(const Chain& c, const LayerForm& f, const IntegerWeights& weights,
                     const compress::ChannelAffine& affine, const Quantized& in,
                     const QuantForm& out, Type dst_type);
+  int split_input(const jit::Value* input, const Quantized& in, const std::vector<int64_t>& shape,
+                  int64_t groups, const memory::desc& split_desc);
   bool emit_quantize(int op);
   bool emit_int8_view(int op);
   bool emit_pool(int op);
@@ -770,12 +781,14 @@ memory::desc PlanCompiler::layer_desc(const LayerForm& f, const std::vector<int6
   const bool bias = f.bias.defined();
   const int64_t out = dst[1];
   const memory::desc bias_md = bias ? memory::desc({out}, Type::f32, Tag::x) : memory::desc();
+  const memory::desc src_md =
+      types.plain_src ? memory::desc(dims_of(src), types.src, src.size() == 2 ? Tag::nc : Tag::nhwc)
+                      : any_desc(src, types.src);
   if (f.kind == LayerForm::Kind::kLinear) {
     const memory::desc w_md({out, src[1]}, types.weights, Tag::any);
     dnnl::inner_product_forward::primitive_desc pd(
-        {dnnl::prop_kind::forward_inference, any_desc(src, types.src), w_md, bias_md,
-         any_desc(dst, types.dst)},
-        attr, engine);
+        {dnnl::prop_kind::forward_inference, src_md, w_md, bias_md, any_desc(dst, types.dst)}, attr,
+        engine);
     plan_->need_scratchpad(pd);
     primitive = dnnl::inner_product_forward(pd);
     weights_desc = pd.weights_desc();
@@ -793,8 +806,8 @@ memory::desc PlanCompiler::layer_desc(const LayerForm& f, const std::vector<int6
         plain_dst ? memory::desc(dims_of(dst), types.dst, Tag::nchw) : any_desc(dst, types.dst);
     auto make = [&](dnnl::algorithm a) {
       return dnnl::convolution_forward::primitive_desc(
-          {dnnl::prop_kind::forward_inference, a, any_desc(src, types.src), w_md, bias_md, dst_md,
-           strides, dilation, pad_l, dims_of(f.padding_r)},
+          {dnnl::prop_kind::forward_inference, a, src_md, w_md, bias_md, dst_md, strides, dilation,
+           pad_l, dims_of(f.padding_r)},
           attr, engine);
     };
     auto pd = make(dnnl::algorithm::convolution_direct);
@@ -939,6 +952,30 @@ std::vector<PostOp> merged_clamps(const std::vector<PostOp>& post_ops) {
   return out;
 }
 
+/// The post-ops of an integer layer in units of its output (`grid`: an 8-bit one on grid
+/// `out`); false when its residual add's skip is not held in 8 bits of the output's type.
+bool PlanCompiler::int8_post_ops(const Chain& c, bool grid, const QuantForm& out, Type dst_type,
+                                 dnnl::post_ops& post_ops) {
+  for (const auto& p : merged_clamps(c.post_ops)) {
+    if (p.kind == PostOp::Kind::kSum) {
+      // An 8-bit output adds an 8-bit skip of its type (the values are the skip's integers).
+      const auto skip = quant_.find(slot(c.skip));
+      // (A never-negative s8 skip is copied into the u8 output as it is.)
+      if (grid && (skip == quant_.end() || (skip->second.type != dst_type &&
+                                            !(dst_type == Type::u8 && skip->second.non_negative))))
+        return false;
+      post_ops.append_sum(grid ? static_cast<float>(skip->second.scale / out.scale) : 1.f);
+    } else if (p.eltwise.algorithm == dnnl::algorithm::eltwise_clip) {
+      post_ops.append_eltwise(1.f, p.eltwise.algorithm,
+                              static_cast<float>(p.eltwise.alpha / out.scale),
+                              static_cast<float>(p.eltwise.beta / out.scale));
+    } else {
+      post_ops.append_eltwise(1.f, p.eltwise.algorithm, p.eltwise.alpha, p.eltwise.beta);
+    }
+  }
+  return true;
+}
+
 /// The chain's layer in integers: u8/s8 input, s8 weights, 32-bit sums; per output channel c the
 /// sum is scaled by S_in·S_w[c]·k[c] (k: the BatchNorm's γ/σ) and, when the chain ends in a fake
 /// quantization, divided by its grid's step (the output is then 8-bit, else float32); the bias
@@ -964,23 +1001,7 @@ bool PlanCompiler::emit_int8_chain(const Chain& c) {
   if ((sum_scale == 0).any().item<bool>()) return false;
   const Type dst_type = !grid ? Type::f32 : out.is_unsigned ? Type::u8 : Type::s8;
   dnnl::post_ops post_ops;
-  for (const auto& p : merged_clamps(c.post_ops)) {
-    if (p.kind == PostOp::Kind::kSum) {
-      // An 8-bit output adds an 8-bit skip of its type (the values are the skip's integers).
-      const auto skip = quant_.find(slot(c.skip));
-      // (A never-negative s8 skip is copied into the u8 output as it is.)
-      if (grid && (skip == quant_.end() || (skip->second.type != dst_type &&
-                                            !(dst_type == Type::u8 && skip->second.non_negative))))
-        return false;
-      post_ops.append_sum(grid ? static_cast<float>(skip->second.scale / out.scale) : 1.f);
-    } else if (p.eltwise.algorithm == dnnl::algorithm::eltwise_clip) {
-      post_ops.append_eltwise(1.f, p.eltwise.algorithm,
-                              static_cast<float>(p.eltwise.alpha / out.scale),
-                              static_cast<float>(p.eltwise.beta / out.scale));
-    } else {
-      post_ops.append_eltwise(1.f, p.eltwise.algorithm, p.eltwise.alpha, p.eltwise.beta);
-    }
-  }
+  if (!int8_post_ops(c, grid.has_value(), out, dst_type, post_ops)) return false;
   if (options_.int8_engine == Int8Engine::kQnnpack && grid &&
       emit_qnnpack(c, f, *weights, affine, in->second, out, dst_type))
     return true;
@@ -989,28 +1010,66 @@ bool PlanCompiler::emit_int8_chain(const Chain& c) {
   attr.set_post_ops(post_ops);
   attr.set_output_scales(
       1 << 1, std::vector<float>(scales.data_ptr<float>(), scales.data_ptr<float>() + channels));
-  const auto src_shape = shape_of(f.input), dst_shape = shape_of(c.output);
-  f.weight = weights->q;
+  auto src_shape = shape_of(f.input);
+  const auto dst_shape = shape_of(c.output);
+  // Without VNNI: a never-negative s8 input read as u8 (s8 would halve the weights), and a layer
+  // whose pairs of products could saturate run on its input split in two (runtime/int8_pairs.h).
+  const auto& isa = int8_isa();
+  const bool signed_input = in->second.type == Type::s8 && !in->second.non_negative;
+  LayerTypes types{isa.pairs_saturate && !signed_input ? Type::u8 : in->second.type, Type::s8,
+                   dst_type};
+  const bool depthwise =
+      f.kind == LayerForm::Kind::kConvolution && f.groups > 1 && f.weight.size(1) == 1;
+  const bool split = !int8_sums_exact(isa, weights->q, signed_input, in->second.hi, depthwise);
+  f.weight = split ? split_weights(weights->q, f.groups, signed_input) : weights->q;
   f.bias = (shift / sum_scale).to(at::kFloat).contiguous();
+  const auto input_shape = src_shape;
+  if (split) {
+    src_shape[1] *= 2;
+    types.src = Type::u8;
+    types.plain_src = true;
+  }
   dnnl::primitive primitive;
   memory::desc weights_desc, src_desc, dst_desc;
   try {
     dst_desc = layer_desc(f, src_shape, dst_shape, user_scratchpad(attr), false, primitive,
-                          weights_desc, src_desc, {in->second.type, Type::s8, dst_type});
+                          weights_desc, src_desc, types);
   } catch (const dnnl::error&) {
     return false;
   }
+  const int src = split ? split_input(f.input, in->second, input_shape, f.groups, src_desc)
+                        : as_native(f.input, src_desc);
   const int dst = chain_destination(c, dst_desc);
   auto step = std::make_unique<PrimitiveStep>(std::move(primitive), info_of(c.ops, ""));
   step->info.int8 = true;
-  step->use(DNNL_ARG_SRC, as_native(f.input, src_desc), false);
+  step->info.int8_split = split;
+  step->use(DNNL_ARG_SRC, src, false);
   own_layer_args(*step, c, f, src_shape, dst_shape, weights_desc);
   if (c.skip) step->reads.push_back(dst);
   step->use(DNNL_ARG_DST, dst, true);
   plan_->add_step(std::move(step));
   natives_of_[slot(c.output)] = {dst};
-  if (grid) quant_[slot(c.output)] = {out.scale, dst_type, nullptr, out.is_unsigned};
+  if (grid)
+    quant_[slot(c.output)] = {out.scale, dst_type, nullptr, out.is_unsigned,
+                              std::min<int64_t>(out.hi, dst_type == Type::u8 ? 255 : 127)};
   return true;
+}
+
+/// The native tensor of `input` (an 8-bit value of shape `shape`) split in two halves of at most
+/// 128 per group of channels, of layout `split_desc` (runtime/int8_pairs.h).
+int PlanCompiler::split_input(const jit::Value* input, const Quantized& in,
+                              const std::vector<int64_t>& shape, int64_t groups,
+                              const memory::desc& split_desc) {
+  const Tag plain = shape.size() == 2 ? Tag::nc : Tag::nhwc;
+  const int whole = as_native(input, memory::desc(dims_of(shape), in.type, plain));
+  const int split = plan_->add_native(split_desc);
+  int64_t rows = 1;
+  for (size_t i = 0; i < shape.size(); ++i) rows *= i == 1 ? 1 : shape[i];
+  auto step = std::make_unique<Int8SplitStep>(whole, split, rows, shape[1], groups,
+                                              in.type == Type::s8 && !in.non_negative);
+  step->info.name = producer_name(input);
+  plan_->add_step(std::move(step));
+  return split;
 }
 
 /// A fake quantization on its own: its output is held in 8 bits from here on, quantized from its
@@ -1077,7 +1136,8 @@ bool PlanCompiler::emit_qnnpack(const Chain& c, const LayerForm& f, const Intege
   info.int8 = info.qnnpack = true;
   plan_->add_step(std::make_unique<QnnpackLayerStep>(std::move(l), src, dst, std::move(info)));
   natives_of_[slot(c.output)] = {dst};
-  quant_[slot(c.output)] = {out.scale, dst_type, nullptr, out.is_unsigned};
+  quant_[slot(c.output)] = {out.scale, dst_type, nullptr, out.is_unsigned,
+                            std::min<int64_t>(out.hi, dst_type == Type::u8 ? 255 : 127)};
   return true;
 }
 
@@ -1092,7 +1152,8 @@ bool PlanCompiler::emit_quantize(int op) {
     type = Type::s8;
   else if (!q->clamped)
     return false;
-  quant_[slot(node->output(0))] = {q->scale, type, node->input(0), q->is_unsigned};
+  quant_[slot(node->output(0))] = {q->scale, type, node->input(0), q->is_unsigned,
+                                   std::min<int64_t>(q->hi, type == Type::u8 ? 255 : 127)};
   return true;
 }
 
@@ -1245,7 +1306,7 @@ bool PlanCompiler::emit_int8_view(int op) {
   plan_->add_step(std::move(step));
   natives_of_[slot(node->output(0))] = {dst};
   quant_[slot(node->output(0))] = {grid->second.scale, grid->second.type, nullptr,
-                                   grid->second.non_negative};
+                                   grid->second.non_negative, grid->second.hi};
   return true;
 }
 
@@ -1278,7 +1339,7 @@ bool PlanCompiler::emit_pool(int op) {
     add_unary_step(op, dnnl::pooling_forward(pd), src, pd.dst_desc());
     if (int8)
       quant_[slot(node->output(0))] = {grid->second.scale, grid->second.type, nullptr,
-                                       grid->second.non_negative};
+                                       grid->second.non_negative, grid->second.hi};
     return true;
   } catch (const dnnl::error&) {
     return false;

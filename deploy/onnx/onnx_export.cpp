@@ -21,6 +21,7 @@ void add_qdq_record(const OnnxQdqRecord& record, const std::string& placement,
   r.weight_scales = record.weight_scales;
   r.quantized_values = record.quantized_values;
   r.lines = record.lines;
+  r.exact_on = record.exact_on;
 }
 
 /// Writes the ops `only` of `graph` (all when null) with the model's inputs and outputs, or with
@@ -55,7 +56,8 @@ OnnxExportReport write_onnx(torch::nn::Module& model, const SummaryGraph& graph,
   std::unique_ptr<OnnxQdqPass> qdq;
   std::unique_ptr<OnnxCpuQdqPass> cpu;
   if (int8 && options.qdq_placement() == QdqPlacement::kCpu)
-    cpu = std::make_unique<OnnxCpuQdqPass>(writer, graph, options.calibration().get());
+    cpu = std::make_unique<OnnxCpuQdqPass>(writer, graph, options.calibration().get(),
+                                           options.qdq_cpu_weights() == QdqCpuWeights::kUint8);
   else if (int8)
     qdq = std::make_unique<OnnxQdqPass>(writer, graph, options.calibration().get());
   for (const OpNode* op : ops) {

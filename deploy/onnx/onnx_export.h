@@ -43,6 +43,18 @@ enum class QdqPlacement {
   kCpu,
 };
 
+/// The integer weights of the CPU placement, for the CPUs whose onnxruntime kernels are exact on
+/// them (docs/int8.md, "Every x86 CPU").
+enum class QdqCpuWeights {
+  /// int8 (onnxruntime's U8S8 kernels): exact with VNNI (AVX-512 VNNI, AMX) and on ARM; on
+  /// AVX2 and AVX-512 without VNNI only where no two weights of a filter could pass 16 bits
+  /// against 255 (weights within 7 bits); the report says which layers could.
+  kInt8,
+  /// uint8 with zero point 128 (the U8U8 kernels, which widen to 16 bits first): exact on every
+  /// x86 CPU.
+  kUint8,
+};
+
 /// How export_onnx writes a model.
 ///
 ///   auto report = export_onnx(*model, graph, OnnxExportOptions().dynamic_batch(true), "m.onnx");
@@ -64,6 +76,8 @@ struct OnnxExportOptions {
   TORCH_ARG(std::shared_ptr<const OnnxCalibration>, calibration) = nullptr;
   /// kInt8 only: where the Q/DQ pairs go. Default kTensorRt.
   TORCH_ARG(QdqPlacement, qdq_placement) = QdqPlacement::kTensorRt;
+  /// kCpu only: the weights' integer type. Default kInt8.
+  TORCH_ARG(QdqCpuWeights, qdq_cpu_weights) = QdqCpuWeights::kInt8;
 };
 
 /// A graph input or output of the written model.
@@ -84,6 +98,9 @@ struct OnnxExportReport {
   std::string precision = "fp32";
   /// int8: "tensorrt" or "cpu" (QdqPlacement).
   std::string qdq_placement;
+  /// cpu placement: the CPUs on which onnxruntime computes the file's integer sums exactly
+  /// ("every x86 CPU", or "x86 CPUs with VNNI (AVX-512 VNNI, AMX)" and why).
+  std::string exact_on;
   /// int8: per-tensor activation scales, keyed by the name of the ONNX value that enters the
   /// QuantizeLinear (a graph input, a layer's output name); zero point 0, x ≈ q·scale.
   std::map<std::string, double> activation_scales;

@@ -61,6 +61,8 @@ struct OnnxQdqRecord {
   std::map<std::string, std::vector<float>> weight_scales;
   /// Layers whose grid does not map exactly onto int8, inputs left in float, and similar notes.
   std::vector<std::string> lines;
+  /// The CPU placement's OnnxExportReport::exact_on.
+  std::string exact_on;
 };
 
 /// The INT8 Q/DQ pass of export_onnx (TensorRT's Q/DQ placement; docs/export.md), called per op in

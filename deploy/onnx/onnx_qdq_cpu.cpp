@@ -10,6 +10,7 @@
 
 #include "compress/batchnorm_folding.h"
 #include "deploy/onnx/onnx_writer.h"
+#include "runtime/int8_pairs.h"
 #include "runtime/op_forms.h"
 #include "tools/graph/op_table.h"
 
@@ -43,8 +44,8 @@ bool carries_grid(const OnnxWriter& w, const OpNode& op) {
 }  // namespace
 
 OnnxCpuQdqPass::OnnxCpuQdqPass(OnnxWriter& w, const SummaryGraph& graph,
-                               const OnnxCalibration* calibration)
-    : w_(w), graph_(graph), calibration_(calibration) {}
+                               const OnnxCalibration* calibration, bool uint8_weights)
+    : w_(w), graph_(graph), calibration_(calibration), uint8_weights_(uint8_weights) {}
 
 const OnnxCpuQdqPass::Grid& OnnxCpuQdqPass::quantize(int value, double scale, int zero_point) {
   const std::string x = w_.value_name(value);
@@ -137,9 +138,18 @@ bool OnnxCpuQdqPass::emit_layer(const OpNode& op) {
   const auto sum_scale = w_scale * in->scale;
   const double int32_max = std::numeric_limits<int32_t>::max();
   const auto bias_q = (affine.shift / sum_scale).round().clamp(-int32_max, int32_max).to(at::kInt);
-  const std::string wq = w_.integers(weight_name + "/q", q);
+  // The uint8 form holds q + 128 (zero point 128): the same values, in onnxruntime's U8U8
+  // kernels. The int8 form's sums are exact without VNNI only when no pair of weights can pass
+  // 16 bits against a uint8 input (runtime/int8_pairs.h).
+  ++layers_;
+  if (!uint8_weights_ && 255 * runtime::largest_pair(q) > 32767)
+    pairs_past_16_bits_.push_back(op.name);
+  const std::string wq =
+      w_.integers(weight_name + "/q", uint8_weights_ ? (q.to(at::kShort) + 128).to(at::kByte) : q);
   const std::string ws = w_.float_vector(weight_name + "/scale", floats(w_scale));
-  const std::string wz = w_.integers(weight_name + "/zero_point", at::zeros({c}, at::kChar));
+  const std::string wz =
+      w_.integers(weight_name + "/zero_point",
+                  uint8_weights_ ? at::full({c}, 128, at::kByte) : at::zeros({c}, at::kChar));
   w_.node("DequantizeLinear", weight_name + "/dequantize", {wq, ws, wz}, {weight_name + "/dq"},
           {OnnxAttr::integer("axis", 0)});
   w_.alias_param(weight_name, weight_name + "/dq");
@@ -209,6 +219,25 @@ bool OnnxCpuQdqPass::emit(const OpNode& op) {
 }
 
 void OnnxCpuQdqPass::finish() {
+  if (uint8_weights_ || pairs_past_16_bits_.empty()) {
+    record_.exact_on = std::string("every x86 CPU (") +
+                       (uint8_weights_ ? "uint8 weights: onnxruntime's U8U8 kernels"
+                                       : "int8 weights, no two of a filter past 16 bits") +
+                       ")";
+  } else {
+    std::string names;
+    for (size_t i = 0; i < pairs_past_16_bits_.size() && i < 3; ++i)
+      names += (i ? ", " : "") + pairs_past_16_bits_[i];
+    if (pairs_past_16_bits_.size() > 3)
+      names += ", " + std::to_string(pairs_past_16_bits_.size() - 3) + " more";
+    record_.exact_on =
+        "x86 CPUs with VNNI (AVX-512 VNNI, AMX): on AVX2 and AVX-512 without "
+        "VNNI the pairs of products of " +
+        std::to_string(pairs_past_16_bits_.size()) + " of " + std::to_string(layers_) +
+        " layers (" + names +
+        ") could saturate 16 bits (--qdq-cpu avx2 writes uint8 weights, exact "
+        "there)";
+  }
   if (dropped_clamps_ > 0)
     record_.lines.push_back(
         std::to_string(dropped_clamps_) +

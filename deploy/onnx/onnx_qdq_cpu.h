@@ -21,14 +21,17 @@ class OnnxWriter;
 ///   the clamp before a fake quantization is not written (the type saturates instead), so a value
 ///   beyond the trained range saturates at the type's end, not at the grid's (reported);
 /// - weights int8 per output channel with a BatchNorm after the layer folded into their scales
-///   (the integers stay the trained ones); bias int32 on the sum's grid S_in·S_w;
+///   (the integers stay the trained ones), or the same integers as uint8 with zero point 128
+///   (`uint8_weights`: onnxruntime's U8U8 kernels, exact on CPUs without VNNI); bias int32 on
+///   the sum's grid S_in·S_w;
 /// - a residual add's operand that no fake quantization covers (a conv+BatchNorm output) gets a
 ///   uint8 grid (zero point 128, scale amax/127) from the calibration, so the add runs as
 ///   QLinearAdd; grid values through max pooling, slicing and zero padding keep their grid.
 class OnnxCpuQdqPass {
  public:
   /// `calibration` holds the amax of residual add operands (calibrate_onnx); may be null.
-  OnnxCpuQdqPass(OnnxWriter& w, const SummaryGraph& graph, const OnnxCalibration* calibration);
+  OnnxCpuQdqPass(OnnxWriter& w, const SummaryGraph& graph, const OnnxCalibration* calibration,
+                 bool uint8_weights = false);
   /// Writes `op` (or makes its output an alias of its input) and returns true; false: the caller
   /// writes it with the ONNX mapping, reading the inputs and weights this pass set.
   bool emit(const OpNode& op);
@@ -56,6 +59,10 @@ class OnnxCpuQdqPass {
   OnnxWriter& w_;
   const SummaryGraph& graph_;
   const OnnxCalibration* calibration_;
+  bool uint8_weights_;
+  /// int8 weights: the layers two of whose weights could pass 16 bits against a uint8 input.
+  std::vector<std::string> pairs_past_16_bits_;
+  int layers_ = 0;
   std::map<int, Grid> grids_;
   /// Ops whose output is their input in the written graph (folded BatchNorms, clamps).
   std::set<int> aliased_;

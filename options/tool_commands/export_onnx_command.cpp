@@ -16,6 +16,7 @@
 #include "models/family.h"
 #include "options/common_options.h"
 #include "options/tool_commands/tool_command.h"
+#include "runtime/inference_model.h"
 
 namespace igb::options {
 
@@ -78,6 +79,13 @@ class ExportOnnxCommand : public ToolCommand {
         ->capture_default_str()
         ->check(CLI::IsMember({"tensorrt", "cpu"}))
         ->needs(int8);
+    sub.add_option("--qdq-cpu", qdq_cpu_,
+                   "With --qdq-placement cpu, the CPU whose onnxruntime kernels the file is exact "
+                   "on: vnni (int8 weights: AVX-512 VNNI, AMX, ARM; on AVX2 only where no two "
+                   "weights of a filter pass 16 bits, e.g. 7-bit weights), avx2 (uint8 weights "
+                   "with zero point 128: every x86 CPU) or auto (this machine's; docs/int8.md)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"auto", "vnni", "avx2"}));
     sub.add_flag("--check-layers", check_layers_,
                  "With --int8-qdq: run the written file in onnxruntime on one batch of the "
                  "optform's synthetic data and compare every fake-quantized layer with the "
@@ -121,7 +129,9 @@ class ExportOnnxCommand : public ToolCommand {
                        : fp16_ ? deploy::OnnxPrecision::kFp16
                                : deploy::OnnxPrecision::kFp32)
             .calibration(calibration)
-            .qdq_placement(cpu ? deploy::QdqPlacement::kCpu : deploy::QdqPlacement::kTensorRt),
+            .qdq_placement(cpu ? deploy::QdqPlacement::kCpu : deploy::QdqPlacement::kTensorRt)
+            .qdq_cpu_weights(uint8_weights() ? deploy::QdqCpuWeights::kUint8
+                                             : deploy::QdqCpuWeights::kInt8),
         out_);
     std::cout << "wrote " << r.path.string() << ": " << m.name << ", opset " << r.opset << ", "
               << r.nodes << " nodes, " << r.initializers << " initializers (from "
@@ -136,6 +146,7 @@ class ExportOnnxCommand : public ToolCommand {
       std::cout << ", " << r.activation_scales.size() << " activation and "
                 << r.weight_scales.size() << " weight Q/DQ pairs placed for " << placement_;
     std::cout << "\n";
+    if (!r.exact_on.empty()) std::cout << "  exact on " << r.exact_on << "\n";
     for (const auto& line : r.lines) std::cout << "  note: " << line << "\n";
     if (cpu) return check_layers_ ? check_layers(m, graph, r) : kExitOk;
     const auto trt = deploy::write_trt_files(r, {m.input});
@@ -205,6 +216,12 @@ class ExportOnnxCommand : public ToolCommand {
   bool dynamic_batch_ = false, dynamic_hw_ = false;
   bool int8_ = false, fp16_ = false, check_layers_ = false;
   std::string placement_ = "tensorrt";
+  std::string qdq_cpu_ = "auto";
+
+  /// --qdq-cpu: uint8 weights for a CPU whose u8×s8 pairs saturate (auto: this machine's).
+  bool uint8_weights() const {
+    return qdq_cpu_ == "avx2" || (qdq_cpu_ == "auto" && runtime::int8_isa().pairs_saturate);
+  }
   int64_t calibrate_ = 0;
   std::string calibration_method_ = "max";
   double percentile_ = 99.99;

@@ -510,6 +510,12 @@ models::Model qat_resnet20(int steps) {
 
 }  // namespace
 
+/// The CPU placement's integer weights exact on this machine's onnxruntime kernels: int8 with
+/// VNNI, uint8 (U8U8) where u8×s8 pairs saturate.
+QdqCpuWeights exact_weights_here() {
+  return runtime::int8_isa().pairs_saturate ? QdqCpuWeights::kUint8 : QdqCpuWeights::kInt8;
+}
+
 TEST(OnnxQdq, CpuPlacementFoldsBatchNormIntoIntegerLayersAndMatchesIgbsIntegerModel) {
   auto m = qat_resnet20(3);
   const auto graph = graph_of(m, "resnet20_cifar");
@@ -526,9 +532,13 @@ TEST(OnnxQdq, CpuPlacementFoldsBatchNormIntoIntegerLayersAndMatchesIgbsIntegerMo
                                  .dynamic_batch(true)
                                  .precision(OnnxPrecision::kInt8)
                                  .qdq_placement(QdqPlacement::kCpu)
+                                 .qdq_cpu_weights(exact_weights_here())
                                  .calibration(calibration),
                              path);
   EXPECT_EQ(r.qdq_placement, "cpu");
+  EXPECT_EQ(r.exact_on.rfind("every x86 CPU", 0) == 0,
+            exact_weights_here() == QdqCpuWeights::kUint8)
+      << r.exact_on;
   EXPECT_NO_THROW(onnx::checker::check_model(path.string()));
   // What onnxruntime's QDQ fusion needs: every Conv reads DequantizeLinear outputs (input,
   // int8 weights, int32 bias), no BatchNormalization is left, activations are uint8.
@@ -551,9 +561,11 @@ TEST(OnnxQdq, CpuPlacementFoldsBatchNormIntoIntegerLayersAndMatchesIgbsIntegerMo
     for (int i = 0; i < 3; ++i) EXPECT_EQ(made_by[n.input(i)], "DequantizeLinear") << n.name();
   }
   EXPECT_EQ(convs, 19);
+  const int weight_type = exact_weights_here() == QdqCpuWeights::kUint8 ? onnx::TensorProto::UINT8
+                                                                        : onnx::TensorProto::INT8;
   for (const auto& n : model.graph().node())
     if (n.op_type() == "DequantizeLinear" && init_type.count(n.input(0)))
-      EXPECT_TRUE(init_type[n.input(0)] == onnx::TensorProto::INT8 ||
+      EXPECT_TRUE(init_type[n.input(0)] == weight_type ||
                   init_type[n.input(0)] == onnx::TensorProto::INT32)
           << n.name();
   // onnxruntime against igb's integer model, layer by layer (each fake quantization fed
@@ -565,10 +577,12 @@ TEST(OnnxQdq, CpuPlacementFoldsBatchNormIntoIntegerLayersAndMatchesIgbsIntegerMo
   const auto x = torch::rand({16, 3, 32, 32});
   const auto check = check_qdq_layers(*m, graph, r, x, dir / "layers");
   EXPECT_EQ(check.layers.size(), 20u);
+  // The operand's extra rounding (half a step of its calibrated grid, which may be coarser than
+  // the output's) can put a block output two steps off (one value of 131072 here on AVX2).
   for (const auto& l : check.layers) {
-    EXPECT_GE(l.within_one_step, 0.999) << l.layer;
-    EXPECT_LE(l.max_steps, 1.001) << l.layer;
     const bool block_output = l.layer.find("relu2") != std::string::npos;
+    EXPECT_GE(l.within_one_step, 0.999) << l.layer;
+    EXPECT_LE(l.max_steps, block_output ? 2.001 : 1.001) << l.layer;
     EXPECT_GE(l.exact, block_output ? 0.9 : 0.99) << l.layer;
   }
   // End to end the flips add up through nine blocks; the class mostly stays.
@@ -586,6 +600,40 @@ TEST(OnnxQdq, CpuPlacementFoldsBatchNormIntoIntegerLayersAndMatchesIgbsIntegerMo
       "agreement with igb's integer model %.3f\n",
       check.layers.size(), check.worst_within_one_step(), agree);
   EXPECT_GE(agree, 0.8);
+}
+
+TEST(OnnxQdq, CpuPlacementSaysWhichCpusItsIntegerWeightsAreExactOn) {
+  // 8-bit weights: two of a filter against a uint8 input pass 16 bits, which only VNNI's 32-bit
+  // sums hold; the same integers as uint8 (zero point 128) are exact on every x86 CPU.
+  auto m = qat_resnet20(1);
+  const auto graph = graph_of(m, "resnet20_cifar");
+  const auto dir = onnx_test_folder("qdq_cpu_targets");
+  auto options =
+      OnnxExportOptions().precision(OnnxPrecision::kInt8).qdq_placement(QdqPlacement::kCpu);
+  const auto s8 = export_onnx(*m, graph, options, dir / "s8.onnx");
+  EXPECT_EQ(s8.exact_on.rfind("x86 CPUs with VNNI", 0), 0u) << s8.exact_on;
+  EXPECT_NE(s8.exact_on.find(" of 19 layers ("), std::string::npos) << s8.exact_on;
+  const auto u8 =
+      export_onnx(*m, graph, options.qdq_cpu_weights(QdqCpuWeights::kUint8), dir / "u8.onnx");
+  EXPECT_EQ(u8.exact_on, "every x86 CPU (uint8 weights: onnxruntime's U8U8 kernels)");
+  // The same values: every uint8 weight is its int8 twin plus 128, zero point 128.
+  const auto a = load_onnx_model(dir / "s8.onnx"), b = load_onnx_model(dir / "u8.onnx");
+  std::map<std::string, const onnx::TensorProto*> in_b;
+  for (const auto& t : b.graph().initializer()) in_b[t.name()] = &t;
+  int weights = 0;
+  for (const auto& t : a.graph().initializer()) {
+    if (t.data_type() != onnx::TensorProto::INT8 || t.name().find("weight/q") == std::string::npos)
+      continue;
+    const auto& u = *in_b.at(t.name());
+    ASSERT_EQ(u.data_type(), onnx::TensorProto::UINT8) << t.name();
+    ASSERT_EQ(u.raw_data().size(), t.raw_data().size());
+    for (size_t i = 0; i < t.raw_data().size(); ++i)
+      ASSERT_EQ(static_cast<int>(static_cast<uint8_t>(u.raw_data()[i])),
+                static_cast<int>(static_cast<int8_t>(t.raw_data()[i])) + 128)
+          << t.name();
+    ++weights;
+  }
+  EXPECT_EQ(weights, 19);
 }
 
 TEST(OnnxQdq, CpuPlacementRefusesAGridNarrowerThan8BitsInOneLine) {

@@ -649,8 +649,15 @@ TEST(Library, PlansWritesReadsAndServesAModelWithoutTheCli) {
     EXPECT_EQ(probed.master_host, 0);
     for (int d : devices) EXPECT_EQ(probed.device_host.at(static_cast<size_t>(d)), 0);
     EXPECT_EQ(probed.host_cores.at(0), infos.at(0).cores);
-    // Sharing this machine's cores, nothing goes faster than on machines of its own.
-    EXPECT_LE(probed.simulate(graph, assignment, 30, 0).steady_fps, with_hops.steady_fps + 1e-9);
+    // Sharing this machine's cores, no frame finishes earlier than on machines of its own: a
+    // shared core only lengthens a service, and FIFO servers in series pass that on (no wake-up
+    // costs here, which a frame finding its server busy would skip). The rate between the
+    // first and the last completion (steady_fps) may rise when the first is delayed more.
+    const auto shared = probed.simulate(graph, assignment, 30, 0);
+    ASSERT_EQ(shared.done_ms.size(), with_hops.done_ms.size());
+    for (size_t i = 0; i < shared.done_ms.size(); ++i)
+      EXPECT_GE(shared.done_ms[i], with_hops.done_ms[i] - 1e-9) << "frame " << i;
+    EXPECT_LE(shared.throughput_fps, with_hops.throughput_fps + 1e-9);
     check_serving_costs(serving, probed, graph, assignment, devices);
   }
   std::vector<WorkerInfo> reports;
