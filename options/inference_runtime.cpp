@@ -72,10 +72,10 @@ std::string int8_layers(const std::vector<runtime::StepInfo>& steps, int* count)
                     " convolution and linear layers in INT8";
   if (!float_layers.empty()) out += " (float: " + first_names(float_layers) + ")";
   const auto& isa = runtime::int8_isa();
-  if (isa.pairs_saturate && int8 > 0)
+  if (isa.pairs_saturate && !split_layers.empty())
     out += "; " + isa.name + " without VNNI: " + std::to_string(split_layers.size()) +
-           " on a split input, exact (pairs of products could pass 16 bits" +
-           (split_layers.empty() ? "" : ": " + first_names(split_layers)) + ")";
+           " on a split input, exact (pairs of products could pass 16 bits: " +
+           first_names(split_layers) + ")";
   return out;
 }
 

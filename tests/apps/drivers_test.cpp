@@ -296,10 +296,12 @@ TEST_F(Drivers, Int8ScoresTheIntegerModelBesideTheFakeQuantizedOne) {
   auto s = nlohmann::json::parse(std::ifstream(dir_ / "q" / "test_summary.json"));
   const auto& int8 = s["quantize_eval"]["int8"];
   ASSERT_TRUE(int8.is_object()) << s.dump(1);
-  // 20 test images: the integer model classifies each as the fake-quantized one does.
+  // 20 test images: the integer model classifies each as the fake-quantized one does; its loss
+  // within 0.1 % (a one-step tie broken the other way passes on through twenty layers of this
+  // barely trained model: 0.07 % on AVX2).
   EXPECT_EQ(int8["top1"], s["quantize_eval"]["quantized"]["top1"]);
-  EXPECT_NEAR(int8["loss"].get<double>(), s["quantize_eval"]["quantized"]["loss"].get<double>(),
-              1e-3);
+  const double loss = s["quantize_eval"]["quantized"]["loss"].get<double>();
+  EXPECT_NEAR(int8["loss"].get<double>(), loss, 1e-3 * loss);
   // By default both engines were timed and the faster kept; --int8-engine qnnpack asks for
   // LibTorch's QNNPACK kernels (a residual layer rounded twice: within one step, so at most a
   // class or two of 20 may flip).

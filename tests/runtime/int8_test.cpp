@@ -15,6 +15,7 @@
 #include "models/model.h"
 #include "models/trainer.h"
 #include "runtime/inference_model.h"
+#include "runtime/int8_pairs.h"
 #include "runtime/op_forms.h"
 #include "runtime/qnnpack_layer.h"
 #include "tests/support.h"
@@ -29,12 +30,11 @@ namespace fs = std::filesystem;
 /// `name` trained `steps` SGD steps on random inputs under the schedule `yaml` (from schedules/),
 /// through the scheduler's hooks as the trainer calls them, so its quantization ranges, quantized
 /// weights and BatchNorm statistics are a trained model's; in eval mode.
-models::Model trained(const std::string& name, const std::string& yaml, int steps,
-                      int64_t size = 0) {
+models::Model trained_on_text(const std::string& name, const std::string& text,
+                              const std::string& yaml, int steps, int64_t size = 0) {
   models::register_builtin_models();
   torch::manual_seed(0);
   auto m = models::create_model(name, nlohmann::json::object());
-  const auto text = read_text_file(fs::path(IGB_SOURCE_DIR) / "schedules" / yaml);
   auto s = compress::CompressionScheduler::from_text(text, yaml, *m, 0.01, nullptr);
   models::TrainConfig config;
   config.optimizer = "sgd";
@@ -59,6 +59,12 @@ models::Model trained(const std::string& name, const std::string& yaml, int step
   }
   m->eval();
   return m;
+}
+
+models::Model trained(const std::string& name, const std::string& yaml, int steps,
+                      int64_t size = 0) {
+  return trained_on_text(name, read_text_file(fs::path(IGB_SOURCE_DIR) / "schedules" / yaml), yaml,
+                         steps, size);
 }
 
 std::shared_ptr<InferenceModel> int8_form(const models::Model& m) {
@@ -213,6 +219,34 @@ TEST(Int8, EveryFakeQuantizedValueOfResnet20IsTheTrainedModelsWithinOneStep) {
   EXPECT_EQ(compare_grids(m, shape, &whole_equal, &whole_steps), 20);
   std::printf("[ int8     ] ResNet-20 as one stage: equal in %.5f at worst, %.3g steps apart\n",
               whole_equal, whole_steps);
+}
+
+TEST(Int8, PairsOfProductsAreBoundedByTheWeightsAndTheSplitKeepsEverySum) {
+  // Filter 0: the two largest positive weights 127 + 100, negative 5 + 3; filter 1: −120 − 60.
+  const auto q = at::tensor({127, 100, -5, -3, 1, 0, 2, -1, -120, 10, -60, 0}, at::kChar)
+                     .reshape({2, 6, 1, 1});
+  EXPECT_EQ(largest_pair(q), 227);
+  Int8Isa saturating{"AVX2", true}, vnni{"AVX-512 VNNI", false};
+  // 127·227 = 28829 fits a 16-bit lane, 255·227 = 57885 does not.
+  EXPECT_TRUE(int8_sums_exact(saturating, q, false, 127, false));
+  EXPECT_FALSE(int8_sums_exact(saturating, q, false, 255, false));
+  EXPECT_TRUE(int8_sums_exact(saturating, q, false, 255, true));   // depthwise widens
+  EXPECT_FALSE(int8_sums_exact(saturating, q, true, 127, false));  // s8 halves the weights
+  EXPECT_TRUE(int8_sums_exact(vnni, q, true, 255, false));
+  // Two groups, one filter each over its group's six input channels: per group [q, −q] for a
+  // signed input.
+  const auto w = split_weights(q, 2, true);
+  ASSERT_EQ(w.sizes(), (std::vector<int64_t>{2, 12, 1, 1}));
+  EXPECT_TRUE(w[0].flatten().equal(
+      at::tensor({127, 100, -5, -3, 1, 0, -127, -100, 5, 3, -1, 0}, at::kChar)));
+  // Any input: the split's sums are the layer's (u = lo + hi, v = pos − neg).
+  torch::manual_seed(5);
+  const auto u = torch::randint(0, 256, {4, 6}), v = torch::randint(-128, 128, {4, 6});
+  const auto lo = u.clamp_max(128), pos = v.clamp_min(0), neg = (-v).clamp_min(0);
+  const auto q2 = q.reshape({2, 6}).to(at::kLong), uw = split_weights(q, 1, false).reshape({2, 12});
+  EXPECT_TRUE(at::cat({lo, u - lo}, 1).matmul(uw.to(at::kLong).t()).equal(u.matmul(q2.t())));
+  const auto sw = split_weights(q, 1, true).reshape({2, 12}).to(at::kLong);
+  EXPECT_TRUE(at::cat({pos, neg}, 1).matmul(sw.t()).equal(v.matmul(q2.t())));
 }
 
 TEST(Int8, Resnet18sFloatDownsamplingRunsInIntegersIntoFloat) {
