@@ -86,20 +86,26 @@ std::vector<std::string> warnings_of(const QuantizerOptions& o, const ModelParam
 }  // namespace
 
 std::unique_ptr<Quantizer> make_dorefa_quantizer(const std::string& name, YamlReader& yaml,
-                                                 const ModelParams& params) {
+                                                 const ModelParams& params,
+                                                 const WeightNarrowing& narrowing) {
   auto o = DorefaOptions::from_yaml(yaml);
+  const bool narrowed = narrowing.bits > 0 && o.narrow_8bit_weights(narrowing.bits);
   auto w = warnings_of(o, params);
   auto q = std::make_unique<DorefaQuantizer>(name, std::move(o));
   q->add_warnings(w);
+  if (narrowed) q->set_narrowed_weight_bits(narrowing.bits);
   return q;
 }
 
 std::unique_ptr<Quantizer> make_pact_quantizer(const std::string& name, YamlReader& yaml,
-                                               const ModelParams& params) {
+                                               const ModelParams& params,
+                                               const WeightNarrowing& narrowing) {
   auto o = PactOptions::from_yaml(yaml);
+  const bool narrowed = narrowing.bits > 0 && o.narrow_8bit_weights(narrowing.bits);
   auto w = warnings_of(o, params);
   auto q = std::make_unique<PactQuantizer>(name, std::move(o));
   q->add_warnings(w);
+  if (narrowed) q->set_narrowed_weight_bits(narrowing.bits);
   return q;
 }
 

@@ -529,14 +529,24 @@ std::unique_ptr<PostTrainLinearQuantizer> quantize_for_eval(
     const std::function<void(const PostTrainLinearQuantizer::Forward&, int64_t)>& run_batches,
     const std::filesystem::path& out_dir, Logger& logger, nlohmann::json* info) {
   auto options = PostTrainOptions::load(request.schedule);
+  const bool narrowed =
+      request.weight_bits > 0 && options.quant.narrow_8bit_weights(request.weight_bits);
   const std::string stats_file =
       request.stats_file.empty() ? options.stats_file : request.stats_file;
   auto q = std::make_unique<PostTrainLinearQuantizer>(options, model, input_shape, forward);
   QuantStats stats;
   std::string source;
-  nlohmann::json j = {{"schedule", request.schedule},
-                      {"quantizer", options.hyperparams()},
-                      {"label", "PTQ " + options.mode_label()}};
+  nlohmann::json j = {
+      {"schedule", request.schedule},
+      {"quantizer", options.hyperparams()},
+      {"label",
+       "PTQ " + options.mode_label() +
+           (narrowed ? ", weights " + std::to_string(request.weight_bits) + " bits" : "")}};
+  if (narrowed) {
+    j["int8_weights_narrowed"] = request.weight_bits;
+    logger.info("post-training quantization: 8-bit weights narrowed to " +
+                std::to_string(request.weight_bits) + " bits (--int8-weights)");
+  }
   if (!stats_file.empty()) {
     stats = read_quant_stats(stats_file);
     source = "stats file " + stats_file;

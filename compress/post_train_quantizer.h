@@ -75,6 +75,9 @@ struct QuantizeEvalRequest {
   int64_t calibration_batches = 8;
   /// Stats to load instead of calibrating (empty: calibrate).
   std::string stats_file;
+  /// --int8-weights: 7 narrows the schedule's 8-bit weight grids to 7 bits (exact on CPUs
+  /// without VNNI with no split input, docs/int8.md); 0 keeps the schedule's bits.
+  int64_t weight_bits = 0;
   bool enabled() const { return !schedule.empty(); }
 };
 
@@ -82,7 +85,8 @@ struct QuantizeEvalRequest {
 /// `model`, takes the statistics from request.stats_file (else the YAML's model_activation_stats)
 /// or calibrates with `run_batches(forward, n)` (which must run forward on the first n batches of
 /// the evaluation data) and writes them to `out_dir`/quant_stats.yaml, then prepares the model in
-/// place. `info` receives the JSON for test_summary.json (schedule, quantizer, statistics, layers).
+/// place. `info` receives the JSON for test_summary.json (schedule, quantizer, statistics, layers;
+/// "int8_weights_narrowed" when request.weight_bits changed a layer's bits).
 std::unique_ptr<PostTrainLinearQuantizer> quantize_for_eval(
     const QuantizeEvalRequest& request, torch::nn::Module& model,
     const std::vector<int64_t>& input_shape, const PostTrainLinearQuantizer::Forward& forward,

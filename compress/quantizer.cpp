@@ -11,6 +11,7 @@
 #include <mutex>
 #include <regex>
 #include <set>
+#include <stdexcept>
 
 #include "compress/fake_quant.h"
 #include "core/activation.h"
@@ -164,6 +165,19 @@ QuantBits QuantizerOptions::bits_for(const std::string& module) const {
   for (const auto& e : overrides)
     if (std::regex_match(module, compile(e))) return e.bits;
   return bits;
+}
+
+bool QuantizerOptions::narrow_8bit_weights(int64_t to) {
+  if (to < 1 || to > 7) throw std::invalid_argument("narrow_8bit_weights: bits must be 1..7");
+  bool changed = false;
+  auto narrow = [&](int64_t& b) {
+    if (b != 8) return;
+    b = to;
+    changed = true;
+  };
+  narrow(bits.weights);
+  for (auto& e : overrides) narrow(e.bits.weights);
+  return changed;
 }
 
 DorefaOptions DorefaOptions::from_yaml(YamlReader& yaml) {

@@ -85,6 +85,9 @@ struct QuantizerOptions {
   /// are not yet restricted to weight layers (see resolve_quant_bits). InputError (at the entry's
   /// file:line) when a pattern is not a valid regular expression.
   QuantBits bits_for(const std::string& module) const;
+  /// --int8-weights 7: every 8-bit weight grid (the default's and each override's) becomes a
+  /// `bits`-bit one (1..7); other widths are kept. Returns whether any changed.
+  bool narrow_8bit_weights(int64_t bits);
 };
 
 /// DorefaQuantizer's keys: the common ones, defaults 32/32/null (clipped_linear.py).
@@ -178,6 +181,9 @@ class Quantizer {
   virtual std::vector<EpochScalar> epoch_scalars() const { return {}; }
   /// Warnings about the options read (legacy keys, overrides that change nothing).
   const std::vector<std::string>& warnings() const { return warnings_; }
+  /// The bits its 8-bit weight grids were narrowed to when it was built (WeightNarrowing), or 0.
+  int64_t narrowed_weight_bits() const { return narrowed_weight_bits_; }
+  void set_narrowed_weight_bits(int64_t bits) { narrowed_weight_bits_ = bits; }
   void add_warnings(const std::vector<std::string>& w) {
     warnings_.insert(warnings_.end(), w.begin(), w.end());
   }
@@ -208,6 +214,7 @@ class Quantizer {
   std::vector<std::string> warnings_;
 
  private:
+  int64_t narrowed_weight_bits_ = 0;
   std::string name_;
   QuantizerOptions options_;
   // The steps of prepare_model for module `name`; each appends what it quantized to `done`.
@@ -223,18 +230,31 @@ class Quantizer {
   std::vector<QuantizedParam> params_;
 };
 
+/// --int8-weights as a quantizer applies it when it is built (options/inference_runtime.h
+/// resolves the flag): its 8-bit weight grids narrowed to `bits` bits (0: kept); with
+/// `unsigned_activations_only`, only by a class whose activations are unsigned (DoReFa, PACT:
+/// grids up to 2^bits − 1, against which 8-bit weights could pass 16 bits in a pair).
+struct WeightNarrowing {
+  int64_t bits = 0;
+  bool unsigned_activations_only = false;
+};
+
 /// Builds a quantizer of one class from its YAML mapping (keys checked by the reader), its
-/// overrides resolved against params.model().
+/// overrides resolved against params.model(), its 8-bit weights narrowed as `narrowing` says.
 using QuantizerFactory = std::function<std::unique_ptr<Quantizer>(
-    const std::string& name, YamlReader& yaml, const ModelParams& params)>;
+    const std::string& name, YamlReader& yaml, const ModelParams& params,
+    const WeightNarrowing& narrowing)>;
 
 /// The factories (compress/dorefa_quantizer.cpp, compress/qat_range_quantizer.cpp).
 std::unique_ptr<Quantizer> make_dorefa_quantizer(const std::string& name, YamlReader& yaml,
-                                                 const ModelParams& params);
+                                                 const ModelParams& params,
+                                                 const WeightNarrowing& narrowing);
 std::unique_ptr<Quantizer> make_pact_quantizer(const std::string& name, YamlReader& yaml,
-                                               const ModelParams& params);
+                                               const ModelParams& params,
+                                               const WeightNarrowing& narrowing);
 std::unique_ptr<Quantizer> make_qat_range_quantizer(const std::string& name, YamlReader& yaml,
-                                                    const ModelParams& params);
+                                                    const ModelParams& params,
+                                                    const WeightNarrowing& narrowing);
 
 /// A quantizer class a schedule may name.
 struct QuantizerSpec {

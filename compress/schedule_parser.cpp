@@ -15,7 +15,8 @@ namespace igb::compress {
 
 class CompressionScheduler::Parser {
  public:
-  explicit Parser(CompressionScheduler& scheduler) : s_(scheduler) {}
+  Parser(CompressionScheduler& scheduler, const WeightNarrowing& narrowing)
+      : s_(scheduler), narrowing_(narrowing) {}
   /// Reads a schedule: the YAML, its top-level keys and version, each section's instances (their
   /// names added to `instances`), then the policies, then warns of instances no policy uses.
   void parse(const std::string& text, const std::string& file);
@@ -39,24 +40,22 @@ class CompressionScheduler::Parser {
   void note_named_params(const Policy& policy);
 
   CompressionScheduler& s_;
+  WeightNarrowing narrowing_;
 };
 
-std::unique_ptr<CompressionScheduler> CompressionScheduler::from_file(const std::string& path,
-                                                                      torch::nn::Module& model,
-                                                                      double base_lr,
-                                                                      Logger* logger) {
+std::unique_ptr<CompressionScheduler> CompressionScheduler::from_file(
+    const std::string& path, torch::nn::Module& model, double base_lr, Logger* logger,
+    const WeightNarrowing& narrowing) {
   if (!std::filesystem::exists(path)) throw InputError("schedule " + path + " does not exist");
-  return from_text(read_text_file(path), path, model, base_lr, logger);
+  return from_text(read_text_file(path), path, model, base_lr, logger, narrowing);
 }
 
-std::unique_ptr<CompressionScheduler> CompressionScheduler::from_text(const std::string& text,
-                                                                      const std::string& file,
-                                                                      torch::nn::Module& model,
-                                                                      double base_lr,
-                                                                      Logger* logger) {
+std::unique_ptr<CompressionScheduler> CompressionScheduler::from_text(
+    const std::string& text, const std::string& file, torch::nn::Module& model, double base_lr,
+    Logger* logger, const WeightNarrowing& narrowing) {
   register_builtin_compression();
   std::unique_ptr<CompressionScheduler> s(new CompressionScheduler(model, base_lr, logger));
-  Parser(*s).parse(text, file);
+  Parser(*s, narrowing).parse(text, file);
   s->setup_quantizer();
   return s;
 }
@@ -330,7 +329,7 @@ void CompressionScheduler::Parser::parse_quantizers(const YAML::Node& root,
         if (!quantizer_registry().get(cls).make)
           throw InputError(w + ": quantizer " + name + " (" + cls +
                            "): this class is not available in this build");
-        s_.quantizer_ = quantizer_registry().get(cls).make(name, r, s_.params_);
+        s_.quantizer_ = quantizer_registry().get(cls).make(name, r, s_.params_, narrowing_);
       });
 }
 

@@ -59,14 +59,17 @@ struct Policy {
 class CompressionScheduler : public TrainingHooks {
  public:
   /// Parses and validates `text` (named `file` in messages) against `model`; `base_lr` is the
-  /// learning rate the LR schedulers scale. InputError with file:line on any problem.
+  /// learning rate the LR schedulers scale; `narrowing` (--int8-weights) narrows the quantizer's
+  /// 8-bit weights. InputError with file:line on any problem.
   static std::unique_ptr<CompressionScheduler> from_text(const std::string& text,
                                                          const std::string& file,
                                                          torch::nn::Module& model, double base_lr,
-                                                         Logger* logger);
+                                                         Logger* logger,
+                                                         const WeightNarrowing& narrowing = {});
   static std::unique_ptr<CompressionScheduler> from_file(const std::string& path,
                                                          torch::nn::Module& model, double base_lr,
-                                                         Logger* logger);
+                                                         Logger* logger,
+                                                         const WeightNarrowing& narrowing = {});
 
   void on_epoch_begin(int64_t epoch, torch::optim::Optimizer& optimizer) override;
   void on_minibatch_begin(const MinibatchInfo& info, torch::optim::Optimizer& optimizer) override;

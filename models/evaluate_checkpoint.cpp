@@ -196,11 +196,44 @@ nlohmann::json int8_json(const Evaluation& fake, const Evaluation& int8, const E
   return j;
 }
 
+/// --int8-weights 7 narrowing a schedule's 8-bit weights: the schedule's own post-training
+/// quantization of a fresh copy of the checkpoint's model, on the statistics the narrowed one
+/// used, scored on the same data next to it; returns "int8_weights" (what the narrower grid gives
+/// up).
+nlohmann::json narrowed_weights_json(const TestRequest& request, const Checkpoint& ckpt,
+                                     const Evaluator& evaluator, const Evaluation& narrowed,
+                                     const nlohmann::json& info, const fs::path& out,
+                                     RunContext& ctx) {
+  Model own = model_from_checkpoint(ckpt);
+  own->to(ctx.device);
+  TrainModeGuard eval(*own, /*train=*/false);
+  compress::QuantizeEvalRequest schedule_bits = request.quantize_eval;
+  schedule_bits.weight_bits = 0;
+  if (info.contains("stats_written")) schedule_bits.stats_file = info["stats_written"];
+  nlohmann::json own_info;
+  auto q = compress::quantize_for_eval(
+      schedule_bits, *own, own->input_shape(), [&](const at::Tensor& x) { return own->forward(x); },
+      [&](const compress::PostTrainLinearQuantizer::Forward& f, int64_t n) {
+        evaluator.for_each_input(n, [&](const at::Tensor& x) { f(x); });
+      },
+      out, *ctx.logger, &own_info);
+  const auto ev = evaluator.evaluate([&](const at::Tensor& x) { return q->forward(x); });
+  const int64_t bits = info["int8_weights_narrowed"].get<int64_t>();
+  const std::string label = std::to_string(bits) + "-bit weights";
+  print_comparison("Weights on " + std::to_string(bits) + " bits (--int8-weights " +
+                       std::to_string(bits) + "), next to the schedule's 8",
+                   "8-bit weights", ev, label, narrowed, evaluator.layout(), 0);
+  const auto& primary = evaluator.layout().columns.front().key;
+  nlohmann::json j = {{"bits", bits}, {"schedule_weights", shown_json(ev, evaluator.layout())}};
+  j[primary + "_given_up"] = metric(ev.metrics, primary) - metric(narrowed.metrics, primary);
+  return j;
+}
+
 /// --quantize-eval: the post-training quantized model, calibrated on the evaluator's first
 /// batches, scored on the same data; returns test_summary.json's "quantize_eval".
-nlohmann::json evaluate_quantized(const TestRequest& request, ModelImpl& model,
-                                  const Evaluator& evaluator, const Evaluation& fp32,
-                                  const fs::path& out, RunContext& ctx) {
+nlohmann::json evaluate_quantized(const TestRequest& request, const Checkpoint& ckpt,
+                                  ModelImpl& model, const Evaluator& evaluator,
+                                  const Evaluation& fp32, const fs::path& out, RunContext& ctx) {
   const auto& layout = evaluator.layout();
   nlohmann::json info;
   auto q = compress::quantize_for_eval(
@@ -218,6 +251,10 @@ nlohmann::json evaluate_quantized(const TestRequest& request, ModelImpl& model,
   info["fp32"] = shown_json(fp32, layout);
   info["quantized"] = shown_json(qev, layout);
   info[primary + "_drop"] = metric(fp32.metrics, primary) - metric(qev.metrics, primary);
+  if (info.contains("int8_weights_narrowed")) {
+    std::cout << "\n";
+    info["int8_weights"] = narrowed_weights_json(request, ckpt, evaluator, qev, info, out, ctx);
+  }
   if (request.int8) {
     std::string what;
     const auto int8 = request.int8(Model(std::shared_ptr<ModelImpl>(&model, [](ModelImpl*) {})),
@@ -288,7 +325,7 @@ nlohmann::json evaluate_checkpoint(const std::string& family, const TestRequest&
       request.out.empty() ? fs::path(request.checkpoint).parent_path() : fs::path(request.out);
   if (out.empty()) out = ".";
   if (request.quantize_eval.enabled())
-    summary["quantize_eval"] = evaluate_quantized(request, *model, *evaluator, ev, out, ctx);
+    summary["quantize_eval"] = evaluate_quantized(request, ckpt, *model, *evaluator, ev, out, ctx);
   if (request.int8 && !request.quantize_eval.enabled())
     summary["int8"] = int8_json(ev, iev, layout, int8_what, "fake-quantized (" + runtime + ")");
   if (request.external.enabled()) {

@@ -52,6 +52,13 @@ struct TrainConfig {
   int64_t log_every = 50;
   /// Compression schedule (YAML); empty = none.
   std::string compress;
+  /// --int8-weights (8, 7, auto) and what options/ resolved it to on this machine: the schedule
+  /// quantizer's 8-bit weights narrowed to int8_weight_bits (0: kept), with
+  /// int8_weights_unsigned_only only by a class whose activations are unsigned
+  /// (compress::WeightNarrowing).
+  std::string int8_weights = "8";
+  int64_t int8_weight_bits = 0;
+  bool int8_weights_unsigned_only = false;
   /// Mixed precision: the forward pass under autocast (bfloat16 on CPU, float16 on CUDA with
   /// dynamic loss scaling); the parameters stay float32.
   bool amp = false;

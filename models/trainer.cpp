@@ -711,12 +711,15 @@ Checkpoint load_checkpoint_for(const std::string& path, const std::string& optfo
 std::unique_ptr<compress::TrainingHooks> make_schedule(const TrainConfig& config, ModelImpl& model,
                                                        Logger* logger, const Checkpoint* resume) {
   std::unique_ptr<compress::CompressionScheduler> schedule;
+  const compress::WeightNarrowing narrowing{config.int8_weight_bits,
+                                            config.int8_weights_unsigned_only};
   if (!config.compress.empty())
-    schedule = compress::CompressionScheduler::from_file(config.compress, model, config.lr, logger);
+    schedule = compress::CompressionScheduler::from_file(config.compress, model, config.lr, logger,
+                                                         narrowing);
   else if (resume && !resume->meta().schedule_text.empty())
     schedule = compress::CompressionScheduler::from_text(
         resume->meta().schedule_text, resume->path().string() + " (its schedule)", model, config.lr,
-        logger);
+        logger, narrowing);
   if (!schedule) return std::make_unique<compress::TrainingHooks>();
   // Thinning traces the model on its own input shape, on the device it trains on.
   schedule->set_tracer(model.input_shape(),

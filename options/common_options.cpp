@@ -80,6 +80,12 @@ void add_run_options(CLI::App& app, models::TrainConfig& c) {
                  "Checkpoint to continue from (its next epoch; --epochs is the total)");
   app.add_option("--compress", c.compress,
                  "Compression schedule (Distiller YAML); on resume, the checkpoint's by default");
+  add_int8_weights_option(app, c.int8_weights, "the schedule's quantizer trains")
+      ->each([&c](const std::string& choice) {
+        // auto narrows only where it pays: a class with unsigned activations, on this CPU.
+        c.int8_weight_bits = int8_weight_bits(choice, /*unsigned_activations=*/true);
+        c.int8_weights_unsigned_only = choice == "auto";
+      });
   int_range(app.add_option("--max-batches", c.max_batches,
                            "Cap on minibatches per epoch, for smoke runs (0 = none)")
                 ->capture_default_str(),
@@ -175,6 +181,7 @@ void add_common_test_options(CLI::App& app, TestArgs& a) {
                 ->capture_default_str()
                 ->needs(qe),
             1, 1000000);
+  add_int8_weights_option(app, a.int8_weights, "--quantize-eval writes")->needs(qe);
   app.add_option("--qe-stats-file", r.quantize_eval.stats_file,
                  "Activation statistics (YAML, as --quantize-eval writes to quant_stats.yaml) to "
                  "use instead of calibrating")

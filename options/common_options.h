@@ -25,7 +25,7 @@ void add_common_train_options(CLI::App& app, models::TrainConfig& config);
 /// igb-test's own options; the family adds its data options to `request`.
 struct TestArgs {
   models::TestRequest request;
-  std::string device = "cpu", onnx, runtime = "inference", int8_engine = "auto";
+  std::string device = "cpu", onnx, runtime = "inference", int8_engine = "auto", int8_weights = "8";
   bool int8 = false;
   int64_t threads = 0;
   std::vector<std::string> summary;

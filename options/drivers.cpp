@@ -262,7 +262,9 @@ int test_main(int argc, char** argv) {
   if (!r.save_images.empty()) check_output_folder("--save-images", r.save_images);
   // A bad post-training YAML or stats file fails before anything is evaluated.
   if (r.quantize_eval.enabled()) {
-    compress::PostTrainOptions::load(r.quantize_eval.schedule);
+    const auto ptq = compress::PostTrainOptions::load(r.quantize_eval.schedule);
+    r.quantize_eval.weight_bits = int8_weight_bits(
+        a.int8_weights, ptq.mode_activations == compress::LinearQuantMode::kAsymmetricUnsigned);
     if (!r.quantize_eval.stats_file.empty()) compress::read_quant_stats(r.quantize_eval.stats_file);
   }
 

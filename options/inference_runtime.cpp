@@ -26,6 +26,23 @@ void add_int8_engine_option(CLI::App& app, std::string& engine) {
       ->check(CLI::IsMember({"auto", "onednn", "qnnpack"}));
 }
 
+CLI::Option* add_int8_weights_option(CLI::App& app, std::string& choice, const std::string& what) {
+  return app
+      .add_option("--int8-weights", choice,
+                  "Grid of the 8-bit weights " + what +
+                      ": 8 (as the schedule says), 7 (exact in integers on CPUs without VNNI "
+                      "with no split input, at some accuracy; reported) or auto (7 on such a CPU "
+                      "when the activations are unsigned, else 8; docs/int8.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"8", "7", "auto"}));
+}
+
+int64_t int8_weight_bits(const std::string& choice, bool unsigned_activations) {
+  if (choice == "7") return 7;
+  if (choice == "auto") return runtime::int8_isa().pairs_saturate && unsigned_activations ? 7 : 0;
+  return 0;
+}
+
 runtime::InferenceOptions runtime_options(const std::string& runtime, const std::string& engine) {
   runtime::InferenceOptions o;
   o.int8 = runtime == kInt8Runtime;

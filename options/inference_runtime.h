@@ -11,6 +11,7 @@
 
 namespace CLI {
 class App;
+class Option;
 }  // namespace CLI
 
 namespace igb::runtime {
@@ -32,6 +33,16 @@ void add_runtime_option(CLI::App& app, std::string& runtime);
 /// Adds --int8-engine auto|onednn|qnnpack (default auto): whose kernels run the integer layers
 /// under --runtime int8 (runtime::Int8Engine), bound to `engine`.
 void add_int8_engine_option(CLI::App& app, std::string& engine);
+
+/// Adds --int8-weights 8|7|auto (default 8), bound to `choice`: the grid of the 8-bit weights a
+/// quantization writes; 7 keeps every integer layer exact without VNNI on its input as it is (no
+/// split, docs/int8.md). Returns the option (for needs()).
+CLI::Option* add_int8_weights_option(CLI::App& app, std::string& choice, const std::string& what);
+
+/// The weight bits `choice` (--int8-weights) asks for: 7, or 0 (the schedule's own bits); "auto"
+/// is 7 on a CPU whose integer pairs saturate (runtime::int8_isa(): no VNNI) when the activations
+/// are unsigned (up to 255, so 8-bit weights could pass 16 bits in a pair), else 0.
+int64_t int8_weight_bits(const std::string& choice, bool unsigned_activations);
 
 /// The inference form of `runtime` ("inference", "int8") with the integer layers on `engine`
 /// ("auto", "onednn", "qnnpack").

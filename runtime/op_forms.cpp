@@ -4,9 +4,11 @@
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "core/jit_containers.h"
 #include "tools/graph/summary_graph.h"
@@ -289,6 +291,10 @@ namespace {
 bool non_negative_output(const tools::SummaryGraph& graph, int op) {
   if (op < 0) return false;
   const auto& o = graph.op(op);
+  if (o.op_kind == OpKind::kReLU6) {  // ReLU6, or a hardtanh whose lower bound is not negative
+    const auto e = eltwise_form(graph, op);
+    return e && e->algorithm == dnnl::algorithm::eltwise_clip && e->alpha >= 0;
+  }
   return (o.op_kind == OpKind::kReLU && o.kind.rfind("aten::relu", 0) == 0) ||
          (o.op_kind == OpKind::kClamp && o.clamp_min >= 0);
 }
@@ -333,25 +339,32 @@ std::optional<IntegerWeights> integer_weights(const at::Tensor& weight, int64_t 
   if (bits < 1 || bits > 8 || !weight.defined() || weight.dim() < 2) return std::nullopt;
   const auto flat = weight.detach().to(at::kFloat).reshape({weight.size(0), -1});
   const auto amax = flat.abs().amax({1});
-  at::Tensor best_q, best_scale;
-  for (const int64_t n : {(int64_t{1} << (bits - 1)) - 1, (int64_t{1} << bits) - 1}) {
+  const auto tensor_amax = amax.max().expand_as(amax);
+  // The candidates n (the largest integer of the grid): first the two the bits name, then the
+  // other grids a quantizer of fewer bits writes (a layer quantized to 7 bits by a schedule whose
+  // bits the graph does not record, --int8-weights 7).
+  std::vector<int64_t> candidates = {(int64_t{1} << (bits - 1)) - 1, (int64_t{1} << bits) - 1};
+  for (int64_t n = 127; n >= 1; n = (n - 1) / 2)
+    if (std::find(candidates.begin(), candidates.end(), n) == candidates.end())
+      candidates.push_back(n);
+  at::Tensor q_best = at::zeros_like(flat), scale_best = at::ones_like(amax);
+  auto missing = amax > 0;  // channels without a grid yet (an all-zero channel is any grid's)
+  for (const int64_t n : candidates) {
     if (n < 1 || n > 127) continue;
-    const auto scale = at::where(amax > 0, amax / static_cast<double>(n), at::ones_like(amax));
-    const auto q = flat / scale.unsqueeze(1);
-    const auto off = (q - q.round()).abs();
-    // Per channel: which candidate fits it (the first that does).
-    const auto fits = off.amax({1}) <= 1e-3;
-    if (!best_q.defined()) {
-      best_q = at::where(fits.unsqueeze(1), q.round(), at::full_like(q, 1000));
-      best_scale = scale;
-      continue;
+    // Per channel (max |W_c| is the grid's top), then per tensor (max |W| is: a per-tensor
+    // range-linear grid, DoReFa's 2·k/(2^bits − 1) − 1 over the whole tensor).
+    for (const auto& top : {amax, tensor_amax}) {
+      if (!missing.any().item<bool>()) break;
+      const auto scale = at::where(top > 0, top / static_cast<double>(n), at::ones_like(top));
+      const auto q = flat / scale.unsqueeze(1);
+      const auto fits = missing & ((q - q.round()).abs().amax({1}) <= 1e-3);
+      q_best = at::where(fits.unsqueeze(1), q.round(), q_best);
+      scale_best = at::where(fits, scale, scale_best);
+      missing = missing & ~fits;
     }
-    const auto missing = (best_q.abs().amax({1}) > 127) & fits;
-    best_q = at::where(missing.unsqueeze(1), q.round(), best_q);
-    best_scale = at::where(missing, scale, best_scale);
   }
-  if (!best_q.defined() || best_q.abs().max().item<double>() > 127) return std::nullopt;
-  return IntegerWeights{best_q.to(at::kChar).reshape(weight.sizes()), best_scale.contiguous()};
+  if (missing.any().item<bool>()) return std::nullopt;
+  return IntegerWeights{q_best.to(at::kChar).reshape(weight.sizes()), scale_best.contiguous()};
 }
 
 }  // namespace igb::runtime

@@ -82,11 +82,11 @@ struct IntegerWeights {
   at::Tensor q;      // int8, the weight's shape
   at::Tensor scale;  // float32, [out channels]
 };
-/// The integer grid of `weight` (the values a quantizer of `bits` bits wrote: symmetric
-/// range-linear, per channel or per tensor, or DoReFa): per output channel the scale is
-/// max|W_c| / n for n = 2^(bits−1) − 1 or 2^bits − 1, whichever makes every value of the channel
-/// an integer multiple within int8 (a per-tensor grid passes this test too, each channel on a
-/// coarser multiple of it). Nothing when a channel fits neither (asymmetric grids, 8-bit DoReFa).
+/// The integer grid of `weight` (the values a quantizer of `bits` bits, or of fewer, wrote:
+/// symmetric range-linear, per channel or per tensor, or DoReFa): per output channel the scale is
+/// max|W_c| / n, or max|W| / n over the whole tensor, for n = 2^(bits−1) − 1 or 2^bits − 1 first,
+/// then the other 2^k − 1 ≤ 127, whichever first makes every value of the channel an integer
+/// multiple. Nothing when a channel fits none (asymmetric grids, 8-bit DoReFa).
 std::optional<IntegerWeights> integer_weights(const at::Tensor& weight, int64_t bits);
 
 }  // namespace igb::runtime

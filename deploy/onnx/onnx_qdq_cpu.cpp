@@ -49,6 +49,13 @@ OnnxCpuQdqPass::OnnxCpuQdqPass(OnnxWriter& w, const SummaryGraph& graph,
 
 const OnnxCpuQdqPass::Grid& OnnxCpuQdqPass::quantize(int value, double scale, int zero_point) {
   const std::string x = w_.value_name(value);
+  // A value the export aliases to one on this grid already (a dropout's output is its input's
+  // name): the same Q/DQ pair.
+  for (const auto& [v, g] : grids_)
+    if (g.dq == x && g.scale == scale && g.zero_point == zero_point) {
+      const Grid same = g;  // the insertion below may move the map's nodes
+      return grids_[value] = same;
+    }
   const std::string s = w_.float_scalar(x + "/scale", static_cast<float>(scale));
   const std::string z =
       w_.integers(x + "/zero_point", at::full({}, zero_point, at::TensorOptions(at::kByte)));

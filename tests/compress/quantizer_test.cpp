@@ -392,6 +392,51 @@ TEST(Quantizers, PactTrainsResnet20WithQuantizedWeightsAndLearnedAlpha) {
   EXPECT_EQ(alpha->value, params["layer3.2.relu2.replacement.clip_val"].item<double>());
 }
 
+// --int8-weights 7: the quantizer's 8-bit weight grids (default and overrides) become 7-bit ones
+// when it is built; other widths and float layers are kept, and a class with symmetric
+// activations (whose pairs fit 16 bits already) is left alone when only unsigned ones are asked.
+TEST(Quantizers, Int8WeightsNarrowsOnlyTheEightBitWeightGrids) {
+  QuantizerOptions o;
+  o.bits = {8, 8, 32};
+  o.overrides = {{"conv1", {8, QuantBits::kFloat, QuantBits::kFloat}, ""},
+                 {"layer1\\..*", {8, 4, 32}, ""},
+                 {"fc", {8, 8, 32}, ""}};
+  EXPECT_TRUE(o.narrow_8bit_weights(7));
+  EXPECT_EQ(o.bits.weights, 7);
+  EXPECT_EQ(o.bits.activations, 8);
+  EXPECT_EQ(o.overrides[0].bits.weights, QuantBits::kFloat);
+  EXPECT_EQ(o.overrides[1].bits.weights, 4);
+  EXPECT_EQ(o.overrides[2].bits.weights, 7);
+  EXPECT_FALSE(o.narrow_8bit_weights(7));  // nothing 8-bit is left
+
+  torch::manual_seed(0);
+  models::register_builtin_models();
+  const std::string body =
+      "    bits_activations: 8\n    bits_weights: 8\n    overrides:\n"
+      "      fc: {bits_weights: 4}\n";
+  for (const std::string cls : {"PACTQuantizer", "QuantAwareTrainRangeLinearQuantizer"}) {
+    for (const bool unsigned_only : {false, true}) {
+      auto model = models::create_model("resnet20_cifar", {});
+      auto s = CompressionScheduler::from_text(quant_schedule(cls, body), "q.yaml", *model, 0.1,
+                                               nullptr, WeightNarrowing{7, unsigned_only});
+      const bool narrowed = cls == "PACTQuantizer" || !unsigned_only;
+      SCOPED_TRACE(cls + (unsigned_only ? " (auto)" : " (7)"));
+      EXPECT_EQ(s->quantizer()->narrowed_weight_bits(), narrowed ? 7 : 0);
+      EXPECT_EQ(s->quantizer()->targets().at("layer2.0.conv2").weights, narrowed ? 7 : 8);
+      EXPECT_EQ(s->quantizer()->targets().at("fc").weights, 4);
+      EXPECT_EQ(s->quantizer()->hyperparams()["bits_weights"], narrowed ? 7 : 8);
+      // The weights hold at most 2^7 (DoReFa) or 2·63 + 1 (symmetric) values.
+      const auto w = model->named_parameters()["layer2.0.conv2.weight"];
+      if (narrowed) {
+        EXPECT_LE(distinct(w), 128);
+        EXPECT_GT(distinct(w), 64);
+      } else {
+        EXPECT_GT(distinct(w), 128);
+      }
+    }
+  }
+}
+
 // policy.py QuantizationPolicy prepares the model when the schedule is loaded, so a policy must
 // start at epoch 0; thinning needs the unquantized model (thinning.py knows no quantizer).
 TEST(Quantizers, PolicyTimingAndCombinationsAreChecked) {

@@ -1,15 +1,19 @@
 #include <gtest/gtest.h>
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
+#include "compress/post_train_quantizer.h"
 #include "compress/scheduler.h"
 #include "compress/thinning.h"
 #include "compress/training_hooks.h"
+#include "core/activation.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/npy.h"
@@ -952,6 +956,68 @@ TEST(OnnxFp16, FsrcnnAndResnet20MatchFp32WithinOnePercent) {
                 d.scale);
     EXPECT_LE(d.max_abs, 1e-2 * d.scale) << name;
   }
+}
+
+}  // namespace igb::deploy
+
+namespace igb::deploy {
+
+namespace {
+
+// fc1 → ReLU → dropout → fc2, as a VGG's classifier.
+struct DropoutHeadImpl : torch::nn::Module {
+  DropoutHeadImpl() {
+    fc1 = register_module("fc1", torch::nn::Linear(16, 8));
+    relu = register_module("relu", Activation(ActivationKind::kReLU));
+    drop = register_module("drop", torch::nn::Dropout(0.5));
+    fc2 = register_module("fc2", torch::nn::Linear(8, 4));
+  }
+  at::Tensor forward(const at::Tensor& x) { return fc2(drop(relu(fc1(x)))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  Activation relu{nullptr};
+  torch::nn::Dropout drop{nullptr};
+};
+TORCH_MODULE(DropoutHead);
+
+}  // namespace
+
+// A dropout (exported as its input's name) between a quantized ReLU and the next layer carries
+// the ReLU's grid: the CPU placement reuses its Q/DQ pair rather than writing a second pair of
+// the same names (VGG-16's classifier failed the ONNX checker so).
+TEST(OnnxQdq, CpuPlacementCarriesAGridThroughADropout) {
+  torch::manual_seed(0);
+  DropoutHead m;
+  m->eval();
+  const std::vector<int64_t> shape = {2, 16};
+  auto q = std::make_shared<compress::PostTrainLinearQuantizer>(
+      compress::PostTrainOptions::load(
+          (fs::path(IGB_SOURCE_DIR) / "schedules/classify/resnet20_ptq_int8.yaml").string()),
+      *m, shape, [m](const at::Tensor& x) mutable { return m->forward(x); });
+  q->prepare(q->calibrate([&](const auto& f) {
+    f(torch::randn({8, 16}));
+  }),
+             "calibration", nullptr);
+  const SummaryGraph::Forward fake = [q](const at::Tensor& x) { return q->forward(x); };
+  const auto graph = SummaryGraph::build(*m, shape, fake, "head");
+  const auto dir = onnx_test_folder("qdq_cpu_dropout");
+  auto calibration = std::make_shared<OnnxCalibration>(calibrate_onnx(
+      *m, graph,
+      [](const std::function<void(const at::Tensor&)>& f) {
+        f(torch::randn({8, 16}));
+      },
+      "max", 99.99));
+  const auto r = export_onnx(*m, graph,
+                             OnnxExportOptions()
+                                 .precision(OnnxPrecision::kInt8)
+                                 .qdq_placement(QdqPlacement::kCpu)
+                                 .calibration(calibration),
+                             dir / "m.onnx");
+  EXPECT_NO_THROW(onnx::checker::check_model((dir / "m.onnx").string()));
+  EXPECT_FALSE(r.activation_scales.empty());
+  std::set<std::string> outputs;
+  const auto model = load_onnx_model(dir / "m.onnx");
+  for (const auto& n : model.graph().node())
+    for (const auto& o : n.output()) EXPECT_TRUE(outputs.insert(o).second) << o;
 }
 
 }  // namespace igb::deploy

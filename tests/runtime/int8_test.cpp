@@ -121,9 +121,10 @@ int compare_grids(const models::Model& m, const std::vector<int64_t>& shape, dou
 /// elements equal and the largest difference in steps, at worst over the layers. Returns the
 /// number of layers, `on_engine` those whose step ran on QNNPACK.
 int compare_layers(const models::Model& m, const std::vector<int64_t>& shape, Int8Engine engine,
-                   double* min_equal, double* max_steps, int* on_qnnpack) {
-  auto g =
-      tools::SummaryGraph::build(*m, shape, [m](const at::Tensor& x) { return m->forward(x); });
+                   double* min_equal, double* max_steps, int* on_qnnpack,
+                   InferenceModel::Forward forward = nullptr) {
+  if (!forward) forward = [m](const at::Tensor& x) { return m->forward(x); };
+  auto g = tools::SummaryGraph::build(*m, shape, forward);
   torch::manual_seed(2);
   const auto x = torch::randn(shape);
   std::map<int, at::Tensor> expected;
@@ -443,6 +444,146 @@ TEST(Int8, PostTrainingQuantizedResnet18FusesItsBlockOutputsIntoTheResidualLayer
   EXPECT_TRUE(z.argmax(1).equal(y.argmax(1)));
   // The output is on the quantizer's last grid: at most one of its steps apart.
   EXPECT_LE((z - y).abs().max().item<double>(), y.abs().max().item<double>() / 127.0 * 1.01);
+}
+
+}  // namespace igb::runtime
+
+namespace igb::runtime {
+
+namespace {
+
+/// resnet20_cifar post-training quantized with activations ASYMMETRIC_UNSIGNED (a ReLU's output
+/// on [0, 255]) and weights symmetric per channel, `weight_bits` wide, calibrated on random
+/// batches; its fake-quantized forward pass in `forward`.
+models::Model unsigned_ptq_resnet20(int64_t weight_bits, InferenceModel::Forward* forward) {
+  models::register_builtin_models();
+  torch::manual_seed(0);
+  auto m = models::create_model("resnet20_cifar", nlohmann::json::object());
+  m->eval();
+  test::TempDir tmp;
+  write_text_atomically(tmp / "ptq.yaml",
+                        "version: 1\nquantizers:\n  q:\n    class: PostTrainLinearQuantizer\n"
+                        "    bits_activations: 8\n    bits_parameters: 8\n    bits_accum: 32\n"
+                        "    mode: {activations: ASYMMETRIC_UNSIGNED, weights: SYMMETRIC}\n"
+                        "    per_channel_wts: True\n");
+  auto options = compress::PostTrainOptions::load((tmp / "ptq.yaml").string());
+  if (weight_bits != 8) options.quant.narrow_8bit_weights(weight_bits);
+  auto q = std::make_shared<compress::PostTrainLinearQuantizer>(
+      options, *m, std::vector<int64_t>{2, 3, 32, 32},
+      [m](const at::Tensor& x) { return m->forward(x); });
+  q->prepare(q->calibrate([&](const auto& f) {
+    for (int i = 0; i < 2; ++i) f(torch::randn({8, 3, 32, 32}));
+  }),
+             "calibration", nullptr);
+  *forward = [q](const at::Tensor& x) { return q->forward(x); };
+  return m;
+}
+
+}  // namespace
+
+// The grids quantizers write, found whatever bits the graph records: DoReFa's 7-bit weights (odd
+// multiples of 1/127 over the whole tensor, one channel's largest below 1) and symmetric 7-bit
+// weights under the 8 bits post-training quantization is assumed to have.
+TEST(Int8, IntegerWeightsFindPerTensorDorefaAndNarrowerSymmetricGrids) {
+  torch::manual_seed(3);
+  auto k = at::randint(0, 128, {4, 2, 3, 3});
+  k[0][0][0][0] = 127;
+  k.select(0, 1).clamp_(10, 100);  // channel 1's largest |w| is 81/127
+  const auto dorefa = (2 * k.to(at::kFloat) - 127) / 127;
+  auto w = integer_weights(dorefa, 7);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_TRUE(at::allclose(w->q.to(at::kFloat) * w->scale.view({4, 1, 1, 1}), dorefa, 0, 1e-6));
+  EXPECT_EQ(w->q.to(at::kInt).remainder(2).ne(0).all().item<bool>(), true);  // odd integers
+
+  auto j = at::randint(-63, 64, {3, 8});
+  j[0][0] = 63, j[1][0] = -63, j[2][0] = 63;
+  const auto scale = at::tensor({0.01f, 0.2f, 3.0f});
+  const auto sym7 = j.to(at::kFloat) * scale.view({3, 1});
+  w = integer_weights(sym7, 8);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_TRUE(w->q.to(at::kInt).equal(j.to(at::kInt)));
+  EXPECT_TRUE(at::allclose(w->scale, scale));
+  EXPECT_FALSE(integer_weights(at::randn({3, 8}), 8).has_value());
+}
+
+// Unsigned activations on [0, 255] against 8-bit weights: without VNNI pairs of products could
+// pass 16 bits, so every integer layer (each reads a ReLU's output) runs on its input split, and
+// each stays within one step of the fake-quantized model. With --int8-weights 7 the pairs fit and
+// none splits. (The stem stays float: the input's asymmetric grid has a zero point neither 0 nor
+// 128.)
+TEST(Int8, UnsignedActivationsSplitWithEightBitWeightsAndNotWithSeven) {
+  const std::vector<int64_t> shape = {2, 3, 32, 32};
+  for (const int64_t bits : {8, 7}) {
+    SCOPED_TRACE(std::to_string(bits) + "-bit weights");
+    InferenceModel::Forward forward;
+    auto m = unsigned_ptq_resnet20(bits, &forward);
+    InferenceOptions o;
+    o.int8 = true;
+    o.int8_engine = Int8Engine::kOneDnn;
+    auto form = InferenceModel::make(m, forward, "ptq", o);
+    const auto steps = form->steps(shape);
+    EXPECT_EQ(int8_steps(steps), 18);  // conv1's input grid has a zero point neither 0 nor 128
+    const int split = static_cast<int>(
+        std::count_if(steps.begin(), steps.end(), [](const StepInfo& s) { return s.int8_split; }));
+    if (!int8_isa().pairs_saturate)
+      EXPECT_EQ(split, 0);
+    else
+      EXPECT_EQ(split, bits == 8 ? 18 : 0);
+    // Layer by layer, each given the fake-quantized model's input (over 18 layers of a model
+    // with random weights a tie rounded the other way grows into whole steps).
+    double equal = 0, max_steps = 0;
+    int on_qnnpack = 0;
+    EXPECT_EQ(
+        compare_layers(m, shape, Int8Engine::kOneDnn, &equal, &max_steps, &on_qnnpack, forward),
+        19);
+    std::printf(
+        "[ int8     ] unsigned PTQ, %lld-bit weights (%s): %d split, equal %.5f, %.3g steps\n",
+        static_cast<long long>(bits), int8_isa().name.c_str(), split, equal, max_steps);
+    EXPECT_GE(equal, 0.999);
+    EXPECT_LE(max_steps, 1.001);
+  }
+}
+
+}  // namespace igb::runtime
+
+namespace igb::runtime {
+
+// MobileNet-v2 post-training quantized: a ReLU6's output is never negative, so without VNNI it
+// is read as u8 (integers up to 127, whose pairs fit 16 bits) and no layer after one is split;
+// only the stem, reading the signed image, runs on a split input. A depthwise layer that would
+// need a split stays float instead (split, it would be a grouped layer on oneDNN's reference
+// path).
+TEST(Int8, MobilenetV2ReadsItsRelu6OutputsAsUnsignedAndSplitsOnlyTheStem) {
+  models::register_builtin_models();
+  torch::manual_seed(0);
+  auto m = models::create_model("mobilenet_v2", nlohmann::json::object());
+  m->eval();
+  const std::vector<int64_t> shape = {1, 3, 64, 64};
+  auto q = std::make_shared<compress::PostTrainLinearQuantizer>(
+      compress::PostTrainOptions::load(
+          (fs::path(IGB_SOURCE_DIR) / "schedules/classify/resnet20_ptq_int8.yaml").string()),
+      *m, shape, [m](const at::Tensor& x) { return m->forward(x); });
+  q->prepare(q->calibrate([&](const auto& f) {
+    f(torch::randn({2, 3, 64, 64}));
+  }),
+             "calibration", nullptr);
+  InferenceOptions o;
+  o.int8 = true;
+  o.int8_engine = Int8Engine::kOneDnn;
+  auto form = InferenceModel::make(
+      m, [q](const at::Tensor& x) { return q->forward(x); }, "ptq", o);
+  const auto steps = form->steps(shape);
+  std::vector<std::string> split;
+  for (const auto& s : steps)
+    if (s.int8_split) split.push_back(s.ops.front());
+  std::printf("[ int8     ] MobileNet-v2 (%s): %d layers in INT8, %zu split\n",
+              int8_isa().name.c_str(), int8_steps(steps), split.size());
+  // The same 35 of its 53 layers in integers on every ISA.
+  EXPECT_EQ(int8_steps(steps), 35);
+  if (int8_isa().pairs_saturate)
+    EXPECT_EQ(split, std::vector<std::string>{"features.0.0"});
+  else
+    EXPECT_TRUE(split.empty());
 }
 
 }  // namespace igb::runtime
