@@ -89,11 +89,11 @@ std::unique_ptr<Quantizer> make_dorefa_quantizer(const std::string& name, YamlRe
                                                  const ModelParams& params,
                                                  const WeightNarrowing& narrowing) {
   auto o = DorefaOptions::from_yaml(yaml);
-  const bool narrowed = narrowing.bits > 0 && o.narrow_8bit_weights(narrowing.bits);
+  const bool narrowed = narrowing.bits > 0 && o.narrow_weights(narrowing.bits, narrowing.bits - 1);
   auto w = warnings_of(o, params);
   auto q = std::make_unique<DorefaQuantizer>(name, std::move(o));
   q->add_warnings(w);
-  if (narrowed) q->set_narrowed_weight_bits(narrowing.bits);
+  if (narrowed) q->set_narrowed_weight_bits(narrowing.bits - 1);
   return q;
 }
 
@@ -101,11 +101,11 @@ std::unique_ptr<Quantizer> make_pact_quantizer(const std::string& name, YamlRead
                                                const ModelParams& params,
                                                const WeightNarrowing& narrowing) {
   auto o = PactOptions::from_yaml(yaml);
-  const bool narrowed = narrowing.bits > 0 && o.narrow_8bit_weights(narrowing.bits);
+  const bool narrowed = narrowing.bits > 0 && o.narrow_weights(narrowing.bits, narrowing.bits - 1);
   auto w = warnings_of(o, params);
   auto q = std::make_unique<PactQuantizer>(name, std::move(o));
   q->add_warnings(w);
-  if (narrowed) q->set_narrowed_weight_bits(narrowing.bits);
+  if (narrowed) q->set_narrowed_weight_bits(narrowing.bits - 1);
   return q;
 }
 

@@ -530,7 +530,7 @@ std::unique_ptr<PostTrainLinearQuantizer> quantize_for_eval(
     const std::filesystem::path& out_dir, Logger& logger, nlohmann::json* info) {
   auto options = PostTrainOptions::load(request.schedule);
   const bool narrowed =
-      request.weight_bits > 0 && options.quant.narrow_8bit_weights(request.weight_bits);
+      request.weight_bits > 0 && options.quant.narrow_weights(8, request.weight_bits);
   const std::string stats_file =
       request.stats_file.empty() ? options.stats_file : request.stats_file;
   auto q = std::make_unique<PostTrainLinearQuantizer>(options, model, input_shape, forward);

@@ -70,7 +70,7 @@ std::unique_ptr<Quantizer> make_qat_range_quantizer(const std::string& name, Yam
   auto o = QatRangeOptions::from_yaml(yaml);
   // Symmetric activations: a ReLU's output tops at 2^(bits−1) − 1, where 8-bit pairs fit.
   const bool narrowed = narrowing.bits > 0 && !narrowing.unsigned_activations_only &&
-                        o.narrow_8bit_weights(narrowing.bits);
+                        o.narrow_weights(8, narrowing.bits);
   std::vector<std::string> w = o.warnings;
   resolve_quant_bits(o, params.model(), &w);
   auto q = std::make_unique<QatRangeQuantizer>(name, std::move(o));

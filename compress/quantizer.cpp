@@ -167,11 +167,12 @@ QuantBits QuantizerOptions::bits_for(const std::string& module) const {
   return bits;
 }
 
-bool QuantizerOptions::narrow_8bit_weights(int64_t to) {
-  if (to < 1 || to > 7) throw std::invalid_argument("narrow_8bit_weights: bits must be 1..7");
+bool QuantizerOptions::narrow_weights(int64_t from, int64_t to) {
+  if (to < 1 || to >= from || from > 8)
+    throw std::invalid_argument("narrow_weights: needs 1 <= to < from <= 8");
   bool changed = false;
   auto narrow = [&](int64_t& b) {
-    if (b != 8) return;
+    if (b < from || b > 8) return;
     b = to;
     changed = true;
   };

@@ -85,9 +85,9 @@ struct QuantizerOptions {
   /// are not yet restricted to weight layers (see resolve_quant_bits). InputError (at the entry's
   /// file:line) when a pattern is not a valid regular expression.
   QuantBits bits_for(const std::string& module) const;
-  /// --int8-weights 7: every 8-bit weight grid (the default's and each override's) becomes a
-  /// `bits`-bit one (1..7); other widths are kept. Returns whether any changed.
-  bool narrow_8bit_weights(int64_t bits);
+  /// --int8-weights 7: every weight grid of `from` to 8 bits (the default's and each override's)
+  /// becomes a `to`-bit one (1 ≤ to < from); other widths are kept. Returns whether any changed.
+  bool narrow_weights(int64_t from, int64_t to);
 };
 
 /// DorefaQuantizer's keys: the common ones, defaults 32/32/null (clipped_linear.py).
@@ -231,9 +231,12 @@ class Quantizer {
 };
 
 /// --int8-weights as a quantizer applies it when it is built (options/inference_runtime.h
-/// resolves the flag): its 8-bit weight grids narrowed to `bits` bits (0: kept); with
-/// `unsigned_activations_only`, only by a class whose activations are unsigned (DoReFa, PACT:
-/// grids up to 2^bits − 1, against which 8-bit weights could pass 16 bits in a pair).
+/// resolves the flag): with `bits` 7, weights whose integers fit 7 bits (|q| ≤ 63, whose pairs
+/// against an unsigned input on [0, 255] fit 16 bits): a symmetric range-linear grid of 8 bits
+/// becomes one of 7 (±63), a DoReFa grid of 7 or 8 bits one of 6 (odd integers within ±63; 8-bit
+/// DoReFa weights are not on an int8 grid at all); 0 keeps them. With
+/// `unsigned_activations_only`, only a class whose activations are unsigned narrows (DoReFa,
+/// PACT: grids up to 2^bits − 1).
 struct WeightNarrowing {
   int64_t bits = 0;
   bool unsigned_activations_only = false;

@@ -134,8 +134,9 @@ void CompressionScheduler::setup_quantizer() {
   if (logger_)
     for (const auto& w : quantizer_->warnings()) logger_->warn(w);
   if (logger_ && quantizer_->narrowed_weight_bits() > 0)
-    logger_->info("quantizer " + quantizer_->name() + ": 8-bit weights narrowed to " +
-                  std::to_string(quantizer_->narrowed_weight_bits()) + " bits (--int8-weights)");
+    logger_->info("quantizer " + quantizer_->name() + ": weights narrowed to " +
+                  std::to_string(quantizer_->narrowed_weight_bits()) +
+                  " bits, integers within 63 (--int8-weights 7)");
   if (!policy) return;  // Distiller prepares the model only through a policy
   // Distiller prepares the model when the policy is built, whatever its epochs, and a policy
   // starting later would train with float weights but quantized activations.

@@ -30,8 +30,8 @@ CLI::Option* add_int8_weights_option(CLI::App& app, std::string& choice, const s
   return app
       .add_option("--int8-weights", choice,
                   "Grid of the 8-bit weights " + what +
-                      ": 8 (as the schedule says), 7 (exact in integers on CPUs without VNNI "
-                      "with no split input, at some accuracy; reported) or auto (7 on such a CPU "
+                      ": 8 (as the schedule says), 7 (integers within 63: exact on CPUs without "
+                      "VNNI with no split input, at some accuracy) or auto (7 on such a CPU "
                       "when the activations are unsigned, else 8; docs/int8.md)")
       ->capture_default_str()
       ->check(CLI::IsMember({"8", "7", "auto"}));

@@ -392,22 +392,30 @@ TEST(Quantizers, PactTrainsResnet20WithQuantizedWeightsAndLearnedAlpha) {
   EXPECT_EQ(alpha->value, params["layer3.2.relu2.replacement.clip_val"].item<double>());
 }
 
-// --int8-weights 7: the quantizer's 8-bit weight grids (default and overrides) become 7-bit ones
-// when it is built; other widths and float layers are kept, and a class with symmetric
-// activations (whose pairs fit 16 bits already) is left alone when only unsigned ones are asked.
-TEST(Quantizers, Int8WeightsNarrowsOnlyTheEightBitWeightGrids) {
+// --int8-weights 7: weights whose integers fit 7 bits when the quantizer is built. A symmetric
+// range-linear grid of 8 bits becomes one of 7 (±63), DoReFa's of 7 or 8 one of 6 (odd integers
+// within ±63); other widths and float layers are kept, and a class with symmetric activations
+// (whose pairs fit 16 bits already) is left alone when only unsigned ones are asked.
+TEST(Quantizers, Int8WeightsNarrowsTheWeightGridsToIntegersWithin63) {
   QuantizerOptions o;
   o.bits = {8, 8, 32};
   o.overrides = {{"conv1", {8, QuantBits::kFloat, QuantBits::kFloat}, ""},
                  {"layer1\\..*", {8, 4, 32}, ""},
+                 {"layer2\\..*", {8, 7, 32}, ""},
                  {"fc", {8, 8, 32}, ""}};
-  EXPECT_TRUE(o.narrow_8bit_weights(7));
+  QuantizerOptions dorefa = o;
+  EXPECT_TRUE(o.narrow_weights(8, 7));
   EXPECT_EQ(o.bits.weights, 7);
   EXPECT_EQ(o.bits.activations, 8);
   EXPECT_EQ(o.overrides[0].bits.weights, QuantBits::kFloat);
   EXPECT_EQ(o.overrides[1].bits.weights, 4);
   EXPECT_EQ(o.overrides[2].bits.weights, 7);
-  EXPECT_FALSE(o.narrow_8bit_weights(7));  // nothing 8-bit is left
+  EXPECT_EQ(o.overrides[3].bits.weights, 7);
+  EXPECT_FALSE(o.narrow_weights(8, 7));  // nothing 8-bit is left
+  EXPECT_TRUE(dorefa.narrow_weights(7, 6));
+  EXPECT_EQ(dorefa.bits.weights, 6);
+  EXPECT_EQ(dorefa.overrides[1].bits.weights, 4);
+  EXPECT_EQ(dorefa.overrides[2].bits.weights, 6);
 
   torch::manual_seed(0);
   models::register_builtin_models();
@@ -419,20 +427,18 @@ TEST(Quantizers, Int8WeightsNarrowsOnlyTheEightBitWeightGrids) {
       auto model = models::create_model("resnet20_cifar", {});
       auto s = CompressionScheduler::from_text(quant_schedule(cls, body), "q.yaml", *model, 0.1,
                                                nullptr, WeightNarrowing{7, unsigned_only});
-      const bool narrowed = cls == "PACTQuantizer" || !unsigned_only;
+      const bool pact = cls == "PACTQuantizer", narrowed = pact || !unsigned_only;
+      const int64_t bits = !narrowed ? 8 : pact ? 6 : 7;
       SCOPED_TRACE(cls + (unsigned_only ? " (auto)" : " (7)"));
-      EXPECT_EQ(s->quantizer()->narrowed_weight_bits(), narrowed ? 7 : 0);
-      EXPECT_EQ(s->quantizer()->targets().at("layer2.0.conv2").weights, narrowed ? 7 : 8);
+      EXPECT_EQ(s->quantizer()->narrowed_weight_bits(), narrowed ? bits : 0);
+      EXPECT_EQ(s->quantizer()->targets().at("layer2.0.conv2").weights, bits);
       EXPECT_EQ(s->quantizer()->targets().at("fc").weights, 4);
-      EXPECT_EQ(s->quantizer()->hyperparams()["bits_weights"], narrowed ? 7 : 8);
-      // The weights hold at most 2^7 (DoReFa) or 2·63 + 1 (symmetric) values.
+      EXPECT_EQ(s->quantizer()->hyperparams()["bits_weights"], bits);
+      // DoReFa's 6 bits hold at most 2^6 values, a symmetric 7-bit grid 2·63 + 1.
       const auto w = model->named_parameters()["layer2.0.conv2.weight"];
-      if (narrowed) {
-        EXPECT_LE(distinct(w), 128);
-        EXPECT_GT(distinct(w), 64);
-      } else {
-        EXPECT_GT(distinct(w), 128);
-      }
+      const int64_t levels = pact ? (int64_t{1} << bits) : (int64_t{1} << bits) - 1;
+      EXPECT_LE(distinct(w), levels);
+      EXPECT_GT(distinct(w), levels / 2);
     }
   }
 }

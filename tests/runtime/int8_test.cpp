@@ -467,7 +467,7 @@ models::Model unsigned_ptq_resnet20(int64_t weight_bits, InferenceModel::Forward
                         "    mode: {activations: ASYMMETRIC_UNSIGNED, weights: SYMMETRIC}\n"
                         "    per_channel_wts: True\n");
   auto options = compress::PostTrainOptions::load((tmp / "ptq.yaml").string());
-  if (weight_bits != 8) options.quant.narrow_8bit_weights(weight_bits);
+  if (weight_bits != 8) options.quant.narrow_weights(8, weight_bits);
   auto q = std::make_shared<compress::PostTrainLinearQuantizer>(
       options, *m, std::vector<int64_t>{2, 3, 32, 32},
       [m](const at::Tensor& x) { return m->forward(x); });
