@@ -57,12 +57,16 @@ class BufferReader final : public serialize::ReadAdapterInterface {
 
 // Copies every record of the LibTorch archive `zip` into `out`, adding the igb_checksums record:
 // {"algorithm": "crc32c", "records": {"<record name>": <crc>, ...}}.
-void write_with_checksums(const std::shared_ptr<const std::string>& zip, std::ostream& out) {
+/// The archive `zip` rewritten with a checksum record, in memory: LibTorch's zip writer throws
+/// from its destructor when its sink fails, so it never writes to the disk itself.
+std::string with_checksums(const std::shared_ptr<const std::string>& zip) {
   serialize::PyTorchStreamReader reader(std::make_shared<BufferReader>(zip));
   json sums = json::object();
+  std::string out;
+  out.reserve(zip->size() + 4096);
   serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) -> size_t {
-    out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
-    return out ? size : 0;
+    out.append(static_cast<const char*>(data), size);
+    return size;
   });
   for (const auto& name : reader.getAllRecords()) {
     auto record = reader.getRecord(name);
@@ -74,6 +78,7 @@ void write_with_checksums(const std::shared_ptr<const std::string>& zip, std::os
   const std::string text = json{{"algorithm", "crc32c"}, {"records", sums}}.dump();
   writer.writeRecord(kChecksumRecord, text.data(), text.size());
   writer.writeEndOfFile();
+  return out;
 }
 
 /// What the archive holds, read once before LibTorch parses any of it: every record's size and
@@ -445,13 +450,9 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& me
     zip->append(static_cast<const char*>(data), size);
     return size;
   });
-  write_atomically(path, [&](const std::filesystem::path& tmp) {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw InputError("cannot write " + tmp.string());
-    write_with_checksums(zip, out);
-    out.flush();
-    if (!out) throw InputError("cannot write " + tmp.string());
-  });
+  const std::string bytes = with_checksums(zip);
+  write_atomically(path,
+                   [&](const std::filesystem::path& tmp) { write_file_bytes(tmp, bytes, path); });
 }
 
 Checkpoint Checkpoint::load(const std::filesystem::path& path) {

@@ -99,6 +99,11 @@ void write_atomically(const fs::path& path, const std::function<void(const fs::p
     write(tmp);
     sync_path(tmp, false);
     fs::rename(tmp, path);
+  } catch (const fs::filesystem_error& e) {
+    // The system's reason, about the file the user named (not the temporary one).
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw InputError("cannot write " + path.string() + ": " + e.code().message());
   } catch (...) {
     std::error_code ec;
     fs::remove(tmp, ec);
@@ -107,13 +112,52 @@ void write_atomically(const fs::path& path, const std::function<void(const fs::p
   sync_path(path.has_parent_path() ? path.parent_path() : fs::path("."), true);
 }
 
+void write_file_bytes(const fs::path& file, const std::string& bytes, const fs::path& shown) {
+  auto refuse = [&](int error) {
+    throw InputError("cannot write " + shown.string() + ": " + std::strerror(error));
+  };
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) refuse(errno);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = n < 0 ? errno : ENOSPC;
+      ::close(fd);
+      refuse(error);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) refuse(errno);
+}
+
+void append_file_bytes(const fs::path& file, const std::string& bytes) {
+  auto refuse = [&](int error) {
+    throw InputError("cannot write " + file.string() + ": " + std::strerror(error));
+  };
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) refuse(errno);
+  const off_t before = ::lseek(fd, 0, SEEK_END);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = n < 0 ? errno : ENOSPC;
+      if (before >= 0 && ::ftruncate(fd, before) != 0) {
+        // The cut failed too: the reason for the write is still the one to report.
+      }
+      ::close(fd);
+      refuse(error);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) refuse(errno);
+}
+
 void write_text_atomically(const fs::path& path, const std::string& text) {
-  write_atomically(path, [&](const fs::path& tmp) {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    out.flush();
-    if (!out) throw std::runtime_error("cannot write " + tmp.string());
-  });
+  write_atomically(path, [&](const fs::path& tmp) { write_file_bytes(tmp, text, path); });
 }
 
 std::string read_text_file(const fs::path& path) {

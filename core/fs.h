@@ -18,6 +18,17 @@ void write_atomically(const std::filesystem::path& path,
 /// Atomically writes `text` to `path`.
 void write_text_atomically(const std::filesystem::path& path, const std::string& text);
 
+/// Writes `bytes` to the file `file` (created or truncated), for write_atomically's callbacks:
+/// InputError "cannot write SHOWN: REASON" in one line when the system refuses (a full disk: "No
+/// space left on device", a file-size limit: "File too large"), `shown` being the file the user
+/// knows (the final path, not the temporary one).
+void write_file_bytes(const std::filesystem::path& file, const std::string& bytes,
+                      const std::filesystem::path& shown);
+/// Appends `bytes` to `file` (created when absent) whole or not at all: when the system refuses
+/// part way, the file is cut back to its old length and InputError "cannot write FILE: REASON"
+/// is thrown (a log, a CSV or an event file never keeps half a record).
+void append_file_bytes(const std::filesystem::path& file, const std::string& bytes);
+
 /// Unlinks every temporary file a write_atomically in this process is filling right now.
 /// Async-signal-safe (atomic loads and unlink only): the SIGINT/SIGTERM handler that
 /// install_interrupt_cleanup() (core/main_guard.h) sets calls it before the process dies.

@@ -52,6 +52,9 @@ std::string filesystem_message(const std::filesystem::filesystem_error& e) {
 
 int guarded_main(const char* program, const std::function<int()>& body) {
   install_interrupt_cleanup();
+  // A file-size limit (ulimit -f) then fails the write with EFBIG, which the writer reports in one
+  // line ("File too large"), instead of killing the process mid-write.
+  ::signal(SIGXFSZ, SIG_IGN);
   try {
     return body();
   } catch (const InputError& e) {

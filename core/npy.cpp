@@ -41,12 +41,8 @@ void write_npy(const std::filesystem::path& path, const at::Tensor& tensor) {
   out += header;
   out.append(static_cast<const char*>(t.data_ptr()),
              static_cast<size_t>(t.numel()) * sizeof(float));
-  write_atomically(path, [&](const std::filesystem::path& tmp) {
-    std::ofstream f(tmp, std::ios::binary);
-    f.write(out.data(), static_cast<std::streamsize>(out.size()));
-    f.close();
-    if (!f) throw InputError("cannot write " + path.string());
-  });
+  write_atomically(path,
+                   [&](const std::filesystem::path& tmp) { write_file_bytes(tmp, out, path); });
 }
 
 at::Tensor read_npy(const std::filesystem::path& path) {

@@ -1,5 +1,7 @@
 #include "core/table.h"
 
+#include "core/fs.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -102,22 +104,20 @@ CsvAppender::CsvAppender(std::string path, std::vector<std::string> columns)
     columns_ = split_csv_line(header);
     return;
   }
-  std::ofstream out(path_, std::ios::trunc);
-  for (size_t c = 0; c < columns_.size(); ++c) out << (c ? "," : "") << csv_field(columns_[c]);
-  out << "\n";
-  if (!out) throw std::runtime_error("cannot write " + path_);
+  std::string line;
+  for (size_t c = 0; c < columns_.size(); ++c) line += (c ? "," : "") + csv_field(columns_[c]);
+  write_text_atomically(path_, line + "\n");
 }
 
 void CsvAppender::append(const std::vector<std::pair<std::string, std::string>>& values) {
-  std::ofstream out(path_, std::ios::app);
+  std::string line;
   for (size_t c = 0; c < columns_.size(); ++c) {
     std::string v;
     for (const auto& kv : values)
       if (kv.first == columns_[c]) v = kv.second;
-    out << (c ? "," : "") << csv_field(v);
+    line += (c ? "," : "") + csv_field(v);
   }
-  out << "\n";
-  if (!out) throw std::runtime_error("cannot write " + path_);
+  append_file_bytes(path_, line + "\n");
 }
 
 }  // namespace igb

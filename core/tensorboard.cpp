@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/fs.h"
 
 namespace igb {
 
@@ -87,8 +88,6 @@ EventWriter::EventWriter(const std::filesystem::path& dir) {
                   std::chrono::system_clock::now().time_since_epoch())
                   .count();
   path_ = dir / ("events.out.tfevents." + std::to_string(secs) + "." + host);
-  out_.open(path_, std::ios::binary | std::ios::app);
-  if (!out_) throw std::runtime_error("cannot create event file " + path_.string());
   std::string ev = event_header(0);
   put_bytes(ev, 3, "brain.Event:2");
   write_record(ev);
@@ -106,7 +105,19 @@ void EventWriter::add_scalar(const std::string& tag, double value, int64_t step)
   write_record(ev);
 }
 
-void EventWriter::flush() { out_.flush(); }
+EventWriter::~EventWriter() {
+  try {
+    flush();
+  } catch (const std::exception&) {
+    // Reported by the flush the owner calls after each epoch; here nobody is left to tell.
+  }
+}
+
+void EventWriter::flush() {
+  if (pending_.empty()) return;
+  append_file_bytes(path_, pending_);
+  pending_.clear();
+}
 
 void EventWriter::write_record(const std::string& payload) {
   uint64_t len = payload.size();
@@ -114,10 +125,10 @@ void EventWriter::write_record(const std::string& payload) {
   std::memcpy(len_bytes, &len, 8);  // little-endian hosts only, as TFRecord
   uint32_t len_crc = masked_crc32c(len_bytes, 8);
   uint32_t data_crc = masked_crc32c(payload.data(), payload.size());
-  out_.write(len_bytes, 8);
-  out_.write(reinterpret_cast<const char*>(&len_crc), 4);
-  out_.write(payload.data(), payload.size());
-  out_.write(reinterpret_cast<const char*>(&data_crc), 4);
+  pending_.append(len_bytes, 8);
+  pending_.append(reinterpret_cast<const char*>(&len_crc), 4);
+  pending_.append(payload);
+  pending_.append(reinterpret_cast<const char*>(&data_crc), 4);
 }
 
 std::vector<ScalarEvent> read_event_file(const std::filesystem::path& path,

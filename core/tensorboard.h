@@ -20,9 +20,15 @@ class EventWriter {
  public:
   /// Creates a new event file in `dir`.
   explicit EventWriter(const std::filesystem::path& dir);
+  /// Appends what is still held, if it can (a destructor cannot report a full disk).
+  ~EventWriter();
+  EventWriter(const EventWriter&) = delete;
+  EventWriter& operator=(const EventWriter&) = delete;
 
-  /// Adds one scalar `tag` = `value` at `step`.
+  /// Adds one scalar `tag` = `value` at `step` (held until flush()).
   void add_scalar(const std::string& tag, double value, int64_t step);
+  /// Appends the records added since the last flush, whole or not at all (InputError naming the
+  /// file and the system's reason when it cannot: append_file_bytes).
   void flush();
 
   const std::filesystem::path& path() const { return path_; }
@@ -31,7 +37,7 @@ class EventWriter {
   void write_record(const std::string& payload);
 
   std::filesystem::path path_;
-  std::ofstream out_;
+  std::string pending_;
 };
 
 /// One decoded scalar from an event file (for tests and tools).

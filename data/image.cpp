@@ -470,9 +470,7 @@ void write_image(const fs::path& path, const at::Tensor& chw) {
     std::vector<uchar> buf;
     if (!cv::imencode(ext.empty() ? ".png" : ext, img, buf))
       throw std::runtime_error("cannot encode image " + path.string());
-    std::ofstream out(tmp, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
-    if (!out) throw std::runtime_error("cannot write " + tmp.string());
+    write_file_bytes(tmp, std::string(buf.begin(), buf.end()), path);
   });
 }
 

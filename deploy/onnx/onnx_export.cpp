@@ -75,12 +75,8 @@ OnnxExportReport write_onnx(torch::nn::Module& model, const SummaryGraph& graph,
   const std::string version =
       options.producer_version().empty() ? IGB_VERSION : options.producer_version();
   const std::string bytes = writer.finish(options.opset(), options.producer_name(), version);
-  write_atomically(out, [&](const std::filesystem::path& tmp) {
-    std::ofstream f(tmp, std::ios::binary);
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    f.close();
-    if (!f) throw InputError("cannot write " + out.string());
-  });
+  write_atomically(out,
+                   [&](const std::filesystem::path& tmp) { write_file_bytes(tmp, bytes, out); });
   OnnxExportReport r;
   r.path = out;
   r.opset = options.opset();

@@ -218,12 +218,7 @@ nlohmann::ordered_json trt_json(const OnnxExportReport& report, const TrtEngine&
 /// Writes `text` to `path` atomically as an executable script.
 void write_script(const fs::path& path, const std::string& text) {
   write_atomically(path, [&](const fs::path& tmp) {
-    {
-      std::ofstream f(tmp, std::ios::binary);
-      f << text;
-      f.close();
-      if (!f) throw InputError("cannot write " + path.string());
-    }
+    write_file_bytes(tmp, text, path);
     fs::permissions(tmp,
                     fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec |
                         fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |

@@ -490,4 +490,94 @@ TEST_F(RunDirSafety, ToolsNameTheUnknownCommandAndRefuseHugeInputs) {
   EXPECT_NE(ok.out.find("1x1x64x48"), std::string::npos) << ok.out;
 }
 
+// Training on a disk that fills up, or under a file-size limit (`prlimit --fsize`): the write
+// that fails is one line naming the file and the system's reason, exit 2, no temporary file left,
+// and the last checkpoint written before it intact and loadable.
+TEST_F(RunDirSafety, AFullDiskStopsTrainingInOneLineAndKeepsTheLastCheckpoint) {
+  const std::string tiny =
+      "--max-batches 2 --batch-size 4 --model-arg d=8 --model-arg s=4 "
+      "--model-arg m=1";
+  ASSERT_EQ(run(sr_train(dir_ / "probe", "--epochs 1 " + tiny)).code, 0);
+  const auto ckpt_size = fs::file_size(dir_ / "probe" / "checkpoint.ckpt");
+  auto temporaries = [](const fs::path& run_dir) {
+    std::vector<std::string> found;
+    for (const auto& e : fs::directory_iterator(run_dir))
+      if (e.path().filename().string().find(".tmp") != std::string::npos)
+        found.push_back(e.path().filename().string());
+    return found;
+  };
+  // A file-size limit below the checkpoint's size: the first checkpoint is refused.
+  as_user_ = "prlimit --fsize=" + std::to_string(ckpt_size / 2) + " ";
+  const fs::path limited = dir_ / "limited";
+  Result r = run(sr_train(limited, "--epochs 2 " + tiny));
+  as_user_.clear();
+  EXPECT_EQ(r.code, 2) << r.err;
+  // The training log goes to stderr too; the error is its one line with "error:", the last.
+  auto errors = [](const std::string& err) {
+    std::vector<std::string> found;
+    for (const auto& line : split_lines(err))
+      if (line.find(": error: ") != std::string::npos) found.push_back(line);
+    EXPECT_EQ(split_lines(err).back(), found.empty() ? "" : found.back());
+    return found;
+  };
+  auto lines = errors(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_NE(
+      lines[0].find("cannot write " + (limited / "checkpoint.ckpt").string() + ": File too large"),
+      std::string::npos)
+      << lines[0];
+  EXPECT_TRUE(temporaries(limited).empty());
+  // A disk of room for epoch 0's checkpoint and best.ckpt (and a few pages of logs), not for
+  // epoch 1's checkpoint beside them (tmpfs, as root only).
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  const fs::path disk = dir_ / "disk";
+  fs::create_directories(disk);
+  const auto bytes = (2 * ckpt_size + ckpt_size / 2 + 6 * 4096) / 4096 * 4096;
+  if (std::system(("mount -t tmpfs -o size=" + std::to_string(bytes) + " igb-test " +
+                   disk.string() + " 2>/dev/null")
+                      .c_str()) != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs here";
+  struct Unmount {
+    fs::path at;
+    ~Unmount() { (void)std::system(("umount " + at.string()).c_str()); }
+  } unmount{disk};
+  const fs::path full = disk / "run";
+  r = run(sr_train(full, "--epochs 3 " + tiny));
+  EXPECT_EQ(r.code, 2) << r.err;
+  lines = errors(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_NE(lines[0].find("cannot write " + full.string() + "/"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find(": No space left on device"), std::string::npos) << lines[0];
+  EXPECT_TRUE(temporaries(full).empty());
+  const Result tested =
+      run("igb-test --optform=sr --threads 1 --checkpoint " + (full / "checkpoint.ckpt").string() +
+          " --out " + (dir_ / "tested").string());
+  EXPECT_EQ(tested.code, 0) << tested.err;
+}
+
+// The tools' writers under a file-size limit: one line naming the file asked for (not its
+// temporary) and the reason, exit 2, no temporary left, an earlier file of that name intact.
+TEST_F(RunDirSafety, ToolsWritingPastAFileSizeLimitSayWhyInOneLine) {
+  const fs::path onnx = dir_ / "r20.onnx", png = dir_ / "r20.png";
+  std::ofstream(onnx) << "earlier";
+  std::ofstream(png) << "earlier";
+  as_user_ = "prlimit --fsize=4096 ";
+  for (const auto& [args, file] : std::vector<std::pair<std::string, fs::path>>{
+           {"igb-tools export-onnx --model resnet20_cifar --threads 1 --out " + onnx.string(),
+            onnx},
+           {"igb-tools draw --model resnet20_cifar --out " + png.string(), png}}) {
+    const Result r = run(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    const auto lines = split_lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << args << "\n" << r.err;
+    EXPECT_NE(lines[0].find("cannot write " + file.string() + ": File too large"),
+              std::string::npos)
+        << lines[0];
+    EXPECT_EQ(read_file(file), "earlier");
+  }
+  as_user_.clear();
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+}
+
 }  // namespace

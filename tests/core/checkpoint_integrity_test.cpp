@@ -3,12 +3,15 @@
 // are refused, and interrupted writes leave no temporary file.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <sstream>
 
@@ -16,6 +19,8 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/main_guard.h"
+#include "core/table.h"
+#include "core/tensorboard.h"
 #include "tests/checkpoint_forge.h"
 #include "tests/support.h"
 
@@ -582,6 +587,88 @@ TEST_F(CheckpointIntegrityTest, SigtermDuringAWriteLeavesNoTemporaryFile) {
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(dir_)) files.push_back(e.path().filename().string());
   EXPECT_EQ(files, std::vector<std::string>{"ref.ckpt"});
+}
+
+}  // namespace igb
+
+namespace igb {
+
+namespace {
+
+/// A file-size limit of `bytes` for this process while it lives, with SIGXFSZ ignored (as the
+/// drivers' guarded_main does), so a write past it fails with EFBIG ("File too large") as a full
+/// disk fails with ENOSPC.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &old_);
+    old_handler_ = ::signal(SIGXFSZ, SIG_IGN);
+    rlimit r = old_;
+    r.rlim_cur = bytes;
+    ::setrlimit(RLIMIT_FSIZE, &r);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &old_);
+    ::signal(SIGXFSZ, old_handler_);
+  }
+
+ private:
+  rlimit old_{};
+  sighandler_t old_handler_ = SIG_DFL;
+};
+
+/// The InputError message of `f`, which must throw one.
+std::string input_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no InputError";
+  return "";
+}
+
+std::vector<std::string> names_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+// A write the system refuses part way (a full disk, a file-size limit) is one line naming the
+// file the user knows and the system's reason; the earlier file keeps every byte, no temporary
+// is left, and an appended log, CSV or event file is cut back to its last whole record.
+TEST_F(CheckpointIntegrityTest, AWriteTheSystemRefusesIsOneLineWithItsReasonAndKeepsTheOldFile) {
+  const fs::path ckpt = dir_ / "ref.ckpt", text = dir_ / "notes.txt", csv = dir_ / "m.csv";
+  write_text_atomically(text, "old\n");
+  CsvAppender rows(csv.string(), {"epoch", "loss"});
+  rows.append({{"epoch", "0"}, {"loss", "1.5"}});
+  EventWriter events(dir_ / "tb");
+  const auto ckpt_before = read_text_file(ckpt), csv_before = read_text_file(csv),
+             events_before = read_text_file(events.path());
+  {
+    FileSizeLimit limit(fs::file_size(ckpt) / 2);
+    std::string e = input_error([&] { save(ckpt, small_meta(), net_); });
+    EXPECT_EQ(e, "cannot write " + ckpt.string() + ": File too large");
+    e = input_error([&] { write_text_atomically(text, std::string(fs::file_size(ckpt), 'x')); });
+    EXPECT_EQ(e, "cannot write " + text.string() + ": File too large");
+    e = input_error([&] {
+      rows.append({{"epoch", "1"}, {"loss", std::string(fs::file_size(ckpt), '9')}});
+    });
+    EXPECT_EQ(e, "cannot write " + csv.string() + ": File too large");
+    for (int i = 0; i < 2000; ++i) events.add_scalar("val/loss", i, i);
+    e = input_error([&] { events.flush(); });
+    EXPECT_EQ(e, "cannot write " + events.path().string() + ": File too large");
+  }
+  EXPECT_EQ(read_text_file(ckpt), ckpt_before);
+  load_and_compare(ckpt, "after the refused write");
+  EXPECT_EQ(read_text_file(text), "old\n");
+  EXPECT_EQ(read_text_file(csv), csv_before);
+  EXPECT_EQ(read_text_file(events.path()), events_before);
+  EXPECT_EQ(names_in(dir_), (std::vector<std::string>{"m.csv", "notes.txt", "ref.ckpt", "tb"}));
+  EXPECT_EQ(pending_temporary_count(), 0);
 }
 
 }  // namespace igb
