@@ -88,7 +88,17 @@ std::string YamlConfig::where(const std::string& option) const {
 std::vector<CLI::ConfigItem> YamlConfig::from_config(std::istream& input) const {
   const YAML::Node root = parse_yaml(std::string(std::istreambuf_iterator<char>(input), {}), file_);
   std::vector<CLI::ConfigItem> items;
-  if (root.IsNull()) return items;
+  // A file that sets nothing (empty, comments only, `{}`, or only `optform`) is a mistake, not a
+  // request for the defaults.
+  const auto no_settings = [&] {
+    return InputError(file_ + ": no settings in " + file_ +
+                      " (a config file maps option names to values)");
+  };
+  if (root.IsNull() || (root.IsMap() && root.size() == 0)) throw no_settings();
+  if (root.IsMap() && root.size() == 1 && root["optform"]) {
+    const YAML::Node optform = root["optform"];
+    if (optform.IsScalar() && optform.Scalar() == optform_) throw no_settings();
+  }
   if (!root.IsMap())
     throw InputError(file_ + ":" + std::to_string(root.Mark().line + 1) +
                      ": a config file is a mapping of option names to values");

@@ -309,6 +309,11 @@ TEST_F(RunDirSafety, ConfigFileValuesAreNamedWithTheirLine) {
   // The command line overrides the file's value, and then that value is not the file's.
   expect_one_line_error(train + " --epochs 0",
                         "--epochs must be an integer from 1 to 1000000, not 0");
+  // A file that sets nothing is refused, not run with every default.
+  for (const std::string text : {"", "# nothing yet\n", "{}\n", "optform: sr\n"}) {
+    std::ofstream(cfg, std::ios::trunc) << text;
+    expect_one_line_error(train, cfg.string() + ": no settings in " + cfg.string());
+  }
   EXPECT_FALSE(fs::exists(dir_ / "run"));
 }
 
