@@ -43,6 +43,7 @@ OnnxExportReport write_onnx(torch::nn::Module& model, const SummaryGraph& graph,
   if (options.calibration() && !int8)
     throw InputError("a calibration applies to the INT8 Q/DQ export only");
   if (int8 && io) throw InputError("stages are exported in FP32 or FP16, not INT8 Q/DQ");
+  if (int8) check_qdq_placement(graph, options.qdq_placement());
   for (const OpNode* op : ops) {
     if (int8 && op->op_kind == OpKind::kFakeQuantize) continue;
     if (op->op_kind == OpKind::kOther || !onnx_mapping(op->op_kind).emit)
@@ -100,6 +101,16 @@ OnnxExportReport write_onnx(torch::nn::Module& model, const SummaryGraph& graph,
 }
 
 }  // namespace
+
+void check_qdq_placement(const SummaryGraph& graph, QdqPlacement placement) {
+  if (placement != QdqPlacement::kCpu) return;
+  for (const auto& op : graph.ops())
+    if (op.op_kind == OpKind::kFakeQuantize) return;
+  throw InputError("--qdq-placement cpu writes a quantized model's own grids, and " +
+                   graph.model_name() +
+                   " has none (a float model): quantize it first (a QAT schedule, or igb-test "
+                   "--quantize-eval), or calibrate it for --qdq-placement tensorrt");
+}
 
 OnnxExportReport export_onnx(torch::nn::Module& model, const SummaryGraph& graph,
                              const OnnxExportOptions& options, const std::filesystem::path& out) {

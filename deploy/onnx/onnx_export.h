@@ -121,6 +121,11 @@ struct OnnxExportReport {
 /// before it is written atomically. An op without an ONNX mapping, an argument without an ONNX
 /// equivalent or a failed check throws InputError naming the op type and layer; nothing is written
 /// then.
+/// InputError unless `graph` can be written with `placement`: the CPU placement writes the model's
+/// own fake quantizations (QAT, post-training quantization), so a float model has nothing to place
+/// (calibrating it fills only residual operands); the TensorRT placement takes any model.
+void check_qdq_placement(const SummaryGraph& graph, QdqPlacement placement);
+
 OnnxExportReport export_onnx(torch::nn::Module& model, const SummaryGraph& graph,
                              const OnnxExportOptions& options, const std::filesystem::path& out);
 

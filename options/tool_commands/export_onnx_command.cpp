@@ -115,6 +115,9 @@ class ExportOnnxCommand : public ToolCommand {
                        "there is no quantized layer to compare");
     std::shared_ptr<const deploy::OnnxCalibration> calibration;
     const bool cpu = placement_ == "cpu";
+    if (int8_)
+      deploy::check_qdq_placement(
+          graph, cpu ? deploy::QdqPlacement::kCpu : deploy::QdqPlacement::kTensorRt);
     if (cpu && calibrate_ == 0) calibrate_ = 4;
     if (calibrate_ > 0)
       calibration = std::make_shared<deploy::OnnxCalibration>(deploy::calibrate_onnx(

@@ -492,6 +492,19 @@ TEST_F(Drivers, ExportOnnxChecksAQatModelLayerByLayer) {
             std::string::npos)
       << f.output;
   EXPECT_FALSE(fs::exists(dir_ / "f.onnx"));
+  // The CPU placement writes a model's own grids: a float model has none, and is refused before
+  // any calibration rather than written as the FP32 model under an INT8 label.
+  auto c =
+      run("igb-tools export-onnx --threads 1 --model resnet20_cifar --int8-qdq "
+          "--qdq-placement cpu --calibrate 2 --out " +
+          (dir_ / "c.onnx").string());
+  EXPECT_EQ(c.code, 2) << c.output;
+  ASSERT_EQ(c.lines().size(), 1u) << c.output;
+  EXPECT_NE(c.lines()[0].find("--qdq-placement cpu writes a quantized model's own grids, and "
+                              "resnet20_cifar has none (a float model)"),
+            std::string::npos)
+      << c.output;
+  EXPECT_FALSE(fs::exists(dir_ / "c.onnx"));
 }
 
 // export-onnx: a model that cannot be traced at the given size and an output that cannot be
