@@ -58,7 +58,8 @@ class MasterCommand : public ToolCommand {
     sub.add_option("--mode", mode_, "full: whole tensors; diff: later frames as differences")
         ->capture_default_str();
     sub.add_option("--transfer", transfer_, "Precision on the links: fp32, fp16 or int8")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(CLI::IsMember({"fp32", "fp16", "int8"}));
     sub.add_option("--timeout", timeout_s_, "Seconds a frame's result may take")
         ->capture_default_str();
     sub.add_option("--listen", options_.listen, "HOST:PORT where results come back")

@@ -54,9 +54,11 @@ class PartitionCommand : public ToolCommand {
                    "The chain: a devices file (YAML, docs/partition.md); required unless "
                    "--write-costs");
     sub.add_option("--objective", objective_, "latency (one frame end to end) or throughput")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(CLI::IsMember({"latency", "throughput"}));
     sub.add_option("--transfer", transfer_, "Precision of the tensors sent: fp32, fp16 or int8")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(CLI::IsMember({"fp32", "fp16", "int8"}));
     sub.add_option("--frames-from", frames_from_,
                    "A video file or image folder: measure each tensor's zeros (and its "
                    "frame-to-frame differences') on real frames and size transfers by the smaller "
@@ -121,11 +123,14 @@ class PartitionCommand : public ToolCommand {
                 << deploy::this_machine() << " to " << write_costs_ << "\n";
       return kExitOk;
     }
+    // The frames are read before the costs are measured, so a bad --frames-from is the only line.
+    std::vector<at::Tensor> frames;
+    if (!frames_from_.empty())
+      frames = read_model_frames(frames_from_, m.input, 8, "--frames-from");
     in_.costs = device_layer_costs(devices, *model, graph, forward, cache_dir_, logger_,
                                    runtime_ == kInt8Runtime);
     std::map<int, deploy::ValueTraffic> traffic;
     if (!frames_from_.empty()) {
-      const auto frames = read_model_frames(frames_from_, m.input, 8, "--frames-from");
       traffic = deploy::measure_traffic(graph, frames);
       in_.traffic = &traffic;
       logger_.info("measured zero ratios on " + std::to_string(frames.size()) + " frames of " +

@@ -585,4 +585,20 @@ TEST_F(RunDirSafety, ToolsWritingPastAFileSizeLimitSayWhyInOneLine) {
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
 }
 
+// partition checks every input before it measures a cost: a bad --frames-from, or a value of
+// --objective or --transfer it does not know (named with its flag), is the only line.
+TEST_F(RunDirSafety, PartitionRefusesBadInputsBeforeMeasuring) {
+  const std::string devices = std::string(IGB_SOURCE_DIR) + "/bench/serve_chain_devices.yaml";
+  const std::string partition =
+      "igb-tools partition --model resnet20_cifar --threads 1 --devices " + devices;
+  fs::create_directories(dir_ / "empty");
+  expect_one_line_error(partition + " --frames-from " + (dir_ / "none.avi").string(),
+                        "none.avi does not exist");
+  expect_one_line_error(partition + " --frames-from " + (dir_ / "empty").string(),
+                        "gives fewer than 2 frames");
+  expect_one_line_error(partition + " --frames-from " + devices, "cannot be opened as a video");
+  expect_one_line_error(partition + " --objective fastest", "--objective: fastest not in");
+  expect_one_line_error(partition + " --transfer int4", "--transfer: int4 not in");
+}
+
 }  // namespace
