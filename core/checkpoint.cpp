@@ -107,6 +107,17 @@ bool ends_with(const std::string& s, const std::string& tail) {
     throw InputError(where + " is corrupt: its archive has no '" +
                      what.substr(begin, end == std::string::npos ? end : end - begin) + "' record");
   }
+  // "file in archive is not in a subdirectory archive/: brchive/data/1": a name in the zip
+  // directory that does not start with the first record's folder.
+  const std::string outside = "is not in a subdirectory ";
+  if (const size_t at = what.find(outside); at != std::string::npos) {
+    const size_t colon = what.find(": ", at);
+    const std::string folder = what.substr(
+        at + outside.size(), colon == std::string::npos ? colon : colon - at - outside.size());
+    const std::string name = colon == std::string::npos ? "" : first_line(what.substr(colon + 2));
+    throw InputError(where + " is corrupt: its zip directory is damaged (record '" + name +
+                     "' is not in the archive's folder " + folder + ")");
+  }
   throw InputError(where + " is corrupt or truncated: not a readable archive" +
                    library_error_detail(e));
 }

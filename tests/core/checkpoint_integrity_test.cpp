@@ -637,6 +637,22 @@ std::vector<std::string> names_in(const fs::path& dir) {
 
 }  // namespace
 
+// A damaged zip directory (a record's name no longer under the archive's folder) is named in our
+// words, not the zip library's.
+TEST_F(CheckpointIntegrityTest, ADamagedZipDirectoryIsNamedInOneLine) {
+  std::string bytes = read_text_file(dir_ / "ref.ckpt");
+  const std::string entry("PK\x01\x02", 4);
+  const size_t second = bytes.find(entry, bytes.find(entry) + 4);
+  ASSERT_NE(second, std::string::npos);
+  bytes[second + 46] = 'b';  // "archive/…" becomes "brchive/…" in the directory only
+  const fs::path damaged = dir_ / "damaged.ckpt";
+  write_text_atomically(damaged, bytes);
+  const std::string e = input_error([&] { Checkpoint::load(damaged); });
+  expect_one_line_naming(e, damaged, "damaged directory");
+  EXPECT_NE(e.find("its zip directory is damaged (record 'brchive/"), std::string::npos) << e;
+  EXPECT_EQ(e.find("subdirectory"), std::string::npos) << e;
+}
+
 // A write the system refuses part way (a full disk, a file-size limit) is one line naming the
 // file the user knows and the system's reason; the earlier file keeps every byte, no temporary
 // is left, and an appended log, CSV or event file is cut back to its last whole record.
