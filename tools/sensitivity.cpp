@@ -134,13 +134,17 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+void check_sensitivity_options(const SensitivityOptions& options) {
+  if (options.levels().empty()) throw InputError("a sensitivity sweep needs at least one level");
+  if (options.with_dependencies() && options.mode() != SensitivityMode::kFilter)
+    throw InputError("--with-dependencies applies to --mode filter only");
+}
+
 SensitivityResult sensitivity_sweep(torch::nn::Module& model, const SummaryGraph& graph,
                                     const SensitivityOptions& options,
                                     const std::function<SensitivityMetrics()>& evaluate,
                                     const SensitivityProgress& progress) {
-  if (options.levels().empty()) throw InputError("a sensitivity sweep needs at least one level");
-  if (options.with_dependencies() && options.mode() != SensitivityMode::kFilter)
-    throw InputError("--with-dependencies applies to --mode filter only");
+  check_sensitivity_options(options);
   const auto t0 = std::chrono::steady_clock::now();
   SensitivityResult r;
   r.mode = options.mode();

@@ -91,6 +91,10 @@ std::vector<std::string> sensitivity_parameters(const torch::nn::Module& model,
 using SensitivityProgress =
     std::function<void(const std::string& parameter, double level, int64_t done, int64_t total)>;
 
+/// InputError when `options` cannot make a sweep (no level; with_dependencies outside kFilter),
+/// for a caller to check before it loads and evaluates anything; sensitivity_sweep checks too.
+void check_sensitivity_options(const SensitivityOptions& options);
+
 /// For each parameter and each level: prunes one-shot (no fine-tuning), runs `evaluate` (which
 /// must see the same data in the same order each time), then puts back every tensor it changed,
 /// bit for bit, before the next one. No gradients are kept.

@@ -141,6 +141,7 @@ tools::SensitivityResult sweep_checkpoint(const SensitivityArgs& args, const c10
                            .levels(tools::parse_sensitivity_levels(args.levels))
                            .params(args.params)
                            .with_dependencies(args.with_dependencies);
+  tools::check_sensitivity_options(options);  // before the model is loaded and evaluated
   auto m = load_tool_model("", {}, args.checkpoint, "");
   const auto graph = tool_graph(m, m.input);
   m.model->to(device);

@@ -601,4 +601,15 @@ TEST_F(RunDirSafety, PartitionRefusesBadInputsBeforeMeasuring) {
   expect_one_line_error(partition + " --transfer int4", "--transfer: int4 not in");
 }
 
+// sensitivity refuses options that cannot make a sweep before it loads and evaluates the model:
+// the refusal is the only line (no status line before it).
+TEST_F(RunDirSafety, SensitivityRefusesImpossibleOptionsBeforeEvaluating) {
+  ASSERT_EQ(run(sr_train(dir_ / "run", kTiny)).code, 0);
+  expect_one_line_error("igb-tools sensitivity --threads 1 --checkpoint " +
+                            (dir_ / "run" / "best.ckpt").string() +
+                            " --with-dependencies --mode element --out " + (dir_ / "s").string(),
+                        "--with-dependencies applies to --mode filter only");
+  EXPECT_FALSE(fs::exists(dir_ / "s"));
+}
+
 }  // namespace
