@@ -26,6 +26,9 @@ class ModelParams {
   /// The names resolve() read without "module" segments, as (given, resolved), in first-read order.
   const std::vector<std::pair<std::string, std::string>>& stripped() const { return stripped_; }
   bool contains(const std::string& name) const { return params_.count(name) != 0; }
+  /// Makes `name` read as `value` in this copy (a ranking of other values than the model's:
+  /// bn_fold_ranking.h); the model's parameter is not changed.
+  void replace(const std::string& name, const at::Tensor& value) { params_.at(name) = value; }
   at::Tensor& at(const std::string& name) { return params_.at(name); }
   const at::Tensor& at(const std::string& name) const { return params_.at(name); }
   const std::vector<std::string>& names() const { return names_; }

@@ -168,6 +168,7 @@ void read_policy_args(const YAML::Node& args, const std::string& file, Policy& p
     policy.use_double_copies = a.get<bool>("use_double_copies", false);
     policy.discard_masks_at_minibatch_end = a.get<bool>("discard_masks_at_minibatch_end", false);
     policy.skip_first_minibatch = a.get<bool>("skip_first_minibatch", false);
+    policy.fold_batchnorm = a.get<bool>("fold_batchnorm", false);
     if (policy.mini_batch_pruning_frequency < 0)
       throw InputError(a.where("mini_batch_pruning_frequency") +
                        ": mini_batch_pruning_frequency must be >= 0");

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "compress/activation_pruners.h"
+#include "compress/bn_fold_ranking.h"
 #include "core/distributed.h"
 #include "core/error.h"
 #include "core/logger.h"
@@ -54,6 +55,27 @@ void CompressionScheduler::refresh_channel_groups() {
                       " are tied by residual adds or concats to " + join(partners) +
                       "; those layers are added to its group and lose the same channels");
     }
+}
+
+void CompressionScheduler::set_policy_masks(const Policy& p, int64_t epoch) {
+  if (!p.fold_batchnorm) {
+    pruners_.at(p.instance)->set_masks(params_, masks_, epoch, p.timing);
+    return;
+  }
+  if (!bn_pairs_) {
+    if (!forward_)
+      throw InputError(p.where +
+                       ": fold_batchnorm needs the model traced to find its Conv2d → "
+                       "BatchNorm pairs, and this scheduler has no tracer");
+    bn_pairs_ =
+        conv_batchnorm_pairs(model_, tools::SummaryGraph::build(model_, input_shape_, forward_));
+    if (logger_)
+      logger_->info(file_ + ": pruner " + p.instance + " ranks " +
+                    std::to_string(bn_pairs_->size()) +
+                    " convolution weights folded with their BatchNorms (fold_batchnorm)");
+  }
+  ModelParams folded = bn_folded_params(params_, *bn_pairs_);
+  pruners_.at(p.instance)->set_masks(folded, masks_, epoch, p.timing);
 }
 
 void CompressionScheduler::run_extension(Extension& extension, int64_t epoch,
@@ -294,7 +316,7 @@ void CompressionScheduler::on_epoch_begin(int64_t epoch, torch::optim::Optimizer
         continue;
       }
     }
-    pruners_.at(p.instance)->set_masks(params_, masks_, epoch, p.timing);
+    set_policy_masks(p, epoch);
   }
   // What the first minibatch would mask anyway, now, so the epoch starts from masked weights;
   // dense copies keep their dense weights until the forward pass.
@@ -312,7 +334,7 @@ void CompressionScheduler::on_minibatch_begin(const MinibatchInfo& info,
     bool set = info.batch > 0 && p.mini_batch_pruning_frequency > 0 &&
                global % p.mini_batch_pruning_frequency == 0;
     if (info.batch > 0 && skip_pending_.erase(i)) set = true;
-    if (set) pruners_.at(p.instance)->set_masks(params_, masks_, info.epoch, p.timing);
+    if (set) set_policy_masks(p, info.epoch);
   }
   // Only an epoch with a pruning policy masks before the forward pass.
   if (pruning) {

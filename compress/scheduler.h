@@ -44,6 +44,9 @@ struct Policy {
   bool discard_masks_at_minibatch_end = false;
   /// The policy's first masks are computed at the second minibatch of its first epoch.
   bool skip_first_minibatch = false;
+  /// Its pruner ranks each Conv2d weight followed by a BatchNorm on the BN-folded weight
+  /// (compress/bn_fold_ranking.h), at every mask update; the mask applies to the unfolded one.
+  bool fold_batchnorm = false;
   /// file:line of the policy.
   std::string where;
 };
@@ -141,6 +144,9 @@ class CompressionScheduler : public TrainingHooks {
   bool pruning_at(int64_t epoch) const;
   /// Traces the model (when a tracer is set) and hands its channel groups to the pruners.
   void refresh_channel_groups();
+  /// Masks of pruning policy `p` for `epoch`: its pruner's, on the BN-folded weights with
+  /// fold_batchnorm.
+  void set_policy_masks(const Policy& p, int64_t epoch);
   /// Steps the LR policies active at `epoch`, in file order (the last one stepped sets the rate).
   void step_lr_schedulers(int64_t epoch, const std::map<std::string, double>& metrics,
                           torch::optim::Optimizer& optimizer);
@@ -157,6 +163,8 @@ class CompressionScheduler : public TrainingHooks {
   WidthPolicy thinning_width_;
   nlohmann::json pending_recipes_ = nlohmann::json::array();
   bool groups_stale_ = true;
+  /// Conv2d weight → its BatchNorm, for fold_batchnorm policies (traced when first needed).
+  std::optional<std::map<std::string, std::string>> bn_pairs_;
   std::set<std::string> groups_logged_;
   Logger* logger_;
   std::string text_, file_;

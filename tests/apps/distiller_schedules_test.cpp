@@ -56,6 +56,11 @@ constexpr int64_t kResnet18At32 = 37'016'576;
 const ScheduleCase kCases[] = {
     {"resnet20_cifar_filters_agp", "--model resnet20_cifar --model-arg shortcut=conv --epochs 5", 4,
      40'813'184, 30'655'104, true},
+    // The same with BN-folded ranking (fold_batchnorm), in Distiller's own epochs: layer2's
+    // filters are thinned at epoch 30, to the same count and so the same MACs.
+    {"resnet20_cifar_filters_bn_fold_agp",
+     "--model resnet20_cifar --model-arg shortcut=conv --epochs 32", 30, 40'813'184, 30'655'104,
+     true},
     {"resnet20_cifar_network_surgery",
      "--model resnet20_cifar --model-arg shortcut=conv --epochs 8", -1, 0, 0, true},
     {"resnet56_cifar_channel_rank", "--model resnet56_cifar --epochs 2", 1, 125'485'696, 97'174'144,

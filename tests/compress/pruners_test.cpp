@@ -568,6 +568,52 @@ TEST_F(PrunersTest, RankedPrunerReRanksDenseWeightsUnderDoubleCopies) {
   EXPECT_FLOAT_EQ(w("conv1.weight")[1][0][0][0].item<float>(), 0.9f);
 }
 
+// Distiller's `fold_batchnorm` policy arg (policy.py, PruningPolicy._fold_batchnorm): conv1's
+// filters are ranked on w·γ/√(running_var + ε) of bn1, the BatchNorm after it, so filter 0 (the
+// smallest weights, the largest γ) survives; the mask zeroes the unfolded weights. Without the
+// arg the same pruner drops filter 0.
+TEST_F(PrunersTest, FoldBatchnormRanksFiltersOnTheirBatchNormFoldedWeights) {
+  const std::vector<float> mean_abs = {0.1f, 0.4f, 0.3f, 0.2f}, gamma = {8, 1, 1, 1},
+                           var = {1, 1, 4, 1};
+  // By hand: the folded L1 norm of filter f is 27·a_f·γ_f/√(var_f + ε); the two smallest go.
+  std::vector<std::pair<double, int64_t>> folded;
+  for (int64_t f = 0; f < 4; ++f)
+    folded.emplace_back(27 * mean_abs[f] * gamma[f] / std::sqrt(var[f] + 1e-5), f);
+  std::sort(folded.begin(), folded.end());
+  std::vector<int64_t> expected = {folded[0].second, folded[1].second};
+  std::sort(expected.begin(), expected.end());
+  ASSERT_EQ(expected, (std::vector<int64_t>{2, 3}));
+  for (const bool fold : {true, false}) {
+    SCOPED_TRACE(fold ? "fold_batchnorm: true" : "no fold_batchnorm");
+    {
+      torch::NoGradGuard g;
+      for (int64_t f = 0; f < 4; ++f) {
+        w("conv1.weight")[f].fill_(mean_abs[f]);
+        net_->bn1->weight[f].fill_(gamma[f]);
+        net_->bn1->running_var[f].fill_(var[f]);
+      }
+    }
+    const std::string text =
+        "version: 1\npruners:\n  p:\n    class: L1RankedStructureParameterPruner\n"
+        "    group_type: Filters\n    desired_sparsity: 0.5\n    weights: [conv1.weight]\n"
+        "policies:\n  - pruner:\n      instance_name: p\n      args: {fold_batchnorm: " +
+        std::string(fold ? "true" : "false") + "}\n    epochs: [0]\n";
+    auto sched = CompressionScheduler::from_text(text, "s.yaml", *net_, 0.1, nullptr);
+    auto net = net_;
+    sched->set_tracer({1, 3, 3, 3},
+                      [net](const torch::Tensor& x) mutable { return net->forward(x); });
+    torch::optim::SGD opt(net_->parameters(), torch::optim::SGDOptions(0.1));
+    sched->on_epoch_begin(0, opt);
+    const std::vector<int64_t> dropped = fold ? expected : std::vector<int64_t>{0, 3};
+    EXPECT_TRUE(
+        torch::equal(sched->masks().at("conv1.weight"), zeroing(w("conv1.weight"), 0, dropped)));
+    // The kept filters keep their own (unfolded) weights.
+    const int64_t kept = fold ? 0 : 2;
+    EXPECT_FLOAT_EQ(w("conv1.weight")[kept][0][0][0].item<float>(), mean_abs[kept]);
+    EXPECT_EQ(w("conv1.weight")[dropped[0]].abs().sum().item<float>(), 0.0f);
+  }
+}
+
 TEST_F(PrunersTest, LeaderAppliesTheFirstWeightsChoiceToAll) {
   {
     torch::NoGradGuard g;
