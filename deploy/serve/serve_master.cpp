@@ -237,13 +237,7 @@ class ServeMaster::Impl final : public proto::Collector::Service {
   }
 
   void configure(const std::vector<Stage>& stages, uint32_t number) {
-    if (stages.size() != chain_.size()) {
-      std::vector<std::string> names;
-      for (const auto& s : stages) names.push_back(s.device_name);
-      throw InputError("--workers gives " + std::to_string(chain_.size()) +
-                       " addresses; the plan runs " + std::to_string(stages.size()) + " stages (" +
-                       join(names) + ")");
-    }
+    check_worker_count(chain_.size(), stages);
     if (!graph_) throw std::logic_error("ServeMaster::configure without a graph");
     const tools::SummaryGraph& graph = *graph_;
     links_ = stage_links(graph, stages);
@@ -642,6 +636,14 @@ ServingCosts ServeMaster::measure_serving(const std::vector<at::Tensor>& frames)
 }
 
 ServeMaster::~ServeMaster() = default;
+void check_worker_count(size_t workers, const std::vector<Stage>& stages) {
+  if (stages.size() == workers) return;
+  std::vector<std::string> names;
+  for (const auto& s : stages) names.push_back(s.device_name);
+  throw InputError("--workers gives " + std::to_string(workers) + " addresses; the plan runs " +
+                   std::to_string(stages.size()) + " stages (" + join(names) + ")");
+}
+
 void ServeMaster::configure(const std::vector<Stage>& stages, uint32_t number) {
   impl_->configure(stages, number);
 }

@@ -182,6 +182,10 @@ struct WorkerInfo {
 /// An error in our words when it does not answer.
 WorkerInfo worker_report(const std::string& address, double timeout_ms, bool measure_costs = false);
 
+/// InputError unless `workers` addresses serve `stages` (one worker a stage), naming both counts
+/// and the stages' devices; checked before a master measures or connects anything.
+void check_worker_count(size_t workers, const std::vector<Stage>& stages);
+
 class ServeMaster {
  public:
   /// `graph` must outlive the master.

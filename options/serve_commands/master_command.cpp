@@ -124,6 +124,7 @@ class MasterCommand : public ToolCommand {
     auto assignment = plan.assignment(graph);
     const auto device_names = plan.device_names();
     auto stages = deploy::split_stages(graph, assignment, device_names);
+    deploy::check_worker_count(workers_.size(), stages);  // before any cost is measured
     auto frames = read_model_frames(input_, m.input, frames_, "--input");
     Logger logger;
     deploy::ServedChain chain;

@@ -1058,6 +1058,16 @@ TEST(ServeCommand, MasterRunsAPartitionPlanAndReportsTheSimulatorBesideTheMeasur
                     (dir / "frames").string());
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("is for resnet20_cifar"), std::string::npos) << r.output;
+  // One address too many is refused before any cost is measured: the only line.
+  r = test::run_app("igb-serve master --plan " + (dir / "plan" / "plan.json").string() +
+                    " --workers " + workers + ",127.0.0.1:1 --model resnet20_cifar --input " +
+                    (dir / "frames").string() + " --cache-dir " + (dir / "cache2").string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << r.output;
+  EXPECT_NE(r.output.find("--workers gives " + std::to_string(used + 1) +
+                          " addresses; the plan runs " + std::to_string(used) + " stages"),
+            std::string::npos)
+      << r.output;
   // A worker emulates slower machines only.
   r = test::run_app("igb-serve worker --model resnet20_cifar --compute-speed 2");
   EXPECT_EQ(r.code, 2);
