@@ -612,4 +612,34 @@ TEST_F(RunDirSafety, SensitivityRefusesImpossibleOptionsBeforeEvaluating) {
   EXPECT_FALSE(fs::exists(dir_ / "s"));
 }
 
+// More writers past a file-size limit: igb-test's --save-images and partition's --out (its plan,
+// chart and cost cache). Whichever file is refused first, it is one line naming it with the
+// reason, exit 2, and no temporary is left in either folder.
+TEST_F(RunDirSafety, SavedImagesAndPlansPastAFileSizeLimitSayWhyInOneLine) {
+  ASSERT_EQ(run(sr_train(dir_ / "run", kTiny)).code, 0);
+  const std::string devices = std::string(IGB_SOURCE_DIR) + "/bench/serve_chain_devices.yaml";
+  as_user_ = "prlimit --fsize=2048 ";
+  for (const auto& [args, folder] : std::vector<std::pair<std::string, fs::path>>{
+           {"igb-test --optform=sr --threads 1 --checkpoint " +
+                (dir_ / "run" / "best.ckpt").string() + " --save-images " +
+                (dir_ / "images").string() + " --out " + (dir_ / "tested").string(),
+            dir_ / "images"},
+           {"igb-tools partition --model resnet20_cifar --threads 1 --devices " + devices +
+                " --cache-dir " + (dir_ / "plan" / "cache").string() + " --out " +
+                (dir_ / "plan").string(),
+            dir_ / "plan"}}) {
+    const Result r = run(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    const auto lines = split_lines(r.err);
+    ASSERT_FALSE(lines.empty()) << args;
+    EXPECT_NE(lines.back().find(": error: cannot write " + folder.string() + "/"),
+              std::string::npos)
+        << lines.back();
+    EXPECT_NE(lines.back().find(": File too large"), std::string::npos) << lines.back();
+    for (const auto& e : fs::recursive_directory_iterator(dir_))
+      EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  }
+  as_user_.clear();
+}
+
 }  // namespace
