@@ -112,48 +112,52 @@ void write_atomically(const fs::path& path, const std::function<void(const fs::p
   sync_path(path.has_parent_path() ? path.parent_path() : fs::path("."), true);
 }
 
-void write_file_bytes(const fs::path& file, const std::string& bytes, const fs::path& shown) {
-  auto refuse = [&](int error) {
-    throw InputError("cannot write " + shown.string() + ": " + std::strerror(error));
-  };
-  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) refuse(errno);
+namespace {
+
+/// Writes `bytes` to the open descriptor `fd` whole, retrying short writes and EINTR; 0, or the
+/// errno of the write that failed (ENOSPC for a write of nothing).
+int write_all(int fd, const std::string& bytes) {
   size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = n < 0 ? errno : ENOSPC;
-      ::close(fd);
-      refuse(error);
-    }
+    if (n <= 0) return n < 0 ? errno : ENOSPC;
     done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+/// Opens `file` with `flags`, lets `write` fill it (returning an errno or 0), and closes it; an
+/// error is InputError "cannot write SHOWN: REASON".
+void write_through(const fs::path& file, int flags, const fs::path& shown,
+                   const std::function<int(int fd)>& write) {
+  auto refuse = [&](int error) {
+    throw InputError("cannot write " + shown.string() + ": " + std::strerror(error));
+  };
+  const int fd = ::open(file.c_str(), flags | O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) refuse(errno);
+  if (const int error = write(fd)) {
+    ::close(fd);
+    refuse(error);
   }
   if (::close(fd) != 0) refuse(errno);
 }
 
+}  // namespace
+
+void write_file_bytes(const fs::path& file, const std::string& bytes, const fs::path& shown) {
+  write_through(file, O_TRUNC, shown, [&](int fd) { return write_all(fd, bytes); });
+}
+
 void append_file_bytes(const fs::path& file, const std::string& bytes) {
-  auto refuse = [&](int error) {
-    throw InputError("cannot write " + file.string() + ": " + std::strerror(error));
-  };
-  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) refuse(errno);
-  const off_t before = ::lseek(fd, 0, SEEK_END);
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = n < 0 ? errno : ENOSPC;
-      if (before >= 0 && ::ftruncate(fd, before) != 0) {
-        // The cut failed too: the reason for the write is still the one to report.
-      }
-      ::close(fd);
-      refuse(error);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0) refuse(errno);
+  write_through(file, O_APPEND, file, [&](int fd) {
+    const off_t before = ::lseek(fd, 0, SEEK_END);
+    const int error = write_all(fd, bytes);
+    // A refused append is cut back to the file's old length (if the cut fails too, the write's
+    // reason is still the one to report).
+    if (error && before >= 0) (void)!::ftruncate(fd, before);
+    return error;
+  });
 }
 
 void write_text_atomically(const fs::path& path, const std::string& text) {
