@@ -14,21 +14,6 @@ using json = nlohmann::json;
 
 namespace {
 
-/// Exports with `write` into a temporary file of `dir` and returns the bytes.
-std::string onnx_bytes(const fs::path& dir, const std::string& name,
-                       const std::function<void(const fs::path&)>& write) {
-  const fs::path tmp = dir / ("." + name + ".part.onnx");
-  struct Remove {
-    fs::path p;
-    ~Remove() {
-      std::error_code ec;
-      fs::remove(p, ec);
-    }
-  } remove{tmp};
-  write(tmp);
-  return read_text_file(tmp);
-}
-
 json io_list(const tools::SummaryGraph& graph, const std::vector<int>& ids) {
   json a = json::array();
   for (int v : ids) a.push_back({{"name", onnx_value_name(graph, v)}, {"shape", graph.shape(v)}});
@@ -57,15 +42,11 @@ json export_exit_segments(torch::nn::Module& model, const tools::SummaryGraph& g
     const auto& s = net.segments()[e];
     const bool early = e + 1 < net.exits();
     const std::string file = "segment" + std::to_string(e) + ".onnx";
-    std::string bytes = onnx_bytes(dir, "trunk", [&](const fs::path& p) {
-      export_onnx_ops(model, graph, s.ops, s.inputs, s.outputs, options, p);
-    });
+    std::string bytes = onnx_ops_bytes(model, graph, s.ops, s.inputs, s.outputs, options);
     const std::string exit_output = early ? "exit" + std::to_string(e) : "output";
     if (early) {
       auto head = net.head(e);
-      const std::string branch = onnx_bytes(dir, "head", [&](const fs::path& p) {
-        export_onnx(*head, net.head_graph(e), options, p);
-      });
+      const std::string branch = onnx_model_bytes(*head, net.head_graph(e), options);
       bytes =
           attach_onnx_branch(bytes, branch, "input", onnx_value_name(graph, net.exit_values()[e]),
                              net.exit_names()[e] + ".branch_net.", {{"output", exit_output}},

@@ -25,11 +25,12 @@ void add_qdq_record(const OnnxQdqRecord& record, const std::string& placement,
 }
 
 /// Writes the ops `only` of `graph` (all when null) with the model's inputs and outputs, or with
-/// `io` (inputs, outputs) when given.
+/// `io` (inputs, outputs) when given; into `*bytes` instead of the file `out` when `bytes` is set.
 OnnxExportReport write_onnx(torch::nn::Module& model, const SummaryGraph& graph,
                             const OnnxExportOptions& options, const std::filesystem::path& out,
                             const std::vector<int>* only,
-                            const std::pair<std::vector<int>, std::vector<int>>* io) {
+                            const std::pair<std::vector<int>, std::vector<int>>* io,
+                            std::string* bytes_out = nullptr) {
   if (options.opset() != 13)
     throw InputError("ONNX opset " + std::to_string(options.opset()) +
                      " is not supported; the exporter writes opset 13");
@@ -75,11 +76,15 @@ OnnxExportReport write_onnx(torch::nn::Module& model, const SummaryGraph& graph,
   }
   const std::string version =
       options.producer_version().empty() ? IGB_VERSION : options.producer_version();
-  const std::string bytes = writer.finish(options.opset(), options.producer_name(), version);
-  write_atomically(out,
-                   [&](const std::filesystem::path& tmp) { write_file_bytes(tmp, bytes, out); });
+  std::string bytes = writer.finish(options.opset(), options.producer_name(), version);
   OnnxExportReport r;
-  r.path = out;
+  if (bytes_out) {
+    *bytes_out = std::move(bytes);
+  } else {
+    write_atomically(out,
+                     [&](const std::filesystem::path& tmp) { write_file_bytes(tmp, bytes, out); });
+    r.path = out;
+  }
   r.opset = options.opset();
   r.nodes = writer.node_count();
   r.initializers = writer.initializer_count();
@@ -123,6 +128,22 @@ OnnxExportReport export_onnx_ops(torch::nn::Module& model, const SummaryGraph& g
                                  const std::filesystem::path& out) {
   const std::pair<std::vector<int>, std::vector<int>> io{inputs, outputs};
   return write_onnx(model, graph, options, out, &ops, &io);
+}
+
+std::string onnx_model_bytes(torch::nn::Module& model, const SummaryGraph& graph,
+                             const OnnxExportOptions& options) {
+  std::string bytes;
+  write_onnx(model, graph, options, {}, nullptr, nullptr, &bytes);
+  return bytes;
+}
+
+std::string onnx_ops_bytes(torch::nn::Module& model, const SummaryGraph& graph,
+                           const std::vector<int>& ops, const std::vector<int>& inputs,
+                           const std::vector<int>& outputs, const OnnxExportOptions& options) {
+  const std::pair<std::vector<int>, std::vector<int>> io{inputs, outputs};
+  std::string bytes;
+  write_onnx(model, graph, options, {}, &ops, &io, &bytes);
+  return bytes;
 }
 
 std::string onnx_value_name(const SummaryGraph& graph, int value) {

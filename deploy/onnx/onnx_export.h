@@ -138,6 +138,14 @@ OnnxExportReport export_onnx_ops(torch::nn::Module& model, const SummaryGraph& g
                                  const std::vector<int>& outputs, const OnnxExportOptions& options,
                                  const std::filesystem::path& out);
 
+/// export_onnx and export_onnx_ops into memory: the serialized, checked model, for a caller that
+/// joins models before it writes one file (deploy/early_exit/exit_export.h).
+std::string onnx_model_bytes(torch::nn::Module& model, const SummaryGraph& graph,
+                             const OnnxExportOptions& options);
+std::string onnx_ops_bytes(torch::nn::Module& model, const SummaryGraph& graph,
+                           const std::vector<int>& ops, const std::vector<int>& inputs,
+                           const std::vector<int>& outputs, const OnnxExportOptions& options);
+
 /// The name export_onnx gives summary-graph value `value`: "input", "output", "output_1", or its
 /// producing op's name ("layer1.0.relu", "split:1" for an op's second output).
 std::string onnx_value_name(const SummaryGraph& graph, int value);

@@ -3,10 +3,13 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "core/error.h"
 #include "deploy/onnx/onnx_export.h"
+#include "deploy/partition/partition_solver.h"
 
 namespace igb::deploy {
 
@@ -67,6 +70,32 @@ PartitionProblem partition_problem(const tools::SummaryGraph& graph, const Devic
   }
   p.check();
   return p;
+}
+
+void check_memory_fits(const tools::SummaryGraph& graph, const DevicesFile& devices) {
+  double limits = 0;
+  for (const auto& d : devices.devices) limits += d.memory_bytes;
+  if (!std::isfinite(limits)) return;  // a device without a limit takes whatever is left
+  ModelPartitionInputs zero;
+  LayerCosts costs;
+  for (const auto& op : graph.ops()) costs.ms[op.name] = 0;
+  zero.costs.assign(devices.devices.size(), costs);
+  const PartitionProblem p = partition_problem(graph, devices, zero);
+  const PartitionSolverOptions options;
+  if (count_cut_sets(p, options.max_cut_sets) > options.max_cut_sets) return;
+  try {
+    (void)solve_partition(p, PartitionObjective::kLatency, options);
+  } catch (const InputError&) {
+    double params = 0;
+    for (const auto& n : p.nodes) params += n.param_bytes;
+    char text[160];
+    std::snprintf(text, sizeof text,
+                  " (%.3g MB of parameters) fits no assignment to the chain: the devices' memory "
+                  "limits add up to %.3g MB",
+                  params / 1e6, limits / 1e6);
+    throw InputError(graph.model_name() + text +
+                     (params <= limits ? ", and no split of the model along the chain fits them" : ""));
+  }
 }
 
 }  // namespace igb::deploy

@@ -31,4 +31,11 @@ struct ModelPartitionInputs {
 PartitionProblem partition_problem(const tools::SummaryGraph& graph, const DevicesFile& devices,
                                    const ModelPartitionInputs& inputs);
 
+/// Refuses, before any cost is measured, a chain whose memory limits hold no assignment of the
+/// graph's parameters (whatever the costs turn out to be): InputError naming the model, its
+/// parameter bytes and the limits'. Solves the problem with every cost zero, so memory is the
+/// only thing that can make it infeasible; a graph with more cut sets than the exact planner
+/// takes is left to the planner's own refusal.
+void check_memory_fits(const tools::SummaryGraph& graph, const DevicesFile& devices);
+
 }  // namespace igb::deploy

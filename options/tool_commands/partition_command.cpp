@@ -127,6 +127,7 @@ class PartitionCommand : public ToolCommand {
     std::vector<at::Tensor> frames;
     if (!frames_from_.empty())
       frames = read_model_frames(frames_from_, m.input, 8, "--frames-from");
+    deploy::check_memory_fits(graph, devices);  // nothing fits: the only line, before measuring
     in_.costs = device_layer_costs(devices, *model, graph, forward, cache_dir_, logger_,
                                    runtime_ == kInt8Runtime);
     std::map<int, deploy::ValueTraffic> traffic;

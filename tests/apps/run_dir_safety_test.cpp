@@ -532,6 +532,24 @@ TEST_F(RunDirSafety, AFullDiskStopsTrainingInOneLineAndKeepsTheLastCheckpoint) {
       std::string::npos)
       << lines[0];
   EXPECT_TRUE(temporaries(limited).empty());
+  // The log: resumed under a limit just above train.log's size, the run's first line past it is
+  // refused whole (the log keeps every byte it had) and stops the run, before any checkpoint.
+  const fs::path probe = dir_ / "probe";
+  const std::string log = read_file(probe / "train.log");
+  const std::string checkpoint = read_file(probe / "checkpoint.ckpt");
+  as_user_ = "prlimit --fsize=" + std::to_string(log.size() + 16) + " ";
+  r = run(sr_train(probe, "--epochs 2 --resume " + (probe / "checkpoint.ckpt").string() + " " +
+                              tiny));
+  as_user_.clear();
+  EXPECT_EQ(r.code, 2) << r.err;
+  lines = errors(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_NE(lines[0].find("cannot write " + (probe / "train.log").string() + ": File too large"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_EQ(read_file(probe / "train.log"), log);
+  EXPECT_EQ(read_file(probe / "checkpoint.ckpt"), checkpoint);
+  EXPECT_TRUE(temporaries(probe).empty());
   // A disk of room for epoch 0's checkpoint and best.ckpt (and a few pages of logs), not for
   // epoch 1's checkpoint beside them (tmpfs, as root only).
   if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
@@ -585,8 +603,55 @@ TEST_F(RunDirSafety, ToolsWritingPastAFileSizeLimitSayWhyInOneLine) {
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
 }
 
-// partition checks every input before it measures a cost: a bad --frames-from, or a value of
-// --objective or --transfer it does not know (named with its flag), is the only line.
+// early-exit --export and igb-bench's run directories under a file-size limit: the segment that
+// does not fit is named (not a part file), the segments exported before are kept; a bench's run
+// whose checkpoint is refused fails alone with igb-train's one line, and nothing temporary stays.
+TEST_F(RunDirSafety, SegmentsAndBenchRunsPastAFileSizeLimitSayWhyInOneLine) {
+  ASSERT_EQ(run("igb-train --optform=classify --model resnet20_cifar_earlyexit "
+                "--earlyexit_lossweights 0.3 --earlyexit_thresholds 0.9 --data synthetic "
+                "--threads 1 --workers 0 --epochs 1 --max-batches 1 --batch-size 4 --out " +
+                (dir_ / "ee").string())
+                .code,
+            0);
+  const fs::path segments = dir_ / "segments";
+  const std::string export_segments =
+      "igb-tools early-exit --checkpoint " + (dir_ / "ee" / "best.ckpt").string() +
+      " --data synthetic --max-samples 32 --batch-size 32 --repeats 1 --threads 1 --export " +
+      segments.string();
+  ASSERT_EQ(run(export_segments).code, 0);
+  const std::string segment0 = read_file(segments / "segment0.onnx");
+  const std::string manifest = read_file(segments / "manifest.json");
+  as_user_ = "prlimit --fsize=" + std::to_string(segment0.size() / 2) + " ";
+  Result r = run(export_segments);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(split_lines(r.err).back(),
+            "igb-tools: error: cannot write " + (segments / "segment0.onnx").string() +
+                ": File too large");
+  EXPECT_EQ(read_file(segments / "segment0.onnx"), segment0);
+  EXPECT_EQ(read_file(segments / "manifest.json"), manifest);
+
+  std::ofstream(dir_ / "plan.yaml") << "defaults:\n  optform: sr\n  data: synthetic\n"
+                                       "  epochs: 1\n  options: {max-batches: 2, threads: 1, "
+                                       "batch-size: 4}\nlatency: {batch_size: 1, repeats: 1}\n"
+                                       "runs:\n  - {name: fsrcnn, model: fsrcnn}\n";
+  as_user_ = "prlimit --fsize=8192 ";
+  r = run("igb-bench --threads 1 --plan " + (dir_ / "plan.yaml").string() + " --out " +
+          (dir_ / "bench").string());
+  as_user_.clear();
+  EXPECT_EQ(r.code, 1) << r.err;  // its one run failed
+  const std::string refused =
+      "igb-train: error: cannot write " + (dir_ / "bench" / "fsrcnn" / "checkpoint.ckpt").string() +
+      ": File too large";
+  EXPECT_NE(r.out.find("failed: " + refused), std::string::npos) << r.out;
+  const auto bench = nlohmann::json::parse(read_file(dir_ / "bench" / "bench.json"));
+  EXPECT_EQ(bench["runs"][0]["error"], refused);
+  for (const auto& e : fs::recursive_directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+// partition checks every input before it measures a cost: a bad --frames-from, a value of
+// --objective or --transfer it does not know (named with its flag), or memory limits nothing fits
+// is the only line.
 TEST_F(RunDirSafety, PartitionRefusesBadInputsBeforeMeasuring) {
   const std::string devices = std::string(IGB_SOURCE_DIR) + "/bench/serve_chain_devices.yaml";
   const std::string partition =
@@ -599,6 +664,13 @@ TEST_F(RunDirSafety, PartitionRefusesBadInputsBeforeMeasuring) {
   expect_one_line_error(partition + " --frames-from " + devices, "cannot be opened as a video");
   expect_one_line_error(partition + " --objective fastest", "--objective: fastest not in");
   expect_one_line_error(partition + " --transfer int4", "--transfer: int4 not in");
+  // Devices whose memory holds no assignment of the model: refused before any cost is measured.
+  std::ofstream(dir_ / "tiny.yaml") << "devices:\n  - {name: a, memory_mb: 0.3}\n"
+                                       "  - {name: b, memory_mb: 0.3}\nlinks:\n"
+                                       "  - {bandwidth_mb_s: 2.5}\n";
+  expect_one_line_error("igb-tools partition --model resnet20_cifar --threads 1 --devices " +
+                            (dir_ / "tiny.yaml").string(),
+                        "resnet20_cifar (1.08 MB of parameters) fits no assignment to the chain");
 }
 
 // sensitivity refuses options that cannot make a sweep before it loads and evaluates the model:

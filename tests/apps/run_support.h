@@ -31,9 +31,9 @@ struct RunResult {
 };
 
 /// Runs `args` (an executable of the build's apps folder and its arguments, as a shell would
-/// split them) and waits for it.
-inline RunResult run_app(const std::string& args) {
-  const std::string cmd = std::string(IGB_BIN_DIR) + "/" + args + " 2>&1";
+/// split them) and waits for it; `prefix` runs it under another command ("prlimit --fsize=512 ").
+inline RunResult run_app(const std::string& args, const std::string& prefix = "") {
+  const std::string cmd = prefix + std::string(IGB_BIN_DIR) + "/" + args + " 2>&1";
   RunResult r{0, {}};
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return {-1, "popen failed for: " + cmd};

@@ -591,6 +591,49 @@ TEST(Partition, ZooModelsEqualBruteForce) {
   }
 }
 
+// Memory limits that hold no assignment are refused before any cost exists (every cost zero):
+// a chain too small for the model, and one whose sum covers it but whose every device is
+// smaller than ResNet-20's largest convolution.
+TEST(Partition, MemoryLimitsThatHoldNoAssignmentAreRefusedBeforeCosts) {
+  auto m = make("resnet20_cifar");
+  const auto g = graph_of(m, "resnet20_cifar");
+  ModelPartitionInputs in;
+  in.costs = mac_costs(g, {1, 1, 1});
+  double total = 0, largest = 0;
+  for (const auto& n : partition_problem(g, chain(3), in).nodes) {
+    total += n.param_bytes;
+    largest = std::max(largest, static_cast<double>(n.param_bytes));
+  }
+  ASSERT_DOUBLE_EQ(largest, 4.0 * 64 * 64 * 9);
+  auto refusal = [&](const DevicesFile& d) {
+    try {
+      check_memory_fits(g, d);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  DevicesFile d = chain(3);
+  EXPECT_EQ(refusal(d), "");  // no limits
+  d.devices[0].memory_bytes = d.devices[1].memory_bytes = 0;
+  d.devices[2].memory_bytes = total;
+  EXPECT_EQ(refusal(d), "");  // the whole model on the last device
+  d.devices[2].memory_bytes = total - 4;
+  EXPECT_EQ(refusal(d).find("resnet20_cifar (1.08 MB of parameters) fits no assignment to the "
+                            "chain: the devices' memory limits add up to 1.08 MB"),
+            0u)
+      << refusal(d);
+  EXPECT_EQ(refusal(d).find("no split"), std::string::npos);
+  const int k = static_cast<int>(std::ceil(total / (0.9 * largest))) + 1;
+  d = chain(k);
+  for (auto& device : d.devices) device.memory_bytes = 0.9 * largest;
+  EXPECT_NE(refusal(d).find("and no split of the model along the chain fits them"),
+            std::string::npos)
+      << refusal(d);
+  for (auto& device : d.devices) device.memory_bytes = 1.5 * largest;
+  EXPECT_EQ(refusal(d), "");  // each device holds a convolution and its BatchNorm: a split exists
+}
+
 /// A plan file of resnet20_cifar's optimal plan and its baselines on three devices.
 PlanFile resnet20_plan_file(const tools::SummaryGraph& g) {
   ModelPartitionInputs in;

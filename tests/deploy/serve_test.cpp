@@ -1017,11 +1017,28 @@ TEST(ServeCommand, MasterRunsAPartitionPlanAndReportsTheSimulatorBesideTheMeasur
                     (dir / "frames").string() +
                     " --frames 4 --mode diff --verify --replan --threads 1 " + "--cache-dir " +
                     (dir / "cache").string() + " --out " + (dir / "out").string());
+  // The same master under a file-size limit below serve.json's size: one line naming the file
+  // with the reason, exit 2, the folder's earlier report intact and no temporary left beside it.
+  const std::string served = r.code == 0 ? read_text_file(dir / "out" / "serve.json") : "";
+  const auto limited = test::run_app(
+      "igb-serve master --plan " + (dir / "plan" / "plan.json").string() + " --workers " +
+          workers + " --model resnet20_cifar --input " + (dir / "frames").string() +
+          " --frames 2 --threads 1 --cache-dir " + (dir / "cache").string() + " --out " +
+          (dir / "out").string(),
+      "prlimit --fsize=" + std::to_string(served.size() / 4) + " ");
   for (pid_t p : pids) {
     ::kill(p, SIGKILL);
     wait_process(p);
   }
   ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(limited.code, 2) << limited.output;
+  EXPECT_NE(limited.output.find("igb-serve: error: cannot write " +
+                                (dir / "out" / "serve.json").string() + ": File too large\n"),
+            std::string::npos)
+      << limited.output;
+  EXPECT_EQ(read_text_file(dir / "out" / "serve.json"), served);
+  for (const auto& e : fs::directory_iterator(dir / "out"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
   EXPECT_NE(r.output.find("Measured against the simulator"), std::string::npos) << r.output;
   // --replan: after the first frame, a plan from the workers' own measurements (3 frames left).
   EXPECT_NE(r.output.find("re-planned from the workers' measurements"), std::string::npos)
