@@ -24,7 +24,7 @@
 #include "compress/training_hooks.h"
 #include "core/logger.h"
 #include "core/run_context.h"
-#include "core/runtime.h"
+#include "core/host.h"
 #include "core/torch_compat.h"
 #include "models/model.h"
 #include "models/trainer.h"

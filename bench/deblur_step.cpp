@@ -21,7 +21,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/conv_space_to_depth.h"
-#include "core/runtime.h"
+#include "core/host.h"
 #include "core/table.h"
 #include "core/tensor_util.h"
 #include "core/train_mode_guard.h"

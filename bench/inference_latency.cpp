@@ -28,13 +28,13 @@
 
 #include "compress/post_train_quantizer.h"
 #include "compress/scheduler.h"
-#include "core/runtime.h"
+#include "core/host.h"
 #include "deploy/onnx/onnx_export.h"
 #include "deploy/onnx/onnx_qdq.h"
 #include "deploy/onnx/onnx_runtime.h"
+#include "graph/summary_graph.h"
 #include "models/model.h"
 #include "runtime/inference_model.h"
-#include "tools/graph/summary_graph.h"
 
 namespace {
 
@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
       if (igb::models::model_registry().get(name.substr(0, at)).family == "sr")
         shape[2] = shape[3] = sr_size;
       const auto forward = [model](const torch::Tensor& x) { return model->forward(x); };
-      const auto graph = igb::tools::SummaryGraph::build(*model, shape, forward, label);
+      const auto graph = igb::graph::SummaryGraph::build(*model, shape, forward, label);
       auto form = igb::runtime::InferenceModel::make(model, forward, label);
       igb::models::Model quantized;
       std::shared_ptr<igb::compress::PostTrainLinearQuantizer> ptq;
@@ -217,7 +217,7 @@ int main(int argc, char** argv) {
         };
         int8_form = igb::runtime::InferenceModel::make(quantized, fake, label, o);
         if (!no_ort) {
-          const auto qgraph = igb::tools::SummaryGraph::build(*quantized, shape, fake, label);
+          const auto qgraph = igb::graph::SummaryGraph::build(*quantized, shape, fake, label);
           auto calibration =
               std::make_shared<igb::deploy::OnnxCalibration>(igb::deploy::calibrate_onnx(
                   *quantized, qgraph,

@@ -13,11 +13,11 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "core/runtime.h"
+#include "core/host.h"
 #include "core/table.h"
 #include "deploy/partition/partition_solver.h"
+#include "graph/summary_graph.h"
 #include "models/model.h"
-#include "tools/graph/summary_graph.h"
 
 namespace {
 
@@ -41,7 +41,7 @@ double time_ms(int repeat, const F& f) {
 
 /// The planner's problem for `g` on `k` devices: device d runs an op in MACs / (1 GMAC/s · speed)
 /// plus 0.01 ms, speeds 0.1, 1, 10, 30; links 6.3, 4.5, 0.68 MB/s.
-igb::deploy::PartitionProblem problem_of(const igb::tools::SummaryGraph& g, int k) {
+igb::deploy::PartitionProblem problem_of(const igb::graph::SummaryGraph& g, int k) {
   const double speed[] = {0.1, 1, 10, 30};
   const double bandwidth[] = {6.3e6, 4.5e6, 0.68e6};
   igb::deploy::PartitionProblem p;
@@ -66,7 +66,7 @@ igb::deploy::PartitionProblem problem_of(const igb::tools::SummaryGraph& g, int 
                         v.producer,
                         {readers.begin(), readers.end()},
                         outputs.count(v.id) > 0,
-                        4.0 * static_cast<double>(igb::tools::volume(v.shape))});
+                        4.0 * static_cast<double>(igb::graph::volume(v.shape))});
   }
   return p;
 }
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
       torch::manual_seed(0);
       auto model = igb::models::create_model(name, {});
       model->eval();
-      const auto g = igb::tools::SummaryGraph::build(
+      const auto g = igb::graph::SummaryGraph::build(
           *model, model->input_shape(), [&](const torch::Tensor& x) { return model->forward(x); },
           name);
       const auto x = torch::rand(model->input_shape());

@@ -12,7 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "compress/scheduler.h"
-#include "core/runtime.h"
+#include "core/host.h"
 #include "models/model.h"
 #include "models/trainer.h"
 

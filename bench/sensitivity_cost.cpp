@@ -13,11 +13,11 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "core/runtime.h"
+#include "core/host.h"
 #include "core/table.h"
+#include "graph/summary_graph.h"
 #include "models/family.h"
 #include "models/model.h"
-#include "tools/graph/summary_graph.h"
 #include "tools/sensitivity.h"
 
 namespace {
@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
                                .make_evaluator(*model, data, c10::Device(c10::kCPU));
     const std::string loaded = evaluator->description();
     auto evaluate = [&] { return igb::models::evaluate_model(*evaluator, *model).metrics; };
-    const auto graph = igb::tools::SummaryGraph::build(
+    const auto graph = igb::graph::SummaryGraph::build(
         *model, model->input_shape(), [&](const torch::Tensor& x) { return model->forward(x); },
         model_name);
     std::vector<double> single;

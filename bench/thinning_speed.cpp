@@ -11,12 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include "compress/scheduler.h"
-#include "core/runtime.h"
+#include "core/host.h"
 #include "core/table.h"
+#include "graph/summary_graph.h"
 #include "models/model.h"
 #include "runtime/inference_model.h"
 #include "runtime/width_search.h"
-#include "tools/graph/summary_graph.h"
 
 namespace {
 
@@ -48,7 +48,7 @@ Side build(const std::string& name, const std::string& schedule, bool inference,
     sched->on_minibatch_begin({0, 0, 1}, opt);  // thinning acts at the epoch's first minibatch
   }
   m->eval();
-  s.macs = igb::tools::SummaryGraph::build(*m, m->input_shape(), forward).total_macs();
+  s.macs = igb::graph::SummaryGraph::build(*m, m->input_shape(), forward).total_macs();
   s.params = igb::models::count_parameters(*m);
   s.run = forward;
   if (inference) {

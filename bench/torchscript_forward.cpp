@@ -18,7 +18,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "core/runtime.h"
+#include "core/host.h"
 #include "models/model.h"
 
 namespace {

@@ -9,7 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/runtime.h"
+#include "core/host.h"
 #include "models/model.h"
 
 int main(int argc, char** argv) {

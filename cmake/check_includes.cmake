@@ -1,5 +1,5 @@
 # Checks who may include whom (docs/architecture.md, "Folders and who may include whom"): every
-# project include of every source under core/ data/ models/ tools/ compress/ deploy/ options/
+# project include of every source under core/ data/ models/ graph/ tools/ compress/ deploy/ options/
 # apps/ must point to a layer its own layer may read. Prints each violation as FILE:LINE and fails.
 #
 #   cmake -DSOURCE_DIR=/path/to/igb -P cmake/check_includes.cmake
@@ -19,7 +19,7 @@ function(igb_layer_of path out)
     set(layer core)
   elseif(path MATCHES "^data/")
     set(layer data)
-  elseif(path MATCHES "^tools/graph/")
+  elseif(path MATCHES "^graph/")
     set(layer graph)
   elseif(path MATCHES "^tools/")
     set(layer tools)
@@ -57,7 +57,8 @@ set(allowed_apps core tools options)
 
 file(GLOB_RECURSE sources RELATIVE ${SOURCE_DIR}
      ${SOURCE_DIR}/core/*.h ${SOURCE_DIR}/core/*.cpp ${SOURCE_DIR}/data/*.h ${SOURCE_DIR}/data/*.cpp
-     ${SOURCE_DIR}/models/*.h ${SOURCE_DIR}/models/*.cpp ${SOURCE_DIR}/tools/*.h
+     ${SOURCE_DIR}/models/*.h ${SOURCE_DIR}/models/*.cpp ${SOURCE_DIR}/graph/*.h
+     ${SOURCE_DIR}/graph/*.cpp ${SOURCE_DIR}/tools/*.h
      ${SOURCE_DIR}/tools/*.cpp ${SOURCE_DIR}/compress/*.h ${SOURCE_DIR}/compress/*.cpp
      ${SOURCE_DIR}/runtime/*.h ${SOURCE_DIR}/runtime/*.cpp
      ${SOURCE_DIR}/deploy/*.h ${SOURCE_DIR}/deploy/*.cpp ${SOURCE_DIR}/options/*.h

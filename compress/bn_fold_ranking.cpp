@@ -3,12 +3,12 @@
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/conv.h>
 
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb::compress {
 
 std::map<std::string, std::string> conv_batchnorm_pairs(torch::nn::Module& model,
-                                                        const tools::SummaryGraph& graph) {
+                                                        const graph::SummaryGraph& graph) {
   std::map<std::string, std::shared_ptr<torch::nn::Module>> modules;
   for (const auto& item : model.named_modules("", /*include_self=*/false))
     modules[item.key()] = item.value();
@@ -19,11 +19,11 @@ std::map<std::string, std::string> conv_batchnorm_pairs(torch::nn::Module& model
   std::map<std::string, std::string> pairs;
   const auto& ops = graph.ops();
   for (const auto& op : ops) {
-    if (op.op_kind != tools::OpKind::kConv ||
+    if (op.op_kind != graph::OpKind::kConv ||
         !dynamic_cast<torch::nn::Conv2dImpl*>(module(op.module)))
       continue;
     const auto next = graph.successors(op.id);
-    if (next.size() != 1 || ops[next[0]].op_kind != tools::OpKind::kBatchNorm ||
+    if (next.size() != 1 || ops[next[0]].op_kind != graph::OpKind::kBatchNorm ||
         !dynamic_cast<torch::nn::BatchNorm2dImpl*>(module(ops[next[0]].module)))
       continue;
     pairs[op.module + ".weight"] = ops[next[0]].module;

@@ -9,9 +9,9 @@ namespace torch::nn {
 class Module;
 }  // namespace torch::nn
 
-namespace igb::tools {
+namespace igb::graph {
 class SummaryGraph;
-}  // namespace igb::tools
+}  // namespace igb::graph
 
 /// Distiller's `fold_batchnorm` pruning-policy argument (distiller/policy.py, PruningPolicy): the
 /// pruner ranks and masks a Conv2d's weight as its BatchNorm would scale it in inference,
@@ -23,7 +23,7 @@ namespace igb::compress {
 /// (Distiller: the BatchNormalization successor of a Conv2d module; Linear and transposed
 /// convolutions are not folded), as weight name → BatchNorm module name.
 std::map<std::string, std::string> conv_batchnorm_pairs(torch::nn::Module& model,
-                                                        const tools::SummaryGraph& graph);
+                                                        const graph::SummaryGraph& graph);
 
 /// `params` with each weight of `pairs` replaced by its BN-folded copy, from the BatchNorm's
 /// current γ and running variance (affine=false: γ = 1). The model is not changed.

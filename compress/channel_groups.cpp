@@ -7,9 +7,9 @@
 
 namespace igb::compress {
 
-using tools::ChannelLink;
-using tools::OpNode;
-using tools::SummaryGraph;
+using graph::ChannelLink;
+using graph::OpNode;
+using graph::SummaryGraph;
 
 ChannelTies::ChannelTies(const torch::nn::Module& model, const SummaryGraph& graph)
     : model_(model), g_(graph), params_(model.named_parameters()) {
@@ -63,7 +63,7 @@ void ChannelTies::fix_op(const OpNode& op) {
 
 bool ChannelTies::is_depthwise(const OpNode& op) const {
   return !op.inputs.empty() && !op.outputs.empty() &&
-         tools::is_depthwise(op, g_.shape(op.inputs[0]), g_.shape(op.outputs[0]));
+         graph::is_depthwise(op, g_.shape(op.inputs[0]), g_.shape(op.outputs[0]));
 }
 
 bool ChannelTies::is_channel_pad_module(const OpNode& op) const {
@@ -87,8 +87,8 @@ std::vector<std::string> ChannelTies::follower_params(const OpNode& op) const {
   if (is_depthwise(op)) {
     add(op.param("weight"));
     add(op.param("bias"));
-  } else if (!tools::is_producer(op)) {
-    for (const char* p : tools::op_info(op.op_kind).per_channel) add(op.param(p));
+  } else if (!graph::is_producer(op)) {
+    for (const char* p : graph::op_info(op.op_kind).per_channel) add(op.param(p));
   }
   return out;
 }
@@ -133,8 +133,8 @@ void ChannelTies::tie(const OpNode& op) {
 namespace {
 
 /// Output- and input-channel dimensions of a producer's weight, from the op table.
-int64_t out_dim(const OpNode& op) { return tools::op_info(op.op_kind).weight_out_dim; }
-int64_t in_dim(const OpNode& op) { return tools::op_info(op.op_kind).weight_in_dim; }
+int64_t out_dim(const OpNode& op) { return graph::op_info(op.op_kind).weight_out_dim; }
+int64_t in_dim(const OpNode& op) { return graph::op_info(op.op_kind).weight_in_dim; }
 
 }  // namespace
 
@@ -143,7 +143,7 @@ std::vector<GroupMember> channel_group(const torch::nn::Module& model, const Sum
   torch::NoGradGuard no_grad;
   ChannelTies ties(model, graph);
   const auto& src = graph.op(graph.index(name));
-  if (!tools::is_producer(src) || src.outputs.empty() || channel < 0 ||
+  if (!graph::is_producer(src) || src.outputs.empty() || channel < 0 ||
       channel >= ties.channels(src.outputs[0]))
     throw InputError("channel_group: " + src.name +
                      " is not a conv, transposed conv or linear layer with output channel " +
@@ -161,7 +161,7 @@ std::vector<GroupMember> channel_group(const torch::nn::Module& model, const Sum
   for (const auto& op : graph.ops()) {
     if (op.inputs.empty() || op.outputs.empty()) continue;
     const int in = op.inputs[0], o = op.outputs[0];
-    const bool producer = tools::is_producer(op);
+    const bool producer = graph::is_producer(op);
     const auto followers = producer ? std::vector<std::string>{} : ties.follower_params(op);
     for (int64_t c = 0; c < ties.channels(o); ++c) {
       if (ties.root(o, c) != r) continue;
@@ -190,7 +190,7 @@ std::shared_ptr<ChannelGroups> build_channel_groups(const torch::nn::Module& mod
   for (const auto& op : graph.ops()) {
     if (op.inputs.empty() || op.outputs.empty()) continue;
     const int o = op.outputs[0];
-    const bool producer = tools::is_producer(op);
+    const bool producer = graph::is_producer(op);
     std::vector<std::pair<std::string, int64_t>> tensors;  // (name, channel dim)
     if (producer) {
       tensors.emplace_back(op.param("weight"), out_dim(op));
@@ -212,7 +212,7 @@ std::shared_ptr<ChannelGroups> build_channel_groups(const torch::nn::Module& mod
     out->add_group(std::move(list), !fixed[r]);
   }
   for (const auto& op : graph.ops()) {
-    if (!tools::is_producer(op) || op.outputs.empty()) continue;
+    if (!graph::is_producer(op) || op.outputs.empty()) continue;
     std::vector<size_t> of_channel;
     for (int64_t c = 0; c < ties.channels(op.outputs[0]); ++c)
       of_channel.push_back(index.at(ties.root(op.outputs[0], c)));

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb::compress {
 
@@ -65,14 +65,14 @@ class ChannelGroups {
 };
 
 /// The channels of every tensor in a summary graph, tied into groups by the op table's channel
-/// rule (tools::channel_link): an op that keeps channels in place ties input channel c to output
+/// rule (graph::channel_link): an op that keeps channels in place ties input channel c to output
 /// channel c; a concat or channel pad ties each input's channels to their offset in the output; a
 /// flatten ties a channel to its block of H·W features; a pixel shuffle ties r² input channels to
 /// one output channel. Channels that reach the model's input or output, or an op the rule does not
 /// follow, are fixed (never removable), with the reason kept for reports.
 class ChannelTies {
  public:
-  ChannelTies(const torch::nn::Module& model, const tools::SummaryGraph& graph);
+  ChannelTies(const torch::nn::Module& model, const graph::SummaryGraph& graph);
 
   /// Channel count of value `v` (0 for tensors without a channel dimension).
   int64_t channels(int v) const;
@@ -89,23 +89,23 @@ class ChannelTies {
 
   /// Parameters indexed by the output channels of a per-channel op on the channel path: norm
   /// affine terms, depthwise filters and biases, per-channel PReLU slopes (buffers excluded).
-  std::vector<std::string> follower_params(const tools::OpNode& op) const;
+  std::vector<std::string> follower_params(const graph::OpNode& op) const;
   /// Whether `op` is such a per-channel op.
-  bool is_follower(const tools::OpNode& op) const { return !follower_params(op).empty(); }
+  bool is_follower(const graph::OpNode& op) const { return !follower_params(op).empty(); }
   /// Whether `op` is a depthwise convolution.
-  bool is_depthwise(const tools::OpNode& op) const;
+  bool is_depthwise(const graph::OpNode& op) const;
   /// Whether `op` is a ChannelPad module (whose padded channel counts thinning can change).
-  bool is_channel_pad_module(const tools::OpNode& op) const;
+  bool is_channel_pad_module(const graph::OpNode& op) const;
 
  private:
-  void tie(const tools::OpNode& op);
+  void tie(const graph::OpNode& op);
   void unite(int a, int b);
   void fix_value(int v, const std::string& why);
   void fix_node(int n, const std::string& why);
-  void fix_op(const tools::OpNode& op);
+  void fix_op(const graph::OpNode& op);
 
   const torch::nn::Module& model_;
-  const tools::SummaryGraph& g_;
+  const graph::SummaryGraph& g_;
   torch::OrderedDict<std::string, at::Tensor> params_;
   std::vector<int> base_;
   mutable std::vector<int> parent_;
@@ -120,11 +120,11 @@ class ChannelTies {
 /// removed at all (`removable` false when it reaches the model's input or output or an op the
 /// walk does not follow).
 std::vector<GroupMember> channel_group(const torch::nn::Module& model,
-                                       const tools::SummaryGraph& graph, const std::string& op,
+                                       const graph::SummaryGraph& graph, const std::string& op,
                                        int64_t channel, bool* removable = nullptr);
 
 /// The channel groups of every producer's output channels, for group-consistent filter pruning.
 std::shared_ptr<ChannelGroups> build_channel_groups(const torch::nn::Module& model,
-                                                    const tools::SummaryGraph& graph);
+                                                    const graph::SummaryGraph& graph);
 
 }  // namespace igb::compress

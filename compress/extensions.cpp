@@ -52,7 +52,7 @@ nlohmann::json ThinningExtension::hyperparams() const {
 ExtensionOutcome ThinningExtension::apply(const ExtensionContext& ctx, int64_t epoch) {
   if (!ctx.forward) throw std::logic_error("thinning needs set_tracer() on the scheduler");
   const auto kind = options_.kind();
-  const auto graph = tools::SummaryGraph::build(ctx.model, ctx.input_shape, ctx.forward);
+  const auto graph = graph::SummaryGraph::build(ctx.model, ctx.input_shape, ctx.forward);
   const auto plan = plan_thinning(ctx.model, graph, kind, ctx.width);
   const std::string head = ctx.file + ": extension " + name() + " (" + class_name() +
                            ") at epoch " + std::to_string(epoch);
@@ -72,7 +72,7 @@ ExtensionOutcome ThinningExtension::apply(const ExtensionContext& ctx, int64_t e
   outcome.reshaped = true;
   for (const auto& t : ctx.model.parameters()) after += t.numel();
   const int64_t macs_after =
-      tools::SummaryGraph::build(ctx.model, ctx.input_shape, ctx.forward).total_macs();
+      graph::SummaryGraph::build(ctx.model, ctx.input_shape, ctx.forward).total_macs();
   if (ctx.logger) {
     ctx.logger->info(
         head + ": removed " + std::to_string(plan.removed_groups) + " channel groups" +

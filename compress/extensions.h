@@ -15,7 +15,7 @@
 #include "compress/pruners.h"
 #include "compress/thinning.h"
 #include "core/registry.h"
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb {
 class Logger;
@@ -34,7 +34,7 @@ struct ExtensionContext {
   /// The model's input shape, for tracing it.
   const std::vector<int64_t>& input_shape;
   /// The model's forward, for tracing it; empty when the scheduler was given no tracer.
-  const tools::SummaryGraph::Forward& forward;
+  const graph::SummaryGraph::Forward& forward;
   torch::optim::Optimizer& optimizer;
   /// The scheduler's masks, to be kept in the parameters' shapes.
   MaskTable& masks;

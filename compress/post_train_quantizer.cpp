@@ -14,7 +14,7 @@
 #include "core/logger.h"
 #include "core/progress.h"
 #include "core/train_mode_guard.h"
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb::compress {
 
@@ -147,7 +147,7 @@ struct PostTrainLinearQuantizer::Impl {
 
   /// Every conv and linear with a weight (with the BatchNorm it folds, when it feeds one alone)
   /// and every activation slot, in trace order; a module called twice is one layer.
-  void find_layers(const tools::SummaryGraph& graph, const ModuleMap& modules,
+  void find_layers(const graph::SummaryGraph& graph, const ModuleMap& modules,
                    const PostTrainOptions& options) {
     const auto& ops = graph.ops();
     auto module_of = [&](int op) -> torch::nn::Module* {
@@ -158,14 +158,14 @@ struct PostTrainLinearQuantizer::Impl {
     for (const auto& op : ops) {
       torch::nn::Module* m = module_of(op.id);
       if (!m || seen.count(op.module)) continue;
-      if ((op.op_kind == tools::OpKind::kConv || op.op_kind == tools::OpKind::kLinear) &&
+      if ((op.op_kind == graph::OpKind::kConv || op.op_kind == graph::OpKind::kLinear) &&
           is_weight_layer(*m)) {
         Layer l;
         l.name = op.module;
         l.module = m;
         l.settings = options.settings_for(l.name);
         const auto succ = graph.successors(op.id);
-        if (succ.size() == 1 && ops[succ[0]].op_kind == tools::OpKind::kBatchNorm &&
+        if (succ.size() == 1 && ops[succ[0]].op_kind == graph::OpKind::kBatchNorm &&
             graph.predecessors(succ[0]).size() == 1 &&
             l.settings.bits.weights != QuantBits::kFloat) {
           if (auto* bn = dynamic_cast<torch::nn::BatchNorm2dImpl*>(module_of(succ[0]))) {
@@ -190,7 +190,7 @@ struct PostTrainLinearQuantizer::Impl {
   }
 
   /// A slot's producer: a weight layer feeding only it, directly or through its folded BN.
-  void find_producers(const tools::SummaryGraph& graph) {
+  void find_producers(const graph::SummaryGraph& graph) {
     const auto& ops = graph.ops();
     for (auto& s : slots) {
       int op = -1;
@@ -199,7 +199,7 @@ struct PostTrainLinearQuantizer::Impl {
       const auto pred = graph.predecessors(op);
       if (pred.size() != 1) continue;
       int p = pred[0];
-      if (ops[p].op_kind == tools::OpKind::kBatchNorm) {
+      if (ops[p].op_kind == graph::OpKind::kBatchNorm) {
         const auto pp = graph.predecessors(p);
         if (pp.size() != 1 || !layer_of_op.count(pp[0])) continue;
         if (layers[layer_of_op[pp[0]]].bn != ops[p].module) continue;
@@ -214,7 +214,7 @@ struct PostTrainLinearQuantizer::Impl {
 
   /// What each weight layer reads, the first layer (the model input's only consumer) and the
   /// last (the output's producer).
-  void find_inputs_and_ends(const tools::SummaryGraph& graph) {
+  void find_inputs_and_ends(const graph::SummaryGraph& graph) {
     const auto& ops = graph.ops();
     for (const auto& [op, idx] : layer_of_op) {
       const auto pred = graph.predecessors(op);
@@ -249,7 +249,7 @@ PostTrainLinearQuantizer::PostTrainLinearQuantizer(PostTrainOptions options,
   const ModuleMap modules = float_modules(model);
   std::vector<std::string> warnings;
   resolve_quant_bits(options_.quant, model, &warnings);  // overrides matching nothing: errors
-  const auto graph = tools::SummaryGraph::build(model, input_shape, forward);
+  const auto graph = graph::SummaryGraph::build(model, input_shape, forward);
   impl_->find_layers(graph, modules, options_);
   impl_->find_producers(graph);
   impl_->find_inputs_and_ends(graph);

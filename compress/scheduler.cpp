@@ -27,7 +27,7 @@ CompressionScheduler::CompressionScheduler(torch::nn::Module& model, double base
     : model_(model), params_(model), base_lr_(base_lr), logger_(logger) {}
 
 void CompressionScheduler::set_tracer(std::vector<int64_t> input_shape,
-                                      tools::SummaryGraph::Forward forward) {
+                                      graph::SummaryGraph::Forward forward) {
   input_shape_ = std::move(input_shape);
   forward_ = std::move(forward);
 }
@@ -42,7 +42,7 @@ void CompressionScheduler::refresh_channel_groups() {
   if (!forward_ || !groups_stale_) return;
   groups_stale_ = false;
   auto groups =
-      build_channel_groups(model_, tools::SummaryGraph::build(model_, input_shape_, forward_));
+      build_channel_groups(model_, graph::SummaryGraph::build(model_, input_shape_, forward_));
   params_.set_channel_groups(groups);
   // Say once which layers a filter pruner's choice extends to.
   for (const auto& [name, pruner] : pruners_)
@@ -68,7 +68,7 @@ void CompressionScheduler::set_policy_masks(const Policy& p, int64_t epoch) {
                        ": fold_batchnorm needs the model traced to find its Conv2d → "
                        "BatchNorm pairs, and this scheduler has no tracer");
     bn_pairs_ =
-        conv_batchnorm_pairs(model_, tools::SummaryGraph::build(model_, input_shape_, forward_));
+        conv_batchnorm_pairs(model_, graph::SummaryGraph::build(model_, input_shape_, forward_));
     if (logger_)
       logger_->info(file_ + ": pruner " + p.instance + " ranks " +
                     std::to_string(bn_pairs_->size()) +

@@ -17,7 +17,7 @@
 #include "compress/quantizer.h"
 #include "compress/regularizers.h"
 #include "compress/training_hooks.h"
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb {
 class Logger;
@@ -99,7 +99,7 @@ class CompressionScheduler : public TrainingHooks {
 
   /// How to trace the model for thinning (FilterRemover, ChannelRemover): its input shape and
   /// forward. Without it a thinning extension is an error when its epoch comes.
-  void set_tracer(std::vector<int64_t> input_shape, tools::SummaryGraph::Forward forward);
+  void set_tracer(std::vector<int64_t> input_shape, graph::SummaryGraph::Forward forward);
   /// How thinning extensions round the channel counts they leave (compress/thinning.h,
   /// plan_thinning); by default they do not.
   void set_thinning_width(WidthPolicy width) { thinning_width_ = std::move(width); }
@@ -159,7 +159,7 @@ class CompressionScheduler : public TrainingHooks {
   ModelParams params_;
   double base_lr_;
   std::vector<int64_t> input_shape_;
-  tools::SummaryGraph::Forward forward_;
+  graph::SummaryGraph::Forward forward_;
   WidthPolicy thinning_width_;
   nlohmann::json pending_recipes_ = nlohmann::json::array();
   bool groups_stale_ = true;

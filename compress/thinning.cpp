@@ -20,8 +20,8 @@
 
 namespace igb::compress {
 
-using tools::OpNode;
-using tools::SummaryGraph;
+using graph::OpNode;
+using graph::SummaryGraph;
 
 namespace {
 
@@ -78,8 +78,8 @@ class Planner {
     if (const auto* t = params_.find(name)) return *t;
     return buffers_[name];
   }
-  static bool producer(const OpNode& op) { return tools::is_producer(op); }
-  static const tools::OpInfo& info(const OpNode& op) { return tools::op_info(op.op_kind); }
+  static bool producer(const OpNode& op) { return graph::is_producer(op); }
+  static const graph::OpInfo& info(const OpNode& op) { return graph::op_info(op.op_kind); }
 
   /// An early exit's head (core/activation.h, attach_branch): it reads the channels of its
   /// activation's output through its first layer, a conv (channel c = input channel c) or a
@@ -198,9 +198,9 @@ class Planner {
                 op.name + " (" + op.type + ") turns a zero channel into a non-zero one";
         }
     };
-    if (!tools::maps_zero_to_zero(op)) spoil(std::vector<int64_t>(channels(out), 1));
+    if (!graph::maps_zero_to_zero(op)) spoil(std::vector<int64_t>(channels(out), 1));
     if (ties_.is_depthwise(op) && !bias.empty()) spoil(nonzero_per(tensor(bias), 0));
-    if (op.op_kind == tools::OpKind::kBatchNorm && !bias.empty()) {
+    if (op.op_kind == graph::OpKind::kBatchNorm && !bias.empty()) {
       // Eval: beta - gamma·mean/sqrt(var + eps); training: beta. Zero when beta = 0 and gamma·mean
       // = 0.
       auto beta = nonzero_per(tensor(bias), 0);
@@ -211,7 +211,7 @@ class Planner {
       }
       spoil(bad);
     }
-    if (op.op_kind == tools::OpKind::kInstanceNorm && !bias.empty())
+    if (op.op_kind == graph::OpKind::kInstanceNorm && !bias.empty())
       spoil(nonzero_per(tensor(bias), 0));
   }
 
@@ -467,7 +467,7 @@ class Planner {
                      const std::vector<int64_t>& kout, bool in_changed, bool out_changed) {
     const int in = op.inputs[0], out = op.outputs[0];
     const std::string weight = op.param("weight"), bias = op.param("bias");
-    const bool linear = op.op_kind == tools::OpKind::kLinear;
+    const bool linear = op.op_kind == graph::OpKind::kLinear;
     if (out_changed) {
       slice(plan.recipe, weight, info(op).weight_out_dim, kout);
       slice(plan.recipe, bias, 0, kout);
@@ -597,7 +597,7 @@ void refuse_quantized(const torch::nn::Module& model) {
 
 void refuse_quantized(const SummaryGraph& graph) {
   for (const auto& op : graph.ops()) {
-    if (op.weight_bits <= 0 && op.op_kind != tools::OpKind::kFakeQuantize) continue;
+    if (op.weight_bits <= 0 && op.op_kind != graph::OpKind::kFakeQuantize) continue;
     std::string layer = op.module.empty() ? op.name : op.module;
     if (ends_with(layer, ".replacement")) layer.resize(layer.size() - 12);
     // An op named after the activation it runs in ("layer1.0.relu1.fakequantize"): the activation.

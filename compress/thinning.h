@@ -12,7 +12,7 @@
 
 #include "compress/channel_groups.h"
 #include "compress/pruners.h"
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb::compress {
 
@@ -41,7 +41,7 @@ struct ThinningPlan {
 /// to it), as a WidthPolicy sees it.
 struct ThinnedTensor {
   /// The graph being thinned.
-  const tools::SummaryGraph* graph = nullptr;
+  const graph::SummaryGraph* graph = nullptr;
   /// The tensors (summary-graph value ids), in graph order.
   std::vector<int> values;
   /// Channels before thinning, and left with every removable group removed (so far).
@@ -49,7 +49,7 @@ struct ThinnedTensor {
   int64_t kept = 0;
   /// The convolutions, transposed convolutions and linear layers that write (producers) and
   /// read (consumers) these tensors: the ops whose cost follows the width.
-  std::vector<const tools::OpNode*> producers, consumers;
+  std::vector<const graph::OpNode*> producers, consumers;
   /// The channels other tensors keep so far (a consumer's output, a producer's input); valid
   /// during the policy's call only.
   std::function<int64_t(int value)> kept_of;
@@ -82,7 +82,7 @@ WidthPolicy round_to_multiple(int64_t n);
 /// of its removable groups, in channel order, as the policy's width asks for; a kept group widens
 /// every tensor it spans, so the policy is asked again until no width changes. The log names each
 /// rounded width ("layer1.0.conv1: 2 zeroed filters kept to round 6 channels to 8").
-ThinningPlan plan_thinning(const torch::nn::Module& model, const tools::SummaryGraph& graph,
+ThinningPlan plan_thinning(const torch::nn::Module& model, const graph::SummaryGraph& graph,
                            ThinningKind kind, const WidthPolicy& width = {});
 
 /// Applies a recipe to a model being trained: weights, gradients and module options

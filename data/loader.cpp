@@ -1,7 +1,7 @@
 #include "data/loader.h"
 
 #include "core/rng.h"
-#include "core/runtime.h"
+#include "core/host.h"
 
 namespace igb::data {
 

@@ -8,7 +8,7 @@
 
 #include "core/cli.h"
 #include "core/error.h"
-#include "core/runtime.h"
+#include "core/host.h"
 #include "options/inference_runtime.h"
 #include "options/tool_commands/tool_model.h"
 

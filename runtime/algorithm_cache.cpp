@@ -8,7 +8,7 @@
 
 #include "core/cache_dir.h"
 #include "core/fs.h"
-#include "core/runtime.h"
+#include "core/host.h"
 
 namespace igb::runtime {
 

@@ -4,8 +4,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "graph/summary_graph.h"
 #include "runtime/plan.h"
-#include "tools/graph/summary_graph.h"
 
 namespace igb::runtime {
 
@@ -35,7 +35,7 @@ Plan& InferenceModel::plan_for(const std::vector<int64_t>& shape) {
       throw InputError("the inference runtime runs float32 models on the CPU; " + name_ +
                        " holds a " + std::string(c10::toString(p.scalar_type())) +
                        " parameter on " + p.device().str());
-  auto graph = tools::SummaryGraph::build(*model_, shape, forward_, name_);
+  auto graph = graph::SummaryGraph::build(*model_, shape, forward_, name_);
   auto plan = compile_plan(graph, options_);
   while (static_cast<int>(plans_.size()) >= std::max(1, options_.max_plans)) {
     auto oldest = plans_.begin();
@@ -121,7 +121,7 @@ std::string InferenceModel::summary(const std::vector<int64_t>& input_shape) {
   return out.str();
 }
 
-InferenceStage::InferenceStage(const tools::SummaryGraph& graph, const std::vector<int>& ops,
+InferenceStage::InferenceStage(const graph::SummaryGraph& graph, const std::vector<int>& ops,
                                const std::vector<int>& inputs, const std::vector<int>& outputs,
                                const InferenceOptions& options) {
   PlanRegion region;

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-namespace igb::tools {
+namespace igb::graph {
 class SummaryGraph;
-}  // namespace igb::tools
+}  // namespace igb::graph
 
 namespace igb::runtime {
 
@@ -31,7 +31,7 @@ struct StepInfo {
   std::vector<std::string> ops;
   /// oneDNN (true) or LibTorch's operator (false).
   bool native = false;
-  /// Multiply-accumulates of the ops it computes (tools/graph's convention).
+  /// Multiply-accumulates of the ops it computes (graph/'s convention).
   int64_t macs = 0;
   /// A layer computed in integers (8-bit input and weights, 32-bit sums; InferenceOptions::int8).
   bool int8 = false;
@@ -167,7 +167,7 @@ class InferenceStage {
  public:
   /// `ops`: the summary-graph op ids it runs; `inputs`: the value ids it is given (the model's
   /// input is given too); `outputs`: the value ids it returns. `graph` need not outlive it.
-  InferenceStage(const tools::SummaryGraph& graph, const std::vector<int>& ops,
+  InferenceStage(const graph::SummaryGraph& graph, const std::vector<int>& ops,
                  const std::vector<int>& inputs, const std::vector<int>& outputs,
                  const InferenceOptions& options = {});
   ~InferenceStage();

@@ -13,13 +13,10 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/int8_grids.h"
 #include "runtime/plan.h"
 
 namespace igb::runtime {
-
-/// The largest sum of the magnitudes of two weights of the same sign within one output channel
-/// of integer weights `q` ([out, …]): the worst pair any blocking of the kernel can form.
-int64_t largest_pair(const at::Tensor& q);
 
 /// Whether a layer with integer weights `q` reading an 8-bit input sums exactly on this ISA
 /// when run as it is. `signed_input`: an s8 input that may be negative; `top`: the largest

@@ -11,14 +11,14 @@
 #include <vector>
 
 #include "core/jit_containers.h"
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb::runtime {
 
 namespace {
 
 namespace jit = torch::jit;
-using tools::OpKind;
+using graph::OpKind;
 
 const jit::Value* arg(const jit::Node* node, const char* name) {
   return schema_argument(node, name);
@@ -66,7 +66,7 @@ std::optional<std::vector<int64_t>> ints(const jit::Node* node, const char* name
   return list;
 }
 
-bool float_input(const tools::SummaryGraph& graph, int op, size_t rank) {
+bool float_input(const graph::SummaryGraph& graph, int op, size_t rank) {
   const auto& o = graph.op(op);
   if (o.inputs.empty()) return false;
   const auto& v = graph.values().at(o.inputs[0]);
@@ -110,7 +110,7 @@ std::optional<LayerForm> addmm_form(const jit::Node* node) {
 
 }  // namespace
 
-std::optional<LayerForm> layer_form(const tools::SummaryGraph& graph, int op) {
+std::optional<LayerForm> layer_form(const graph::SummaryGraph& graph, int op) {
   const auto& o = graph.op(op);
   const jit::Node* node = graph.jit_node(op);
   if (o.kind == "aten::linear" || o.kind == "aten::addmm") {
@@ -150,7 +150,7 @@ std::optional<LayerForm> layer_form(const tools::SummaryGraph& graph, int op) {
   return f;
 }
 
-std::optional<EltwiseForm> eltwise_form(const tools::SummaryGraph& graph, int op) {
+std::optional<EltwiseForm> eltwise_form(const graph::SummaryGraph& graph, int op) {
   const auto& o = graph.op(op);
   const jit::Node* node = graph.jit_node(op);
   using A = dnnl::algorithm;
@@ -194,12 +194,12 @@ std::optional<EltwiseForm> eltwise_form(const tools::SummaryGraph& graph, int op
   }
 }
 
-std::optional<at::Tensor> prelu_form(const tools::SummaryGraph& graph, int op) {
+std::optional<at::Tensor> prelu_form(const graph::SummaryGraph& graph, int op) {
   if (graph.op(op).op_kind != OpKind::kPReLU) return std::nullopt;
   return constant_tensor(graph.jit_node(op), "weight");
 }
 
-std::optional<compress::BatchNormParams> batchnorm_form(const tools::SummaryGraph& graph, int op) {
+std::optional<compress::BatchNormParams> batchnorm_form(const graph::SummaryGraph& graph, int op) {
   if (graph.op(op).op_kind != OpKind::kBatchNorm) return std::nullopt;
   const jit::Node* node = graph.jit_node(op);
   auto training = constant_bool(node, "training");
@@ -221,7 +221,7 @@ std::optional<compress::BatchNormParams> batchnorm_form(const tools::SummaryGrap
   return bn;
 }
 
-std::optional<PoolForm> pool_form(const tools::SummaryGraph& graph, int op) {
+std::optional<PoolForm> pool_form(const graph::SummaryGraph& graph, int op) {
   const auto& o = graph.op(op);
   const jit::Node* node = graph.jit_node(op);
   if (!float_input(graph, op, 4) || o.outputs.empty()) return std::nullopt;
@@ -266,7 +266,7 @@ std::optional<PoolForm> pool_form(const tools::SummaryGraph& graph, int op) {
   return f;
 }
 
-std::optional<std::pair<int, int>> add_form(const tools::SummaryGraph& graph, int op) {
+std::optional<std::pair<int, int>> add_form(const graph::SummaryGraph& graph, int op) {
   const auto& o = graph.op(op);
   if (o.op_kind != OpKind::kAdd || o.inputs.size() != 2) return std::nullopt;
   const jit::Node* node = graph.jit_node(op);
@@ -288,7 +288,7 @@ std::optional<std::pair<int, int>> add_form(const tools::SummaryGraph& graph, in
 namespace {
 
 /// Whether op `op` (an input's producer, -1 for none) gives values never below 0.
-bool non_negative_output(const tools::SummaryGraph& graph, int op) {
+bool non_negative_output(const graph::SummaryGraph& graph, int op) {
   if (op < 0) return false;
   const auto& o = graph.op(op);
   if (o.op_kind == OpKind::kReLU6) {  // ReLU6, or a hardtanh whose lower bound is not negative
@@ -299,14 +299,14 @@ bool non_negative_output(const tools::SummaryGraph& graph, int op) {
          (o.op_kind == OpKind::kClamp && o.clamp_min >= 0);
 }
 
-int producer_of_input(const tools::SummaryGraph& graph, int op) {
+int producer_of_input(const graph::SummaryGraph& graph, int op) {
   const auto& o = graph.op(op);
   return o.inputs.empty() ? -1 : graph.values().at(o.inputs[0]).producer;
 }
 
 }  // namespace
 
-std::optional<QuantForm> quant_form(const tools::SummaryGraph& graph, int op) {
+std::optional<QuantForm> quant_form(const graph::SummaryGraph& graph, int op) {
   const auto& o = graph.op(op);
   if (o.op_kind != OpKind::kFakeQuantize || !(o.scale > 0) || o.inputs.empty()) return std::nullopt;
   QuantForm f;

@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "core/tensor_util.h"
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb::runtime {
 
@@ -25,7 +25,7 @@ dnnl::memory::desc plain_desc(const std::vector<int64_t>& shape) {
 namespace {
 
 std::string shape_text(at::IntArrayRef sizes) {
-  return tools::shape_to_string(std::vector<int64_t>(sizes.begin(), sizes.end()));
+  return graph::shape_to_string(std::vector<int64_t>(sizes.begin(), sizes.end()));
 }
 
 }  // namespace
@@ -78,7 +78,7 @@ void ToNativeStep::run(Plan& plan) {
   at::Tensor t = plan.env.at(slot_).toTensor();
   if (t.sizes() != at::IntArrayRef(shape_) || t.scalar_type() != at::kFloat)
     throw InputError("the inference plan was made for a float tensor of shape " +
-                     tools::shape_to_string(shape_) + ", got " + shape_text(t.sizes()) + " " +
+                     graph::shape_to_string(shape_) + ", got " + shape_text(t.sizes()) + " " +
                      std::string(c10::toString(t.scalar_type())));
   t = t.contiguous();
   if (zero_copy_) {
@@ -190,7 +190,7 @@ void TorchStep::run(Plan& plan) {
   torch::jit::Stack stack;
   stack.reserve(inputs_.size());
   for (int slot : inputs_) stack.push_back(plan.env[slot]);
-  tools::run_traced_node(node_, stack);
+  graph::run_traced_node(node_, stack);
   for (size_t i = 0; i < outputs_.size(); ++i) plan.env[outputs_[i]] = std::move(stack.at(i));
 }
 

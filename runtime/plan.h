@@ -20,9 +20,9 @@ struct Graph;
 struct Node;
 }  // namespace torch::jit
 
-namespace igb::tools {
+namespace igb::graph {
 class SummaryGraph;
-}  // namespace igb::tools
+}  // namespace igb::graph
 
 namespace igb::runtime {
 
@@ -246,7 +246,7 @@ struct PlanRegion {
 
 /// Compiles the traced forward pass `graph` (the summary graph of the model on one input shape),
 /// or the `region` of it, into a plan.
-std::unique_ptr<Plan> compile_plan(const tools::SummaryGraph& graph,
+std::unique_ptr<Plan> compile_plan(const graph::SummaryGraph& graph,
                                    const InferenceOptions& options, const PlanRegion& region = {});
 
 }  // namespace igb::runtime

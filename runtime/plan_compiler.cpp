@@ -15,12 +15,12 @@
 #include "core/error.h"
 #include "core/jit_containers.h"
 #include "core/table.h"
+#include "graph/summary_graph.h"
 #include "runtime/algorithm_cache.h"
 #include "runtime/int8_pairs.h"
 #include "runtime/op_forms.h"
 #include "runtime/plan.h"
 #include "runtime/qnnpack_layer.h"
-#include "tools/graph/summary_graph.h"
 
 namespace igb::runtime {
 
@@ -28,7 +28,7 @@ namespace {
 
 namespace jit = torch::jit;
 using dnnl::memory;
-using tools::OpKind;
+using graph::OpKind;
 using Tag = memory::format_tag;
 using Type = memory::data_type;
 
@@ -137,7 +137,7 @@ SubpixelConv to_subpixel(LayerForm& f, const std::vector<int64_t>& src) {
 
 class PlanCompiler {
  public:
-  PlanCompiler(const tools::SummaryGraph& graph, const InferenceOptions& options,
+  PlanCompiler(const graph::SummaryGraph& graph, const InferenceOptions& options,
                const PlanRegion& region)
       : g_(graph), options_(options), region_(region), plan_(std::make_unique<Plan>()) {
     ours_.insert(region.ops.begin(), region.ops.end());
@@ -620,7 +620,7 @@ class PlanCompiler {
   void fold_constant(const jit::Node* node) {
     torch::jit::Stack stack;
     for (const jit::Value* in : node->inputs()) stack.push_back(plan_->env[slot(in)]);
-    tools::run_traced_node(const_cast<jit::Node*>(node), stack);
+    graph::run_traced_node(const_cast<jit::Node*>(node), stack);
     for (size_t i = 0; i < node->outputs().size(); ++i) {
       const int s = slot(node->output(i));
       plan_->env[s] = std::move(stack.at(i));
@@ -696,7 +696,7 @@ class PlanCompiler {
                       const std::vector<int64_t>& src_shape, const std::vector<int64_t>& dst_shape,
                       const memory::desc& weights_desc);
 
-  const tools::SummaryGraph& g_;
+  const graph::SummaryGraph& g_;
   InferenceOptions options_;
   PlanRegion region_;
   bool whole_ = true;
@@ -1438,7 +1438,7 @@ double time_plan(Plan& plan) {
 
 }  // namespace
 
-std::unique_ptr<Plan> compile_plan(const tools::SummaryGraph& graph,
+std::unique_ptr<Plan> compile_plan(const graph::SummaryGraph& graph,
                                    const InferenceOptions& options, const PlanRegion& region) {
   if (!options.int8) return PlanCompiler(graph, options, region).compile();
   if (options.int8_engine == Int8Engine::kOneDnn) {

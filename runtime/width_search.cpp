@@ -12,20 +12,20 @@
 #include <tuple>
 #include <vector>
 
+#include "graph/summary_graph.h"
 #include "runtime/inference_model.h"
-#include "tools/graph/summary_graph.h"
 
 namespace igb::runtime {
 
 namespace {
 
-using tools::OpKind;
-using tools::OpNode;
+using graph::OpKind;
+using graph::OpNode;
 
 /// The layer `op` alone with `in` input and `out` output channels, on random weights, and its
 /// input shape; null when the runtime's form of it is not one this search builds.
 std::pair<std::shared_ptr<torch::nn::Module>, std::vector<int64_t>> layer_alone(
-    const tools::SummaryGraph& g, const OpNode& op, int64_t in, int64_t out,
+    const graph::SummaryGraph& g, const OpNode& op, int64_t in, int64_t out,
     std::function<at::Tensor(const at::Tensor&)>* forward) {
   auto shape = g.shape(op.inputs[0]);
   const bool bias = !op.param("bias").empty();
@@ -89,7 +89,7 @@ class WidthSearch {
  private:
   /// Milliseconds of `op` with `in` input and `out` output channels on the inference form, or
   /// -1 when it cannot be built.
-  double time(const tools::SummaryGraph& g, const OpNode& op, int64_t in, int64_t out) {
+  double time(const graph::SummaryGraph& g, const OpNode& op, int64_t in, int64_t out) {
     const auto key = std::make_tuple(op.name, g.shape(op.inputs[0]), in, out);
     if (auto it = times_.find(key); it != times_.end()) return it->second;
     std::function<at::Tensor(const at::Tensor&)> forward;

@@ -24,24 +24,24 @@ std::string escape(const std::string& s) {
 }
 
 /// Fill colour by op family, so convolutions, normalisation, activations and joins stand out.
-const char* fill_of(const OpNode& op) {
-  switch (op_info(op.op_kind).family) {
-    case OpFamily::kConvolution:
+const char* fill_of(const graph::OpNode& op) {
+  switch (graph::op_info(op.op_kind).family) {
+    case graph::OpFamily::kConvolution:
       return "#cfe2f3";
-    case OpFamily::kTransposedConvolution:
+    case graph::OpFamily::kTransposedConvolution:
       return "#b4d3f0";
-    case OpFamily::kLinear:
+    case graph::OpFamily::kLinear:
       return "#d9d2e9";
-    case OpFamily::kNormalization:
+    case graph::OpFamily::kNormalization:
       return "#fff2cc";
-    case OpFamily::kJoin:
+    case graph::OpFamily::kJoin:
       return "#f4cccc";
-    case OpFamily::kPooling:
+    case graph::OpFamily::kPooling:
       return "#d9ead3";
-    case OpFamily::kActivation:
+    case graph::OpFamily::kActivation:
       return "#fce5cd";
-    case OpFamily::kShape:
-    case OpFamily::kOther:
+    case graph::OpFamily::kShape:
+    case graph::OpFamily::kOther:
       break;
   }
   return "#eeeeee";
@@ -49,7 +49,7 @@ const char* fill_of(const OpNode& op) {
 
 }  // namespace
 
-std::string graph_to_dot(const SummaryGraph& graph, bool with_params) {
+std::string graph_to_dot(const graph::SummaryGraph& graph, bool with_params) {
   std::ostringstream dot;
   dot << "digraph \"" << escape(graph.model_name()) << "\" {\n"
       << "  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", "
@@ -57,21 +57,21 @@ std::string graph_to_dot(const SummaryGraph& graph, bool with_params) {
       << "  edge [fontname=\"Helvetica\", fontsize=8, color=\"#555555\"];\n";
   for (int v : graph.inputs())
     dot << "  v" << v << " [label=\"input\\n"
-        << shape_to_string(graph.shape(v)) << "\", shape=ellipse, fillcolor=\"#ffffff\"];\n";
+        << graph::shape_to_string(graph.shape(v)) << "\", shape=ellipse, fillcolor=\"#ffffff\"];\n";
   for (const auto& op : graph.ops()) {
     std::string label = op.name + "\\n" + op.type;
     // A layer whose weights a quantizer holds at k bits: "Conv w3".
     if (op.weight_bits > 0) label += " w" + std::to_string(op.weight_bits);
     const std::string attrs = op.attrs();
     if (!attrs.empty()) label += " " + escape(attrs);
-    if (!op.outputs.empty()) label += "\\n" + shape_to_string(graph.shape(op.outputs[0]));
+    if (!op.outputs.empty()) label += "\\n" + graph::shape_to_string(graph.shape(op.outputs[0]));
     dot << "  op" << op.id << " [label=\"" << escape(op.name) << label.substr(op.name.size())
         << "\", fillcolor=\"" << fill_of(op) << "\"];\n";
   }
   int out_index = 0;
   for (int v : graph.outputs())
     dot << "  out" << out_index++ << " [label=\"output\\n"
-        << shape_to_string(graph.shape(v)) << "\", shape=ellipse, fillcolor=\"#ffffff\"];\n";
+        << graph::shape_to_string(graph.shape(v)) << "\", shape=ellipse, fillcolor=\"#ffffff\"];\n";
 
   auto source = [&](int v) {
     int p = graph.values()[v].producer;
@@ -82,7 +82,7 @@ std::string graph_to_dot(const SummaryGraph& graph, bool with_params) {
     if (with_params)
       for (size_t i = 0; i < op.params.size(); ++i) {
         dot << "  p" << op.id << "_" << i << " [label=\"" << escape(op.params[i]) << "\\n"
-            << shape_to_string(op.param_shapes[i])
+            << graph::shape_to_string(op.param_shapes[i])
             << "\", shape=ellipse, style=filled, fillcolor=\"#f3f3f3\", fontsize=8];\n"
             << "  p" << op.id << "_" << i << " -> op" << op.id << " [style=dashed];\n";
       }
@@ -124,7 +124,8 @@ std::string render_dot(const std::string& dot, const std::string& format) {
   return out;
 }
 
-void draw_graph(const SummaryGraph& graph, const std::filesystem::path& path, bool with_params) {
+void draw_graph(const graph::SummaryGraph& graph, const std::filesystem::path& path,
+                bool with_params) {
   std::string ext = path.extension().string();
   if (!ext.empty()) ext = ext.substr(1);
   if (ext != "dot" && ext != "gv" && ext != "svg" && ext != "png")

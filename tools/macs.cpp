@@ -2,13 +2,13 @@
 
 namespace igb::tools {
 
-MacsSummary compute_macs(const SummaryGraph& graph, const torch::nn::Module& model) {
+MacsSummary compute_macs(const graph::SummaryGraph& graph, const torch::nn::Module& model) {
   MacsSummary s;
   s.model = graph.model_name();
   s.input = graph.input_shape();
   for (const auto& p : model.parameters()) s.total_params += p.numel();
   for (const auto& op : graph.ops()) {
-    if (op_info(op.op_kind).macs == MacRule::kNone) continue;
+    if (graph::op_info(op.op_kind).macs == graph::MacRule::kNone) continue;
     const std::string weight = op.param("weight");
     if (weight.empty() || op.inputs.empty() || op.outputs.empty()) continue;
     LayerMacs l;
@@ -20,7 +20,7 @@ MacsSummary compute_macs(const SummaryGraph& graph, const torch::nn::Module& mod
     for (size_t i = 0; i < op.params.size(); ++i) {
       if (op.params[i] == weight) l.weights = op.param_shapes[i];
       if (op.params[i] == weight || op.params[i] == op.param("bias"))
-        l.params += volume(op.param_shapes[i]);
+        l.params += graph::volume(op.param_shapes[i]);
     }
     l.macs = graph.macs(op.id);
     s.total_macs += l.macs;
@@ -31,17 +31,17 @@ MacsSummary compute_macs(const SummaryGraph& graph, const torch::nn::Module& mod
 
 Report macs_report(const MacsSummary& s) {
   Report r;
-  r.title = "MACs of " + s.model + " on input " + shape_to_string(s.input);
+  r.title = "MACs of " + s.model + " on input " + graph::shape_to_string(s.input);
   r.table.columns = {"Name", "Type",       "Attrs",          "IFM", "IFM volume",
                      "OFM",  "OFM volume", "Weights volume", "MACs"};
   int64_t weights = 0;
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& l : s.layers) {
-    r.table.rows.push_back({l.name, l.type, l.attrs, shape_to_string(l.ifm),
-                            std::to_string(volume(l.ifm)), shape_to_string(l.ofm),
-                            std::to_string(volume(l.ofm)), std::to_string(volume(l.weights)),
-                            std::to_string(l.macs)});
-    weights += volume(l.weights);
+    r.table.rows.push_back({l.name, l.type, l.attrs, graph::shape_to_string(l.ifm),
+                            std::to_string(graph::volume(l.ifm)), graph::shape_to_string(l.ofm),
+                            std::to_string(graph::volume(l.ofm)),
+                            std::to_string(graph::volume(l.weights)), std::to_string(l.macs)});
+    weights += graph::volume(l.weights);
     layers.push_back({{"name", l.name},
                       {"type", l.type},
                       {"attrs", l.attrs},

@@ -2,7 +2,7 @@
 
 #include <torch/nn/module.h>
 
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 #include "tools/report.h"
 
 namespace igb::tools {
@@ -10,7 +10,7 @@ namespace igb::tools {
 /// The compute of one convolution, transposed convolution or linear layer.
 struct LayerMacs {
   std::string name, type, attrs;
-  Shape ifm, ofm, weights;
+  graph::Shape ifm, ofm, weights;
   /// Parameters of the layer (weight and bias).
   int64_t params = 0;
   int64_t macs = 0;
@@ -22,7 +22,7 @@ struct LayerMacs {
 /// not counted. Computed for the graph's input as given (batch 1 by default).
 struct MacsSummary {
   std::string model;
-  Shape input;
+  graph::Shape input;
   int64_t total_macs = 0;
   /// Every parameter of the model (BatchNorm affine included), as torchvision counts.
   int64_t total_params = 0;
@@ -30,7 +30,7 @@ struct MacsSummary {
 };
 
 /// Reads the layers off the summary graph of `model`.
-MacsSummary compute_macs(const SummaryGraph& graph, const torch::nn::Module& model);
+MacsSummary compute_macs(const graph::SummaryGraph& graph, const torch::nn::Module& model);
 
 /// Table `Name, Type, Attrs, IFM, IFM volume, OFM, OFM volume, Weights volume, MACs`, totals in
 /// the footer; JSON {"model", "input", "total_macs", "total_params", "layers": [...]}.

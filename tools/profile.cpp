@@ -40,7 +40,7 @@ const std::string kLayerPrefix = "layer: ";
 /// plain call (to time it); values of every node stay in `env`.
 class GraphRunner {
  public:
-  explicit GraphRunner(const SummaryGraph& g) : g_(g) {
+  explicit GraphRunner(const graph::SummaryGraph& g) : g_(g) {
     for (size_t i = 0; i < g.ops().size(); ++i)
       op_of_[g.jit_node(static_cast<int>(i))] = static_cast<int>(i);
   }
@@ -62,7 +62,7 @@ class GraphRunner {
       if (hook && it != op_of_.end())
         hook(it->second, node, stack);
       else
-        run_traced_node(node, stack);
+        graph::run_traced_node(node, stack);
       for (size_t i = 0; i < node->outputs().size(); ++i) env_[node->outputs()[i]] = stack.at(i);
     }
     const auto& out = env_.at(graph.outputs()[0]);
@@ -79,7 +79,7 @@ class GraphRunner {
   }
 
  private:
-  const SummaryGraph& g_;
+  const graph::SummaryGraph& g_;
   std::unordered_map<const jit::Node*, int> op_of_;
   std::unordered_map<const jit::Value*, c10::IValue> env_;
 };
@@ -131,7 +131,7 @@ double time_forward_backward(jit::Node* node, const jit::Stack& recorded,
   }
   torch::AutoGradMode grad(true);
   const auto t0 = Clock::now();
-  run_traced_node(node, stack);
+  graph::run_traced_node(node, stack);
   std::vector<at::Tensor> outs, grads;
   for (const auto& v : stack)
     if (v.isTensor() && v.toTensor().requires_grad()) {
@@ -207,7 +207,7 @@ void check_options(const ProfileOptions& options) {
 
 /// The input of one batch size: uniform noise from a generator of its own (seed 0), so every
 /// profile sees the same input and the caller's random stream is left alone.
-at::Tensor profile_input(torch::nn::Module& model, const Shape& shape) {
+at::Tensor profile_input(torch::nn::Module& model, const graph::Shape& shape) {
   auto params = model.parameters();
   torch::TensorOptions opts;
   if (!params.empty()) opts = opts.device(params.front().device()).dtype(params.front().dtype());
@@ -231,9 +231,9 @@ struct Runs {
 
 /// One row per op of the graph, with its forward latency alone (no grad) measured op by op, and
 /// the whole model's forward latency.
-void time_forward(const SummaryGraph& graph, GraphRunner& runner,
-                  const SummaryGraph::Forward& forward, const at::Tensor& input, const Runs& runs,
-                  BatchProfile& bp) {
+void time_forward(const graph::SummaryGraph& graph, GraphRunner& runner,
+                  const graph::SummaryGraph::Forward& forward, const at::Tensor& input,
+                  const Runs& runs, BatchProfile& bp) {
   torch::NoGradGuard no_grad;
   const size_t n = graph.ops().size();
   std::vector<std::vector<double>> fwd(n);
@@ -241,7 +241,7 @@ void time_forward(const SummaryGraph& graph, GraphRunner& runner,
   for (int r = 0; r < runs.warmup + runs.repeats; ++r)
     runner.run(input, [&](int op, jit::Node* node, jit::Stack& stack) {
       const auto t0 = Clock::now();
-      run_traced_node(node, stack);
+      graph::run_traced_node(node, stack);
       if (r >= runs.warmup) fwd[op].push_back(ms_since(t0));
     });
   bp.forward_ms = runs.median_of([&] {
@@ -262,8 +262,8 @@ void time_forward(const SummaryGraph& graph, GraphRunner& runner,
 
 /// The forward latencies of the model's inference form: each step's median time given to the
 /// op it is named after, a step named after no op (the input's layout change) to the next one's.
-void time_inference_form(const SummaryGraph& graph, torch::nn::Module& model,
-                         const SummaryGraph::Forward& forward, const at::Tensor& input,
+void time_inference_form(const graph::SummaryGraph& graph, torch::nn::Module& model,
+                         const graph::SummaryGraph::Forward& forward, const at::Tensor& input,
                          const Runs& runs, bool int8, BatchProfile& bp) {
   // The form lives only here: a handle that does not own the caller's model.
   std::shared_ptr<torch::nn::Module> handle(std::shared_ptr<torch::nn::Module>(), &model);
@@ -290,8 +290,8 @@ void time_inference_form(const SummaryGraph& graph, torch::nn::Module& model,
 }
 
 /// The whole model's forward + backward of sum(output).
-double time_model_forward_backward(const SummaryGraph::Forward& forward, const at::Tensor& input,
-                                   const Runs& runs) {
+double time_model_forward_backward(const graph::SummaryGraph::Forward& forward,
+                                   const at::Tensor& input, const Runs& runs) {
   return runs.median_of([&] {
     const auto t0 = Clock::now();
     auto out = forward(input);
@@ -304,14 +304,14 @@ double time_model_forward_backward(const SummaryGraph::Forward& forward, const a
 void measure_output_bytes(GraphRunner& runner, const at::Tensor& input, BatchProfile& bp) {
   torch::NoGradGuard no_grad;
   runner.run(input, [&](int op, jit::Node* node, jit::Stack& stack) {
-    run_traced_node(node, stack);
+    graph::run_traced_node(node, stack);
     for (const auto& v : stack)
       if (v.isTensor()) bp.layers[op].output_bytes += static_cast<int64_t>(v.toTensor().nbytes());
   });
 }
 
 /// Each op alone, forward + backward, on the inputs it read in the runner's last run.
-void time_layers_forward_backward(torch::nn::Module& model, const SummaryGraph& graph,
+void time_layers_forward_backward(torch::nn::Module& model, const graph::SummaryGraph& graph,
                                   const GraphRunner& runner, const Runs& runs, BatchProfile& bp) {
   std::set<const c10::StorageImpl*> buffers;
   for (const auto& b : model.buffers())
@@ -326,8 +326,9 @@ void time_layers_forward_backward(torch::nn::Module& model, const SummaryGraph& 
 
 /// One forward (op by op, inside layer spans) and backward under LibTorch's profiler: the
 /// operators table, and the trace events of process `bp.batch`.
-void profile_operators(const SummaryGraph& graph, GraphRunner& runner, const at::Tensor& input,
-                       const std::string& model_name, BatchProfile& bp, nlohmann::json& trace) {
+void profile_operators(const graph::SummaryGraph& graph, GraphRunner& runner,
+                       const at::Tensor& input, const std::string& model_name, BatchProfile& bp,
+                       nlohmann::json& trace) {
   using namespace torch::autograd::profiler;
   enableProfilerLegacy(
       torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU));
@@ -335,7 +336,7 @@ void profile_operators(const SummaryGraph& graph, GraphRunner& runner, const at:
   try {
     auto out = runner.run(input, [&](int op, jit::Node* node, jit::Stack& stack) {
       RECORD_USER_SCOPE(kLayerPrefix + graph.op(op).name);
-      run_traced_node(node, stack);
+      graph::run_traced_node(node, stack);
     });
     if (out.requires_grad()) out.sum().backward();
   } catch (...) {
@@ -351,12 +352,13 @@ void profile_operators(const SummaryGraph& graph, GraphRunner& runner, const at:
 }
 
 /// Everything measured at one batch size. The model is in eval mode.
-BatchProfile profile_batch(torch::nn::Module& model, const Shape& input_shape, int64_t batch,
-                           const SummaryGraph::Forward& forward, const std::string& model_name,
-                           const Runs& runs, bool inference, bool int8, nlohmann::json& trace) {
-  Shape shape = input_shape;
+BatchProfile profile_batch(torch::nn::Module& model, const graph::Shape& input_shape, int64_t batch,
+                           const graph::SummaryGraph::Forward& forward,
+                           const std::string& model_name, const Runs& runs, bool inference,
+                           bool int8, nlohmann::json& trace) {
+  graph::Shape shape = input_shape;
   shape[0] = batch;
-  auto graph = SummaryGraph::build(model, shape, forward, model_name);
+  auto graph = graph::SummaryGraph::build(model, shape, forward, model_name);
   const auto input = profile_input(model, shape);
   BatchProfile bp;
   bp.batch = batch;
@@ -375,9 +377,9 @@ BatchProfile profile_batch(torch::nn::Module& model, const Shape& input_shape, i
 
 }  // namespace
 
-ModelProfile profile_model(torch::nn::Module& model, const Shape& input_shape,
-                           const SummaryGraph::Forward& forward, const std::string& model_name,
-                           const ProfileOptions& options,
+ModelProfile profile_model(torch::nn::Module& model, const graph::Shape& input_shape,
+                           const graph::SummaryGraph::Forward& forward,
+                           const std::string& model_name, const ProfileOptions& options,
                            const std::function<void(const std::string&)>& progress) {
   check_options(options);
   ModelProfile result;
@@ -413,7 +415,7 @@ std::vector<Report> profile_reports(const ModelProfile& p, int top) {
     double sum = 0;
     for (const auto& l : b.layers) sum += l.forward_ms;
     for (const auto& l : b.layers)
-      layers.table.rows.push_back({l.name, l.type, shape_to_string(l.output),
+      layers.table.rows.push_back({l.name, l.type, graph::shape_to_string(l.output),
                                    std::to_string(l.output_bytes), fixed(l.forward_ms, 3),
                                    fixed(l.forward_backward_ms, 3),
                                    fixed(sum > 0 ? 100.0 * l.forward_ms / sum : 0, 1)});

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 #include "tools/report.h"
 
 namespace igb::tools {
@@ -32,7 +32,7 @@ struct ProfileOptions {
 /// Cost of one op of the summary graph at one batch size.
 struct LayerCost {
   std::string name, type;
-  Shape output;
+  graph::Shape output;
   int64_t output_bytes = 0;
   /// Median latency of the op alone: forward (no grad), and forward then backward with its
   /// inputs and parameters requiring grad.
@@ -58,7 +58,7 @@ struct BatchProfile {
 
 struct ModelProfile {
   std::string model;
-  Shape input;  // batch 1
+  graph::Shape input;  // batch 1
   int threads = 1;
   /// What the forward latencies time: "inference form", "INT8 inference form" or "eager".
   std::string runtime = "eager";
@@ -71,9 +71,9 @@ struct ModelProfile {
 /// Profiles `model` at each batch size: per-layer latency and output bytes by running the traced
 /// graph op by op, then one forward + backward under LibTorch's profiler for the operators table
 /// and the trace. The model's training mode, gradients and weights are left as they were.
-ModelProfile profile_model(torch::nn::Module& model, const Shape& input_shape,
-                           const SummaryGraph::Forward& forward, const std::string& model_name,
-                           const ProfileOptions& options,
+ModelProfile profile_model(torch::nn::Module& model, const graph::Shape& input_shape,
+                           const graph::SummaryGraph::Forward& forward,
+                           const std::string& model_name, const ProfileOptions& options,
                            const std::function<void(const std::string&)>& progress = {});
 
 /// Per batch size: the layers table and the top-`top` operators table.

@@ -87,7 +87,7 @@ std::vector<double> parse_sensitivity_levels(const std::string& text) {
 }
 
 std::vector<std::string> sensitivity_parameters(const torch::nn::Module& model,
-                                                const SummaryGraph& graph,
+                                                const graph::SummaryGraph& graph,
                                                 const SensitivityOptions& options) {
   std::regex re;
   try {
@@ -99,8 +99,8 @@ std::vector<std::string> sensitivity_parameters(const torch::nn::Module& model,
   const auto params = model.named_parameters();
   std::vector<std::string> names;
   for (const auto& op : graph.ops()) {
-    if (op.op_kind != OpKind::kConv && op.op_kind != OpKind::kConvTranspose &&
-        op.op_kind != OpKind::kLinear)
+    if (op.op_kind != graph::OpKind::kConv && op.op_kind != graph::OpKind::kConvTranspose &&
+        op.op_kind != graph::OpKind::kLinear)
       continue;
     const std::string w = op.param("weight");
     const auto* t = w.empty() ? nullptr : params.find(w);
@@ -122,7 +122,7 @@ std::vector<std::string> sensitivity_parameters(const torch::nn::Module& model,
 namespace {
 
 /// The name of the op that reads `weight` as its weight.
-std::string op_of(const SummaryGraph& graph, const std::string& weight) {
+std::string op_of(const graph::SummaryGraph& graph, const std::string& weight) {
   for (const auto& op : graph.ops())
     if (op.param("weight") == weight) return op.name;
   return "";
@@ -140,7 +140,7 @@ void check_sensitivity_options(const SensitivityOptions& options) {
     throw InputError("--with-dependencies applies to --mode filter only");
 }
 
-SensitivityResult sensitivity_sweep(torch::nn::Module& model, const SummaryGraph& graph,
+SensitivityResult sensitivity_sweep(torch::nn::Module& model, const graph::SummaryGraph& graph,
                                     const SensitivityOptions& options,
                                     const std::function<SensitivityMetrics()>& evaluate,
                                     const SensitivityProgress& progress) {

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb::tools {
 
@@ -84,7 +84,7 @@ struct SensitivityResult {
 /// transposed conv and linear ops (4-D only for filter and channel modes) matching options.params,
 /// in graph order. InputError when none is left or the regex is bad.
 std::vector<std::string> sensitivity_parameters(const torch::nn::Module& model,
-                                                const SummaryGraph& graph,
+                                                const graph::SummaryGraph& graph,
                                                 const SensitivityOptions& options);
 
 /// Called before each evaluation: parameter ("" for the baseline), level, evaluations done, total.
@@ -98,7 +98,7 @@ void check_sensitivity_options(const SensitivityOptions& options);
 /// For each parameter and each level: prunes one-shot (no fine-tuning), runs `evaluate` (which
 /// must see the same data in the same order each time), then puts back every tensor it changed,
 /// bit for bit, before the next one. No gradients are kept.
-SensitivityResult sensitivity_sweep(torch::nn::Module& model, const SummaryGraph& graph,
+SensitivityResult sensitivity_sweep(torch::nn::Module& model, const graph::SummaryGraph& graph,
                                     const SensitivityOptions& options,
                                     const std::function<SensitivityMetrics()>& evaluate,
                                     const SensitivityProgress& progress = {});

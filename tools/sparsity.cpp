@@ -1,7 +1,7 @@
 #include "tools/sparsity.h"
 
 #include "core/tensor_util.h"
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb::tools {
 
@@ -65,7 +65,7 @@ Report sparsity_report(const std::vector<ParamSparsity>& params, const std::stri
   int64_t dense = 0, nnz = 0;
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& p : params) {
-    r.table.rows.push_back({p.name, shape_to_string(p.shape), std::to_string(p.dense),
+    r.table.rows.push_back({p.name, graph::shape_to_string(p.shape), std::to_string(p.dense),
                             std::to_string(p.nnz), fixed(p.cols, 2), fixed(p.rows, 2),
                             fixed(p.channels, 2), fixed(p.kernels, 2), fixed(p.filters, 2),
                             fixed(p.fine, 2), fixed(p.std, 5), fixed(p.mean, 5),

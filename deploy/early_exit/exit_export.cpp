@@ -14,7 +14,7 @@ using json = nlohmann::json;
 
 namespace {
 
-json io_list(const tools::SummaryGraph& graph, const std::vector<int>& ids) {
+json io_list(const graph::SummaryGraph& graph, const std::vector<int>& ids) {
   json a = json::array();
   for (int v : ids) a.push_back({{"name", onnx_value_name(graph, v)}, {"shape", graph.shape(v)}});
   return a;
@@ -22,7 +22,7 @@ json io_list(const tools::SummaryGraph& graph, const std::vector<int>& ids) {
 
 }  // namespace
 
-json export_exit_segments(torch::nn::Module& model, const tools::SummaryGraph& graph,
+json export_exit_segments(torch::nn::Module& model, const graph::SummaryGraph& graph,
                           const ExitNetwork& net, ExitCriterion criterion,
                           const std::vector<double>& score_thresholds,
                           const OnnxExportOptions& options, const fs::path& dir) {

@@ -20,7 +20,7 @@ namespace igb::deploy {
 /// segments" v1): the criterion, and per segment the file, its inputs and forwarded outputs with
 /// shapes, the exit's output, threshold (in the criterion's unit; null: never answers) and MACs to
 /// leave there. `score_thresholds` one per early exit, in score units. Returns the manifest.
-nlohmann::json export_exit_segments(torch::nn::Module& model, const tools::SummaryGraph& graph,
+nlohmann::json export_exit_segments(torch::nn::Module& model, const graph::SummaryGraph& graph,
                                     const ExitNetwork& net, ExitCriterion criterion,
                                     const std::vector<double>& score_thresholds,
                                     const OnnxExportOptions& options,

@@ -64,7 +64,7 @@ namespace {
 /// The inference form of an exit's head, compiled for its activation's shape; null when the
 /// runtime cannot trace it there (the head then runs as LibTorch's forward).
 std::shared_ptr<runtime::InferenceModel> head_form(torch::nn::Sequential head,
-                                                   const tools::Shape& shape,
+                                                   const graph::Shape& shape,
                                                    const std::string& name, bool int8) {
   try {
     runtime::InferenceOptions options;
@@ -80,7 +80,7 @@ std::shared_ptr<runtime::InferenceModel> head_form(torch::nn::Sequential head,
 }
 
 /// Every op `op` depends on, itself included.
-std::set<int> ancestors(const tools::SummaryGraph& graph, int op) {
+std::set<int> ancestors(const graph::SummaryGraph& graph, int op) {
   std::set<int> seen{op};
   std::vector<int> frontier{op};
   while (!frontier.empty()) {
@@ -92,17 +92,17 @@ std::set<int> ancestors(const tools::SummaryGraph& graph, int op) {
   return seen;
 }
 
-std::shared_ptr<const tools::SummaryGraph> head_graph_of(torch::nn::Sequential head,
-                                                         tools::Shape shape,
+std::shared_ptr<const graph::SummaryGraph> head_graph_of(torch::nn::Sequential head,
+                                                         graph::Shape shape,
                                                          const std::string& name) {
   shape.at(0) = 1;
-  return std::make_shared<const tools::SummaryGraph>(tools::SummaryGraph::build(
+  return std::make_shared<const graph::SummaryGraph>(graph::SummaryGraph::build(
       *head, shape, [&head](const torch::Tensor& x) { return head->forward(x); }, name));
 }
 
 }  // namespace
 
-ExitNetwork::ExitNetwork(torch::nn::Module& model, const tools::SummaryGraph& graph, bool int8)
+ExitNetwork::ExitNetwork(torch::nn::Module& model, const graph::SummaryGraph& graph, bool int8)
     : graph_(&graph) {
   std::vector<std::pair<std::string, Activation>> points;
   for (const auto& item : model.named_modules("", /*include_self=*/false))

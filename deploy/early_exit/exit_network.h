@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "deploy/partition/stages.h"
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb::runtime {
 class InferenceModel;
@@ -55,7 +55,7 @@ class ExitNetwork {
   /// InputError when the model has none or an exit's activation is not an op of `graph`.
   /// Segments and heads run in their inference forms, with `int8` their quantized layers in
   /// integers (runtime/inference_model.h, InferenceOptions::int8).
-  ExitNetwork(torch::nn::Module& model, const tools::SummaryGraph& graph, bool int8 = false);
+  ExitNetwork(torch::nn::Module& model, const graph::SummaryGraph& graph, bool int8 = false);
 
   /// Exits, the final one included.
   size_t exits() const { return segments_.size(); }
@@ -72,7 +72,7 @@ class ExitNetwork {
   const std::vector<int>& exit_values() const { return exit_values_; }
   torch::nn::Sequential head(size_t exit) const { return heads_.at(exit); }
   /// The summary graph of early exit `exit`'s head on its activation's output (batch 1).
-  const tools::SummaryGraph& head_graph(size_t exit) const { return *head_graphs_.at(exit); }
+  const graph::SummaryGraph& head_graph(size_t exit) const { return *head_graphs_.at(exit); }
 
   /// Every exit's logits (float32) for every sample of `x`, segment by segment.
   std::vector<at::Tensor> run_all(const at::Tensor& x) const;
@@ -96,7 +96,7 @@ class ExitNetwork {
   at::Tensor run_final_only(const at::Tensor& x) const;
 
  private:
-  const tools::SummaryGraph* graph_;
+  const graph::SummaryGraph* graph_;
   std::vector<Stage> segments_;
   std::vector<std::unique_ptr<StageRunner>> runners_;
   std::unique_ptr<StageRunner> whole_;
@@ -104,7 +104,7 @@ class ExitNetwork {
   mutable std::vector<torch::nn::Sequential> heads_;
   /// The heads' inference forms (runtime/), as the segments run; null where a head has none.
   std::vector<std::shared_ptr<runtime::InferenceModel>> head_forms_;
-  std::vector<std::shared_ptr<const tools::SummaryGraph>> head_graphs_;
+  std::vector<std::shared_ptr<const graph::SummaryGraph>> head_graphs_;
   std::vector<std::string> names_;
   std::vector<int> exit_values_;
   std::vector<int64_t> exit_macs_, head_macs_;

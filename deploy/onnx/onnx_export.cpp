@@ -7,7 +7,7 @@
 #include "deploy/onnx/onnx_ops.h"
 #include "deploy/onnx/onnx_qdq_cpu.h"
 #include "deploy/onnx/onnx_writer.h"
-#include "tools/graph/op_table.h"
+#include "graph/op_table.h"
 
 namespace igb::deploy {
 

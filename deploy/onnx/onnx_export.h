@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "deploy/onnx/onnx_qdq.h"
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb::deploy {
 

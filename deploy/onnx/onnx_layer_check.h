@@ -10,7 +10,7 @@
 
 #include "deploy/onnx/onnx_export.h"
 #include "deploy/onnx/onnx_runtime.h"
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb::deploy {
 

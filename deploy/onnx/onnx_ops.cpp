@@ -6,15 +6,15 @@
 #include <map>
 
 #include "deploy/onnx/onnx_writer.h"
-#include "tools/graph/op_table.h"
+#include "graph/op_table.h"
 
 namespace igb::deploy {
 
 namespace {
 
 using A = OnnxAttr;
-using tools::op_spelling;
-using tools::OpSpelling;
+using graph::op_spelling;
+using graph::OpSpelling;
 
 const char* onnx_type(const OpNode& op) { return onnx_mapping(op.op_kind).op; }
 

@@ -11,7 +11,7 @@ class OnnxWriter;
 using OnnxEmit = void (*)(OnnxWriter& writer, const OpNode& op);
 
 /// How the exporter writes one op kind of the summary graph: the ONNX operator and the function
-/// that writes its nodes. The op table (tools/graph/op_table.h) says what an op is; this mapping,
+/// that writes its nodes. The op table (graph/op_table.h) says what an op is; this mapping,
 /// the exporter's own, says how ONNX spells it, so the graph and compression never link ONNX.
 struct OnnxMapping {
   /// ONNX operator the op exports to, or nullptr when it has no mapping.

@@ -12,7 +12,7 @@
 
 #include "core/error.h"
 #include "deploy/onnx/onnx_writer.h"
-#include "tools/graph/op_table.h"
+#include "graph/op_table.h"
 
 namespace igb::deploy {
 

@@ -10,9 +10,8 @@
 
 #include "compress/batchnorm_folding.h"
 #include "deploy/onnx/onnx_writer.h"
-#include "runtime/int8_pairs.h"
-#include "runtime/op_forms.h"
-#include "tools/graph/op_table.h"
+#include "graph/op_table.h"
+#include "runtime/int8_grids.h"
 
 namespace igb::deploy {
 

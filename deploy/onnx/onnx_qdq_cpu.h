@@ -14,7 +14,7 @@ class OnnxWriter;
 /// The INT8 Q/DQ pass of export_onnx for CPU engines (--qdq-placement cpu; docs/export.md):
 /// QuantizeLinear/DequantizeLinear around every quantized layer's input, weights, bias and output,
 /// the pattern onnxruntime's graph optimizer fuses into QLinearConv, QLinearMatMul and QLinearAdd.
-/// The grids are the model's own (runtime/op_forms.h: quant_form, integer_weights), as igb's
+/// The grids are the model's own (runtime/int8_grids.h: quant_form, integer_weights), as igb's
 /// integer runtime runs them:
 /// - activations uint8: zero point 0 for a grid that is never negative (after a ReLU, which
 ///   onnxruntime then drops), 128 for a signed one (the same values as int8 with zero point 0);

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "deploy/onnx/onnx_export.h"
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb::deploy {
 

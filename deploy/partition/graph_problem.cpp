@@ -13,7 +13,7 @@
 
 namespace igb::deploy {
 
-PartitionProblem partition_problem(const tools::SummaryGraph& graph, const DevicesFile& devices,
+PartitionProblem partition_problem(const graph::SummaryGraph& graph, const DevicesFile& devices,
                                    const ModelPartitionInputs& in) {
   const size_t k = devices.devices.size();
   if (in.costs.size() != k)
@@ -44,7 +44,7 @@ PartitionProblem partition_problem(const tools::SummaryGraph& graph, const Devic
     std::set<std::string> seen;
     for (size_t i = 0; i < op.params.size(); ++i)
       if (seen.insert(op.params[i]).second)
-        node.param_bytes += 4 * tools::volume(op.param_shapes.at(i));
+        node.param_bytes += 4 * graph::volume(op.param_shapes.at(i));
     p.nodes.push_back(node);
   }
   const std::set<int> outputs(graph.outputs().begin(), graph.outputs().end());
@@ -61,7 +61,7 @@ PartitionProblem partition_problem(const tools::SummaryGraph& graph, const Devic
       const double zeros = it == in.traffic->end() ? 0.0
                                                    : (in.differences ? it->second.diff_zero_ratio
                                                                      : it->second.zero_ratio);
-      pv.bytes = encoded_bytes(v.shape, static_cast<double>(tools::volume(v.shape)) * (1 - zeros),
+      pv.bytes = encoded_bytes(v.shape, static_cast<double>(graph::volume(v.shape)) * (1 - zeros),
                                in.precision);
     } else {
       pv.bytes = dense_bytes(v.shape, in.precision);
@@ -72,7 +72,7 @@ PartitionProblem partition_problem(const tools::SummaryGraph& graph, const Devic
   return p;
 }
 
-void check_memory_fits(const tools::SummaryGraph& graph, const DevicesFile& devices) {
+void check_memory_fits(const graph::SummaryGraph& graph, const DevicesFile& devices) {
   double limits = 0;
   for (const auto& d : devices.devices) limits += d.memory_bytes;
   if (!std::isfinite(limits)) return;  // a device without a limit takes whatever is left
@@ -93,8 +93,9 @@ void check_memory_fits(const tools::SummaryGraph& graph, const DevicesFile& devi
                   " (%.3g MB of parameters) fits no assignment to the chain: the devices' memory "
                   "limits add up to %.3g MB",
                   params / 1e6, limits / 1e6);
-    throw InputError(graph.model_name() + text +
-                     (params <= limits ? ", and no split of the model along the chain fits them" : ""));
+    throw InputError(
+        graph.model_name() + text +
+        (params <= limits ? ", and no split of the model along the chain fits them" : ""));
   }
 }
 

@@ -9,7 +9,7 @@
 #include "deploy/partition/partition_problem.h"
 #include "deploy/partition/traffic.h"
 #include "deploy/partition/transfer_size.h"
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb::deploy {
 
@@ -28,7 +28,7 @@ struct ModelPartitionInputs {
 /// device = the device's cost file / its speed), a value per tensor crossing between ops (the
 /// frame and every op output), with bytes as sent. Throws InputError when a cost file does not
 /// match the graph.
-PartitionProblem partition_problem(const tools::SummaryGraph& graph, const DevicesFile& devices,
+PartitionProblem partition_problem(const graph::SummaryGraph& graph, const DevicesFile& devices,
                                    const ModelPartitionInputs& inputs);
 
 /// Refuses, before any cost is measured, a chain whose memory limits hold no assignment of the
@@ -36,6 +36,6 @@ PartitionProblem partition_problem(const tools::SummaryGraph& graph, const Devic
 /// parameter bytes and the limits'. Solves the problem with every cost zero, so memory is the
 /// only thing that can make it infeasible; a graph with more cut sets than the exact planner
 /// takes is left to the planner's own refusal.
-void check_memory_fits(const tools::SummaryGraph& graph, const DevicesFile& devices);
+void check_memory_fits(const graph::SummaryGraph& graph, const DevicesFile& devices);
 
 }  // namespace igb::deploy

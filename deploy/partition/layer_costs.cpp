@@ -12,7 +12,7 @@
 #include "core/finite_number.h"
 #include "core/fs.h"
 #include "core/json_reader.h"
-#include "core/runtime.h"
+#include "core/host.h"
 #include "core/text.h"
 #include "tools/profile.h"
 
@@ -21,18 +21,18 @@ namespace igb::deploy {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::string graph_fingerprint(const tools::SummaryGraph& graph) {
+std::string graph_fingerprint(const graph::SummaryGraph& graph) {
   uint64_t h = 1469598103934665603ULL;  // FNV-1a
   auto mix = [&](const std::string& s) {
     for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
     h = (h ^ 0xff) * 1099511628211ULL;
   };
-  mix(tools::shape_to_string(graph.input_shape()));
+  mix(graph::shape_to_string(graph.input_shape()));
   for (const auto& op : graph.ops()) {
     mix(op.name);
     mix(op.type);
-    for (int v : op.outputs) mix(tools::shape_to_string(graph.shape(v)));
-    for (const auto& s : op.param_shapes) mix(tools::shape_to_string(s));
+    for (int v : op.outputs) mix(graph::shape_to_string(graph.shape(v)));
+    for (const auto& s : op.param_shapes) mix(graph::shape_to_string(s));
   }
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
@@ -45,8 +45,8 @@ std::string this_machine() {
          (threads == 1 ? " thread" : " threads");
 }
 
-LayerCosts measure_layer_costs(torch::nn::Module& model, const tools::SummaryGraph& graph,
-                               const tools::SummaryGraph::Forward& forward, int repeats,
+LayerCosts measure_layer_costs(torch::nn::Module& model, const graph::SummaryGraph& graph,
+                               const graph::SummaryGraph::Forward& forward, int repeats,
                                bool inference, bool int8) {
   tools::ProfileOptions options;
   options.inference = inference;
@@ -95,7 +95,7 @@ LayerCosts read_layer_costs(const fs::path& path) {
   try {
     c.model = j.at("model").get<std::string>();
     c.fingerprint = j.value("fingerprint", "");
-    c.input = j.at("input").get<tools::Shape>();
+    c.input = j.at("input").get<graph::Shape>();
     c.machine = j.value("machine", "");
     c.threads = j.value("threads", 1);
     c.runtime = j.value("runtime", std::string("eager"));
@@ -115,19 +115,19 @@ LayerCosts read_layer_costs(const fs::path& path) {
   return c;
 }
 
-void check_layer_costs(const LayerCosts& c, const tools::SummaryGraph& graph,
+void check_layer_costs(const LayerCosts& c, const graph::SummaryGraph& graph,
                        const std::string& where) {
   if (c.input != graph.input_shape())
-    throw InputError(where + " holds costs for input " + tools::shape_to_string(c.input) +
-                     ", not " + tools::shape_to_string(graph.input_shape()));
+    throw InputError(where + " holds costs for input " + graph::shape_to_string(c.input) +
+                     ", not " + graph::shape_to_string(graph.input_shape()));
   for (const auto& op : graph.ops())
     if (!c.ms.count(op.name))
       throw InputError(where + " has no cost for op '" + op.name + "' of " + graph.model_name() +
                        " (measured for " + c.model + ")");
 }
 
-LayerCosts cached_layer_costs(torch::nn::Module& model, const tools::SummaryGraph& graph,
-                              const tools::SummaryGraph::Forward& forward, fs::path cache_dir,
+LayerCosts cached_layer_costs(torch::nn::Module& model, const graph::SummaryGraph& graph,
+                              const graph::SummaryGraph::Forward& forward, fs::path cache_dir,
                               bool* from_cache, bool int8) {
   const std::string runtime = int8 ? "INT8 inference form" : "inference form";
   if (cache_dir.empty()) cache_dir = igb::cache_dir("layer-costs");
@@ -138,7 +138,7 @@ LayerCosts cached_layer_costs(torch::nn::Module& model, const tools::SummaryGrap
   for (unsigned char ch : machine) h = (h ^ ch) * 1099511628211ULL;
   std::snprintf(tag, sizeof tag, "%016llx", static_cast<unsigned long long>(h));
   const fs::path file =
-      cache_dir / (graph.model_name() + "_" + tools::shape_to_string(graph.input_shape()) + "_" +
+      cache_dir / (graph.model_name() + "_" + graph::shape_to_string(graph.input_shape()) + "_" +
                    fingerprint + "_" + tag + (int8 ? "_int8" : "") + ".json");
   if (fs::exists(file)) {
     try {

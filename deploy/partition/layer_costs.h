@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb::deploy {
 
@@ -17,7 +17,7 @@ struct LayerCosts {
   std::string model;
   /// graph_fingerprint() of the measured graph: a pruned or thinned model is another model.
   std::string fingerprint;
-  tools::Shape input;
+  graph::Shape input;
   /// Who measured: host name, CPU model and threads ("host · CPU · 2 threads").
   std::string machine;
   int threads = 1;
@@ -31,23 +31,23 @@ struct LayerCosts {
 };
 
 /// A short hash (16 hex digits) of the graph's ops, types, shapes and parameter shapes.
-std::string graph_fingerprint(const tools::SummaryGraph& graph);
+std::string graph_fingerprint(const graph::SummaryGraph& graph);
 /// This machine and its thread count, as LayerCosts::machine names it.
 std::string this_machine();
 
 /// Times every op of `graph` on this machine (median of `repeats` after two warm-up runs), in
 /// the model's inference form (its quantized layers in integers with `int8`) unless `inference`
 /// is false (each op alone in LibTorch).
-LayerCosts measure_layer_costs(torch::nn::Module& model, const tools::SummaryGraph& graph,
-                               const tools::SummaryGraph::Forward& forward, int repeats = 5,
+LayerCosts measure_layer_costs(torch::nn::Module& model, const graph::SummaryGraph& graph,
+                               const graph::SummaryGraph::Forward& forward, int repeats = 5,
                                bool inference = true, bool int8 = false);
 
 /// The costs of `graph` on this machine from the cache folder when a file there matches the
 /// model, fingerprint, input, machine and runtime (the inference form, in integers with `int8`);
 /// measured and stored there otherwise.
 /// `cache_dir`: IGB_CACHE_DIR/layer-costs, else ~/.cache/igb/layer-costs, when empty.
-LayerCosts cached_layer_costs(torch::nn::Module& model, const tools::SummaryGraph& graph,
-                              const tools::SummaryGraph::Forward& forward,
+LayerCosts cached_layer_costs(torch::nn::Module& model, const graph::SummaryGraph& graph,
+                              const graph::SummaryGraph::Forward& forward,
                               std::filesystem::path cache_dir = {}, bool* from_cache = nullptr,
                               bool int8 = false);
 
@@ -58,7 +58,7 @@ LayerCosts read_layer_costs(const std::filesystem::path& path);
 /// Checks that `costs` were measured for `graph` (same input, every op present); InputError
 /// naming the file, the model and the first op missing otherwise. A different fingerprint is
 /// allowed only when every op is present (a retrained model of the same shape).
-void check_layer_costs(const LayerCosts& costs, const tools::SummaryGraph& graph,
+void check_layer_costs(const LayerCosts& costs, const graph::SummaryGraph& graph,
                        const std::string& where);
 
 }  // namespace igb::deploy

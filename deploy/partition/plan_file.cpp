@@ -144,7 +144,7 @@ PlanFile plan_file_from_json(const json& j, const std::string& file) {
   }
   PlanFile plan;
   plan.model = r.get<std::string>("model");
-  plan.input = r.get<tools::Shape>("input");
+  plan.input = r.get<graph::Shape>("input");
   plan.devices_file = r.get<std::string>("devices_file");
   plan.objective = r.get<std::string>("objective", plan.objective);
   plan.transfer = r.get<std::string>("transfer", plan.transfer);
@@ -168,7 +168,7 @@ PlanFile plan_file_from_json(const json& j, const std::string& file) {
   return plan;
 }
 
-Assignment PlanFile::assignment(const tools::SummaryGraph& graph) const {
+Assignment PlanFile::assignment(const graph::SummaryGraph& graph) const {
   const std::string where = source.empty() ? std::string("the plan") : source.string();
   std::map<std::string, int> index;
   for (size_t i = 0; i < graph.ops().size(); ++i) index[graph.ops()[i].name] = static_cast<int>(i);

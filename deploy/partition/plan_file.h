@@ -11,7 +11,7 @@
 
 #include "deploy/partition/partition_solver.h"
 #include "deploy/partition/pipeline_sim.h"
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb::deploy {
 
@@ -62,7 +62,7 @@ struct PlanFile {
   static constexpr int kVersion = 1;
 
   std::string model;
-  tools::Shape input;
+  graph::Shape input;
   /// The devices file the plan was made for, as given to igb-tools partition.
   std::string devices_file;
   /// "latency" or "throughput"; "fp32", "fp16" or "int8"; "full" or "diff".
@@ -75,7 +75,7 @@ struct PlanFile {
   /// The optimal plan's op → device assignment over `graph`, devices numbered in chain order.
   /// InputError naming the file and the op when the plan names an op the graph does not have or
   /// leaves one out.
-  Assignment assignment(const tools::SummaryGraph& graph) const;
+  Assignment assignment(const graph::SummaryGraph& graph) const;
   /// The optimal plan's device names in chain order.
   std::vector<std::string> device_names() const;
   /// The devices file: as recorded when it exists, else relative to the plan file's folder.

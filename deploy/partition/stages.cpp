@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 namespace jit = torch::jit;
 using json = nlohmann::json;
 
-std::vector<Stage> split_stages(const tools::SummaryGraph& graph, const Assignment& assignment,
+std::vector<Stage> split_stages(const graph::SummaryGraph& graph, const Assignment& assignment,
                                 const std::vector<std::string>& device_names) {
   if (assignment.size() != graph.ops().size())
     throw InputError("a plan for " + std::to_string(assignment.size()) + " ops does not fit " +
@@ -64,7 +64,7 @@ namespace {
 bool is_tensor(const jit::Value* v) { return v->type()->cast<c10::TensorType>() != nullptr; }
 
 /// Summary-graph value ids of the traced values, numbered as the graph builder numbers them.
-std::unordered_map<const jit::Value*, int> value_ids(const tools::SummaryGraph& graph) {
+std::unordered_map<const jit::Value*, int> value_ids(const graph::SummaryGraph& graph) {
   std::unordered_map<const jit::Value*, int> id_of;
   size_t k = 0;
   for (const auto* in : graph.jit_graph()->inputs())
@@ -97,7 +97,7 @@ struct StageRunner::Plan {
   std::vector<std::pair<int, size_t>> inputs, outputs;
 };
 
-StageRunner::StageRunner(const tools::SummaryGraph& graph, Stage stage, bool inference, bool int8)
+StageRunner::StageRunner(const graph::SummaryGraph& graph, Stage stage, bool inference, bool int8)
     : graph_(&graph), stage_(std::move(stage)), plan_(std::make_unique<Plan>()) {
   build_replay();
   runtime::InferenceOptions options;
@@ -193,7 +193,7 @@ void StageRunner::run(std::map<int, at::Tensor>& values) const {
     if (step.op)
       step.op(stack);
     else
-      tools::run_traced_node(step.node, stack);
+      graph::run_traced_node(step.node, stack);
     for (size_t i = 0; i < step.out.size(); ++i) env[step.out[i]] = std::move(stack.at(i));
   }
   for (const auto& [id, s] : plan_->outputs) {
@@ -204,12 +204,12 @@ void StageRunner::run(std::map<int, at::Tensor>& values) const {
   }
 }
 
-void run_stage(const tools::SummaryGraph& graph, const Stage& stage,
+void run_stage(const graph::SummaryGraph& graph, const Stage& stage,
                std::map<int, at::Tensor>& values) {
   StageRunner(graph, stage).run(values);
 }
 
-at::Tensor run_stages(const tools::SummaryGraph& graph, const std::vector<Stage>& stages,
+at::Tensor run_stages(const graph::SummaryGraph& graph, const std::vector<Stage>& stages,
                       const at::Tensor& input) {
   std::map<int, at::Tensor> values;
   if (graph.inputs().empty()) throw InputError(graph.model_name() + " has no input");
@@ -220,7 +220,7 @@ at::Tensor run_stages(const tools::SummaryGraph& graph, const std::vector<Stage>
   return it->second;
 }
 
-json export_stages(torch::nn::Module& model, const tools::SummaryGraph& graph,
+json export_stages(torch::nn::Module& model, const graph::SummaryGraph& graph,
                    const std::vector<Stage>& stages, const OnnxExportOptions& options,
                    const fs::path& dir) {
   fs::create_directories(dir);
@@ -235,7 +235,7 @@ json export_stages(torch::nn::Module& model, const tools::SummaryGraph& graph,
     for (int v : ids)
       a.push_back({{"name", onnx_value_name(graph, v)},
                    {"shape", graph.shape(v)},
-                   {"bytes_fp32", 4 * tools::volume(graph.shape(v))}});
+                   {"bytes_fp32", 4 * graph::volume(graph.shape(v))}});
     return a;
   };
   for (const auto& s : stages) {

@@ -12,7 +12,7 @@
 
 #include "deploy/onnx/onnx_export.h"
 #include "deploy/partition/partition_problem.h"
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb::runtime {
 class InferenceStage;
@@ -34,7 +34,7 @@ struct Stage {
 };
 
 /// One stage per device that runs at least one op, in chain order.
-std::vector<Stage> split_stages(const tools::SummaryGraph& graph, const Assignment& assignment,
+std::vector<Stage> split_stages(const graph::SummaryGraph& graph, const Assignment& assignment,
                                 const std::vector<std::string>& device_names);
 
 /// Runs the ops of one stage in LibTorch by replaying the trace (SummaryGraph::jit_graph()) over
@@ -46,7 +46,7 @@ class StageRunner {
   /// kernels, BatchNorm folded, activations fused) on inputs of the graph's shapes, and by the
   /// trace's replay on any other; with `int8` too, its quantized layers in integers
   /// (InferenceOptions::int8).
-  StageRunner(const tools::SummaryGraph& graph, Stage stage, bool inference = false,
+  StageRunner(const graph::SummaryGraph& graph, Stage stage, bool inference = false,
               bool int8 = false);
   ~StageRunner();
   StageRunner(const StageRunner&) = delete;
@@ -59,7 +59,7 @@ class StageRunner {
  private:
   struct Plan;
   void build_replay();
-  const tools::SummaryGraph* graph_;
+  const graph::SummaryGraph* graph_;
   Stage stage_;
   /// The nodes to run with their operators looked up once, and the slots they read and write.
   std::unique_ptr<Plan> plan_;
@@ -68,17 +68,17 @@ class StageRunner {
 };
 
 /// StageRunner(graph, stage).run(values).
-void run_stage(const tools::SummaryGraph& graph, const Stage& stage,
+void run_stage(const graph::SummaryGraph& graph, const Stage& stage,
                std::map<int, at::Tensor>& values);
 
 /// The model's first output for `input`, computed stage after stage.
-at::Tensor run_stages(const tools::SummaryGraph& graph, const std::vector<Stage>& stages,
+at::Tensor run_stages(const graph::SummaryGraph& graph, const std::vector<Stage>& stages,
                       const at::Tensor& input);
 
 /// Writes every stage as `stage<i>_<device>.onnx` into `dir` and a manifest (manifest.json: the
 /// model, its input, per stage the device, file, op count and first and last op, inputs and
 /// outputs with shapes and bytes in FP32); returns the manifest.
-nlohmann::json export_stages(torch::nn::Module& model, const tools::SummaryGraph& graph,
+nlohmann::json export_stages(torch::nn::Module& model, const graph::SummaryGraph& graph,
                              const std::vector<Stage>& stages, const OnnxExportOptions& options,
                              const std::filesystem::path& dir);
 

@@ -9,7 +9,7 @@
 
 namespace igb::deploy {
 
-std::map<int, ValueTraffic> measure_traffic(const tools::SummaryGraph& graph,
+std::map<int, ValueTraffic> measure_traffic(const graph::SummaryGraph& graph,
                                             const std::vector<at::Tensor>& frames) {
   std::map<int, ValueTraffic> out;
   std::map<int, at::Tensor> previous;
@@ -18,9 +18,9 @@ std::map<int, ValueTraffic> measure_traffic(const tools::SummaryGraph& graph,
   for (size_t f = 0; f < frames.size(); ++f) {
     if (frames[f].sizes().vec() != graph.input_shape())
       throw InputError("frame " + std::to_string(f) + " has shape " +
-                       tools::shape_to_string(frames[f].sizes().vec()) + "; " + graph.model_name() +
-                       " takes " + tools::shape_to_string(graph.input_shape()));
-    tools::replay_trace(graph, frames[f], [&](int v, at::Tensor& t) {
+                       graph::shape_to_string(frames[f].sizes().vec()) + "; " + graph.model_name() +
+                       " takes " + graph::shape_to_string(graph.input_shape()));
+    graph::replay_trace(graph, frames[f], [&](int v, at::Tensor& t) {
       auto& tr = out[v];
       const double n = static_cast<double>(std::max<int64_t>(1, t.numel()));
       tr.zero_ratio += (t == 0).sum().item<double>() / n / static_cast<double>(frames.size());
@@ -37,7 +37,7 @@ std::map<int, ValueTraffic> measure_traffic(const tools::SummaryGraph& graph,
   return out;
 }
 
-std::vector<CutTraffic> cut_traffic(const tools::SummaryGraph& graph, TransferPrecision precision,
+std::vector<CutTraffic> cut_traffic(const graph::SummaryGraph& graph, TransferPrecision precision,
                                     const std::map<int, ValueTraffic>* traffic) {
   const std::set<int> outputs(graph.outputs().begin(), graph.outputs().end());
   // The last op reading each value (the end of the graph for an output).
@@ -56,7 +56,7 @@ std::vector<CutTraffic> cut_traffic(const tools::SummaryGraph& graph, TransferPr
       c.fp32_bytes += dense_bytes(v.shape, TransferPrecision::kFp32);
       c.fp16_bytes += dense_bytes(v.shape, TransferPrecision::kFp16);
       c.int8_bytes += dense_bytes(v.shape, TransferPrecision::kInt8);
-      const double numel = static_cast<double>(tools::volume(v.shape));
+      const double numel = static_cast<double>(graph::volume(v.shape));
       ValueTraffic t;
       if (traffic)
         if (auto it = traffic->find(v.id); it != traffic->end()) t = it->second;

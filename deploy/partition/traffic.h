@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "deploy/partition/transfer_size.h"
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb::deploy {
 
@@ -22,7 +22,7 @@ struct ValueTraffic {
 
 /// Runs the traced graph on `frames` (each one input of the graph's shape) and measures every
 /// value's zero ratio and, between consecutive frames, its difference's (keyed by value id).
-std::map<int, ValueTraffic> measure_traffic(const tools::SummaryGraph& graph,
+std::map<int, ValueTraffic> measure_traffic(const graph::SummaryGraph& graph,
                                             const std::vector<at::Tensor>& frames);
 
 /// One candidate cut of the topological order: ops up to `after` on one side, the rest on the
@@ -41,7 +41,7 @@ struct CutTraffic {
 };
 
 /// Every cut of the topological order (before each op and after the last).
-std::vector<CutTraffic> cut_traffic(const tools::SummaryGraph& graph, TransferPrecision precision,
+std::vector<CutTraffic> cut_traffic(const graph::SummaryGraph& graph, TransferPrecision precision,
                                     const std::map<int, ValueTraffic>* traffic);
 
 }  // namespace igb::deploy

@@ -34,17 +34,17 @@ double header_bytes(TransferPrecision p) { return p == TransferPrecision::kInt8 
 
 }  // namespace
 
-double dense_bytes(const tools::Shape& shape, TransferPrecision p) {
-  return static_cast<double>(tools::volume(shape)) * element_bytes(p) + header_bytes(p);
+double dense_bytes(const graph::Shape& shape, TransferPrecision p) {
+  return static_cast<double>(graph::volume(shape)) * element_bytes(p) + header_bytes(p);
 }
 
-double csr_bytes(const tools::Shape& shape, double nonzeros, TransferPrecision p) {
+double csr_bytes(const graph::Shape& shape, double nonzeros, TransferPrecision p) {
   const double cols = shape.empty() ? 1.0 : static_cast<double>(std::max<int64_t>(1, shape.back()));
-  const double rows = static_cast<double>(tools::volume(shape)) / cols;
+  const double rows = static_cast<double>(graph::volume(shape)) / cols;
   return nonzeros * (element_bytes(p) + 4) + (rows + 1) * 4 + header_bytes(p);
 }
 
-double encoded_bytes(const tools::Shape& shape, double nonzeros, TransferPrecision p) {
+double encoded_bytes(const graph::Shape& shape, double nonzeros, TransferPrecision p) {
   return std::min(dense_bytes(shape, p), csr_bytes(shape, nonzeros, p));
 }
 

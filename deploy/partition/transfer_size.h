@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb::deploy {
 
@@ -20,11 +20,11 @@ std::string transfer_precision_name(TransferPrecision p);
 TransferPrecision parse_transfer_precision(const std::string& text);
 
 /// Bytes of a tensor of `shape` sent dense.
-double dense_bytes(const tools::Shape& shape, TransferPrecision p);
+double dense_bytes(const graph::Shape& shape, TransferPrecision p);
 /// Bytes of the same tensor in CSR, viewed as a matrix of numel / last-dim rows: every non-zero's
 /// value and int32 column index, and rows + 1 int32 row pointers (plus int8's 8 bytes).
-double csr_bytes(const tools::Shape& shape, double nonzeros, TransferPrecision p);
+double csr_bytes(const graph::Shape& shape, double nonzeros, TransferPrecision p);
 /// What is sent: the smaller of dense and CSR (docs/partition.md states the break-even).
-double encoded_bytes(const tools::Shape& shape, double nonzeros, TransferPrecision p);
+double encoded_bytes(const graph::Shape& shape, double nonzeros, TransferPrecision p);
 
 }  // namespace igb::deploy

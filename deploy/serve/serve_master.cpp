@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "core/error.h"
-#include "core/runtime.h"
+#include "core/host.h"
 #include "deploy/onnx/onnx_export.h"
 #include "deploy/partition/layer_costs.h"
 #include "deploy/serve/link_sender.h"
@@ -22,7 +22,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 }  // namespace
 
-std::vector<std::vector<int>> stage_links(const tools::SummaryGraph& graph,
+std::vector<std::vector<int>> stage_links(const graph::SummaryGraph& graph,
                                           const std::vector<Stage>& stages) {
   const int k = static_cast<int>(stages.size());
   // Stage making each value (-1: a graph input, known from the start) and the last stage reading
@@ -80,7 +80,7 @@ WorkerInfo worker_report(const std::string& address, double timeout_ms, bool mea
 
 class ServeMaster::Impl final : public proto::Collector::Service {
  public:
-  Impl(const tools::SummaryGraph* graph, MasterOptions options)
+  Impl(const graph::SummaryGraph* graph, MasterOptions options)
       : graph_(graph), options_(std::move(options)) {
     if (options_.workers.empty()) throw InputError("--workers: give one address per stage");
     if (!(options_.timeout_ms > 0)) throw InputError("--timeout must be positive");
@@ -239,7 +239,7 @@ class ServeMaster::Impl final : public proto::Collector::Service {
   void configure(const std::vector<Stage>& stages, uint32_t number) {
     check_worker_count(chain_.size(), stages);
     if (!graph_) throw std::logic_error("ServeMaster::configure without a graph");
-    const tools::SummaryGraph& graph = *graph_;
+    const graph::SummaryGraph& graph = *graph_;
     links_ = stage_links(graph, stages);
     const std::string fingerprint = graph_fingerprint(graph);
     for (size_t i = 0; i < stages.size(); ++i) {
@@ -606,7 +606,7 @@ class ServeMaster::Impl final : public proto::Collector::Service {
                           "it or is still busy: raise --timeout)";
   }
 
-  const tools::SummaryGraph* graph_;
+  const graph::SummaryGraph* graph_;
   MasterOptions options_;
   std::string address_, reply_to_, input_name_;
   std::unique_ptr<grpc::Server> server_;
@@ -625,7 +625,7 @@ class ServeMaster::Impl final : public proto::Collector::Service {
   std::map<uint64_t, proto::Result> results_;
 };
 
-ServeMaster::ServeMaster(const tools::SummaryGraph& graph, MasterOptions options)
+ServeMaster::ServeMaster(const graph::SummaryGraph& graph, MasterOptions options)
     : impl_(std::make_unique<Impl>(&graph, std::move(options))) {}
 ServeMaster::ServeMaster(MasterOptions options)
     : impl_(std::make_unique<Impl>(nullptr, std::move(options))) {}

@@ -15,7 +15,7 @@
 #include "deploy/partition/stages.h"
 #include "deploy/partition/transfer_size.h"
 #include "deploy/serve/link_emulation.h"
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb::deploy {
 
@@ -120,7 +120,7 @@ struct ServeResult {
 
 /// The values each link carries for `stages` (by value id): link i joins stage i and i + 1;
 /// the last entry is what the last stage answers with (the model's outputs).
-std::vector<std::vector<int>> stage_links(const tools::SummaryGraph& graph,
+std::vector<std::vector<int>> stage_links(const graph::SummaryGraph& graph,
                                           const std::vector<Stage>& stages);
 
 /// One hop of a configured chain as probed (ServeMaster::probe_hops): the time a message takes
@@ -189,7 +189,7 @@ void check_worker_count(size_t workers, const std::vector<Stage>& stages);
 class ServeMaster {
  public:
   /// `graph` must outlive the master.
-  ServeMaster(const tools::SummaryGraph& graph, MasterOptions options);
+  ServeMaster(const graph::SummaryGraph& graph, MasterOptions options);
   /// A master of a chain it does not configure (a cascade, each unit set up by its own command
   /// line): attach() instead of configure().
   explicit ServeMaster(MasterOptions options);

@@ -16,7 +16,7 @@
 
 #include "core/crc32c.h"
 #include "core/error.h"
-#include "core/runtime.h"
+#include "core/host.h"
 #include "deploy/onnx/onnx_export.h"
 #include "deploy/partition/layer_costs.h"
 #include "deploy/partition/stages.h"
@@ -101,8 +101,8 @@ struct WorkerRole {
 
 class StageWorker::Impl final : public proto::Worker::Service {
  public:
-  Impl(torch::nn::Module& model, const tools::SummaryGraph& graph,
-       tools::SummaryGraph::Forward forward, WorkerOptions options)
+  Impl(torch::nn::Module& model, const graph::SummaryGraph& graph,
+       graph::SummaryGraph::Forward forward, WorkerOptions options)
       : model_(model), graph_(graph), forward_(std::move(forward)), options_(std::move(options)) {
     if (!(options_.compute_speed > 0 && options_.compute_speed <= 1))
       throw InputError(
@@ -758,8 +758,8 @@ class StageWorker::Impl final : public proto::Worker::Service {
   }
 
   torch::nn::Module& model_;
-  const tools::SummaryGraph& graph_;
-  tools::SummaryGraph::Forward forward_;
+  const graph::SummaryGraph& graph_;
+  graph::SummaryGraph::Forward forward_;
   WorkerOptions options_;
   std::string fingerprint_, weights_;
   std::map<std::string, int> value_ids_;
@@ -788,8 +788,8 @@ class StageWorker::Impl final : public proto::Worker::Service {
   std::map<std::string, std::shared_ptr<grpc::Channel>> collectors_;
 };
 
-StageWorker::StageWorker(torch::nn::Module& model, const tools::SummaryGraph& graph,
-                         tools::SummaryGraph::Forward forward, WorkerOptions options)
+StageWorker::StageWorker(torch::nn::Module& model, const graph::SummaryGraph& graph,
+                         graph::SummaryGraph::Forward forward, WorkerOptions options)
     : impl_(std::make_unique<Impl>(model, graph, std::move(forward), std::move(options))) {}
 
 StageWorker::~StageWorker() = default;

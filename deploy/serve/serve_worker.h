@@ -11,7 +11,7 @@
 #include "deploy/early_exit/exit_network.h"
 #include "deploy/partition/transfer_size.h"
 #include "deploy/serve/link_emulation.h"
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb::deploy {
 
@@ -56,8 +56,8 @@ class StageWorker {
  public:
   /// `model` and `graph` must outlive the worker; `forward` runs the whole model (per-op costs
   /// measured on request).
-  StageWorker(torch::nn::Module& model, const tools::SummaryGraph& graph,
-              tools::SummaryGraph::Forward forward, WorkerOptions options);
+  StageWorker(torch::nn::Module& model, const graph::SummaryGraph& graph,
+              graph::SummaryGraph::Forward forward, WorkerOptions options);
   ~StageWorker();
   StageWorker(const StageWorker&) = delete;
   StageWorker& operator=(const StageWorker&) = delete;

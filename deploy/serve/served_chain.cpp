@@ -7,14 +7,14 @@
 
 namespace igb::deploy {
 
-void ServedChain::measure_traffic(const tools::SummaryGraph& graph,
+void ServedChain::measure_traffic(const graph::SummaryGraph& graph,
                                   const std::vector<at::Tensor>& frames) {
   const std::vector<at::Tensor> sample(frames.begin(),
                                        frames.begin() + std::min<size_t>(frames.size(), 8));
   if (sample.size() >= 2) traffic = deploy::measure_traffic(graph, sample);
 }
 
-PartitionProblem ServedChain::problem(const tools::SummaryGraph& graph, bool later) const {
+PartitionProblem ServedChain::problem(const graph::SummaryGraph& graph, bool later) const {
   ModelPartitionInputs in;
   in.precision = precision;
   in.costs = costs;
@@ -131,7 +131,7 @@ double frame_bytes(const PartitionProblem& p) {
 
 }  // namespace
 
-SimulationResult ServedChain::simulate(const tools::SummaryGraph& graph,
+SimulationResult ServedChain::simulate(const graph::SummaryGraph& graph,
                                        const Assignment& assignment, int frames,
                                        double rate_fps) const {
   SimulationOptions so;
@@ -176,7 +176,7 @@ SimulationResult ServedChain::simulate(const tools::SummaryGraph& graph,
 }
 
 void ServedChain::set_serving(const ServingCosts& costs, const std::vector<int>& stages,
-                              const tools::SummaryGraph& graph, const Assignment& assignment) {
+                              const graph::SummaryGraph& graph, const Assignment& assignment) {
   serving = costs;
   stage_devices = stages;
   serving_path_share = 1;
@@ -252,7 +252,7 @@ std::string Replan::summary() const {
              : "re-planned from the workers' measurements: the plan stays";
 }
 
-Replan replan_chain(const tools::SummaryGraph& graph, const ServedChain& chain,
+Replan replan_chain(const graph::SummaryGraph& graph, const ServedChain& chain,
                     const Assignment& assignment, const std::vector<std::string>& device_names,
                     const std::vector<WorkerInfo>& reports, PartitionObjective objective) {
   Replan r;

@@ -14,7 +14,7 @@
 #include "deploy/partition/partition_solver.h"
 #include "deploy/partition/pipeline_sim.h"
 #include "deploy/serve/serve_master.h"
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb::deploy {
 
@@ -55,9 +55,9 @@ struct ServedChain {
 
   /// Measures `traffic` on the first 8 of `frames` (as igb-tools partition --frames-from); fewer
   /// than two frames leave it empty.
-  void measure_traffic(const tools::SummaryGraph& graph, const std::vector<at::Tensor>& frames);
+  void measure_traffic(const graph::SummaryGraph& graph, const std::vector<at::Tensor>& frames);
   /// The planner's problem for the first frame (whole tensors) or a later one.
-  PartitionProblem problem(const tools::SummaryGraph& graph, bool later) const;
+  PartitionProblem problem(const graph::SummaryGraph& graph, bool later) const;
   /// Takes the probed hops of a plan whose stages run on `stage_devices`: the link into each
   /// stage's device holds a message for the hop's CPU work (message_ms), its bandwidth is the
   /// devices file's in series with the hop's CPU per byte, and its latency at least what the
@@ -77,9 +77,9 @@ struct ServedChain {
   /// where all of it leaves the latency short, all, and the rest (serving_wait_ms) spread over
   /// the hops as propagation.
   void set_serving(const ServingCosts& costs, const std::vector<int>& stage_devices,
-                   const tools::SummaryGraph& graph, const Assignment& assignment);
+                   const graph::SummaryGraph& graph, const Assignment& assignment);
   /// The simulator's figures for `assignment` with `frames` frames at `rate_fps` (0: back to back).
-  SimulationResult simulate(const tools::SummaryGraph& graph, const Assignment& assignment,
+  SimulationResult simulate(const graph::SummaryGraph& graph, const Assignment& assignment,
                             int frames, double rate_fps) const;
 };
 
@@ -108,7 +108,7 @@ struct Replan {
 
 /// Re-plans `assignment` of `graph` on `chain` from the reports of the workers serving it (one per
 /// stage of the current plan, in chain order; igb-serve master --replan), for `objective`.
-Replan replan_chain(const tools::SummaryGraph& graph, const ServedChain& chain,
+Replan replan_chain(const graph::SummaryGraph& graph, const ServedChain& chain,
                     const Assignment& assignment, const std::vector<std::string>& device_names,
                     const std::vector<WorkerInfo>& reports, PartitionObjective objective);
 

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "core/fs.h"
-#include "core/runtime.h"
+#include "core/host.h"
 #include "core/table.h"
 #include "core/text.h"
 #include "models/eval_layout.h"

@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/logger.h"
-#include "core/runtime.h"
+#include "core/host.h"
 #include "core/table.h"
 #include "deploy/partition/plan_file.h"
 #include "deploy/serve/serve_master.h"
@@ -108,18 +108,18 @@ class MasterCommand : public ToolCommand {
     check_options();
     const auto plan = deploy::read_plan_file(plan_);
     if (plan.devices_file.empty()) throw InputError("--plan " + plan_ + " names no devices_file");
-    target_.input = tools::shape_to_string(plan.input);
+    target_.input = graph::shape_to_string(plan.input);
     const auto m = target_.load();
     auto model = m.model;
     model->eval();
     const auto graph = tool_graph(m, m.input);
-    const tools::SummaryGraph::Forward forward = [model](const torch::Tensor& x) {
+    const graph::SummaryGraph::Forward forward = [model](const torch::Tensor& x) {
       return model->forward(x);
     };
     if (plan.model != m.name || plan.input != m.input)
       throw InputError("--plan " + plan_ + " is for " + plan.model + " at " +
-                       tools::shape_to_string(plan.input) + ", not " + m.name + " at " +
-                       tools::shape_to_string(m.input));
+                       graph::shape_to_string(plan.input) + ", not " + m.name + " at " +
+                       graph::shape_to_string(m.input));
     // The optimal plan (the first of the file): its ops per device.
     auto assignment = plan.assignment(graph);
     const auto device_names = plan.device_names();
@@ -167,7 +167,7 @@ class MasterCommand : public ToolCommand {
   /// --replan: serves the first --replan-after frames (taken out of `frames`), re-plans from the
   /// workers' measurements and configures the plan (`number`) the rest is served on.
   void replan_once(deploy::ServeMaster& master, deploy::ServedChain& chain,
-                   const tools::SummaryGraph& graph, const std::vector<std::string>& device_names,
+                   const graph::SummaryGraph& graph, const std::vector<std::string>& device_names,
                    deploy::PartitionObjective objective, deploy::Assignment& assignment,
                    std::vector<deploy::Stage>& stages, std::vector<at::Tensor>& frames,
                    uint32_t number, Logger& logger) const {
@@ -200,7 +200,7 @@ class MasterCommand : public ToolCommand {
   /// What the simulator gives each device's stage to compute: its per-op costs, or with measured
   /// serving costs its compute CPU a frame back to back where that is longer.
   static std::vector<double> simulated_compute_ms(const deploy::ServedChain& chain,
-                                                  const tools::SummaryGraph& graph,
+                                                  const graph::SummaryGraph& graph,
                                                   const deploy::Assignment& assignment,
                                                   const std::vector<deploy::Stage>& stages) {
     auto device_ms = deploy::evaluate(chain.problem(graph, true), assignment).device_ms;
@@ -240,7 +240,7 @@ class MasterCommand : public ToolCommand {
   /// What a frame costs each process, measured on --calibrate frames (the stream's first ones,
   /// over again where it is shorter) served one at a time and back to back, for the simulator.
   void measure_serving(deploy::ServeMaster& master, deploy::ServedChain& chain,
-                       const tools::SummaryGraph& graph, const deploy::Assignment& assignment,
+                       const graph::SummaryGraph& graph, const deploy::Assignment& assignment,
                        const std::vector<deploy::Stage>& stages,
                        const std::vector<at::Tensor>& frames) {
     std::vector<at::Tensor> some;
@@ -282,7 +282,7 @@ class MasterCommand : public ToolCommand {
   /// MasterOptions::replan for this chain: the plan's objective solved again on the devices of
   /// the workers that remain (their costs, the links between them in series).
   std::function<deploy::Failover(const std::vector<int>&)> failover_planner(
-      const tools::SummaryGraph& graph, const deploy::ServedChain& chain,
+      const graph::SummaryGraph& graph, const deploy::ServedChain& chain,
       std::vector<int> worker_device, std::vector<std::string> device_names,
       deploy::PartitionObjective objective) const {
     return [&graph, &chain, worker_device, device_names, objective,

@@ -88,7 +88,7 @@ class WorkerCommand : public ToolCommand {
           "their next worker");
     }
     const std::string address = worker.start();
-    std::cout << "igb-serve worker: " << m.name << " " << tools::shape_to_string(m.input)
+    std::cout << "igb-serve worker: " << m.name << " " << graph::shape_to_string(m.input)
               << (net ? ", cascade unit " + std::to_string(unit_.unit) : std::string())
               << ", listening on " << address << std::endl;
     worker.wait();

@@ -59,7 +59,7 @@ LabelledBatches batches_of(const data::Dataset& d, const std::vector<int64_t>& i
 /// one evaluation split only, its even and odd samples.
 std::pair<LabelledBatches, LabelledBatches> load_splits(const std::string& data,
                                                         const std::string& dataset,
-                                                        const tools::Shape& input, int64_t batch,
+                                                        const graph::Shape& input, int64_t batch,
                                                         int64_t max_pixels, int64_t max_samples) {
   data::ClassifyDataOptions o;
   o.dataset = dataset;

@@ -27,7 +27,7 @@ namespace {
 /// --calibrate's batches: the synthetic data of the model's family, at its traced input shape.
 deploy::OnnxBatchSource synthetic_batches(const ToolModel& m, int64_t batches) {
   const auto inputs = models::family_of_model(m.name, *m.model).synthetic_inputs;
-  const tools::Shape in = m.input;
+  const graph::Shape in = m.input;
   return [inputs, in, batches](const std::function<void(const at::Tensor&)>& f) {
     inputs(in, batches, f);
   };
@@ -107,8 +107,8 @@ class ExportOnnxCommand : public ToolCommand {
     auto m = target_.load();
     const auto graph = tool_graph(m, m.input);
     if (check_layers_ &&
-        std::none_of(graph.ops().begin(), graph.ops().end(), [](const tools::OpNode& op) {
-          return op.op_kind == tools::OpKind::kFakeQuantize;
+        std::none_of(graph.ops().begin(), graph.ops().end(), [](const graph::OpNode& op) {
+          return op.op_kind == graph::OpKind::kFakeQuantize;
         }))
       throw InputError("--check-layers: " + m.name +
                        " has no fake quantization (train it under a quantization schedule); "
@@ -159,7 +159,7 @@ class ExportOnnxCommand : public ToolCommand {
 
  private:
   /// --check-layers: the written INT8 file against the model, layer by layer.
-  int check_layers(ToolModel& m, const tools::SummaryGraph& graph,
+  int check_layers(ToolModel& m, const graph::SummaryGraph& graph,
                    const deploy::OnnxExportReport& r) {
     at::Tensor x;
     synthetic_batches(m, 1)([&](const at::Tensor& batch) { x = batch; });
@@ -202,7 +202,7 @@ class ExportOnnxCommand : public ToolCommand {
                               {"output_max_abs", check.output_max}};
     write_text_atomically(fs::path(r.path).replace_extension(".layers.json"), j.dump(2) + "\n");
     std::cout << "\nLayer by layer in onnxruntime, input "
-              << tools::shape_to_string(x.sizes().vec())
+              << graph::shape_to_string(x.sizes().vec())
               << " (each layer fed onnxruntime's values of the layers before it):\n"
               << t.to_text() << "output from onnxruntime's layers: max |ours - onnxruntime| = "
               << check.output_max_abs << " (max |y| = " << check.output_max << ")\n";

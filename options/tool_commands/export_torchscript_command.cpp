@@ -30,7 +30,7 @@ class ExportTorchScriptCommand : public ToolCommand {
     const auto r = deploy::export_torchscript(
         *model, m.input, [&](const at::Tensor& x) { return model->forward(x); }, out_);
     std::cout << "wrote " << r.path.string() << ": " << m.name << ", input "
-              << tools::shape_to_string(m.input) << ", " << r.parameters << " parameters and "
+              << graph::shape_to_string(m.input) << ", " << r.parameters << " parameters and "
               << r.buffers << " buffers by name, " << r.ops << " ops (evaluation mode)\n"
               << "  in PyTorch: torch.jit.load(\"" << r.path.string() << "\")\n";
     return kExitOk;

@@ -110,12 +110,12 @@ class PartitionCommand : public ToolCommand {
     const auto m = target_.load();
     auto model = m.model;
     const auto graph = tool_graph(m, m.input);
-    const tools::SummaryGraph::Forward forward = [model](const torch::Tensor& x) {
+    const graph::SummaryGraph::Forward forward = [model](const torch::Tensor& x) {
       return model->forward(x);
     };
     if (!write_costs_.empty()) {
       logger_.info("measuring " + std::to_string(graph.ops().size()) + " ops of " + m.name +
-                   " at " + tools::shape_to_string(m.input));
+                   " at " + graph::shape_to_string(m.input));
       deploy::write_layer_costs(
           deploy::measure_layer_costs(*model, graph, forward, 5, true, runtime_ == kInt8Runtime),
           write_costs_);
@@ -148,7 +148,7 @@ class PartitionCommand : public ToolCommand {
     for (auto& b : deploy::baseline_plans(later, objective)) plans.push_back(std::move(b));
     if (verify_) verify(later, objective, plans.front());
     const Table table = plans_table(first, plans);
-    std::cout << m.name << " " << tools::shape_to_string(m.input) << " on "
+    std::cout << m.name << " " << graph::shape_to_string(m.input) << " on "
               << devices.devices.size() << " devices, objective " << objective_ << ", transfers "
               << transfer_ << (mode_ == "diff" ? " (later frames as differences)" : "") << "\n"
               << table.to_text() << "\n"
@@ -236,7 +236,7 @@ class PartitionCommand : public ToolCommand {
   }
 
   /// cuts.csv: every cut of the topological order, what crosses it and its bytes.
-  void write_cuts(const tools::SummaryGraph& graph, deploy::TransferPrecision precision,
+  void write_cuts(const graph::SummaryGraph& graph, deploy::TransferPrecision precision,
                   const std::map<int, deploy::ValueTraffic>* traffic) const {
     Table t;
     t.columns = {"Cut after",  "Tensors",    "Crossing",        "FP32 bytes", "FP16 bytes",

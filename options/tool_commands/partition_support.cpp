@@ -17,7 +17,7 @@ namespace {
 
 /// A frame of the model's input shape from an RGB image in [0, 1]: resized, grey when the model
 /// takes one channel.
-at::Tensor to_model_input(const at::Tensor& rgb, const tools::Shape& input,
+at::Tensor to_model_input(const at::Tensor& rgb, const graph::Shape& input,
                           const std::string& option) {
   at::Tensor x = data::imresize_to(rgb, input.at(2), input.at(3)).clamp(0, 1);
   if (input.at(1) == 1) x = data::rgb_to_y(x);
@@ -29,7 +29,7 @@ at::Tensor to_model_input(const at::Tensor& rgb, const tools::Shape& input,
 
 }  // namespace
 
-std::vector<at::Tensor> read_model_frames(const fs::path& from, const tools::Shape& input,
+std::vector<at::Tensor> read_model_frames(const fs::path& from, const graph::Shape& input,
                                           int count, const std::string& option) {
   if (input.size() != 4) throw InputError(option + " needs a model with a 4-D image input");
   std::vector<at::Tensor> frames;
@@ -52,8 +52,8 @@ std::vector<at::Tensor> read_model_frames(const fs::path& from, const tools::Sha
 
 std::vector<deploy::LayerCosts> device_layer_costs(const deploy::DevicesFile& devices,
                                                    torch::nn::Module& model,
-                                                   const tools::SummaryGraph& graph,
-                                                   const tools::SummaryGraph::Forward& forward,
+                                                   const graph::SummaryGraph& graph,
+                                                   const graph::SummaryGraph::Forward& forward,
                                                    const std::string& cache_dir, Logger& logger,
                                                    bool int8) {
   std::vector<deploy::LayerCosts> out;

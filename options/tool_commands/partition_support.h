@@ -11,7 +11,7 @@
 
 #include "deploy/partition/devices_file.h"
 #include "deploy/partition/layer_costs.h"
-#include "tools/graph/summary_graph.h"
+#include "graph/summary_graph.h"
 
 namespace igb {
 class Logger;
@@ -23,7 +23,7 @@ namespace igb::options {
 /// resized to the model's input (batch 1, values in [0, 1], grey for a one-channel model).
 /// InputError naming `option` when `from` gives fewer than 2 frames or the model takes no image.
 std::vector<at::Tensor> read_model_frames(const std::filesystem::path& from,
-                                          const tools::Shape& input, int count,
+                                          const graph::Shape& input, int count,
                                           const std::string& option);
 
 /// One cost table per device of `devices`, in chain order: the device's own cost file (checked
@@ -31,8 +31,8 @@ std::vector<at::Tensor> read_model_frames(const std::filesystem::path& from,
 /// in integers with `int8`; cached in `cache_dir`, logged).
 std::vector<deploy::LayerCosts> device_layer_costs(const deploy::DevicesFile& devices,
                                                    torch::nn::Module& model,
-                                                   const tools::SummaryGraph& graph,
-                                                   const tools::SummaryGraph::Forward& forward,
+                                                   const graph::SummaryGraph& graph,
+                                                   const graph::SummaryGraph::Forward& forward,
                                                    const std::string& cache_dir, Logger& logger,
                                                    bool int8 = false);
 

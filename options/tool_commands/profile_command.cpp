@@ -44,7 +44,7 @@ std::string layers_csv(const tools::ModelProfile& p) {
   t.columns = {"Batch", "Name", "Type", "Output", "Output bytes", "Forward (ms)", "Fwd+Bwd (ms)"};
   for (const auto& b : p.batches)
     for (const auto& l : b.layers)
-      t.rows.push_back({std::to_string(b.batch), l.name, l.type, tools::shape_to_string(l.output),
+      t.rows.push_back({std::to_string(b.batch), l.name, l.type, graph::shape_to_string(l.output),
                         std::to_string(l.output_bytes), fixed(l.forward_ms, 4),
                         fixed(l.forward_backward_ms, 4)});
   return t.to_csv();

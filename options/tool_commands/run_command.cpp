@@ -59,26 +59,26 @@ class RunCommand : public ToolCommand {
     const c10::Device device = configure_runtime(threads_, args_.device);
     auto m = load_tool_model(args_.model, args_.options, args_.checkpoint, "", args_.seed);
     if (!args_.random_input.empty()) {
-      const auto s = tools::parse_shape(args_.random_input, "--random-input");
+      const auto s = graph::parse_shape(args_.random_input, "--random-input");
       check_input_fits(s, args_.random_input);
       torch::manual_seed(static_cast<uint64_t>(args_.seed));
       write_npy(args_.input, torch::rand(s));
     }
     const at::Tensor x = read_npy(args_.input);
     const auto own = m.model->input_shape();
-    const tools::Shape shape = x.sizes().vec();
+    const graph::Shape shape = x.sizes().vec();
     const std::string where = args_.input + ": ";
     if (shape.size() != own.size())
       throw InputError(where + "a " + std::to_string(shape.size()) + "-D tensor (shape " +
-                       tools::shape_to_string(shape) + "), but " + m.name + " takes " +
-                       std::to_string(own.size()) + "-D input like " + tools::shape_to_string(own));
+                       graph::shape_to_string(shape) + "), but " + m.name + " takes " +
+                       std::to_string(own.size()) + "-D input like " + graph::shape_to_string(own));
     if (own.size() >= 2 && shape[1] != own[1])
       throw InputError(where + std::to_string(shape[1]) + " channels (shape " +
-                       tools::shape_to_string(shape) + "), but " + m.name + " takes " +
+                       graph::shape_to_string(shape) + "), but " + m.name + " takes " +
                        std::to_string(own[1]) + "-channel input like " +
-                       tools::shape_to_string(own));
+                       graph::shape_to_string(own));
     if (x.numel() == 0)
-      throw InputError(where + "an empty tensor " + tools::shape_to_string(shape));
+      throw InputError(where + "an empty tensor " + graph::shape_to_string(shape));
     m.model->eval();
     m.model->to(device);
     at::Tensor y;
@@ -91,18 +91,18 @@ class RunCommand : public ToolCommand {
       // A spatial size the model cannot take (a classifier's fixed flatten) fails inside LibTorch.
       std::string why = e.what_without_backtrace();
       why = why.substr(0, why.find('\n'));
-      throw InputError(where + "shape " + tools::shape_to_string(shape) + " does not fit " +
+      throw InputError(where + "shape " + graph::shape_to_string(shape) + " does not fit " +
                        m.name + ": " + why);
     }
     write_npy(args_.output, y);
-    std::cout << "wrote " << args_.output << ": " << m.name << " " << tools::shape_to_string(shape)
-              << " -> " << tools::shape_to_string(y.sizes().vec()) << " (" << runtime << ")\n";
+    std::cout << "wrote " << args_.output << ": " << m.name << " " << graph::shape_to_string(shape)
+              << " -> " << graph::shape_to_string(y.sizes().vec()) << " (" << runtime << ")\n";
     if (args_.compare.empty()) return kExitOk;
     const at::Tensor ref = read_npy(args_.compare);
     const at::Tensor out = y.to(torch::kCPU, torch::kFloat);
     if (ref.sizes() != out.sizes())
-      throw InputError(args_.compare + ": shape " + tools::shape_to_string(ref.sizes().vec()) +
-                       ", but the output is " + tools::shape_to_string(out.sizes().vec()));
+      throw InputError(args_.compare + ": shape " + graph::shape_to_string(ref.sizes().vec()) +
+                       ", but the output is " + graph::shape_to_string(out.sizes().vec()));
     const double diff = (out - ref).abs().max().item<double>();
     const double scale = out.abs().max().item<double>();
     const bool ok = diff <= args_.tolerance * scale;

@@ -29,7 +29,7 @@ std::string gib(long double bytes) {
 
 }  // namespace
 
-void check_input_fits(const tools::Shape& shape, const std::string& text) {
+void check_input_fits(const graph::Shape& shape, const std::string& text) {
   long double values = 1;
   for (int64_t d : shape) values *= static_cast<long double>(d);
   const long double bytes = values * sizeof(float);
@@ -60,21 +60,21 @@ ToolModel load_tool_model(const std::string& model, const std::vector<std::strin
     m.model = models::create_model(model, opts);
     m.name = model;
   }
-  m.input = input.empty() ? m.model->input_shape() : tools::parse_shape(input, "--input");
+  m.input = input.empty() ? m.model->input_shape() : graph::parse_shape(input, "--input");
   check_input_fits(m.input, input);
   const auto own = m.model->input_shape();
   if (m.input.size() != own.size())
     throw InputError("--input " + input + ": " + m.name + " takes " + std::to_string(own.size()) +
-                     "-D input like " + tools::shape_to_string(own));
+                     "-D input like " + graph::shape_to_string(own));
   if (m.input[1] != own[1])
     throw InputError("--input " + input + ": " + m.name + " takes " + std::to_string(own[1]) +
-                     "-channel input, like " + tools::shape_to_string(own));
+                     "-channel input, like " + graph::shape_to_string(own));
   return m;
 }
 
-tools::SummaryGraph tool_graph(const ToolModel& m, const tools::Shape& input) {
+graph::SummaryGraph tool_graph(const ToolModel& m, const graph::Shape& input) {
   auto model = m.model;
-  return tools::SummaryGraph::build(
+  return graph::SummaryGraph::build(
       *model, input, [model](const torch::Tensor& x) { return model->forward(x); }, m.name);
 }
 

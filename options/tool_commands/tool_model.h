@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "graph/summary_graph.h"
 #include "models/model.h"
-#include "tools/graph/summary_graph.h"
 #include "tools/profile.h"
 
 namespace igb {
@@ -21,7 +21,7 @@ namespace igb::options {
 struct ToolModel {
   models::Model model;
   std::string name;
-  tools::Shape input;
+  graph::Shape input;
   /// The resolved options of the run that trained it (from its checkpoint); null for a model of
   /// the zoo.
   nlohmann::json run_config;
@@ -39,10 +39,10 @@ ToolModel load_tool_model(const std::string& model, const std::vector<std::strin
 
 /// Refuses (InputError naming `text`) an input of `shape` whose float32 values alone would take a
 /// quarter of this machine's memory: running a model holds several tensors of about its size.
-void check_input_fits(const tools::Shape& shape, const std::string& text);
+void check_input_fits(const graph::Shape& shape, const std::string& text);
 
 /// The summary graph of a tool model.
-tools::SummaryGraph tool_graph(const ToolModel& m, const tools::Shape& input);
+graph::SummaryGraph tool_graph(const ToolModel& m, const graph::Shape& input);
 
 /// Profiles a tool model, logging progress, and prints its tables.
 tools::ModelProfile profile_and_print(const ToolModel& m, const tools::ProfileOptions& options,

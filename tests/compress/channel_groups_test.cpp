@@ -9,7 +9,7 @@ namespace igb::compress {
 
 namespace {
 
-using tools::SummaryGraph;
+using graph::SummaryGraph;
 
 /// conv -> SiLU -> conv -> Hardswish -> GELU -> conv, plus an exp branch that must stay.
 class SmoothNet : public torch::nn::Module {

@@ -77,7 +77,7 @@ class DistillerPrunersTest : public ::testing::Test {
     auto net = net_;
     params_->set_channel_groups(build_channel_groups(
         *net_,
-        tools::SummaryGraph::build(*net_, {1, 1, 2, 2}, [net](const torch::Tensor& x) mutable {
+        graph::SummaryGraph::build(*net_, {1, 1, 2, 2}, [net](const torch::Tensor& x) mutable {
           return net->forward(x);
         })));
   }

@@ -122,7 +122,7 @@ TEST(Extensions, FilterRemoverThinsTheModelAndReportsTheRecipe) {
   torch::optim::SGD opt(m->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   MaskTable masks = {{"conv2.weight", torch::ones({16, 6, 5, 5})}};
   const std::vector<int64_t> shape = m->input_shape();
-  const tools::SummaryGraph::Forward forward = [m](const torch::Tensor& x) {
+  const graph::SummaryGraph::Forward forward = [m](const torch::Tensor& x) {
     return m->forward(x);
   };
   const std::string file = "s.yaml";

@@ -14,8 +14,8 @@
 #include "compress/quant_modules.h"
 #include "core/activation.h"
 #include "core/error.h"
-#include "tools/graph/op_table.h"
-#include "tools/graph/summary_graph.h"
+#include "graph/op_table.h"
+#include "graph/summary_graph.h"
 
 namespace igb::compress {
 
@@ -58,17 +58,17 @@ TORCH_MODULE(FqNet);
 
 // The single fake-quantize op of the traced net; every op must be one the op table names, and
 // the net has `ops` ops in all (reading the tracked range must not add any).
-tools::OpNode fq_traced_fake_quant(FqNet& net, size_t ops) {
+graph::OpNode fq_traced_fake_quant(FqNet& net, size_t ops) {
   const SummaryGraph g =
       SummaryGraph::build(*net, {1, 1, 4, 4}, [&](const at::Tensor& x) { return net->forward(x); });
-  std::vector<tools::OpNode> found;
+  std::vector<graph::OpNode> found;
   for (const auto& op : g.ops()) {
-    EXPECT_NE(op.op_kind, tools::OpKind::kOther) << op.name << " " << op.kind;
-    if (op.op_kind == tools::OpKind::kFakeQuantize) found.push_back(op);
+    EXPECT_NE(op.op_kind, graph::OpKind::kOther) << op.name << " " << op.kind;
+    if (op.op_kind == graph::OpKind::kFakeQuantize) found.push_back(op);
   }
   EXPECT_EQ(g.ops().size(), ops);
   EXPECT_EQ(found.size(), 1u);
-  return found.empty() ? tools::OpNode() : found[0];
+  return found.empty() ? graph::OpNode() : found[0];
 }
 
 // Bit-for-bit equality (zero signs included): the fused kernels must give exactly what the
@@ -424,7 +424,7 @@ TEST(FakeQuant, QatAsymmetricModes) {
 TEST(FakeQuant, SlotModulesTraceAsKnownOps) {
   FqNet net;
   net->act->replace(torch::nn::AnyModule(DorefaActQuant(4)));
-  tools::OpNode op = fq_traced_fake_quant(net, 3);  // conv, clamp, fake_quantize
+  graph::OpNode op = fq_traced_fake_quant(net, 3);  // conv, clamp, fake_quantize
   EXPECT_NEAR(op.scale, 1.0 / 15, 1e-9);
   EXPECT_EQ(op.quant_min, 0);
   EXPECT_EQ(op.quant_max, 15);

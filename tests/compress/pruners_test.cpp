@@ -73,7 +73,7 @@ class PrunersTest : public ::testing::Test {
     auto net = net_;
     params_->set_channel_groups(build_channel_groups(
         *net_,
-        tools::SummaryGraph::build(*net_, {1, 3, 3, 3}, [net](const torch::Tensor& x) mutable {
+        graph::SummaryGraph::build(*net_, {1, 3, 3, 3}, [net](const torch::Tensor& x) mutable {
           return net->forward(x);
         })));
     // conv1: magnitudes 1..108, each once, in shuffled positions with random signs.

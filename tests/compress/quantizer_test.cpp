@@ -20,11 +20,11 @@
 #include "core/error.h"
 #include "core/logger.h"
 #include "core/yaml_reader.h"
+#include "graph/summary_graph.h"
 #include "models/model.h"
 #include "models/model_from_checkpoint.h"
 #include "models/trainer.h"
 #include "tests/support.h"
-#include "tools/graph/summary_graph.h"
 
 namespace igb::compress {
 
@@ -678,20 +678,20 @@ TEST(Quantizers, QuantizedInputTracesAheadOfTheFirstConvAndRoundTrips) {
   EXPECT_EQ(record["num_bits_inputs"], 8);  // bits_activations when absent
 
   model->eval();
-  const auto g = tools::SummaryGraph::build(*model, {1, 3, 32, 32}, fwd, "resnet20_cifar");
+  const auto g = graph::SummaryGraph::build(*model, {1, 3, 32, 32}, fwd, "resnet20_cifar");
   size_t first_conv = 0;
-  while (g.ops()[first_conv].op_kind != tools::OpKind::kConv) ++first_conv;
+  while (g.ops()[first_conv].op_kind != graph::OpKind::kConv) ++first_conv;
   ASSERT_EQ(first_conv, 2u);
-  EXPECT_EQ(g.ops()[0].op_kind, tools::OpKind::kClamp);
+  EXPECT_EQ(g.ops()[0].op_kind, graph::OpKind::kClamp);
   EXPECT_DOUBLE_EQ(g.ops()[0].clamp_max, m);
-  EXPECT_EQ(g.ops()[1].op_kind, tools::OpKind::kFakeQuantize);
+  EXPECT_EQ(g.ops()[1].op_kind, graph::OpKind::kFakeQuantize);
   EXPECT_EQ(g.ops()[1].quant_min, -127);
   EXPECT_EQ(g.ops()[1].quant_max, 127);
   EXPECT_FLOAT_EQ(static_cast<float>(g.ops()[1].scale), static_cast<float>(m / 127));
   int fake_quantize = 0;
   for (const auto& op : g.ops()) {
-    EXPECT_NE(op.op_kind, tools::OpKind::kOther) << op.name << " " << op.kind;
-    fake_quantize += op.op_kind == tools::OpKind::kFakeQuantize;
+    EXPECT_NE(op.op_kind, graph::OpKind::kOther) << op.name << " " << op.kind;
+    fake_quantize += op.op_kind == graph::OpKind::kFakeQuantize;
   }
   EXPECT_EQ(fake_quantize, 20);  // the input and the 19 ReLUs
   EXPECT_EQ(g.total_macs(), 40'551'040);

@@ -18,7 +18,7 @@ namespace igb::compress {
 
 namespace {
 
-using tools::SummaryGraph;
+using graph::SummaryGraph;
 
 models::Model make(const std::string& name, nlohmann::json opts = nlohmann::json::object()) {
   models::register_builtin_models();
@@ -311,7 +311,7 @@ TEST(Thinning, EspcnAndThePixelShuffleOutput) {
   auto g = graph_of(m);
   std::vector<std::string> convs;
   for (const auto& op : g.ops())
-    if (op.op_kind == tools::OpKind::kConv) convs.push_back(op.name);
+    if (op.op_kind == graph::OpKind::kConv) convs.push_back(op.name);
   ASSERT_EQ(convs.size(), 3u);
   for (int64_t c : {1, 2, 8}) EXPECT_TRUE(zero_filter(m, g, convs[0], c));
   for (int64_t c : {0, 6}) EXPECT_TRUE(zero_filter(m, g, convs[1], c));

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "core/rng.h"
-#include "core/runtime.h"
+#include "core/host.h"
 
 namespace igb::data {
 

@@ -10,10 +10,10 @@
 #include "deploy/early_exit/exit_export.h"
 #include "deploy/early_exit/exit_network.h"
 #include "deploy/onnx/onnx_runtime.h"
+#include "graph/summary_graph.h"
 #include "models/classify/early_exit.h"
 #include "models/model.h"
 #include "tests/support.h"
-#include "tools/graph/summary_graph.h"
 
 namespace igb::deploy {
 namespace {
@@ -26,8 +26,8 @@ models::Model exit_model(const std::string& name) {
   return m;
 }
 
-tools::SummaryGraph exit_graph(models::Model& m) {
-  return tools::SummaryGraph::build(
+graph::SummaryGraph exit_graph(models::Model& m) {
+  return graph::SummaryGraph::build(
       *m, {1, 3, 32, 32}, [&](const torch::Tensor& x) { return m->forward(x); }, "ee");
 }
 

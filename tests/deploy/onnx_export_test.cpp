@@ -23,10 +23,10 @@
 #include "deploy/onnx/onnx_layer_check.h"
 #include "deploy/onnx/onnx_ops.h"
 #include "deploy/onnx/onnx_runtime.h"
+#include "graph/summary_graph.h"
 #include "models/trainer.h"
 #include "runtime/inference_model.h"
 #include "tests/tools/tools_support.h"
-#include "tools/graph/summary_graph.h"
 
 namespace igb::deploy {
 
@@ -144,7 +144,7 @@ TEST(OnnxExport, TheExporterMapsOpKindsToOnnxItself) {
   EXPECT_EQ(onnx_mapping(OpKind::kGroupNorm).op, nullptr);
   EXPECT_EQ(onnx_mapping(OpKind::kOther).emit, nullptr);
   // Every op kind with an emitter has an operator name.
-  for (const auto& info : tools::op_table())
+  for (const auto& info : graph::op_table())
     if (onnx_mapping(info.kind).emit) EXPECT_NE(onnx_mapping(info.kind).op, nullptr) << info.type;
 }
 

@@ -543,7 +543,7 @@ TEST(LayerCosts, RoundTripAndMismatchIsRefused) {
 }
 
 TEST(TransferBytes, CsrIsChosenOnlyWhenSmaller) {
-  const tools::Shape s = {1, 16, 8, 8};  // 1024 values, 128 rows of 8
+  const graph::Shape s = {1, 16, 8, 8};  // 1024 values, 128 rows of 8
   EXPECT_DOUBLE_EQ(dense_bytes(s, TransferPrecision::kFp32), 4096);
   EXPECT_DOUBLE_EQ(dense_bytes(s, TransferPrecision::kFp16), 2048);
   EXPECT_DOUBLE_EQ(dense_bytes(s, TransferPrecision::kInt8), 1032);
@@ -553,7 +553,7 @@ TEST(TransferBytes, CsrIsChosenOnlyWhenSmaller) {
 }
 
 /// Costs for every op of `g` from its MACs (a stand-in for a measurement), scaled per device.
-std::vector<LayerCosts> mac_costs(const tools::SummaryGraph& g, const std::vector<double>& scale) {
+std::vector<LayerCosts> mac_costs(const graph::SummaryGraph& g, const std::vector<double>& scale) {
   std::vector<LayerCosts> out;
   for (double s : scale) {
     LayerCosts c;
@@ -635,7 +635,7 @@ TEST(Partition, MemoryLimitsThatHoldNoAssignmentAreRefusedBeforeCosts) {
 }
 
 /// A plan file of resnet20_cifar's optimal plan and its baselines on three devices.
-PlanFile resnet20_plan_file(const tools::SummaryGraph& g) {
+PlanFile resnet20_plan_file(const graph::SummaryGraph& g) {
   ModelPartitionInputs in;
   in.costs = mac_costs(g, {4, 1, 0.2});
   const auto p = partition_problem(g, chain(3), in);

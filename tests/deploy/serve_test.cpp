@@ -47,8 +47,8 @@ using json = nlohmann::json;
 /// at side × side.
 struct ZooModel {
   models::Model model;
-  tools::SummaryGraph::Forward forward;
-  tools::SummaryGraph graph;
+  graph::SummaryGraph::Forward forward;
+  graph::SummaryGraph graph;
 };
 
 ZooModel zoo_model(const std::string& name, int64_t side) {
@@ -56,15 +56,15 @@ ZooModel zoo_model(const std::string& name, int64_t side) {
   torch::manual_seed(0);
   auto model = models::create_model(name, {});
   model->eval();
-  tools::SummaryGraph::Forward forward = [model](const torch::Tensor& x) {
+  graph::SummaryGraph::Forward forward = [model](const torch::Tensor& x) {
     return model->forward(x);
   };
-  auto graph = tools::SummaryGraph::build(*model, {1, 3, side, side}, forward, name);
+  auto graph = graph::SummaryGraph::build(*model, {1, 3, side, side}, forward, name);
   return {model, forward, std::move(graph)};
 }
 
 /// Three stages of resnet20_cifar by position: the stem and layer1, layer2, layer3 and the head.
-std::vector<Stage> resnet20_stages(const tools::SummaryGraph& graph) {
+std::vector<Stage> resnet20_stages(const graph::SummaryGraph& graph) {
   Assignment a(graph.ops().size(), 0);
   for (size_t i = 0; i < a.size(); ++i) {
     const std::string& name = graph.op(static_cast<int>(i)).name;
@@ -111,7 +111,7 @@ class ServeChain : public ::testing::Test {
     model_ = models::create_model("resnet20_cifar", {});
     model_->eval();
     auto m = model_;
-    graph_ = std::make_unique<tools::SummaryGraph>(tools::SummaryGraph::build(
+    graph_ = std::make_unique<graph::SummaryGraph>(graph::SummaryGraph::build(
         *m, {1, 3, 32, 32}, [m](const torch::Tensor& x) { return m->forward(x); },
         "resnet20_cifar"));
     stages_ = resnet20_stages(*graph_);
@@ -164,7 +164,7 @@ class ServeChain : public ::testing::Test {
   std::vector<std::string> addresses_;
   std::vector<pid_t> pids_;
   models::Model model_;
-  std::unique_ptr<tools::SummaryGraph> graph_;
+  std::unique_ptr<graph::SummaryGraph> graph_;
   std::vector<Stage> stages_;
   std::vector<at::Tensor> frames_;
 };
@@ -502,7 +502,7 @@ TEST(ServeCommand, ListeningBeyondLoopbackNeedsTlsOrInsecure) {
 /// `serving` as ServeMaster::measure_serving measured it on the plan `assignment` (stages on
 /// `devices`), and what ServedChain::set_serving makes of it on `chain`.
 void check_serving_costs(const ServingCosts& serving, const ServedChain& chain,
-                         const tools::SummaryGraph& graph, const Assignment& assignment,
+                         const graph::SummaryGraph& graph, const Assignment& assignment,
                          const std::vector<int>& devices) {
   ASSERT_EQ(serving.frames, 3);
   for (const auto* way : {&serving.one_at_a_time, &serving.back_to_back}) {
@@ -1020,12 +1020,12 @@ TEST(ServeCommand, MasterRunsAPartitionPlanAndReportsTheSimulatorBesideTheMeasur
   // The same master under a file-size limit below serve.json's size: one line naming the file
   // with the reason, exit 2, the folder's earlier report intact and no temporary left beside it.
   const std::string served = r.code == 0 ? read_text_file(dir / "out" / "serve.json") : "";
-  const auto limited = test::run_app(
-      "igb-serve master --plan " + (dir / "plan" / "plan.json").string() + " --workers " +
-          workers + " --model resnet20_cifar --input " + (dir / "frames").string() +
-          " --frames 2 --threads 1 --cache-dir " + (dir / "cache").string() + " --out " +
-          (dir / "out").string(),
-      "prlimit --fsize=" + std::to_string(served.size() / 4) + " ");
+  const auto limited =
+      test::run_app("igb-serve master --plan " + (dir / "plan" / "plan.json").string() +
+                        " --workers " + workers + " --model resnet20_cifar --input " +
+                        (dir / "frames").string() + " --frames 2 --threads 1 --cache-dir " +
+                        (dir / "cache").string() + " --out " + (dir / "out").string(),
+                    "prlimit --fsize=" + std::to_string(served.size() / 4) + " ");
   for (pid_t p : pids) {
     ::kill(p, SIGKILL);
     wait_process(p);
@@ -1206,7 +1206,7 @@ TEST(ServeCascade, ThreeUnitsAnswerAtTheFirstConfidentExitAsTheEvaluatorDecides)
   auto model = models::create_model("resnet20_cifar", {{"exits", exits}, {"exit_pool", "4"}});
   model->eval();
   auto m = model;
-  const auto graph = tools::SummaryGraph::build(
+  const auto graph = graph::SummaryGraph::build(
       *m, {1, 3, 32, 32}, [m](const torch::Tensor& x) { return m->forward(x); }, "resnet20_cifar");
   const ExitNetwork net(*model, graph);
   ASSERT_EQ(net.exits(), 3u);

@@ -11,12 +11,12 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/thinning_recipe.h"
+#include "graph/summary_graph.h"
 #include "models/model.h"
 #include "runtime/algorithm_cache.h"
 #include "runtime/inference_model.h"
 #include "runtime/width_search.h"
 #include "tests/support.h"
-#include "tools/graph/summary_graph.h"
 
 namespace igb::runtime {
 
@@ -123,7 +123,7 @@ TEST(InferenceModel, ResNet20FoldsEveryBatchNormAndFusesResidualAddsAndReLUs) {
   }
   int64_t macs = 0;
   for (const auto& s : steps) macs += s.macs;
-  const auto graph = tools::SummaryGraph::build(*m, m->input_shape(),
+  const auto graph = graph::SummaryGraph::build(*m, m->input_shape(),
                                                 [m](const at::Tensor& x) { return m->forward(x); });
   EXPECT_EQ(macs, graph.total_macs());
 }
@@ -180,7 +180,7 @@ TEST(InferenceModel, UnfusedAndLibTorchOnlyFormsComputeTheSame) {
 
 TEST(InferenceModel, ThinnedResNet56) {
   auto m = make("resnet56_cifar");
-  const auto graph = tools::SummaryGraph::build(*m, m->input_shape(),
+  const auto graph = graph::SummaryGraph::build(*m, m->input_shape(),
                                                 [m](const at::Tensor& x) { return m->forward(x); });
   // Zero 3 of 16, 5 of 32 and 7 of 64 filters of every block's first conv, then thin.
   {
@@ -211,7 +211,7 @@ TEST(InferenceModel, ThinnedResNet56) {
 
 TEST(InferenceStage, TwoHalvesOfResNet20RunNativeAndEqualTheModel) {
   auto m = make("resnet20_cifar");
-  const auto g = tools::SummaryGraph::build(*m, m->input_shape(),
+  const auto g = graph::SummaryGraph::build(*m, m->input_shape(),
                                             [m](const at::Tensor& x) { return m->forward(x); });
   const int n = static_cast<int>(g.ops().size());
   std::vector<int> first, second, crossing;
@@ -249,7 +249,7 @@ TEST(InferenceStage, AnOutputAResidualAddAlsoReadsIsNotOverwritten) {
   // layer1.0's input is the skip of its residual add, whose conv writes in place into the skip's
   // buffer when the add is its last reader; as a stage output it is read after the last step.
   auto m = make("resnet20_cifar");
-  const auto g = tools::SummaryGraph::build(*m, m->input_shape(),
+  const auto g = graph::SummaryGraph::build(*m, m->input_shape(),
                                             [m](const at::Tensor& x) { return m->forward(x); });
   std::vector<int> ops;
   for (const auto& op : g.ops()) ops.push_back(op.id);
@@ -261,7 +261,7 @@ TEST(InferenceStage, AnOutputAResidualAddAlsoReadsIsNotOverwritten) {
   ASSERT_TRUE(stage.run(values));
   std::map<int, at::Tensor> expected;
   torch::NoGradGuard no_grad;
-  tools::replay_trace(g, x, [&](int id, at::Tensor& t) { expected[id] = t.clone(); });
+  graph::replay_trace(g, x, [&](int id, at::Tensor& t) { expected[id] = t.clone(); });
   const auto& want = expected.at(block_input);
   EXPECT_LE((values.at(block_input) - want).abs().max().item<double>(),
             1e-5 * want.abs().max().item<double>());
@@ -360,7 +360,7 @@ TEST(WidthSearch, KeepsACandidateWidthOrTheWidestWithinTolerance) {
       for (const char* t : {"layer1.0.conv1.weight", "layer1.0.bn1.weight", "layer1.0.bn1.bias"})
         p[t][c].zero_();
   }
-  const auto g = tools::SummaryGraph::build(*m, m->input_shape(),
+  const auto g = graph::SummaryGraph::build(*m, m->input_shape(),
                                             [m](const at::Tensor& x) { return m->forward(x); });
   const auto fastest = fastest_widths({0.0, 5, 1});
   std::vector<int64_t> answers;

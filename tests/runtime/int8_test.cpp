@@ -12,6 +12,7 @@
 #include "compress/scheduler.h"
 #include "compress/training_hooks.h"
 #include "core/fs.h"
+#include "graph/summary_graph.h"
 #include "models/model.h"
 #include "models/trainer.h"
 #include "runtime/inference_model.h"
@@ -19,7 +20,6 @@
 #include "runtime/op_forms.h"
 #include "runtime/qnnpack_layer.h"
 #include "tests/support.h"
-#include "tools/graph/summary_graph.h"
 
 namespace igb::runtime {
 
@@ -86,11 +86,11 @@ int int8_steps(const std::vector<StepInfo>& steps) {
 int compare_grids(const models::Model& m, const std::vector<int64_t>& shape, double* min_equal,
                   double* max_steps, InferenceModel::Forward forward = nullptr) {
   if (!forward) forward = [m](const at::Tensor& x) { return m->forward(x); };
-  auto g = tools::SummaryGraph::build(*m, shape, forward);
+  auto g = graph::SummaryGraph::build(*m, shape, forward);
   std::vector<int> ops, outputs;
   for (const auto& op : g.ops()) {
     ops.push_back(op.id);
-    if (op.op_kind == tools::OpKind::kFakeQuantize) outputs.push_back(op.outputs[0]);
+    if (op.op_kind == graph::OpKind::kFakeQuantize) outputs.push_back(op.outputs[0]);
   }
   InferenceOptions o;
   o.int8 = true;
@@ -101,7 +101,7 @@ int compare_grids(const models::Model& m, const std::vector<int64_t>& shape, dou
   const auto x = torch::randn(shape);
   std::map<int, at::Tensor> expected;
   torch::NoGradGuard no_grad;
-  tools::replay_trace(g, x, [&](int id, at::Tensor& t) { expected[id] = t.clone(); });
+  graph::replay_trace(g, x, [&](int id, at::Tensor& t) { expected[id] = t.clone(); });
   std::map<int, at::Tensor> values = {{g.inputs()[0], x}};
   EXPECT_TRUE(stage.run(values));
   *min_equal = 1;
@@ -124,12 +124,12 @@ int compare_layers(const models::Model& m, const std::vector<int64_t>& shape, In
                    double* min_equal, double* max_steps, int* on_qnnpack,
                    InferenceModel::Forward forward = nullptr) {
   if (!forward) forward = [m](const at::Tensor& x) { return m->forward(x); };
-  auto g = tools::SummaryGraph::build(*m, shape, forward);
+  auto g = graph::SummaryGraph::build(*m, shape, forward);
   torch::manual_seed(2);
   const auto x = torch::randn(shape);
   std::map<int, at::Tensor> expected;
   torch::NoGradGuard no_grad;
-  tools::replay_trace(g, x, [&](int id, at::Tensor& t) { expected[id] = t.clone(); });
+  graph::replay_trace(g, x, [&](int id, at::Tensor& t) { expected[id] = t.clone(); });
   InferenceOptions o;
   o.int8 = true;
   o.int8_engine = engine;
@@ -138,10 +138,10 @@ int compare_layers(const models::Model& m, const std::vector<int64_t>& shape, In
   *on_qnnpack = 0;
   int layers = 0;
   for (const auto& op : g.ops()) {
-    if (op.op_kind != tools::OpKind::kConv) continue;
+    if (op.op_kind != graph::OpKind::kConv) continue;
     std::vector<int> ops = {op.id}, inputs = {op.inputs[0]};
     int at = op.id;
-    while (g.op(at).op_kind != tools::OpKind::kFakeQuantize) {
+    while (g.op(at).op_kind != graph::OpKind::kFakeQuantize) {
       const auto& users = g.values()[g.op(at).outputs[0]].consumers;
       if (users.size() != 1) break;
       at = users[0];
@@ -149,7 +149,7 @@ int compare_layers(const models::Model& m, const std::vector<int64_t>& shape, In
       for (int in : g.op(at).inputs)
         if (in != g.op(ops[ops.size() - 2]).outputs[0]) inputs.push_back(in);
     }
-    if (g.op(at).op_kind != tools::OpKind::kFakeQuantize) continue;
+    if (g.op(at).op_kind != graph::OpKind::kFakeQuantize) continue;
     const int out = g.op(at).outputs[0];
     InferenceStage stage(g, ops, inputs, {out}, o);
     for (const auto& s : stage.steps()) *on_qnnpack += s.qnnpack;
@@ -374,7 +374,7 @@ TEST(Int8, AStageGivenAnotherStagesQuantizedValueRunsInIntegersFromIt) {
   auto m = trained("resnet20_cifar", "classify/resnet20_int8_qat.yaml", 3);
   const std::vector<int64_t> shape = {1, 3, 32, 32};
   auto g =
-      tools::SummaryGraph::build(*m, shape, [m](const at::Tensor& x) { return m->forward(x); });
+      graph::SummaryGraph::build(*m, shape, [m](const at::Tensor& x) { return m->forward(x); });
   const int cut = g.op("layer2.0.relu2.fakequantize").outputs.at(0);
   std::vector<int> first, second;
   for (const auto& op : g.ops())

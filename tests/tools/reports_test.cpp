@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 MacsSummary macs_of(const std::string& name, nlohmann::json opts = nlohmann::json::object(),
-                    Shape input = {}) {
+                    graph::Shape input = {}) {
   auto m = make(name, opts);
   return compute_macs(graph_of(m, name, input), *m);
 }
@@ -47,7 +47,7 @@ TEST(Macs, TotalsMatchTheReferenceTable) {
     EXPECT_EQ(s.total_params, row.params) << row.model;
     EXPECT_EQ(s.total_macs, row.macs) << row.model;
     if (row.model == "resnet18") {
-      EXPECT_EQ(s.input, (Shape{1, 3, 224, 224}));
+      EXPECT_EQ(s.input, (graph::Shape{1, 3, 224, 224}));
     }
   }
 }
@@ -78,9 +78,9 @@ TEST(Macs, SimplenetPerLayerMatchesDistiller) {
   }
   EXPECT_EQ(macs, (std::vector<int64_t>{352800, 240000, 48000, 10080, 840}));
   EXPECT_EQ(names, (std::vector<std::string>{"conv1", "conv2", "fc1", "fc2", "fc3"}));
-  EXPECT_EQ(s.layers[0].weights, (Shape{6, 3, 5, 5}));
+  EXPECT_EQ(s.layers[0].weights, (graph::Shape{6, 3, 5, 5}));
   EXPECT_EQ(s.layers[0].params, 6 * 3 * 25 + 6);
-  EXPECT_EQ(s.layers[2].ifm, (Shape{1, 400}));
+  EXPECT_EQ(s.layers[2].ifm, (graph::Shape{1, 400}));
 }
 
 // FSRCNN x3 on a 1x1x20x30 input, by hand: the transposed conv costs Cin·Cout·k² per input pixel.
@@ -95,7 +95,7 @@ TEST(Macs, FsrcnnCountsItsTransposedConvolution) {
   const int64_t deconv = px * d * 1 * 81;
   ASSERT_EQ(s.layers.back().type, "ConvTranspose");
   EXPECT_EQ(s.layers.back().macs, deconv);
-  EXPECT_EQ(s.layers.back().ofm, (Shape{1, 1, 60, 90}));
+  EXPECT_EQ(s.layers.back().ofm, (graph::Shape{1, 1, 60, 90}));
   EXPECT_EQ(s.total_macs, feature + shrink + mapping + expand + deconv);
   EXPECT_EQ(s.total_macs, 7'478'400);  // 600 · (1400 + 672 + 5184 + 672 + 4536)
 }
@@ -110,7 +110,7 @@ TEST(Macs, ReportTableAndJson) {
   EXPECT_EQ(r.json["total_macs"].get<int64_t>(), 651720);
   EXPECT_EQ(r.json["total_params"].get<int64_t>(), 62006);
   EXPECT_EQ(r.json["layers"][1]["name"], "conv2");
-  EXPECT_EQ(r.json["layers"][1]["ofm"], (Shape{1, 16, 10, 10}));
+  EXPECT_EQ(r.json["layers"][1]["ofm"], (graph::Shape{1, 16, 10, 10}));
 }
 
 TEST(Sparsity, StructureColumnsOnConstructedTensors) {
@@ -216,7 +216,7 @@ TEST(Profile, PerLayerCostsOperatorsAndTrace) {
   auto g = graph_of(m, "simplenet_cifar");
   ASSERT_EQ(b4.layers.size(), g.ops().size());
   EXPECT_EQ(b4.layers[0].name, "conv1");
-  EXPECT_EQ(b4.layers[0].output, (Shape{4, 6, 28, 28}));
+  EXPECT_EQ(b4.layers[0].output, (graph::Shape{4, 6, 28, 28}));
   EXPECT_EQ(b4.layers[0].output_bytes, 4 * 6 * 28 * 28 * 4);
   EXPECT_EQ(p.batches[0].layers[0].output_bytes, 6 * 28 * 28 * 4);
   for (const auto& l : b4.layers) {

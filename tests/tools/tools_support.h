@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "graph/summary_graph.h"
 #include "models/model.h"
-#include "tools/graph/summary_graph.h"
 
 namespace igb::tools {
 
@@ -19,9 +19,10 @@ inline models::Model make(const std::string& name, nlohmann::json opts = nlohman
 }
 
 /// The summary graph of `m` traced at `input` (the model's own input shape when empty).
-inline SummaryGraph graph_of(const models::Model& m, const std::string& name, Shape input = {}) {
+inline graph::SummaryGraph graph_of(const models::Model& m, const std::string& name,
+                                    graph::Shape input = {}) {
   if (input.empty()) input = m->input_shape();
-  return SummaryGraph::build(
+  return graph::SummaryGraph::build(
       *m, input, [&](const torch::Tensor& x) { return m->forward(x); }, name);
 }
 

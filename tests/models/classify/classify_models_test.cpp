@@ -9,9 +9,9 @@
 #include "core/error.h"
 #include "core/sequential.h"
 #include "core/thinning_recipe.h"
+#include "graph/summary_graph.h"
 #include "models/classify/classifier.h"
 #include "models/model.h"
-#include "tools/graph/summary_graph.h"
 
 namespace igb::models {
 
@@ -473,8 +473,8 @@ TEST_F(ClassifyModels, ScheduleNamingAMissingDownsampleNamesTheOption) {
 
 namespace {
 
-tools::SummaryGraph graph_of(const Model& m) {
-  return tools::SummaryGraph::build(*m, m->input_shape(),
+graph::SummaryGraph graph_of(const Model& m) {
+  return graph::SummaryGraph::build(*m, m->input_shape(),
                                     [m](const torch::Tensor& x) { return m->forward(x); });
 }
 
@@ -500,7 +500,7 @@ Model thinnable(const std::string& name, const nlohmann::json& opts) {
 
 /// Zeroes channel `c` of producer `op` with its whole group (as a group-aware filter pruner
 /// does); returns the group's producers as "op@channel".
-std::set<std::string> zero_group(const Model& m, const tools::SummaryGraph& g,
+std::set<std::string> zero_group(const Model& m, const graph::SummaryGraph& g,
                                  const std::string& op, int64_t c) {
   bool removable = false;
   auto members = compress::channel_group(*m, g, op, c, &removable);

@@ -2,9 +2,9 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
+#include "graph/summary_graph.h"
 #include "models/classify/early_exit.h"
 #include "models/model.h"
-#include "tools/graph/summary_graph.h"
 
 namespace igb::models::classify {
 namespace {
@@ -42,11 +42,11 @@ TEST(EarlyExit, ForwardExitsGivesEachExitThenTheFinalOutput) {
   // The final exit is the plain forward; the exit is its head on layer1's output, by hand.
   EXPECT_TRUE(torch::equal(outs[1], m->forward(x)));
   // layer1.2.relu2's output, from a replay of the traced backbone.
-  const auto g = tools::SummaryGraph::build(
+  const auto g = graph::SummaryGraph::build(
       *m, {4, 3, 32, 32}, [&](const torch::Tensor& t) { return m->forward(t); }, "ee");
   const int relu = g.op(g.index("layer1.2.relu2")).outputs[0];
   at::Tensor branch_input;
-  tools::replay_trace(g, x, [&](int v, at::Tensor& t) {
+  graph::replay_trace(g, x, [&](int v, at::Tensor& t) {
     if (v == relu) branch_input = t.clone();
   });
   ASSERT_TRUE(branch_input.defined());
@@ -61,7 +61,7 @@ TEST(EarlyExit, HeadsAreOffOutsideForwardExits) {
   auto m = make("resnet20_cifar_earlyexit");
   auto plain = make("resnet20_cifar");
   auto graph = [](Model& model, const std::string& name) {
-    return tools::SummaryGraph::build(
+    return graph::SummaryGraph::build(
         *model, {1, 3, 32, 32}, [&](const torch::Tensor& x) { return model->forward(x); }, name);
   };
   const auto ee = graph(m, "ee");

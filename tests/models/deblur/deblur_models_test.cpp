@@ -6,10 +6,10 @@
 #include "compress/thinning.h"
 #include "core/error.h"
 #include "core/thinning_recipe.h"
+#include "graph/op_table.h"
+#include "graph/summary_graph.h"
 #include "models/deblur/deblurgan.h"
 #include "models/model.h"
-#include "tools/graph/op_table.h"
-#include "tools/graph/summary_graph.h"
 
 namespace igb::models {
 
@@ -28,15 +28,15 @@ int64_t deblurgan_count(int64_t ngf, int64_t blocks) {
   return total + ngf * 3 * 49 + 3;                    // conv 7×7 ngf→3
 }
 
-tools::SummaryGraph deblur_graph(const Model& m, std::vector<int64_t> input = {}) {
+graph::SummaryGraph deblur_graph(const Model& m, std::vector<int64_t> input = {}) {
   if (input.empty()) input = m->input_shape();
-  return tools::SummaryGraph::build(*m, input,
+  return graph::SummaryGraph::build(*m, input,
                                     [m](const torch::Tensor& x) { return m->forward(x); });
 }
 
 /// Zeroes channel `c` of producer `op` with its whole group; returns the group's producers as
 /// "op@channel".
-std::set<std::string> deblur_zero_group(const Model& m, const tools::SummaryGraph& g,
+std::set<std::string> deblur_zero_group(const Model& m, const graph::SummaryGraph& g,
                                         const std::string& op, int64_t c) {
   bool removable = false;
   auto members = compress::channel_group(*m, g, op, c, &removable);
@@ -204,19 +204,19 @@ TEST_F(DeblurModels, SummaryGraphKnowsEveryOp) {
     auto m =
         create_model(name, generator ? nlohmann::json{{"dropout", 0.5}} : nlohmann::json::object());
     const auto g = deblur_graph(m);
-    std::set<tools::OpKind> kinds;
+    std::set<graph::OpKind> kinds;
     for (const auto& op : g.ops()) {
-      EXPECT_NE(op.op_kind, tools::OpKind::kOther) << name << " " << op.name << " " << op.kind;
+      EXPECT_NE(op.op_kind, graph::OpKind::kOther) << name << " " << op.name << " " << op.kind;
       kinds.insert(op.op_kind);
     }
     if (std::string(name) == "deblurgan_small") {
-      for (auto k : {tools::OpKind::kPad, tools::OpKind::kConv, tools::OpKind::kInstanceNorm,
-                     tools::OpKind::kReLU, tools::OpKind::kDropout, tools::OpKind::kAdd,
-                     tools::OpKind::kConvTranspose, tools::OpKind::kTanh, tools::OpKind::kClamp})
-        EXPECT_TRUE(kinds.count(k)) << tools::op_info(k).type;
+      for (auto k : {graph::OpKind::kPad, graph::OpKind::kConv, graph::OpKind::kInstanceNorm,
+                     graph::OpKind::kReLU, graph::OpKind::kDropout, graph::OpKind::kAdd,
+                     graph::OpKind::kConvTranspose, graph::OpKind::kTanh, graph::OpKind::kClamp})
+        EXPECT_TRUE(kinds.count(k)) << graph::op_info(k).type;
     } else {
-      EXPECT_TRUE(kinds.count(tools::OpKind::kLeakyReLU));
-      EXPECT_TRUE(kinds.count(tools::OpKind::kInstanceNorm));
+      EXPECT_TRUE(kinds.count(graph::OpKind::kLeakyReLU));
+      EXPECT_TRUE(kinds.count(graph::OpKind::kInstanceNorm));
     }
   }
 }
