@@ -22,9 +22,9 @@
 #include <CLI/CLI.hpp>
 
 #include "compress/training_hooks.h"
+#include "core/host.h"
 #include "core/logger.h"
 #include "core/run_context.h"
-#include "core/host.h"
 #include "core/torch_compat.h"
 #include "models/model.h"
 #include "models/trainer.h"

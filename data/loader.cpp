@@ -1,7 +1,7 @@
 #include "data/loader.h"
 
-#include "core/rng.h"
 #include "core/host.h"
+#include "core/rng.h"
 
 namespace igb::data {
 

@@ -11,8 +11,8 @@
 #include "core/error.h"
 #include "core/finite_number.h"
 #include "core/fs.h"
-#include "core/json_reader.h"
 #include "core/host.h"
+#include "core/json_reader.h"
 #include "core/text.h"
 #include "tools/profile.h"
 

@@ -538,8 +538,8 @@ TEST_F(RunDirSafety, AFullDiskStopsTrainingInOneLineAndKeepsTheLastCheckpoint) {
   const std::string log = read_file(probe / "train.log");
   const std::string checkpoint = read_file(probe / "checkpoint.ckpt");
   as_user_ = "prlimit --fsize=" + std::to_string(log.size() + 16) + " ";
-  r = run(sr_train(probe, "--epochs 2 --resume " + (probe / "checkpoint.ckpt").string() + " " +
-                              tiny));
+  r = run(
+      sr_train(probe, "--epochs 2 --resume " + (probe / "checkpoint.ckpt").string() + " " + tiny));
   as_user_.clear();
   EXPECT_EQ(r.code, 2) << r.err;
   lines = errors(r.err);
@@ -624,9 +624,9 @@ TEST_F(RunDirSafety, SegmentsAndBenchRunsPastAFileSizeLimitSayWhyInOneLine) {
   as_user_ = "prlimit --fsize=" + std::to_string(segment0.size() / 2) + " ";
   Result r = run(export_segments);
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_EQ(split_lines(r.err).back(),
-            "igb-tools: error: cannot write " + (segments / "segment0.onnx").string() +
-                ": File too large");
+  EXPECT_EQ(split_lines(r.err).back(), "igb-tools: error: cannot write " +
+                                           (segments / "segment0.onnx").string() +
+                                           ": File too large");
   EXPECT_EQ(read_file(segments / "segment0.onnx"), segment0);
   EXPECT_EQ(read_file(segments / "manifest.json"), manifest);
 
@@ -639,9 +639,9 @@ TEST_F(RunDirSafety, SegmentsAndBenchRunsPastAFileSizeLimitSayWhyInOneLine) {
           (dir_ / "bench").string());
   as_user_.clear();
   EXPECT_EQ(r.code, 1) << r.err;  // its one run failed
-  const std::string refused =
-      "igb-train: error: cannot write " + (dir_ / "bench" / "fsrcnn" / "checkpoint.ckpt").string() +
-      ": File too large";
+  const std::string refused = "igb-train: error: cannot write " +
+                              (dir_ / "bench" / "fsrcnn" / "checkpoint.ckpt").string() +
+                              ": File too large";
   EXPECT_NE(r.out.find("failed: " + refused), std::string::npos) << r.out;
   const auto bench = nlohmann::json::parse(read_file(dir_ / "bench" / "bench.json"));
   EXPECT_EQ(bench["runs"][0]["error"], refused);

@@ -9,8 +9,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "core/rng.h"
 #include "core/host.h"
+#include "core/rng.h"
 
 namespace igb::data {
 

@@ -12,9 +12,9 @@
 
 namespace igb::graph {
 
-using tools::make;
 using tools::graph_of;
 using tools::graph_to_dot;
+using tools::make;
 
 namespace {
 
