@@ -29,7 +29,7 @@ function(igb_layer_of path out)
     set(layer runtime)
   elseif(path MATCHES "^deploy/")
     set(layer deploy)
-  elseif(path MATCHES "^models/(trainer|loss_scaler|train_config|external_forward|model_from_checkpoint|evaluat[a-z_]*|famil[a-z_]*|report_sets)\\.(h|cpp)$"
+  elseif(path MATCHES "^models/(trainer[a-z_]*|loss_scaler|train_config|external_forward|model_from_checkpoint|evaluat[a-z_]*|famil[a-z_]*|report_sets)\\.(h|cpp)$"
          OR path MATCHES "^models/[a-z0-9_]+/[a-z0-9_]*(solver|evaluator|family|loss)\\.(h|cpp)$")
     set(layer solvers)
   elseif(path MATCHES "^models/")
