@@ -7,14 +7,19 @@
 
 namespace igb::options {
 
-void add_runtime_option(CLI::App& app, std::string& runtime) {
-  app.add_option("--runtime", runtime,
-                 "How the model runs: inference (its inference form: BatchNorm folded, "
-                 "activations fused, oneDNN kernels with pre-packed weights; docs/runtime.md), "
-                 "int8 (the same with a quantized model's layers in integers; docs/int8.md) or "
-                 "eager (LibTorch's forward, as in training)")
+CLI::Option* add_runtime_option(CLI::App& app, std::string& runtime,
+                                const std::vector<std::string>& allowed, const std::string& help) {
+  return app.add_option("--runtime", runtime, help)
       ->capture_default_str()
-      ->check(CLI::IsMember({kInferenceRuntime, kInt8Runtime, kEagerRuntime}));
+      ->check(CLI::IsMember(allowed));
+}
+
+void add_runtime_option(CLI::App& app, std::string& runtime) {
+  add_runtime_option(app, runtime, {kInferenceRuntime, kInt8Runtime, kEagerRuntime},
+                     "How the model runs: inference (its inference form: BatchNorm folded, "
+                     "activations fused, oneDNN kernels with pre-packed weights; docs/runtime.md), "
+                     "int8 (the same with a quantized model's layers in integers; docs/int8.md) "
+                     "or eager (LibTorch's forward, as in training)");
 }
 
 void add_int8_engine_option(CLI::App& app, std::string& engine) {

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "models/evaluation.h"
 #include "models/model.h"
@@ -27,6 +28,11 @@ inline constexpr const char* kInferenceRuntime = "inference";
 inline constexpr const char* kInt8Runtime = "int8";
 inline constexpr const char* kEagerRuntime = "eager";
 
+/// Adds --runtime bound to `runtime` (its value is the default shown), taking one of `allowed`
+/// (kInferenceRuntime, kInt8Runtime, kEagerRuntime) and described by `help`: what each command
+/// that runs a model, measures its costs or serves it says of its own runtimes.
+CLI::Option* add_runtime_option(CLI::App& app, std::string& runtime,
+                                const std::vector<std::string>& allowed, const std::string& help);
 /// Adds --runtime inference|int8|eager (default inference), bound to `runtime`.
 void add_runtime_option(CLI::App& app, std::string& runtime);
 

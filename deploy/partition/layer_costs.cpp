@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include "core/cache_dir.h"
 #include "core/error.h"
@@ -13,6 +14,7 @@
 #include "core/fs.h"
 #include "core/host.h"
 #include "core/json_reader.h"
+#include "core/logger.h"
 #include "core/text.h"
 #include "tools/profile.h"
 
@@ -160,6 +162,31 @@ LayerCosts cached_layer_costs(torch::nn::Module& model, const graph::SummaryGrap
   }
   if (from_cache) *from_cache = false;
   return c;
+}
+
+std::vector<LayerCosts> device_layer_costs(const DevicesFile& devices, torch::nn::Module& model,
+                                           const graph::SummaryGraph& graph,
+                                           const graph::SummaryGraph::Forward& forward,
+                                           const std::string& cache_dir, Logger& logger,
+                                           bool int8) {
+  std::vector<LayerCosts> out;
+  std::optional<LayerCosts> measured;
+  for (const auto& d : devices.devices) {
+    if (!d.costs.empty()) {
+      auto c = read_layer_costs(d.costs);
+      check_layer_costs(c, graph, d.costs.string());
+      out.push_back(std::move(c));
+      continue;
+    }
+    if (!measured) {
+      bool cached = false;
+      measured = cached_layer_costs(model, graph, forward, cache_dir, &cached, int8);
+      logger.info(std::string(cached ? "read cached" : "measured") + " per-op costs of " +
+                  graph.model_name() + " (" + measured->runtime + ") on " + measured->machine);
+    }
+    out.push_back(*measured);
+  }
+  return out;
 }
 
 }  // namespace igb::deploy

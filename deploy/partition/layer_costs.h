@@ -5,8 +5,14 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
+#include "deploy/partition/devices_file.h"
 #include "graph/summary_graph.h"
+
+namespace igb {
+class Logger;
+}
 
 namespace igb::deploy {
 
@@ -60,5 +66,18 @@ LayerCosts read_layer_costs(const std::filesystem::path& path);
 /// allowed only when every op is present (a retrained model of the same shape).
 void check_layer_costs(const LayerCosts& costs, const graph::SummaryGraph& graph,
                        const std::string& where);
+
+/// One cost table per device of `devices`, in chain order: the device's own cost file (checked
+/// against the graph), or this machine's measurement of the inference form (its quantized layers
+/// in integers with `int8`; cached in `cache_dir`, logged), measured once for every device that
+/// has no file.
+///
+///   auto costs = device_layer_costs(load_devices_file("chain.yaml"), *model, graph, forward,
+///                                   "", logger);
+std::vector<LayerCosts> device_layer_costs(const DevicesFile& devices, torch::nn::Module& model,
+                                           const graph::SummaryGraph& graph,
+                                           const graph::SummaryGraph::Forward& forward,
+                                           const std::string& cache_dir, Logger& logger,
+                                           bool int8 = false);
 
 }  // namespace igb::deploy

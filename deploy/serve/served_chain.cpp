@@ -246,6 +246,35 @@ ServedChain chain_without(const ServedChain& chain, const std::vector<int>& keep
   return out;
 }
 
+std::function<Failover(const std::vector<int>&)> failover_planner(
+    const graph::SummaryGraph& graph, const ServedChain& chain, std::vector<int> worker_device,
+    std::vector<std::string> device_names, PartitionObjective objective,
+    std::vector<std::string> workers) {
+  return [&graph, &chain, worker_device = std::move(worker_device),
+          device_names = std::move(device_names), objective,
+          workers = std::move(workers)](const std::vector<int>& alive) {
+    std::vector<int> keep;
+    std::vector<std::string> names;
+    for (int w : alive) {
+      keep.push_back(worker_device.at(static_cast<size_t>(w)));
+      names.push_back(device_names.at(static_cast<size_t>(keep.back())));
+    }
+    const auto reduced = chain_without(chain, keep);
+    const auto assignment = solve_partition(reduced.problem(graph, true), objective).assignment;
+    Failover f;
+    f.stages = split_stages(graph, assignment, names);
+    for (const auto& st : f.stages) {
+      const int w = alive.at(static_cast<size_t>(st.device));
+      f.workers.push_back(w);
+      f.description += (f.description.empty() ? "" : ", ") + st.device_name + " on " +
+                       workers.at(static_cast<size_t>(w)) + ": " + std::to_string(st.ops.size()) +
+                       " ops";
+    }
+    f.description = std::to_string(f.stages.size()) + " stages (" + f.description + ")";
+    return f;
+  };
+}
+
 std::string Replan::summary() const {
   return changed || kept_for_empty_device
              ? "re-planned from the workers' measurements: " + std::to_string(moved) + " ops move"

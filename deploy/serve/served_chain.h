@@ -4,6 +4,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -88,6 +89,16 @@ struct ServedChain {
 /// between them (the slowest bandwidth, the latencies added); the first and last kept device are
 /// the source and the sink.
 ServedChain chain_without(const ServedChain& chain, const std::vector<int>& keep);
+
+/// MasterOptions::replan for `chain` served by `workers` (addresses in chain order; worker i runs
+/// on device `worker_device[i]`, named in `device_names`): `objective` solved again on the devices
+/// of the workers that remain, with their costs and the links between them in series
+/// (chain_without). `graph` and `chain` are read when a worker is lost, so they must outlive the
+/// function; a chain changed meanwhile (re-planned) is the one planned around.
+std::function<Failover(const std::vector<int>& alive)> failover_planner(
+    const graph::SummaryGraph& graph, const ServedChain& chain, std::vector<int> worker_device,
+    std::vector<std::string> device_names, PartitionObjective objective,
+    std::vector<std::string> workers);
 
 /// What re-planning found.
 struct Replan {

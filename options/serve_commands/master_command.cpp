@@ -7,11 +7,13 @@
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/fs.h"
-#include "core/host.h"
 #include "core/logger.h"
 #include "core/table.h"
+#include "deploy/partition/devices_file.h"
+#include "deploy/partition/layer_costs.h"
 #include "deploy/partition/plan_file.h"
 #include "deploy/serve/serve_master.h"
+#include "deploy/serve/serve_session.h"
 #include "deploy/serve/serve_worker.h"
 #include "deploy/serve/served_chain.h"
 #include "models/model.h"
@@ -57,9 +59,7 @@ class MasterCommand : public ToolCommand {
         ->check(CLI::NonNegativeNumber);
     sub.add_option("--mode", mode_, "full: whole tensors; diff: later frames as differences")
         ->capture_default_str();
-    sub.add_option("--transfer", transfer_, "Precision on the links: fp32, fp16 or int8")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"fp32", "fp16", "int8"}));
+    add_transfer_option(sub, transfer_, "Precision on the links: fp32, fp16 or int8");
     sub.add_option("--timeout", timeout_s_, "Seconds a frame's result may take")
         ->capture_default_str();
     sub.add_option("--listen", options_.listen, "HOST:PORT where results come back")
@@ -91,11 +91,9 @@ class MasterCommand : public ToolCommand {
                  "Compare every result with the model's own forward pass on the frame");
     sub.add_option("--out", out_, "Folder for serve.json and serve_frames.csv");
     sub.add_option("--cache-dir", cache_dir_, "Where measured per-op costs are cached");
-    sub.add_option("--runtime", runtime_,
-                   "What the simulator's per-op costs time, as the workers run: inference or "
-                   "int8 (workers started with --runtime int8; docs/int8.md)")
-        ->capture_default_str()
-        ->check(CLI::IsMember({kInferenceRuntime, kInt8Runtime}));
+    add_runtime_option(sub, runtime_, {kInferenceRuntime, kInt8Runtime},
+                       "What the simulator's per-op costs time, as the workers run: inference or "
+                       "int8 (workers started with --runtime int8; docs/int8.md)");
   }
 
   void check_outputs() const override {
@@ -121,9 +119,9 @@ class MasterCommand : public ToolCommand {
                        graph::shape_to_string(plan.input) + ", not " + m.name + " at " +
                        graph::shape_to_string(m.input));
     // The optimal plan (the first of the file): its ops per device.
-    auto assignment = plan.assignment(graph);
+    const auto assignment = plan.assignment(graph);
     const auto device_names = plan.device_names();
-    auto stages = deploy::split_stages(graph, assignment, device_names);
+    const auto stages = deploy::split_stages(graph, assignment, device_names);
     deploy::check_worker_count(workers_.size(), stages);  // before any cost is measured
     auto frames = read_model_frames(input_, m.input, frames_, "--input");
     Logger logger;
@@ -131,101 +129,38 @@ class MasterCommand : public ToolCommand {
     chain.devices = deploy::load_devices_file(plan.devices_path());
     chain.precision = options_.precision;
     chain.diff = options_.diff;
-    chain.costs = device_layer_costs(chain.devices, *model, graph, forward, cache_dir_, logger,
-                                     runtime_ == kInt8Runtime);
+    chain.costs = deploy::device_layer_costs(chain.devices, *model, graph, forward, cache_dir_,
+                                             logger, runtime_ == kInt8Runtime);
     chain.measure_traffic(graph, frames);
     options_.weights = deploy::weights_digest(*model);
-    std::vector<int> worker_device;  // worker i ran stage i of the first plan: it is that device
-    for (const auto& st : stages) worker_device.push_back(st.device);
-    options_.replan = failover_planner(graph, chain, worker_device, device_names,
-                                       deploy::parse_objective(plan.objective));
-    deploy::ServeMaster master(graph, options_);
-    uint32_t plan_number = 1;
-    master.configure(stages, plan_number);
-    measure_chain(master, chain, stages);
+    deploy::ServeSession session(graph, std::move(chain), assignment, device_names,
+                                 deploy::parse_objective(plan.objective), options_);
+    session.configure();
+    measure_chain(session);
     if (calibrate_ > 0) {
-      measure_serving(master, chain, graph, assignment, stages, frames);
-      master.configure(stages, ++plan_number);
+      measure_serving(session, frames);
+      session.configure();
     }
     logger.info("configured " + std::to_string(stages.size()) + " workers; sending " +
                 std::to_string(frames.size()) + " frames");
-    if (replan_)
-      replan_once(master, chain, graph, device_names, deploy::parse_objective(plan.objective),
-                  assignment, stages, frames, ++plan_number, logger);
-    const auto result = master.serve(frames, [&](int done, int total) {
+    if (replan_) session.replan(frames, replan_after_, logger);
+    const auto result = session.serve(frames, [&](int done, int total) {
       if (done % 50 == 0 || done == total)
         logger.info(std::to_string(done) + "/" + std::to_string(total) + " frames served");
     });
     const double max_diff = verify_ ? verify(model, frames, result) : -1;
-    report(stages, result,
-           chain.simulate(graph, assignment, static_cast<int>(frames.size()), options_.rate_fps),
-           max_diff, simulated_compute_ms(chain, graph, assignment, stages));
+    report(session.stages(), result,
+           session.simulate(static_cast<int>(frames.size()), options_.rate_fps), max_diff,
+           session.simulated_compute_ms());
     return kExitOk;
   }
 
  private:
-  /// --replan: serves the first --replan-after frames (taken out of `frames`), re-plans from the
-  /// workers' measurements and configures the plan (`number`) the rest is served on.
-  void replan_once(deploy::ServeMaster& master, deploy::ServedChain& chain,
-                   const graph::SummaryGraph& graph, const std::vector<std::string>& device_names,
-                   deploy::PartitionObjective objective, deploy::Assignment& assignment,
-                   std::vector<deploy::Stage>& stages, std::vector<at::Tensor>& frames,
-                   uint32_t number, Logger& logger) const {
-    // The Python system plans the first frame and the second apart, then keeps the second's
-    // plan: every change of plan empties the workers' difference caches.
-    const size_t k = std::min<size_t>(static_cast<size_t>(replan_after_), frames.size() - 1);
-    master.serve({frames.begin(), frames.begin() + static_cast<std::ptrdiff_t>(k)});
-    std::vector<deploy::WorkerInfo> reports;
-    for (size_t i = 0; i < stages.size(); ++i)
-      reports.push_back(deploy::worker_report(workers_[i], options_.timeout_ms, true));
-    const auto next =
-        deploy::replan_chain(graph, chain, assignment, device_names, reports, objective);
-    logger.info(next.summary());
-    if (next.kept_for_empty_device) {
-      logger.info("the new plan leaves a device without ops; keeping the first plan");
-    } else {
-      chain = next.chain;
-    }
-    if (next.changed) {
-      assignment = next.assignment;
-      stages = deploy::split_stages(graph, assignment, device_names);
-      // What the stages of the first plan cost tells little of the new ones'.
-      chain.serving = deploy::ServingCosts();
-      chain.serving_wait_ms = 0;
-    }
-    master.configure(stages, number);
-    frames.erase(frames.begin(), frames.begin() + static_cast<std::ptrdiff_t>(k));
-  }
-
-  /// What the simulator gives each device's stage to compute: its per-op costs, or with measured
-  /// serving costs its compute CPU a frame back to back where that is longer.
-  static std::vector<double> simulated_compute_ms(const deploy::ServedChain& chain,
-                                                  const graph::SummaryGraph& graph,
-                                                  const deploy::Assignment& assignment,
-                                                  const std::vector<deploy::Stage>& stages) {
-    auto device_ms = deploy::evaluate(chain.problem(graph, true), assignment).device_ms;
-    const auto& measured = chain.serving.back_to_back.compute_cpu_ms;
-    for (size_t i = 0; i < stages.size() && i < measured.size(); ++i) {
-      auto& d = device_ms.at(static_cast<size_t>(stages[i].device));
-      d = std::max(d, measured[i]);
-    }
-    return device_ms;
-  }
-
   /// What the simulator takes from the configured chain: each hop's per-message work (probed;
   /// --probes 0 leaves it out) and which workers share a machine (their reports).
-  void measure_chain(deploy::ServeMaster& master, deploy::ServedChain& chain,
-                     const std::vector<deploy::Stage>& stages) {
-    std::vector<int> devices;
-    std::vector<deploy::WorkerInfo> reports;
-    for (size_t i = 0; i < stages.size(); ++i) {
-      devices.push_back(stages[i].device);
-      reports.push_back(deploy::worker_report(workers_[i], options_.timeout_ms));
-    }
-    chain.set_hosts(reports, devices, host_identity(), usable_cores());
+  void measure_chain(deploy::ServeSession& session) {
+    hops_ = session.measure_chain(probes_);
     if (probes_ < 1) return;
-    hops_ = master.probe_hops(probes_);
-    chain.set_hops(hops_, devices);
     Table t;
     t.columns = {"From",           "To", "Per message (ms)", "Per MB (ms)", "CPU per message (ms)",
                  "CPU per MB (ms)"};
@@ -239,17 +174,10 @@ class MasterCommand : public ToolCommand {
 
   /// What a frame costs each process, measured on --calibrate frames (the stream's first ones,
   /// over again where it is shorter) served one at a time and back to back, for the simulator.
-  void measure_serving(deploy::ServeMaster& master, deploy::ServedChain& chain,
-                       const graph::SummaryGraph& graph, const deploy::Assignment& assignment,
-                       const std::vector<deploy::Stage>& stages,
-                       const std::vector<at::Tensor>& frames) {
-    std::vector<at::Tensor> some;
-    for (int i = 0; i < calibrate_; ++i)
-      some.push_back(frames[static_cast<size_t>(i) % frames.size()]);
-    std::vector<int> devices;
-    for (const auto& st : stages) devices.push_back(st.device);
-    serving_ = master.measure_serving(some);
-    chain.set_serving(serving_, devices, graph, assignment);
+  void measure_serving(deploy::ServeSession& session, const std::vector<at::Tensor>& frames) {
+    serving_ = session.measure_serving(frames, calibrate_);
+    const auto& chain = session.chain();
+    const auto& stages = session.stages();
     serving_wait_ms_ = chain.serving_wait_ms;
     serving_path_share_ = chain.serving_path_share;
     const auto& a = serving_.one_at_a_time;
@@ -279,37 +207,6 @@ class MasterCommand : public ToolCommand {
             {"latency_ms", w.latency_ms}};
   }
 
-  /// MasterOptions::replan for this chain: the plan's objective solved again on the devices of
-  /// the workers that remain (their costs, the links between them in series).
-  std::function<deploy::Failover(const std::vector<int>&)> failover_planner(
-      const graph::SummaryGraph& graph, const deploy::ServedChain& chain,
-      std::vector<int> worker_device, std::vector<std::string> device_names,
-      deploy::PartitionObjective objective) const {
-    return [&graph, &chain, worker_device, device_names, objective,
-            workers = workers_](const std::vector<int>& alive) {
-      std::vector<int> keep;
-      std::vector<std::string> names;
-      for (int w : alive) {
-        keep.push_back(worker_device.at(static_cast<size_t>(w)));
-        names.push_back(device_names.at(static_cast<size_t>(keep.back())));
-      }
-      const auto reduced = deploy::chain_without(chain, keep);
-      const auto assignment =
-          deploy::solve_partition(reduced.problem(graph, true), objective).assignment;
-      deploy::Failover f;
-      f.stages = deploy::split_stages(graph, assignment, names);
-      for (const auto& st : f.stages) {
-        const int w = alive.at(static_cast<size_t>(st.device));
-        f.workers.push_back(w);
-        f.description += (f.description.empty() ? "" : ", ") + st.device_name + " on " +
-                         workers.at(static_cast<size_t>(w)) + ": " + std::to_string(st.ops.size()) +
-                         " ops";
-      }
-      f.description = std::to_string(f.stages.size()) + " stages (" + f.description + ")";
-      return f;
-    };
-  }
-
   static json failovers_json(const deploy::ServeResult& r) {
     json out = json::array();
     for (const auto& f : r.failovers)
@@ -325,13 +222,11 @@ class MasterCommand : public ToolCommand {
   }
 
   void check_options() {
-    if (mode_ != "full" && mode_ != "diff")
-      throw InputError("--mode must be full or diff, not '" + mode_ + "'");
+    options_.diff = diff_mode(mode_);
     if (frames_ < 1) throw InputError("--frames must be at least 1");
     if (!(timeout_s_ > 0)) throw InputError("--timeout must be positive");
     if (replan_ && frames_ < 2) throw InputError("--replan needs --frames of at least 2");
     if (replan_after_ < 1) throw InputError("--replan-after must be at least 1");
-    options_.diff = mode_ == "diff";
     options_.precision = deploy::parse_transfer_precision(transfer_);
     options_.timeout_ms = timeout_s_ * 1000.0;
     options_.workers = workers_;

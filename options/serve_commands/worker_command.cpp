@@ -40,11 +40,9 @@ class WorkerCommand : public ToolCommand {
                    "Emulate a machine this many times as fast as this one (in (0, 1]; a devices "
                    "file's speed relative to this machine)")
         ->capture_default_str();
-    sub.add_option("--runtime", runtime_,
-                   "How stages run: inference (the model's inference form) or int8 (the same "
-                   "with a quantized model's layers in integers; docs/int8.md)")
-        ->capture_default_str()
-        ->check(CLI::IsMember({kInferenceRuntime, kInt8Runtime}));
+    add_runtime_option(sub, runtime_, {kInferenceRuntime, kInt8Runtime},
+                       "How stages run: inference (the model's inference form) or int8 (the same "
+                       "with a quantized model's layers in integers; docs/int8.md)");
     sub.add_option("--cascade", cascade_,
                    "Be a unit of an early-exit cascade: the segments' manifest.json "
                    "(igb-tools early-exit --export)");

@@ -221,11 +221,9 @@ class EarlyExitCommand : public ToolCommand {
                    "Write the segments (one ONNX file per exit, dynamic batch) and manifest.json "
                    "with the calibrated thresholds into this folder");
     add_threads_option(sub, threads_);
-    sub.add_option("--runtime", runtime_,
-                   "How segments and heads run: inference (their inference forms) or int8 (the "
-                   "same with a quantized model's layers in integers; docs/int8.md)")
-        ->capture_default_str()
-        ->check(CLI::IsMember({kInferenceRuntime, kInt8Runtime}));
+    add_runtime_option(sub, runtime_, {kInferenceRuntime, kInt8Runtime},
+                       "How segments and heads run: inference (their inference forms) or int8 (the "
+                       "same with a quantized model's layers in integers; docs/int8.md)");
   }
   void check_outputs() const override {
     if (!out_.empty()) check_output_folder("--out", out_);

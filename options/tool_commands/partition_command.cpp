@@ -56,9 +56,7 @@ class PartitionCommand : public ToolCommand {
     sub.add_option("--objective", objective_, "latency (one frame end to end) or throughput")
         ->capture_default_str()
         ->check(CLI::IsMember({"latency", "throughput"}));
-    sub.add_option("--transfer", transfer_, "Precision of the tensors sent: fp32, fp16 or int8")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"fp32", "fp16", "int8"}));
+    add_transfer_option(sub, transfer_, "Precision of the tensors sent: fp32, fp16 or int8");
     sub.add_option("--frames-from", frames_from_,
                    "A video file or image folder: measure each tensor's zeros (and its "
                    "frame-to-frame differences') on real frames and size transfers by the smaller "
@@ -81,11 +79,9 @@ class PartitionCommand : public ToolCommand {
                    "(a cost file for another machine's devices file), then stop");
     sub.add_option("--cache-dir", cache_dir_, "Where measured costs are cached")
         ->capture_default_str();
-    sub.add_option("--runtime", runtime_,
-                   "What this machine's costs time: inference (the model's inference form) or "
-                   "int8 (the same with a quantized model's layers in integers; docs/int8.md)")
-        ->capture_default_str()
-        ->check(CLI::IsMember({kInferenceRuntime, kInt8Runtime}));
+    add_runtime_option(sub, runtime_, {kInferenceRuntime, kInt8Runtime},
+                       "What this machine's costs time: inference (the model's inference form) or "
+                       "int8 (the same with a quantized model's layers in integers; docs/int8.md)");
     sub.add_flag("--verify", verify_,
                  "Also enumerate every valid assignment (small graphs) and report the optimality "
                  "gap of the plan");
@@ -99,9 +95,7 @@ class PartitionCommand : public ToolCommand {
     configure_runtime(target_.threads, "cpu");
     const auto objective = deploy::parse_objective(objective_);
     in_.precision = deploy::parse_transfer_precision(transfer_);
-    if (mode_ != "full" && mode_ != "diff")
-      throw InputError("--mode must be full or diff, not '" + mode_ + "'");
-    if (mode_ == "diff" && frames_from_.empty())
+    if (diff_mode(mode_) && frames_from_.empty())
       throw InputError("--mode diff needs --frames-from to measure the differences on");
     if (devices_.empty() && write_costs_.empty())
       throw InputError("--devices is required (a devices file, docs/partition.md)");
@@ -128,8 +122,8 @@ class PartitionCommand : public ToolCommand {
     if (!frames_from_.empty())
       frames = read_model_frames(frames_from_, m.input, 8, "--frames-from");
     deploy::check_memory_fits(graph, devices);  // nothing fits: the only line, before measuring
-    in_.costs = device_layer_costs(devices, *model, graph, forward, cache_dir_, logger_,
-                                   runtime_ == kInt8Runtime);
+    in_.costs = deploy::device_layer_costs(devices, *model, graph, forward, cache_dir_, logger_,
+                                           runtime_ == kInt8Runtime);
     std::map<int, deploy::ValueTraffic> traffic;
     if (!frames_from_.empty()) {
       traffic = deploy::measure_traffic(graph, frames);

@@ -1,9 +1,8 @@
 #include "options/tool_commands/partition_support.h"
 
-#include <optional>
+#include <CLI/CLI.hpp>
 
 #include "core/error.h"
-#include "core/logger.h"
 #include "data/image.h"
 #include "data/image_folder.h"
 #include "data/resize.h"
@@ -50,30 +49,16 @@ std::vector<at::Tensor> read_model_frames(const fs::path& from, const graph::Sha
   return frames;
 }
 
-std::vector<deploy::LayerCosts> device_layer_costs(const deploy::DevicesFile& devices,
-                                                   torch::nn::Module& model,
-                                                   const graph::SummaryGraph& graph,
-                                                   const graph::SummaryGraph::Forward& forward,
-                                                   const std::string& cache_dir, Logger& logger,
-                                                   bool int8) {
-  std::vector<deploy::LayerCosts> out;
-  std::optional<deploy::LayerCosts> measured;
-  for (const auto& d : devices.devices) {
-    if (!d.costs.empty()) {
-      auto c = deploy::read_layer_costs(d.costs);
-      deploy::check_layer_costs(c, graph, d.costs.string());
-      out.push_back(std::move(c));
-      continue;
-    }
-    if (!measured) {
-      bool cached = false;
-      measured = deploy::cached_layer_costs(model, graph, forward, cache_dir, &cached, int8);
-      logger.info(std::string(cached ? "read cached" : "measured") + " per-op costs of " +
-                  graph.model_name() + " (" + measured->runtime + ") on " + measured->machine);
-    }
-    out.push_back(*measured);
-  }
-  return out;
+CLI::Option* add_transfer_option(CLI::App& sub, std::string& transfer, const std::string& help) {
+  return sub.add_option("--transfer", transfer, help)
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "fp16", "int8"}));
+}
+
+bool diff_mode(const std::string& mode) {
+  if (mode != "full" && mode != "diff")
+    throw InputError("--mode must be full or diff, not '" + mode + "'");
+  return mode == "diff";
 }
 
 }  // namespace igb::options

@@ -1,21 +1,19 @@
 // What igb-tools partition and igb-serve master share: frames of a video or folder at a model's
-// input size, and the per-op costs of every device of a devices file.
+// input size, and the options of how a plan's tensors travel (--transfer, --mode).
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <torch/nn/module.h>
 
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include "deploy/partition/devices_file.h"
-#include "deploy/partition/layer_costs.h"
 #include "graph/summary_graph.h"
 
-namespace igb {
-class Logger;
-}
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
 
 namespace igb::options {
 
@@ -26,14 +24,12 @@ std::vector<at::Tensor> read_model_frames(const std::filesystem::path& from,
                                           const graph::Shape& input, int count,
                                           const std::string& option);
 
-/// One cost table per device of `devices`, in chain order: the device's own cost file (checked
-/// against the graph), or this machine's measurement of the inference form (its quantized layers
-/// in integers with `int8`; cached in `cache_dir`, logged).
-std::vector<deploy::LayerCosts> device_layer_costs(const deploy::DevicesFile& devices,
-                                                   torch::nn::Module& model,
-                                                   const graph::SummaryGraph& graph,
-                                                   const graph::SummaryGraph::Forward& forward,
-                                                   const std::string& cache_dir, Logger& logger,
-                                                   bool int8 = false);
+/// Adds --transfer fp32|fp16|int8 bound to `transfer` (its value is the default shown): the
+/// precision of the tensors a plan sends between devices, described by `help`.
+CLI::Option* add_transfer_option(CLI::App& sub, std::string& transfer, const std::string& help);
+
+/// Whether `mode` (--mode) sends the frames after the first as differences ("diff") or whole
+/// tensors ("full"); InputError for anything else.
+bool diff_mode(const std::string& mode);
 
 }  // namespace igb::options

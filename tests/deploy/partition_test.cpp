@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/logger.h"
 #include "deploy/onnx/onnx_runtime.h"
 #include "deploy/partition/devices_file.h"
 #include "deploy/partition/graph_problem.h"
@@ -16,6 +17,7 @@
 #include "deploy/partition/pipeline_sim.h"
 #include "deploy/partition/plan_file.h"
 #include "deploy/partition/stages.h"
+#include "tests/support.h"
 #include "tests/tools/tools_support.h"
 
 namespace igb::deploy {
@@ -540,6 +542,66 @@ TEST(LayerCosts, RoundTripAndMismatchIsRefused) {
   // A thinned model is another graph.
   auto other = make("resnet32_cifar");
   EXPECT_NE(graph_fingerprint(graph_of(other, "resnet32_cifar")), c.fingerprint);
+}
+
+// A devices file's chain: a device with a cost file gets that file's costs, the devices without
+// one share a single measurement of this machine (logged once), and a cost file of another graph
+// is refused naming the file.
+TEST(LayerCosts, EachDeviceGetsItsCostFileOrOneSharedMeasurement) {
+  auto m = make("resnet20_cifar");
+  const auto g = graph_of(m, "resnet20_cifar");
+  const auto forward = [m](const at::Tensor& x) { return m->forward(x); };
+  const auto dir = partition_folder("device_costs");
+  LayerCosts edge;
+  edge.model = "resnet20_cifar";
+  edge.fingerprint = graph_fingerprint(g);
+  edge.input = g.input_shape();
+  edge.machine = "edge box";
+  double ms = 0.125;
+  for (const auto& op : g.ops()) edge.ms[op.name] = (ms += 0.25);
+  write_layer_costs(edge, dir / "edge.json");
+  DevicesFile devices;
+  devices.devices = {{"camera", {}, 1.0}, {"edge", dir / "edge.json", 1.0}, {"cloud", {}, 1.0}};
+  devices.links = {{1e6, 1}, {1e6, 1}};
+  devices.sink = 2;
+  Logger logger;
+  logger.set_quiet(true);
+  logger.open_file(dir / "log.txt");
+  const auto costs = device_layer_costs(devices, *m, g, forward, (dir / "cache").string(), logger);
+  ASSERT_EQ(costs.size(), 3u);
+  EXPECT_EQ(costs[1].ms, edge.ms);
+  EXPECT_EQ(costs[1].machine, "edge box");
+  EXPECT_EQ(costs[0].runtime, "inference form");
+  EXPECT_EQ(costs[0].machine, this_machine());
+  EXPECT_EQ(costs[0].ms.size(), g.ops().size());
+  EXPECT_EQ(costs[2].ms, costs[0].ms);
+  const std::string log = read_text_file(dir / "log.txt");
+  const std::string measured = "measured per-op costs of resnet20_cifar (inference form) on ";
+  const auto line = log.find(measured);
+  ASSERT_NE(line, std::string::npos) << log;
+  EXPECT_EQ(log.find("per-op costs", line + measured.size()), std::string::npos) << log;
+  // Measured once and cached: the next chain reads the cache.
+  const auto again = device_layer_costs(devices, *m, g, forward, (dir / "cache").string(), logger);
+  EXPECT_EQ(again[0].ms, costs[0].ms);
+  EXPECT_NE(read_text_file(dir / "log.txt").find("read cached per-op costs of resnet20_cifar"),
+            std::string::npos);
+
+  // The costs of another model at the same input: resnet20_cifar's ops are not in them.
+  auto vgg = make("vgg11_cifar");
+  const auto vgg_graph = graph_of(vgg, "vgg11_cifar");
+  ASSERT_EQ(vgg_graph.input_shape(), g.input_shape());
+  LayerCosts other;
+  other.model = "vgg11_cifar";
+  other.fingerprint = graph_fingerprint(vgg_graph);
+  other.input = vgg_graph.input_shape();
+  for (const auto& op : vgg_graph.ops()) other.ms[op.name] = 1;
+  write_layer_costs(other, dir / "vgg.json");
+  devices.devices[1].costs = dir / "vgg.json";
+  const std::string refused = test::input_error_of(
+      [&] { device_layer_costs(devices, *m, g, forward, (dir / "cache").string(), logger); });
+  EXPECT_EQ(refused.find((dir / "vgg.json").string() + " has no cost for op '"), 0u) << refused;
+  EXPECT_NE(refused.find("' of resnet20_cifar (measured for vgg11_cifar)"), std::string::npos)
+      << refused;
 }
 
 TEST(TransferBytes, CsrIsChosenOnlyWhenSmaller) {
