@@ -391,9 +391,10 @@ class ServeMaster::Impl final : public proto::Collector::Service {
     const int n = static_cast<int>(frames.size());
     while (st.next < n && next_due(st, done, n) <= Clock::now()) {
       st.sent[st.next] = Clock::now();
-      const auto due = st.t0 + ms(st.next * 1000.0 / std::max(options_.rate_fps, 1e-9));
-      if (options_.drop_late_ms > 0 && options_.rate_fps > 0 &&
-          st.sent[st.next] - due > ms(options_.drop_late_ms))
+      // A frame is late only against a pace: unpaced (rate 0) there is no due time to compute.
+      const bool paced = options_.drop_late_ms > 0 && options_.rate_fps > 0;
+      if (paced && st.sent[st.next] - (st.t0 + ms(st.next * 1000.0 / options_.rate_fps)) >
+                       ms(options_.drop_late_ms))
         st.dropped[static_cast<size_t>(st.next)] = 1;
       else
         send_frame(frames, st.next, st);
