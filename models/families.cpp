@@ -5,6 +5,8 @@
 #include "models/classify/classify_family.h"
 #include "models/deblur/deblur_family.h"
 #include "models/family.h"
+#include "models/import/imported_options.h"
+#include "models/onnx/onnx_model.h"
 #include "models/sr/sr_family.h"
 #include "models/torchscript/imported_model.h"
 
@@ -37,7 +39,8 @@ void register_builtin_models() {
       f.register_models(models);
       if (f.import_hook) import_hooks.push_back(*f.import_hook);
     }
-    register_torchscript_model(models, std::move(import_hooks));
+    register_torchscript_model(models, import_hooks);
+    register_onnx_model(models, std::move(import_hooks));
     models.freeze();
   });
 }
@@ -51,13 +54,13 @@ const EvalLayout& family_layout(const std::string& name) { return family(name).l
 
 const Family& family_of_model(const std::string& model) {
   register_builtin_models();
-  if (is_torchscript_model(model))
+  if (is_imported_model(model))
     throw InputError("model " + model + ": an imported model's family is read from the model");
   return family(model_registry().get(model).family);
 }
 
 const Family& family_of_model(const std::string& name, const ModelImpl& model) {
-  if (!is_torchscript_model(name)) return family_of_model(name);
+  if (!is_imported_model(name)) return family_of_model(name);
   register_builtin_families();
   const auto options = model.options_json();
   const std::string f = options.value("family", "");

@@ -15,8 +15,8 @@
 #include "core/run_context.h"
 #include "models/evaluate_checkpoint.h"
 #include "models/evaluation.h"
+#include "models/import/import_hook.h"
 #include "models/model.h"
-#include "models/torchscript/import_hook.h"
 #include "models/train_config.h"
 #include "models/trainer.h"
 
@@ -71,7 +71,7 @@ struct Family {
   EvalLayout layout;
   SyntheticInputs synthetic_inputs;
   /// How a TorchScript file (torchscript:PATH) is recognised as one of its models and wrapped
-  /// into its model class (models/torchscript/import_hook.h); none for a family that takes zoo
+  /// into its model class (models/import/import_hook.h); none for a family that takes zoo
   /// models only.
   std::optional<ImportHook> import_hook;
 };

@@ -1,7 +1,7 @@
 #include "models/model.h"
 
 #include "core/error.h"
-#include "models/torchscript/imported_model.h"
+#include "models/import/imported_options.h"
 
 namespace igb::models {
 
@@ -25,11 +25,12 @@ Registry<ModelSpec>& model_registry() {
 }
 
 Model create_model(const std::string& name, const nlohmann::json& options) {
-  if (is_torchscript_model(name)) {
+  const std::string kind = imported_kind(name);
+  if (!kind.empty()) {
     // The path in the name, unless the options carry one (a checkpoint's, absolute).
     nlohmann::json args = options.is_null() ? nlohmann::json::object() : options;
-    if (!args.contains("file")) args["file"] = name.substr(std::string(kTorchScriptPrefix).size());
-    return model_registry().get("torchscript").make(args);
+    if (!args.contains("file")) args["file"] = name.substr(kind.size() + 1);
+    return model_registry().get(kind).make(args);
   }
   return model_registry().get(name).make(options.is_null() ? nlohmann::json::object() : options);
 }
@@ -45,7 +46,7 @@ void check_model_family(const std::string& name, const std::string& family) {
   const auto& r = model_registry();
   if (r.contains(name) && r.get(name).family == family) return;
   // An imported model's family is read from its output; the solver checks that it fits.
-  if (is_torchscript_model(name)) return;
+  if (is_imported_model(name)) return;
   const std::string what = r.contains(name)
                                ? "model '" + name + "' is a " + r.get(name).family + " model"
                                : "unknown model '" + name + "'";

@@ -4,13 +4,13 @@
 #include "core/checkpoint.h"
 #include "core/error.h"
 #include "core/thinning_recipe.h"
-#include "models/torchscript/imported_model.h"
+#include "models/import/imported_options.h"
 
 namespace igb::models {
 
 Model model_from_checkpoint(const Checkpoint& checkpoint) {
   const auto& meta = checkpoint.meta();
-  if (!model_registry().contains(meta.model) && !is_torchscript_model(meta.model))
+  if (!model_registry().contains(meta.model) && !is_imported_model(meta.model))
     throw InputError(
         "checkpoint " + checkpoint.path().string() + " names model '" + meta.model +
         "', which this build does not have; valid models: " + join(model_registry().names()));

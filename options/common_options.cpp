@@ -22,8 +22,8 @@ constexpr int64_t kNoIntMax = std::numeric_limits<int64_t>::max();
 /// What is trained and how: model, data, epochs, batches, learning rate and optimizer.
 void add_training_options(CLI::App& app, models::TrainConfig& c) {
   app.add_option("--model", c.model,
-                 "Model registry name (igb-tools list models) or torchscript:PATH, a TorchScript "
-                 "file (docs/byo-model.md)")
+                 "Model registry name (igb-tools list models), torchscript:PATH or onnx:PATH, a "
+                 "TorchScript or ONNX file (docs/byo-model.md, docs/onnx-import.md)")
       ->capture_default_str();
   app.add_option("--data", c.data,
                  "A dataset (igb-tools list datasets: synthetic, photos, digits, ...) or a data "

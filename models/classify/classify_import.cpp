@@ -2,7 +2,7 @@
 
 #include "core/error.h"
 #include "models/classify/classifier.h"
-#include "models/torchscript/imported.h"
+#include "models/import/imported.h"
 
 namespace igb::models::classify {
 
@@ -40,8 +40,8 @@ ImportHook classify_import_hook(const std::string& family) {
   h.arg_max = 1 << 24;
   h.recognises = is_class_scores;
   h.resolve = resolve_num_classes;
-  h.wrap = [](const torch::jit::Module& module, const ImportedArgs& args) -> Model {
-    return std::make_shared<ImportedClassifier>(module, args, args.value, args.channels,
+  h.wrap = [](std::shared_ptr<ImportedBody> body, const ImportedArgs& args) -> Model {
+    return std::make_shared<ImportedClassifier>(std::move(body), args, args.value, args.channels,
                                                 args.input_size);
   };
   return h;

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "models/torchscript/import_hook.h"
+#include "models/import/import_hook.h"
 
 namespace igb::models::classify {
 

@@ -1,8 +1,8 @@
 #include "models/sr/sr_import.h"
 
 #include "core/error.h"
+#include "models/import/imported.h"
 #include "models/sr/sr_model.h"
-#include "models/torchscript/imported.h"
 
 namespace igb::models::sr {
 
@@ -44,8 +44,8 @@ ImportHook sr_import_hook(const std::string& family) {
   h.input_size = 32;
   h.recognises = is_upscaled;
   h.resolve = resolve_scale;
-  h.wrap = [](const torch::jit::Module& module, const ImportedArgs& args) -> Model {
-    return std::make_shared<ImportedSr>(module, args, args.value, args.channels);
+  h.wrap = [](std::shared_ptr<ImportedBody> body, const ImportedArgs& args) -> Model {
+    return std::make_shared<ImportedSr>(std::move(body), args, args.value, args.channels);
   };
   return h;
 }

@@ -3,16 +3,10 @@
 #include <string>
 #include <vector>
 
+#include "models/import/import_hook.h"
 #include "models/model.h"
-#include "models/torchscript/import_hook.h"
 
 namespace igb::models {
-
-/// The model name of a TorchScript file: "torchscript:PATH" (docs/byo-model.md).
-inline constexpr const char* kTorchScriptPrefix = "torchscript:";
-
-/// True for "torchscript:PATH" names.
-bool is_torchscript_model(const std::string& name);
 
 /// The registry entry "torchscript", whose factory builds a model from a TorchScript file: the
 /// model args "file" (what follows "torchscript:" in the name), "crc32c" (checked when given: a

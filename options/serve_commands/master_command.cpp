@@ -37,7 +37,8 @@ class MasterCommand : public ToolCommand {
         ->delimiter(',')
         ->required();
     // The input shape is the plan's.
-    sub.add_option("--model", target_.model, "The plan's model: a zoo model or torchscript:PATH");
+    sub.add_option("--model", target_.model,
+                   "The plan's model: a zoo model, torchscript:PATH or onnx:PATH");
     sub.add_option("--model-arg", target_.options, "Model option KEY=VALUE (repeatable)");
     sub.add_option("--checkpoint", target_.checkpoint, "The plan's model, from a checkpoint");
     add_seed_option(sub, target_.seed);

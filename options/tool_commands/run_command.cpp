@@ -19,8 +19,8 @@ class RunCommand : public ToolCommand {
  public:
   void add_options(CLI::App& sub) override {
     sub.add_option("--model", args_.model,
-                   "A model of the zoo (igb-tools list models) or torchscript:PATH, a TorchScript "
-                   "file (docs/byo-model.md)");
+                   "A model of the zoo (igb-tools list models), torchscript:PATH or onnx:PATH, a "
+                   "TorchScript or ONNX file (docs/byo-model.md, docs/onnx-import.md)");
     sub.add_option("--model-arg", args_.options,
                    "Model option KEY=VALUE (repeatable), e.g. scale=3");
     sub.add_option("--checkpoint", args_.checkpoint,

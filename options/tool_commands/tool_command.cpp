@@ -107,8 +107,8 @@ void add_threads_option(CLI::App& sub, int64_t& threads) {
 void add_target_options(CLI::App& sub, ToolTarget& t, bool model_allowed) {
   if (model_allowed) {
     sub.add_option("--model", t.model,
-                   "A model of the zoo (igb-tools list models) or torchscript:PATH, a TorchScript "
-                   "file (docs/byo-model.md)");
+                   "A model of the zoo (igb-tools list models), torchscript:PATH or onnx:PATH, a "
+                   "TorchScript or ONNX file (docs/byo-model.md, docs/onnx-import.md)");
     sub.add_option("--model-arg", t.options, "Model option KEY=VALUE (repeatable), e.g. scale=3");
     sub.add_option("--input", t.input, "Input shape NxCxHxW (default: the model's own, batch 1)");
     add_seed_option(sub, t.seed);

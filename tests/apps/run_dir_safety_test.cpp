@@ -485,7 +485,7 @@ TEST_F(RunDirSafety, ToolsNameTheUnknownCommandAndRefuseHugeInputs) {
   expect_one_line_error("igb-tools frobnicate",
                         "unknown command 'frobnicate'; valid commands: draw, early-exit, "
                         "export-onnx, export-torchscript, list, macs, make-cifar, partition, "
-                        "profile, run, sensitivity, sparsity, suggest-schedule, thin");
+                        "profile, run, sensitivity, sparsity, suggest-schedule, summary, thin");
   // 3e12 float32 values: refused before anything is allocated, with the memory it would need.
   expect_one_line_error("igb-tools macs --model srcnn --input 1x1x1000000x3000000",
                         "--input 1x1x1000000x3000000 is too large: the input alone needs "

@@ -30,12 +30,10 @@ struct RunResult {
   }
 };
 
-/// Runs `args` (an executable of the build's apps folder and its arguments, as a shell would
-/// split them) and waits for it; `prefix` runs it under another command ("prlimit --fsize=512 ").
-inline RunResult run_app(const std::string& args, const std::string& prefix = "") {
-  const std::string cmd = prefix + std::string(IGB_BIN_DIR) + "/" + args + " 2>&1";
+/// Runs `cmd` through the shell (its standard error with its output) and waits for it.
+inline RunResult shell(const std::string& cmd) {
   RunResult r{0, {}};
-  FILE* p = popen(cmd.c_str(), "r");
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
   if (p == nullptr) return {-1, "popen failed for: " + cmd};
   std::array<char, 4096> buf{};
   size_t n;
@@ -43,6 +41,12 @@ inline RunResult run_app(const std::string& args, const std::string& prefix = ""
   const int status = pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+/// Runs `args` (an executable of the build's apps folder and its arguments, as a shell would
+/// split them) and waits for it; `prefix` runs it under another command ("prlimit --fsize=512 ").
+inline RunResult run_app(const std::string& args, const std::string& prefix = "") {
+  return shell(prefix + std::string(IGB_BIN_DIR) + "/" + args);
 }
 
 }  // namespace igb::test

@@ -51,19 +51,6 @@ models::Model zoo_twin(const Twin& t) {
   return models::create_model(t.zoo, t.options);
 }
 
-/// Runs a command line, returning its exit code and output.
-test::RunResult shell(const std::string& cmd) {
-  test::RunResult r{0, {}};
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return {-1, "popen failed"};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
 /// Writes each zoo twin's tensors as .npy, then the TorchScript files from them, once.
 class TorchScriptImport : public ::testing::Test {
  protected:
@@ -78,9 +65,9 @@ class TorchScriptImport : public ::testing::Test {
       for (const auto& p : m->named_parameters()) write_npy(folder / (p.key() + ".npy"), p.value());
       for (const auto& b : m->named_buffers()) write_npy(folder / (b.key() + ".npy"), b.value());
     }
-    const auto r = shell(std::string(kDebianPython) + " " + IGB_SOURCE_DIR +
-                         "/tests/fixtures/torchscript/make_models.py " + dir_.string() + " " +
-                         (dir_ / "weights").string());
+    const auto r = test::shell(std::string(kDebianPython) + " " + IGB_SOURCE_DIR +
+                               "/tests/fixtures/torchscript/make_models.py " + dir_.string() + " " +
+                               (dir_ / "weights").string());
     made_ = r.code == 0;
     python_output_ = r.output;
   }
@@ -294,9 +281,9 @@ void check_export_round_trip(const models::Model& m, const std::string& name, co
   const auto want = m->forward(x);
   write_npy(dir / (name + "_x.npy"), x);
   const auto r =
-      shell(std::string(kDebianPython) + " " + IGB_SOURCE_DIR +
-            "/tests/fixtures/torchscript/run_model.py " + pt.string() + " " +
-            (dir / (name + "_x.npy")).string() + " " + (dir / (name + "_y.npy")).string());
+      test::shell(std::string(kDebianPython) + " " + IGB_SOURCE_DIR +
+                  "/tests/fixtures/torchscript/run_model.py " + pt.string() + " " +
+                  (dir / (name + "_x.npy")).string() + " " + (dir / (name + "_y.npy")).string());
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_LE((read_npy(dir / (name + "_y.npy")) - want).abs().max().item<double>(), 1e-5);
   std::string names;

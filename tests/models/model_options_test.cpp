@@ -147,7 +147,10 @@ TEST_F(ModelOptions, RegistryDefaultsAreTheCheckpointKeysOfBefore) {
       {"patchgan_tiny", {{"ndf", 8}, {"n_layers", 3}}},
       // torchscript:PATH (docs/byo-model.md): the file and what a forward on zeros tells.
       {"torchscript",
-       {{"file", ""}, {"crc32c", ""}, {"family", "auto"}, {"input_size", 32}, {"channels", 3}}}};
+       {{"file", ""}, {"crc32c", ""}, {"family", "auto"}, {"input_size", 32}, {"channels", 3}}},
+      // onnx:PATH (docs/onnx-import.md): 0 takes the file's own input dimensions.
+      {"onnx",
+       {{"file", ""}, {"crc32c", ""}, {"family", "auto"}, {"input_size", 0}, {"channels", 0}}}};
   EXPECT_EQ(model_registry().names().size(), expected.size());
   for (const auto& name : model_registry().names()) {
     ASSERT_TRUE(expected.count(name)) << name;

@@ -11,11 +11,46 @@
 
 #include "models/model.h"
 
-namespace torch::jit {
-struct Module;
-}  // namespace torch::jit
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
 
 namespace igb::models {
+
+/// Where a tensor of an imported file went in the model.
+struct SourceName {
+  /// The tensor's name in the file ("conv1.weight", "onnx::Conv_193").
+  std::string file_name;
+  /// Its name among the model's parameters or buffers ("" for a tensor the model's code reads
+  /// as a constant, or none reads).
+  std::string model_name;
+  /// "parameter", "buffer", "constant" or "unused".
+  std::string kind;
+};
+
+/// The code of an imported model as a file brought it (a TorchScript module:
+/// models/torchscript/; an ONNX graph: models/onnx/), which Imported<Base> (imported.h) runs.
+class ImportedBody {
+ public:
+  virtual ~ImportedBody() = default;
+  /// Registers the model's modules, parameters and buffers in `owner`; called once, by the
+  /// model's constructor.
+  virtual void build(torch::nn::Module& owner) = 0;
+  /// The model's output for a batch `x`.
+  virtual at::Tensor forward(torch::nn::Module& owner, const at::Tensor& x) = 0;
+  /// Where each tensor of the file went, in the file's order (after build()).
+  virtual std::vector<SourceName> source_names() const = 0;
+};
+
+/// A model brought as a file (every Imported<Base>): the file and where its tensors went, for
+/// `igb-tools summary`.
+class ImportedFrom {
+ public:
+  virtual ~ImportedFrom() = default;
+  /// The file's absolute path.
+  virtual const std::string& source_file() const = 0;
+  virtual std::vector<SourceName> source_names() const = 0;
+};
 
 /// What the importer hands a family's ImportHook::wrap: the model args it resolved.
 struct ImportedArgs {
@@ -31,8 +66,9 @@ struct ImportedArgs {
   int64_t value = 0;
 };
 
-/// How a family recognises and wraps a model brought as a TorchScript file (torchscript:PATH,
-/// models/torchscript/imported_model.h), so that the importer names no family. A family that
+/// How a family recognises and wraps a model brought as a file (torchscript:PATH,
+/// models/torchscript/imported_model.h; onnx:PATH, models/onnx/onnx_model.h), so that the
+/// importers name no family. A family that
 /// trains imported models gives one in its descriptor (Family::import_hook), made by its own
 /// folder (models/sr/sr_import.h):
 ///
@@ -44,8 +80,8 @@ struct ImportedArgs {
 ///   h.recognises = [](const at::Tensor& out, const std::vector<int64_t>& in) { ... };
 ///   h.resolve = [](const at::Tensor& out, const std::vector<int64_t>& in, int64_t given,
 ///                  const std::string& file) { ...; return scale; };
-///   h.wrap = [](const torch::jit::Module& m, const ImportedArgs& a) -> Model {
-///     return std::make_shared<ImportedSr>(m, a, a.value, a.channels);
+///   h.wrap = [](std::shared_ptr<ImportedBody> body, const ImportedArgs& a) -> Model {
+///     return std::make_shared<ImportedSr>(std::move(body), a, a.value, a.channels);
 ///   };
 struct ImportHook {
   /// The family's name: the value of the model arg "family" that picks this hook, and what the
@@ -67,9 +103,9 @@ struct ImportHook {
   std::function<int64_t(const at::Tensor& out, const std::vector<int64_t>& input, int64_t given,
                         const std::string& file)>
       resolve;
-  /// The mirrored module as a model of the family's model base class: an Imported<Base>
-  /// (models/torchscript/imported.h).
-  std::function<Model(const torch::jit::Module& module, const ImportedArgs& args)> wrap;
+  /// The file's code as a model of the family's model base class: an Imported<Base>
+  /// (models/import/imported.h).
+  std::function<Model(std::shared_ptr<ImportedBody> body, const ImportedArgs& args)> wrap;
 };
 
 }  // namespace igb::models
