@@ -26,6 +26,8 @@ PACKAGES=(
   # PyTorch's Python API, the same 1.13.1 build as libtorch-dev: the tests script and trace models
   # with it to import them (docs/byo-model.md), the benchmarks run their peer loops in it.
   python3-torch
+  # torchvision's classifiers, exported to ONNX by the importer's tests (docs/onnx-import.md).
+  python3-torchvision
   # ONNX's own backend tests (node/, pytorch-converted/, ...), the same 1.12 as libonnx-dev: the
   # conformance suite of the ONNX importer (docs/onnx-import.md).
   libonnx-testdata

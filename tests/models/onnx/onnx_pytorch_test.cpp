@@ -76,8 +76,14 @@ TEST_F(OnnxFromPyTorch, ImportsWithPyTorchsNamesAndComputesItsOutputs) {
     EXPECT_EQ(model->options_json().value("family", ""), c.family);
     TrainModeGuard eval(*model, false);
     torch::NoGradGuard no_grad;
-    const auto y = model->forward(npy(std::string(c.name) + "_input"));
+    const auto x = npy(std::string(c.name) + "_input");
+    const auto y = model->forward(x);
     EXPECT_LE(relative_difference(y, npy(std::string(c.name) + "_output")), 1e-4);
+    // A graph exported for training computes its batch norms on the batch's statistics in
+    // onnxruntime; imported, they are the model's batch norms, on running statistics in
+    // evaluation (what PyTorch's output above is).
+    if (std::string(c.name) != "small_train")
+      EXPECT_LE(relative_difference(y, deploy::OnnxRuntimeRunner(file(c.name), dir_).run(x)), 1e-4);
   }
   // Exported for training, the batch norms and PyTorch's names stay; for inference, the exporter
   // folds each batch norm into its conv and names the weight itself, and the layer takes its
@@ -141,6 +147,66 @@ TEST_F(OnnxFromPyTorch, TrainsUnderAFilterScheduleWithThinningAndExportsBackForO
   const auto ours = read_npy(dir_ / "y.npy");
   const auto ort = deploy::OnnxRuntimeRunner(onnx, dir_).run(x);
   EXPECT_LE(relative_difference(ort, ours), 1e-4);
+}
+
+/// torchvision's classifiers exported by tests/fixtures/onnx/make_torchvision.py, once.
+class TorchvisionOnnx : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    models::register_builtin_models();
+    dir_ = fs::temp_directory_path() / ("igb_onnx_torchvision_test_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    const auto r = test::shell(std::string(kDebianPython) + " " + IGB_SOURCE_DIR +
+                               "/tests/fixtures/onnx/make_torchvision.py " + dir_.string());
+    made_ = r.code == 0;
+    python_output_ = r.output;
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  void SetUp() override {
+    ASSERT_TRUE(made_) << "python3-torch and python3-torchvision could not write the ONNX files "
+                          "(scripts/setup.sh installs them): "
+                       << python_output_;
+  }
+  static fs::path dir_;
+  static bool made_;
+  static std::string python_output_;
+};
+fs::path TorchvisionOnnx::dir_;
+bool TorchvisionOnnx::made_ = false;
+std::string TorchvisionOnnx::python_output_;
+
+TEST_F(TorchvisionOnnx, ClassifiersOfOpsets9To17ComputeWhatOnnxRuntimeAndPyTorchDo) {
+  for (const char* name :
+       {"mobilenet_v3_small", "mobilenet_v3_large", "shufflenet_v2_x0_5", "squeezenet1_1",
+        "regnet_x_400mf", "efficientnet_b0", "densenet121", "resnet18"}) {
+    SCOPED_TRACE(name);
+    const auto onnx = dir_ / (std::string(name) + ".onnx");
+    auto model = models::create_model("onnx:" + onnx.string(), {});
+    EXPECT_EQ(model->options_json().value("num_classes", 0), 1000);
+    const auto x = read_npy(dir_ / (std::string(name) + "_input.npy"));
+    TrainModeGuard eval(*model, false);
+    at::Tensor y;
+    {
+      torch::NoGradGuard no_grad;
+      y = model->forward(x);
+    }
+    EXPECT_LE(relative_difference(y, deploy::OnnxRuntimeRunner(onnx, dir_).run(x)), 1e-4);
+    EXPECT_LE(relative_difference(y, read_npy(dir_ / (std::string(name) + "_output.npy"))), 1e-4);
+  }
+}
+
+TEST_F(TorchvisionOnnx, ResNet18sMacsAreTheZooTwinsAndThePublishedCount) {
+  int64_t macs[2] = {0, 0};
+  const std::string models[2] = {"onnx:" + (dir_ / "resnet18.onnx").string(), "resnet18"};
+  for (int i = 0; i < 2; ++i) {
+    const auto json = dir_ / ("macs" + std::to_string(i) + ".json");
+    const auto r =
+        test::run_app("igb-tools macs --model " + models[i] + " --json " + json.string());
+    ASSERT_EQ(r.code, 0) << r.output;
+    macs[i] = nlohmann::json::parse(std::ifstream(json))["total_macs"].get<int64_t>();
+  }
+  EXPECT_EQ(macs[0], 1814073344);
+  EXPECT_EQ(macs[1], macs[0]);
 }
 
 }  // namespace
