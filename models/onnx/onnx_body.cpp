@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/activation.h"
+#include "core/conv_transpose.h"
 #include "core/checkpoint.h"
 #include "core/error.h"
 #include "models/onnx/onnx_names.h"
@@ -287,7 +288,10 @@ OpRun Builder::native_conv_transpose(const OnnxNode& node, const NodeView& view)
           .groups(groups)
           .bias(parts->has_bias));
   adopt(node, deconv.ptr(), deconv->weight, *w, &deconv->bias, parts->b);
-  return [deconv = deconv.ptr()](const Tensors& in) -> Tensors { return {deconv->forward(in[0])}; };
+  // As the zoo's SR models: the sub-pixel form, an order of magnitude faster on CPU.
+  return [deconv = deconv.ptr()](const Tensors& in) -> Tensors {
+    return {fast_conv_transpose2d(*deconv, in[0])};
+  };
 }
 
 /// Gemm (A·B + C, B and C constant, no transA, alpha and beta 1) and MatMul with a constant 2-D

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/table.h"
 #include "data/sr_data.h"
+#include "models/import/imported_options.h"
 #include "models/model_from_checkpoint.h"
 #include "models/report_sets.h"
 #include "models/sr/sr_evaluator.h"
@@ -86,6 +87,9 @@ nlohmann::json train_sr(const SrConfig& config, RunContext& ctx, const RunInfo& 
     nlohmann::json opts = config.model_args;
     opts["scale"] = config.upscale;
     opts["channels"] = config.channels == "y" ? 1 : 3;
+    // A model brought as a file is one of this family's: it takes the family's 32x32 patches
+    // (ImportHook::input_size), whatever sizes the file leaves open.
+    if (is_imported_model(config.train.model) && !opts.contains("family")) opts["family"] = "sr";
     model = create_model(config.train.model, opts);
   }
   auto* sr_model = dynamic_cast<SrModelImpl*>(model.get());
