@@ -11,6 +11,8 @@ BUILD_DIR="${IGB_SANITIZE_BUILD_DIR:-build-sanitize}"
 # clang (setup.sh's compiler) keeps its sanitizer runtimes in a package of their own.
 scripts/install_packages.sh sanitize clang libclang-rt-14-dev
 IGB_CMAKE_ARGS="-DIGB_SANITIZE=address,undefined -DIGB_BUILD_BENCH=OFF" scripts/setup.sh "$BUILD_DIR"
+# The ONNX tests compare with onnxruntime, as in scripts/test.sh.
+scripts/install_onnxruntime.sh > /dev/null
 # Leaks inside system libraries (LibTorch, Fontconfig, Graphviz) are suppressed: tests/lsan.supp.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_suppressions=0}"
