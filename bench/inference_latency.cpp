@@ -6,8 +6,10 @@
 // number of intra-op threads, W warm-up runs then R timed ones each; medians compared. The eager
 // and inference-form passes alternate in blocks of five runs, so a change in the machine's load
 // falls on both. The outputs are compared too, so a wrong export or a wrong plan cannot pass as a
-// fast one. With --int8-qdq each model is also exported as INT8 Q/DQ (activation ranges calibrated
-// on random inputs, max method) and onnxruntime's latency on it is added as a column. With
+// fast one. A model named onnx:PATH (docs/onnx-import.md) keeps its file's weights, and onnxruntime
+// runs the file itself: igb's import against onnxruntime on the same file. With --int8-qdq each
+// model is also exported as INT8 Q/DQ (activation ranges calibrated on random inputs, max method)
+// and onnxruntime's latency on it is added as a column. With
 // --igb-int8 a copy of each model is post-training quantized (symmetric 8-bit grids, weights per
 // channel, calibrated on 4 random batches) and igb's inference form runs it in integers
 // (InferenceOptions::int8) as a third side of the same alternating blocks; its output is compared
@@ -33,6 +35,7 @@
 #include "deploy/onnx/onnx_qdq.h"
 #include "deploy/onnx/onnx_runtime.h"
 #include "graph/summary_graph.h"
+#include "models/import/imported_options.h"
 #include "models/model.h"
 #include "runtime/inference_model.h"
 
@@ -102,14 +105,21 @@ double elapsed_ms(const std::chrono::steady_clock::time_point& t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-/// A copy of the zoo model `name` (the same seed and BatchNorm statistics as the bench's) post-
-/// training quantized by the schedule `yaml`, calibrated on 4 random batches of `shape`.
+/// The model `name` with the bench's weights: a zoo model's drawn after seed 0, BatchNorm
+/// statistics too; an imported file's own.
+igb::models::Model bench_model(const std::string& name) {
+  torch::manual_seed(0);
+  auto model = igb::models::create_model(name, {});
+  if (!igb::models::is_imported_model(name)) randomize_batchnorm(*model);
+  return model;
+}
+
+/// A copy of the model `name` (the same weights as the bench's) post-training quantized by the
+/// schedule `yaml`, calibrated on 4 random batches of `shape`.
 std::shared_ptr<igb::compress::PostTrainLinearQuantizer> post_train_quantized(
     const std::string& name, const std::vector<int64_t>& shape, const fs::path& yaml,
     igb::models::Model& model) {
-  torch::manual_seed(0);
-  model = igb::models::create_model(name, {});
-  randomize_batchnorm(*model);
+  model = bench_model(name);
   model->eval();
   auto m = model;
   auto q = std::make_shared<igb::compress::PostTrainLinearQuantizer>(
@@ -132,7 +142,8 @@ int main(int argc, char** argv) {
   int64_t threads = 2, repeat = 10, warmup = 2, sr_size = 128;
   std::string dir = (fs::temp_directory_path() / "igb_bench_inference_latency").string();
   std::string node = "node", source_dir = IGB_SOURCE_DIR;
-  app.add_option("--models", model_list, "Comma-separated zoo models")->capture_default_str();
+  app.add_option("--models", model_list, "Comma-separated zoo models or onnx:PATH files")
+      ->capture_default_str();
   app.add_option("--batches", batch_list, "Comma-separated batch sizes")->capture_default_str();
   app.add_option("--threads", threads, "Intra-op threads of every side")->capture_default_str();
   app.add_option("--repeat", repeat, "Timed runs per side (the median is reported)")
@@ -187,16 +198,19 @@ int main(int argc, char** argv) {
     for (const auto& t : thinned)
       if (!t.empty()) models.push_back(t);
     for (const auto& name : models) {
-      torch::manual_seed(0);
       const auto at = name.find('=');
-      const std::string label = at == std::string::npos ? name : name.substr(0, at) + "_thinned";
-      auto model = igb::models::create_model(name.substr(0, at), {});
-      randomize_batchnorm(*model);
+      const bool imported = igb::models::is_imported_model(name);
+      const std::string label =
+          imported ? fs::path(name).stem().string()
+                   : (at == std::string::npos ? name : name.substr(0, at) + "_thinned");
+      auto model = bench_model(name.substr(0, at));
       if (at != std::string::npos) thin(model, fs::path(source_dir) / name.substr(at + 1));
       model->eval();
       auto shape = model->input_shape();
-      if (igb::models::model_registry().get(name.substr(0, at)).family == "sr")
-        shape[2] = shape[3] = sr_size;
+      const std::string family = imported
+                                     ? model->options_json().value("family", "")
+                                     : igb::models::model_registry().get(name.substr(0, at)).family;
+      if (family == "sr") shape[2] = shape[3] = sr_size;
       const auto forward = [model](const torch::Tensor& x) { return model->forward(x); };
       const auto graph = igb::graph::SummaryGraph::build(*model, shape, forward, label);
       auto form = igb::runtime::InferenceModel::make(model, forward, label);
@@ -234,8 +248,9 @@ int main(int argc, char** argv) {
                                    fs::path(dir) / (label + ".int8cpu.onnx"));
         }
       }
-      const fs::path onnx = fs::path(dir) / (label + ".onnx");
-      if (!no_ort)
+      const fs::path onnx =
+          imported ? fs::path(name.substr(name.find(':') + 1)) : fs::path(dir) / (label + ".onnx");
+      if (!no_ort && !imported)
         igb::deploy::export_onnx(*model, graph,
                                  igb::deploy::OnnxExportOptions().dynamic_batch(true), onnx);
       const fs::path onnx_int8 = fs::path(dir) / (label + ".int8.onnx");
