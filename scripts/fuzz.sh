@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET="${1:-30}"
 BUILD_DIR="${IGB_FUZZ_BUILD_DIR:-build-fuzz}"
-TARGETS=(${IGB_FUZZ_TARGETS:-schedule config checkpoint cifar mnist image})
+TARGETS=(${IGB_FUZZ_TARGETS:-schedule config checkpoint cifar mnist image onnx})
 
 PACKAGES=(clang libclang-rt-14-dev)
 scripts/install_packages.sh fuzz "${PACKAGES[@]}"
@@ -30,6 +30,15 @@ rm -rf "$WORK/seeds"
 mkdir -p "$WORK/seeds/schedule" "$WORK/seeds/config"
 cp tests/fuzz/corpus/schedule/* schedules/sr/*.yaml "$WORK/seeds/schedule/"
 cp tests/fuzz/corpus/config/* "$WORK/seeds/config/"
+# ONNX seeds: models of ONNX's own backend tests (Debian's libonnx-testdata, which setup.sh
+# installs), a convolution, a pool, a resize, a Gemm and a model of PyTorch's exporter.
+mkdir -p "$WORK/seeds/onnx"
+for c in node/test_conv_with_strides_padding node/test_maxpool_2d_pads node/test_resize_upsample_sizes_cubic \
+    node/test_gemm_default_no_bias pytorch-converted/test_Conv2d_groups simple/test_single_relu_model; do
+  src="/usr/share/libonnx-testdata/data/$c/model.onnx"
+  if [ -f "$src" ]; then cp "$src" "$WORK/seeds/onnx/$(basename "$c").onnx"; fi
+done
+printf '\x08\x07' > "$WORK/seeds/onnx/ir_version_only.onnx"
 
 # A leak or a UBSan report stops a target like a crash. The checkpoint target's suppression
 # (tests/fuzz/lsan.supp, a leak inside LibTorch) needs full malloc stacks through LibTorch, which

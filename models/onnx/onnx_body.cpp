@@ -3,6 +3,7 @@
 #include <ATen/Functions.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 
 #include <algorithm>
@@ -11,8 +12,8 @@
 #include <set>
 
 #include "core/activation.h"
-#include "core/conv_transpose.h"
 #include "core/checkpoint.h"
+#include "core/conv_transpose.h"
 #include "core/error.h"
 #include "models/onnx/onnx_names.h"
 #include "models/onnx/onnx_ops.h"
@@ -194,6 +195,7 @@ class Builder {
   OpRun native_conv_transpose(const OnnxNode& node, const NodeView& view);
   OpRun native_linear(const OnnxNode& node, const NodeView& view);
   OpRun native_batch_norm(const OnnxNode& node, const NodeView& view);
+  OpRun native_dropout(const OnnxNode& node, const NodeView& view);
   OpRun native_activation(const OnnxNode& node, const NodeView& view);
 
   void add_node(const OnnxNode& node);
@@ -429,7 +431,29 @@ OpRun Builder::native_step(const OnnxNode& node, const NodeView& view) {
   if (node.op_type == "ConvTranspose") return native_conv_transpose(node, view);
   if (node.op_type == "Gemm" || node.op_type == "MatMul") return native_linear(node, view);
   if (node.op_type == "BatchNormalization") return native_batch_norm(node, view);
+  if (node.op_type == "Dropout") return native_dropout(node, view);
   return native_activation(node, view);
+}
+
+/// Dropout in a graph exported for training (training_mode a constant true, its mask read by
+/// nothing): a torch::nn::Dropout, which drops while the model trains and passes its input
+/// through in evaluation, as the PyTorch model it came from.
+OpRun Builder::native_dropout(const OnnxNode& node, const NodeView& view) {
+  if (view.opset() < 12 || !view.has_input(2) || !view.constant(2).defined()) return nullptr;
+  const auto& mode = view.constant(2);
+  if (mode.numel() == 0 || !mode.reshape({-1})[0].item<bool>()) return nullptr;
+  if (node.outputs.size() > 1 && !node.outputs[1].empty() &&
+      (readers_.count(node.outputs[1]) || is_graph_output(node.outputs[1])))
+    return nullptr;
+  double ratio = 0.5;
+  if (view.has_input(1)) {
+    if (!view.constant(1).defined()) return nullptr;
+    ratio = view.constant(1).reshape({}).item<double>();
+  }
+  if (!(ratio >= 0.0 && ratio < 1.0)) return nullptr;
+  torch::nn::Dropout drop{torch::nn::DropoutOptions(ratio)};
+  namer_.add_module(activation_path(node), drop.ptr());
+  return [drop = drop.ptr()](const Tensors& in) -> Tensors { return {drop->forward(in[0])}; };
 }
 
 void Builder::add_node(const OnnxNode& node) {

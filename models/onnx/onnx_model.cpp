@@ -80,6 +80,10 @@ std::vector<int64_t> model_input(const OnnxGraph& g, ImportedOptions& o) {
     throw InputError(g.file.path + ": input '" + in.name + "' has symbolic dimensions (" +
                      join(open) + "); give them with --model-arg input_size=N" +
                      (shape[1] < 0 ? " --model-arg channels=C" : ""));
+  if (shape[1] * shape[2] > onnx_import::kMaxDimension / std::max<int64_t>(shape[3], 1))
+    throw InputError(g.file.path + ": input '" + in.name + "' of " + std::to_string(shape[1]) +
+                     "x" + std::to_string(shape[2]) + "x" + std::to_string(shape[3]) +
+                     " holds more than 2^31 values");
   return shape;
 }
 
@@ -101,11 +105,11 @@ Model import_onnx(const nlohmann::json& json, const std::vector<ImportHook>& hoo
   const size_t named = hook_index(hooks, o.family);
   if (named < hooks.size() && hooks[named].input_size != 0) o.input_size = hooks[named].input_size;
   const auto input = model_input(*graph, o);
-  // The file's output on zeros tells the family; operators only, in a module of its own.
+  // The file's output on zeros tells the family (the body built into a module of its own).
   at::Tensor out;
   {
     torch::nn::Module scratch;
-    OnnxBody trial(graph, scratch, {at::zeros(input)}, false);
+    OnnxBody trial(graph, scratch, {at::zeros(input)});
     torch::NoGradGuard no_grad;
     out = trial.run({at::zeros(input)}).at(0);
   }

@@ -288,9 +288,7 @@ OpRun build_dropout(const NodeView& n) {
   if (n.opset() >= 12 && n.has_input(1) && n.constant(1).defined())
     ratio = n.constant(1).reshape({}).item<double>();
   if (training && ratio > 0.0)
-    n.refuse(
-        "in training mode (training_mode true) its output is random; igb imports inference "
-        "graphs");
+    n.refuse("in training mode (training_mode true) with its mask read: the mask is random");
   return [](const Tensors& in) -> Tensors {
     return {in[0], at::ones(in[0].sizes(), in[0].options().dtype(at::kBool))};
   };

@@ -3,6 +3,7 @@
 #include <ATen/Functions.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
@@ -14,15 +15,19 @@ namespace {
 
 using onnx::TensorProto;
 
-/// Element count of `dims`; an InputError naming `what` for a negative or too large dimension.
+/// Element count of `dims`; an InputError naming `what` for a negative or too large dimension,
+/// or dimensions whose product passes 2^31 (zeros left out: a tensor's strides multiply the
+/// others even when it holds no element).
 int64_t element_count(const std::vector<int64_t>& dims, const std::string& what) {
   int64_t n = 1;
+  int64_t span = 1;
   for (int64_t d : dims) {
     if (d < 0 || d > kMaxDimension)
       throw InputError(what + ": dimension " + std::to_string(d) + " is out of range [0, 2^31)");
-    if (d != 0 && n > kMaxDimension / d)
+    if (d != 0 && span > kMaxDimension / d)
       throw InputError(what + ": " + std::to_string(dims.size()) +
                        "-D tensor has more than 2^31 elements");
+    span *= std::max<int64_t>(d, 1);
     n *= d;
   }
   return n;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 #include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 
 #include <filesystem>
@@ -179,6 +180,28 @@ TEST(OnnxImport, LayersWhoseWeightsTheExporterNamedTakeTheirModuleScope) {
   EXPECT_TRUE(modules.contains("layer1.0.relu")) << "a functional relu in the block's forward";
 }
 
+TEST(OnnxImport, ADropoutExportedForTrainingDropsWhileTheModelTrains) {
+  test::TempDir dir;
+  ModelWriter m;
+  m.input("x", {1, 64, 8, 8});
+  m.node("Dropout", {"x", "ratio", "training"}, {"y", "mask"}, "/drop/Dropout");
+  m.output("y");
+  m.initializer("ratio", at::scalar_tensor(0.5, at::kFloat));
+  m.initializer("training", at::scalar_tensor(true, at::kBool));
+  register_builtin_models();
+  auto model = create_model("onnx:" + m.write(dir.path() / "drop.onnx"), {});
+  auto modules = model->named_modules("", false);
+  ASSERT_TRUE(modules.contains("drop"));
+  EXPECT_NE(modules["drop"]->as<torch::nn::DropoutImpl>(), nullptr);
+  at::manual_seed(3);
+  const auto x = at::rand({2, 64, 8, 8}) + 1;
+  model->eval();
+  EXPECT_TRUE(at::equal(model->forward(x), x));
+  model->train();
+  const double zeros = (model->forward(x) == 0).to(at::kDouble).mean().item<double>();
+  EXPECT_NEAR(zeros, 0.5, 0.05);
+}
+
 TEST(OnnxImport, ExternalDataIsReadFromTheModelsFolder) {
   test::TempDir dir;
   SmallNet net;
@@ -254,6 +277,15 @@ TEST(OnnxImport, BadFilesAreRefusedInOneLine) {
   huge.node("Relu", {"x"}, {"y"});
   huge.output("y");
   expect(huge.write(dir.path() / "huge.onnx"), "dimension 1099511627776 is out of range");
+
+  // No element, but strides past 2^63 (found by the onnx fuzz target): refused, not computed.
+  SmallNet empty;
+  auto* w = empty.m.g->add_initializer();
+  w->set_name("empty");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {int64_t{0}, kMaxDimension, kMaxDimension, kMaxDimension}) w->add_dims(d);
+  expect(empty.m.write(dir.path() / "empty.onnx"),
+         "initializer 'empty': 4-D tensor has more than 2^31 elements");
 
   ModelWriter symbolic;
   symbolic.input("x", {-1, 3, -1, -1}, {"N", "", "H", "W"});
