@@ -147,6 +147,12 @@ TEST_F(OnnxFromPyTorch, TrainsUnderAFilterScheduleWithThinningAndExportsBackForO
   const auto ours = read_npy(dir_ / "y.npy");
   const auto ort = deploy::OnnxRuntimeRunner(onnx, dir_).run(x);
   EXPECT_LE(relative_difference(ort, ours), 1e-4);
+  // And igb reads back what export-onnx wrote: the thin model, its names and outputs.
+  auto back = models::create_model("onnx:" + onnx.string(), {});
+  EXPECT_EQ(back->named_parameters()["conv1.weight"].size(0), 8);
+  TrainModeGuard eval(*back, false);
+  torch::NoGradGuard no_grad;
+  EXPECT_LE(relative_difference(back->forward(x), ours), 1e-5);
 }
 
 /// torchvision's classifiers exported by tests/fixtures/onnx/make_torchvision.py, once.
