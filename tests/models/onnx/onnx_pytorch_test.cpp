@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include <filesystem>
@@ -153,6 +154,40 @@ TEST_F(OnnxFromPyTorch, TrainsUnderAFilterScheduleWithThinningAndExportsBackForO
   TrainModeGuard eval(*back, false);
   torch::NoGradGuard no_grad;
   EXPECT_LE(relative_difference(back->forward(x), ours), 1e-5);
+}
+
+TEST_F(OnnxFromPyTorch, SuperResolutionFilesTrainOnTheFamilysPatchesAndQuantizationAwareTraining) {
+  // The x3 file leaves height and width open: under --optform=sr it takes the family's patches.
+  const auto sr_run = dir_ / "sr_run";
+  auto r = test::run_app(
+      "igb-train --optform=sr --data synthetic --upscale 3 --channels y --epochs 1 "
+      "--max-batches 2 --threads 1 --model onnx:" +
+      file("sr_x3") + " --out " + sr_run.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto sr = nlohmann::json::parse(std::ifstream(sr_run / "summary.json"));
+  // 4,041 weights and biases and the 2 x 16 PReLU slopes, which PyTorch's exporter had shared.
+  EXPECT_EQ(sr["params"], 4073);
+  EXPECT_TRUE(std::isfinite(sr["psnr"].get<double>()));
+  // The checkpoint rebuilds the model from the file; it scores whole images of any size.
+  r = test::run_app("igb-test --optform=sr --data synthetic --threads 1 --checkpoint " +
+                    (sr_run / "checkpoint.ckpt").string());
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("PSNR gain over bicubic"), std::string::npos) << r.output;
+  // Quantization-aware training wraps the imported layers and activations as a zoo model's.
+  const auto qat_run = dir_ / "qat_run";
+  r = test::run_app("igb-train --optform=classify --model onnx:" + file("small_eval") +
+                    " --synthetic-train 32 --synthetic-val 16 --batch-size 8 --threads 1 "
+                    "--seed 7 --epochs 1 --compress " +
+                    IGB_SOURCE_DIR + "/schedules/classify/resnet20_int8_qat.yaml --out " +
+                    qat_run.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("conv1.weight 8 bits"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("fc.weight 8 bits"), std::string::npos) << r.output;
+  const auto onnx = dir_ / "qat.onnx";
+  r = test::run_app("igb-tools export-onnx --int8-qdq --checkpoint " +
+                    (qat_run / "checkpoint.ckpt").string() + " --out " + onnx.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("4 weight Q/DQ pairs"), std::string::npos) << r.output;
 }
 
 /// torchvision's classifiers exported by tests/fixtures/onnx/make_torchvision.py, once.
