@@ -124,7 +124,8 @@ int32_t cast_target(const NodeView& n) {
 
 OpRun build_cast(const NodeView& n) {
   const auto dtype = torch_dtype(cast_target(n), n.where() + ": attribute 'to'");
-  return unary([dtype](const at::Tensor& x) { return x.to(dtype); });
+  // A cast to the type the tensor has is the tensor itself: no step in the traced graph.
+  return unary([dtype](const at::Tensor& x) { return x.scalar_type() == dtype ? x : x.to(dtype); });
 }
 
 OpRun build_isinf(const NodeView& n) {
@@ -160,7 +161,9 @@ void add_unary(std::map<std::string, OpBuild>& t) {
   t["Identity"] = [](const NodeView&) { return unary([](const at::Tensor& x) { return x; }); };
   t["Cast"] = build_cast;
   t["CastLike"] = [](const NodeView&) {
-    return binary([](const at::Tensor& x, const at::Tensor& like) { return x.to(like.dtype()); });
+    return binary([](const at::Tensor& x, const at::Tensor& like) {
+      return x.scalar_type() == like.scalar_type() ? x : x.to(like.dtype());
+    });
   };
 }
 
@@ -233,7 +236,8 @@ OpRun broadcast_op(const NodeView& n, F f) {
 }
 
 at::Tensor power(const at::Tensor& a, const at::Tensor& b) {
-  return at::pow(a, b).to(a.scalar_type());
+  const auto y = at::pow(a, b);
+  return y.scalar_type() == a.scalar_type() ? y : y.to(a.scalar_type());
 }
 
 void add_binary(std::map<std::string, OpBuild>& t) {

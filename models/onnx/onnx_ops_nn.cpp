@@ -167,7 +167,7 @@ OpRun build_max_pool(const NodeView& n) {
     else
       y = max_pool(pad_spatial(x, pads, -std::numeric_limits<double>::infinity()), win.kernel,
                    win.strides, std::vector<int64_t>(win.kernel.size(), 0), win.dilations, ceil);
-    return {y.to(type)};
+    return {y.scalar_type() == type ? y : y.to(type)};
   };
 }
 
