@@ -351,7 +351,10 @@ int main(int argc, char** argv) {
           const auto times = form->time_steps(x, static_cast<int>(repeat));
           for (size_t k = 0; k < steps.size(); ++k)
             std::cerr << "    " << fixed(times[k], 3) << " ms  " << steps[k].kind << "  "
-                      << steps[k].name << "\n";
+                      << steps[k].name
+                      << (steps[k].implementation.empty() ? ""
+                                                          : "  [" + steps[k].implementation + "]")
+                      << "\n";
           if (int8_form) {
             const auto steps8 = int8_form->steps(s);
             const auto times8 = int8_form->time_steps(x, static_cast<int>(repeat));

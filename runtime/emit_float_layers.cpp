@@ -162,8 +162,11 @@ void PlanCompiler::emit_chain(const Chain& chain) {
       throw dnnl::error(dnnl_unimplemented, "negative padding");
     dst_desc = layer_desc(f, src_shape, dst_shape, post_ops_of(c), false, primitive, weights_desc,
                           src_desc);
+    if (implementation_of(primitive).rfind("ref", 0) == 0)
+      throw dnnl::error(dnnl_unimplemented, "only the reference kernel");
   } catch (const dnnl::error&) {
-    // No oneDNN kernel for this geometry: every op of the chain runs as LibTorch's operator.
+    // No oneDNN kernel for this geometry, or only the reference one (often 100x slower than
+    // LibTorch's): every op of the chain runs as LibTorch's operator.
     for (int op : c.ops) emit_torch(g_.jit_node(op));
     for (int op : after)
       if (!emit_single(op)) emit_torch(g_.jit_node(op));

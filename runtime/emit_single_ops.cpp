@@ -1,6 +1,8 @@
 // The plan compiler's single ops (runtime/plan_compiler.h): an op no layer's chain took, as a
 // oneDNN primitive of its own on the native tensors of its inputs: pooling (in 8 bits for the
-// maximum of 8-bit values), eltwise activations, PReLU, adds and channel concatenations.
+// maximum of 8-bit values), eltwise activations and gates, PReLU, batch norms (with their ReLU),
+// sums and products (one operand broadcast) and channel concatenations. A primitive for which
+// oneDNN has only its reference kernel is not used: the op runs as LibTorch's.
 
 #include <torch/csrc/jit/ir/ir.h>
 
@@ -85,38 +87,156 @@ bool PlanCompiler::emit_pool(int op) {
 bool PlanCompiler::emit_eltwise(int op) {
   jit::Node* node = g_.jit_node(op);
   auto f = eltwise_form(g_, op);
-  if (!f || !has_native(node->input(0))) return false;
-  const int src = f32_native(node->input(0));
+  if (!f) return false;
+  // The traced operand (an affine map's constant may come first: 3 − x).
+  const jit::Value* x = node->input(0);
+  for (const jit::Value* in : node->inputs())
+    if (in->node()->kind() != c10::prim::Constant && in->type()->cast<c10::TensorType>()) {
+      x = in;
+      break;
+    }
+  if (!has_native(x)) return false;
+  const int src = f32_native(x);
   const auto& desc = plan_->natives[src].desc;
   dnnl::eltwise_forward::primitive_desc pd(
       {dnnl::prop_kind::forward_inference, f->algorithm, desc, f->alpha, f->beta},
       user_scratchpad(), plan_->engine);
+  if (is_reference(pd)) return false;
   plan_->need_scratchpad(pd);
   add_unary_step(op, dnnl::eltwise_forward(pd), src, pd.dst_desc());
   return true;
 }
 
-bool PlanCompiler::emit_add(int op) {
-  jit::Node* node = g_.jit_node(op);
-  if (!add_form(g_, op)) return false;
-  const jit::Value* a = node->input(0);
-  const jit::Value* b = node->input(1);
-  if (!has_native(a) && !has_native(b)) return false;
-  if (!has_native(a)) std::swap(a, b);
-  const int src0 = f32_native(a);
-  const memory::desc desc = plan_->natives[src0].desc;
-  const int src1 = as_native(b, desc);
-  dnnl::binary::primitive_desc pd({dnnl::algorithm::binary_add, desc, desc, desc},
-                                  user_scratchpad(), plan_->engine);
+void PlanCompiler::emit_gate(const Gate& gate) {
+  const int src = f32_native(gate.input);
+  const auto& desc = plan_->natives[src].desc;
+  dnnl::eltwise_forward::primitive_desc pd({dnnl::prop_kind::forward_inference, gate.form.algorithm,
+                                            desc, gate.form.alpha, gate.form.beta},
+                                           user_scratchpad(), plan_->engine);
+  if (is_reference(pd)) {  // the ops as they are
+    for (int op : gate.ops)
+      if (!emit_single(op)) emit_torch(g_.jit_node(op));
+    return;
+  }
   plan_->need_scratchpad(pd);
-  const int dst = plan_->add_native(desc);
-  auto step = std::make_unique<PrimitiveStep>(dnnl::binary(pd), info_of({op}, ""));
-  step->use(DNNL_ARG_SRC_0, src0, false);
-  step->use(DNNL_ARG_SRC_1, src1, false);
+  const int dst = plan_->add_native(pd.dst_desc());
+  auto step = std::make_unique<PrimitiveStep>(dnnl::eltwise_forward(pd), info_of(gate.ops, ""));
+  step->use(DNNL_ARG_SRC, src, false);
   step->use(DNNL_ARG_DST, dst, true);
   plan_->add_step(std::move(step));
-  value(node->output(0)).natives = {dst};
-  return true;
+  value(gate.output).natives = {dst};
+}
+
+/// A product or sum of two tensors (a residual add no layer took), the second of the first's shape
+/// or broadcast along some of its dimensions (a squeeze-excitation's channel weights, N×C×1×1,
+/// times its N×C×H×W input): one oneDNN binary in the first operand's layout.
+bool PlanCompiler::emit_binary(int op) {
+  const auto& o = g_.op(op);
+  if ((o.op_kind != OpKind::kMul && o.op_kind != OpKind::kAdd) || o.inputs.size() != 2 ||
+      o.outputs.size() != 1)
+    return false;
+  jit::Node* node = g_.jit_node(op);
+  if (o.op_kind == OpKind::kAdd && constant_number(schema_argument(node, "alpha")).value_or(0) != 1)
+    return false;
+  const jit::Value* a = schema_argument(node, "self");
+  const jit::Value* b = schema_argument(node, "other");
+  if (!a || !b) return false;
+  for (int id : {o.inputs[0], o.inputs[1], o.outputs[0]}) {
+    const auto& dtype = g_.values().at(id).dtype;
+    if (!dtype.empty() && dtype != "Float") return false;
+  }
+  const auto out = shape_of(node->output(0));
+  // The first operand of the output's shape, one oneDNN holds already when either does.
+  if (shape_of(a) != out || (shape_of(b) == out && !has_native(a))) std::swap(a, b);
+  const auto small = shape_of(b);
+  if (shape_of(a) != out || small.size() != out.size() || out.empty()) return false;
+  for (size_t d = 0; d < out.size(); ++d)
+    if (small[d] != out[d] && small[d] != 1) return false;
+  if (!has_native(a) && !has_native(b)) return false;
+  try {
+    const int src0 = f32_native(a);
+    const memory::desc desc = plan_->natives[src0].desc;
+    // The broadcast operand in the first's layout (the one oneDNN's AVX2 kernels take), else plain.
+    const memory::desc small_desc =
+        small == out ? desc : same_layout(desc, small).value_or(plain_desc(small));
+    dnnl::binary::primitive_desc pd(
+        {o.op_kind == OpKind::kMul ? dnnl::algorithm::binary_mul : dnnl::algorithm::binary_add,
+         desc, small_desc, desc},
+        user_scratchpad(), plan_->engine);
+    if (is_reference(pd)) return false;
+    const int src1 = as_native(b, small_desc);
+    plan_->need_scratchpad(pd);
+    const int dst = plan_->add_native(desc);
+    auto step = std::make_unique<PrimitiveStep>(dnnl::binary(pd), info_of({op}, ""));
+    step->use(DNNL_ARG_SRC_0, src0, false);
+    step->use(DNNL_ARG_SRC_1, src1, false);
+    step->use(DNNL_ARG_DST, dst, true);
+    plan_->add_step(std::move(step));
+    value(node->output(0)).natives = {dst};
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+/// A batch norm no layer's chain took (a pre-activation one, after a concatenation or an add) as
+/// oneDNN's batch normalization on the running statistics, with the ReLU after it when that is
+/// its only reader.
+bool PlanCompiler::emit_batchnorm(int op) {
+  auto bn = batchnorm_form(g_, op);
+  jit::Node* node = g_.jit_node(op);
+  const jit::Value* x = schema_argument(node, "input");
+  if (!bn || !x || !has_native(x)) return false;
+  const auto shape = shape_of(x);
+  if (shape.size() != 4 && shape.size() != 2) return false;
+  const int64_t channels = shape[1];
+  using Flags = dnnl::normalization_flags;
+  auto flags = Flags::use_global_stats | Flags::use_scale | Flags::use_shift;
+  const jit::Value* out = node->output(0);
+  const int relu = sole_user(out);
+  const bool fuse_relu = options_.fuse && relu >= 0 && ours(relu) && !claimed_.count(relu) &&
+                         g_.op(relu).op_kind == OpKind::kReLU && eltwise_form(g_, relu) &&
+                         eltwise_form(g_, relu)->alpha == 0;
+  if (fuse_relu) flags = flags | Flags::fuse_norm_relu;
+  try {
+    const int src = f32_native(x);
+    const memory::desc desc = plan_->natives[src].desc;
+    dnnl::batch_normalization_forward::primitive_desc pd(
+        {dnnl::prop_kind::forward_inference, desc, static_cast<float>(bn->eps), flags},
+        user_scratchpad(), plan_->engine);
+    if (is_reference(pd)) return false;
+    plan_->need_scratchpad(pd);
+    const auto opts = at::TensorOptions().dtype(at::kFloat);
+    const at::Tensor gamma = bn->gamma.defined() ? bn->gamma : at::ones({channels}, opts);
+    const at::Tensor beta = bn->beta.defined() ? bn->beta : at::zeros({channels}, opts);
+    const memory::desc vector({channels}, Type::f32, Tag::x);
+    auto& engine = plan_->engine;
+    const int dst = plan_->add_native(pd.dst_desc());
+    std::vector<int> ops = {op};
+    if (fuse_relu) ops.push_back(relu);
+    auto step =
+        std::make_unique<PrimitiveStep>(dnnl::batch_normalization_forward(pd), info_of(ops, ""));
+    step->use(DNNL_ARG_SRC, src, false);
+    step->own(DNNL_ARG_MEAN, pack(bn->running_mean.to(at::kFloat), {channels}, Tag::x, vector,
+                                  engine, plan_->stream));
+    step->own(DNNL_ARG_VARIANCE, pack(bn->running_var.to(at::kFloat), {channels}, Tag::x, vector,
+                                      engine, plan_->stream));
+    step->own(DNNL_ARG_SCALE,
+              pack(gamma.to(at::kFloat), {channels}, Tag::x, vector, engine, plan_->stream));
+    step->own(DNNL_ARG_SHIFT,
+              pack(beta.to(at::kFloat), {channels}, Tag::x, vector, engine, plan_->stream));
+    step->use(DNNL_ARG_DST, dst, true);
+    plan_->add_step(std::move(step));
+    if (fuse_relu) {  // the batch norm's own output is read by the ReLU alone
+      absorbed_.insert(relu);
+      value(g_.jit_node(relu)->output(0)).natives = {dst};
+    } else {
+      value(out).natives = {dst};
+    }
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
 }
 
 bool PlanCompiler::emit_concat(int op) {
@@ -127,15 +247,26 @@ bool PlanCompiler::emit_concat(int op) {
   if (out_shape.size() != 4 || !dim || (*dim != 1 && *dim != -3) ||
       list->node()->kind() != c10::prim::ListConstruct || !deferred_lists_.count(list->node()))
     return false;
-  std::vector<memory::desc> descs;
-  std::vector<int> srcs;
-  for (const jit::Value* in : list->node()->inputs()) {
+  const auto inputs = list->node()->inputs();
+  for (const jit::Value* in : inputs)
     if (!has_native(in)) return false;
-    srcs.push_back(f32_native(in));
-    descs.push_back(plan_->natives[srcs.back()].desc);
+  // One layout for all (oneDNN concatenates mixed layouts with its reference kernel only): that
+  // of the input with the most channels; the others converted into it.
+  const jit::Value* widest = inputs[0];
+  for (const jit::Value* in : inputs)
+    if (shape_of(in).at(1) > shape_of(widest).at(1)) widest = in;
+  const memory::desc like = plan_->natives[f32_native(widest)].desc;
+  std::vector<memory::desc> descs;
+  for (const jit::Value* in : inputs) {
+    auto desc = same_layout(like, shape_of(in));
+    if (!desc) desc = plan_->natives[f32_native(in)].desc;
+    descs.push_back(*desc);
   }
   try {
     dnnl::concat::primitive_desc pd(1, descs, plan_->engine, user_scratchpad());
+    if (is_reference(pd)) return false;
+    std::vector<int> srcs;
+    for (size_t i = 0; i < inputs.size(); ++i) srcs.push_back(as_native(inputs[i], descs[i]));
     plan_->need_scratchpad(pd);
     const int dst = plan_->add_native(pd.dst_desc());
     auto step = std::make_unique<PrimitiveStep>(dnnl::concat(pd), info_of({op}, ""));

@@ -80,10 +80,12 @@ std::string InferenceModel::int8_engine(const std::vector<int64_t>& input_shape)
 
 std::string InferenceModel::summary(const std::vector<int64_t>& input_shape) {
   const auto all = steps(input_shape);
-  int native = 0, reorders = 0, views = 0, layers = 0, folded = 0, fused = 0, int8 = 0;
+  int native = 0, reorders = 0, views = 0, layers = 0, folded = 0, fused = 0, int8 = 0,
+      reference = 0;
   std::map<std::string, int> torch_ops;
   for (const auto& s : all) {
     int8 += s.int8 ? 1 : 0;
+    reference += s.implementation.rfind("ref", 0) == 0 ? 1 : 0;
     if (s.kind == "Reorder" || s.kind == "Quantize") {
       ++reorders;
     } else if (s.native && (s.kind == "Slice" || s.kind == "Pad")) {
@@ -93,7 +95,7 @@ std::string InferenceModel::summary(const std::vector<int64_t>& input_shape) {
       if (s.ops.size() > 1 || s.kind.find('+') != std::string::npos) {
         ++layers;
         for (size_t i = 1; i < s.ops.size(); ++i)
-          (s.kind.find("BatchNorm") != std::string::npos && i == 1 ? folded : fused) += 1;
+          (s.kind.find("+BatchNorm") != std::string::npos && i == 1 ? folded : fused) += 1;
       }
     } else if (s.kind.rfind("prim::", 0) != 0) {
       ++torch_ops[s.kind];
@@ -106,6 +108,7 @@ std::string InferenceModel::summary(const std::vector<int64_t>& input_shape) {
       << " with fused ops: " << folded << " BatchNorms folded, " << fused
       << " activations and adds fused";
   if (options_.int8) out << "; " << int8 << " layers in INT8, " << int8_engine(input_shape);
+  if (reference) out << "; " << reference << " on oneDNN's slow reference kernels";
   out << "), " << reorders << " layout changes, ";
   if (views) out << views << " 8-bit slices and paddings, ";
   out << torch_count << " LibTorch";

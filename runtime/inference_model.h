@@ -40,6 +40,9 @@ struct StepInfo {
   /// An integer layer whose pairs of products could saturate on this CPU (no VNNI), run on its
   /// input split into two halves of at most 128 (twice the sums, exact; runtime/int8_pairs.h).
   bool int8_split = false;
+  /// The oneDNN implementation a primitive step runs ("brgconv:avx512_core", "jit_1x1:avx2";
+  /// "ref:any" is the reference kernel no CPU-specific kernel replaced); empty for other steps.
+  std::string implementation;
 };
 
 /// The ISA oneDNN dispatches to here (`dnnl::get_effective_cpu_isa()`, which

@@ -150,11 +150,65 @@ std::optional<LayerForm> layer_form(const graph::SummaryGraph& graph, int op) {
   return f;
 }
 
+namespace {
+
+/// The number behind argument `name`: a constant scalar, or a constant float tensor of one element.
+std::optional<double> constant_scalar(const jit::Node* node, const char* name) {
+  if (auto n = number(node, name)) return n;
+  auto t = constant_tensor(node, name);
+  if (t && t->numel() == 1) return t->item<double>();
+  return std::nullopt;
+}
+
+/// A float tensor op of one traced input whose output has the input's shape: an arithmetic op
+/// with a constant number (x·6, x + 3, 3 − x, x / 6, as exporters write a hard sigmoid) is the
+/// affine map α·x + β, oneDNN's eltwise_linear.
+std::optional<EltwiseForm> scalar_affine_form(const graph::SummaryGraph& graph, int op) {
+  const auto& o = graph.op(op);
+  const jit::Node* node = graph.jit_node(op);
+  if (o.inputs.size() != 1 || o.outputs.size() != 1) return std::nullopt;
+  const auto& in = graph.values().at(o.inputs[0]);
+  const auto& out = graph.values().at(o.outputs[0]);
+  if (in.shape.empty() || in.shape != out.shape || (!in.dtype.empty() && in.dtype != "Float") ||
+      (!out.dtype.empty() && out.dtype != "Float"))
+    return std::nullopt;
+  const jit::Value* self = arg(node, "self");
+  const bool self_traced = self && self->node()->kind() != c10::prim::Constant;
+  const auto c = constant_scalar(node, self_traced ? "other" : "self");
+  if (!c) return std::nullopt;
+  using A = dnnl::algorithm;
+  const auto linear = [](double a, double b) {
+    return EltwiseForm{A::eltwise_linear, static_cast<float>(a), static_cast<float>(b)};
+  };
+  const double alpha = number(node, "alpha").value_or(1);
+  if (!none_or_absent(node, "alpha") && !number(node, "alpha")) return std::nullopt;
+  switch (o.op_kind) {
+    case OpKind::kMul:
+      return linear(*c, 0);
+    case OpKind::kAdd:  // self + alpha · other
+      return self_traced ? linear(1, alpha * *c) : linear(alpha, *c);
+    case OpKind::kSub:  // self − alpha · other
+      return self_traced ? linear(1, -alpha * *c) : linear(-alpha, *c);
+    case OpKind::kDiv:
+      if (!self_traced || *c == 0 || !none_or_absent(node, "rounding_mode")) return std::nullopt;
+      return linear(1 / *c, 0);
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace
+
 std::optional<EltwiseForm> eltwise_form(const graph::SummaryGraph& graph, int op) {
   const auto& o = graph.op(op);
   const jit::Node* node = graph.jit_node(op);
   using A = dnnl::algorithm;
   switch (o.op_kind) {
+    case OpKind::kMul:
+    case OpKind::kAdd:
+    case OpKind::kSub:
+    case OpKind::kDiv:
+      return scalar_affine_form(graph, op);
     case OpKind::kReLU:
       return EltwiseForm{A::eltwise_relu, 0, 0};
     case OpKind::kReLU6: {

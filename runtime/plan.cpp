@@ -34,6 +34,16 @@ PrimitiveStep::PrimitiveStep(dnnl::primitive primitive, StepInfo step_info)
     : primitive_(std::move(primitive)) {
   info = std::move(step_info);
   info.native = true;
+  info.implementation = implementation_of(primitive_);
+}
+
+std::string implementation_of(const dnnl::primitive& primitive) {
+  const char* impl = nullptr;
+  if (dnnl_primitive_desc_query(primitive.get_primitive_desc(), dnnl_query_impl_info_str, 0,
+                                &impl) != dnnl_success ||
+      !impl)
+    return {};
+  return impl;
 }
 
 void PrimitiveStep::use(int arg, int native, bool written) {

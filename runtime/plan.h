@@ -56,6 +56,9 @@ class Step {
   StepInfo info;
 };
 
+/// The oneDNN implementation `primitive` runs ("jit_1x1:avx2", "ref:any").
+std::string implementation_of(const dnnl::primitive& primitive);
+
 /// A oneDNN primitive with its arguments: native tensors by id, and memory it owns (pre-packed
 /// weights, folded biases, PReLU slopes).
 class PrimitiveStep : public Step {

@@ -33,7 +33,10 @@ std::unique_ptr<Plan> PlanCompiler::compile() {
   plan_->graph = g_.jit_graph();
   index_graph();
   declare_inputs();
-  if (options_.native) plan_chains();
+  if (options_.native) {
+    plan_chains();
+    if (options_.fuse) plan_gates();
+  }
   size_t position = 0;
   for (jit::Node* node : graph.nodes()) {
     if (in_region(node)) emit_node(node, position);
@@ -170,6 +173,10 @@ void PlanCompiler::emit_node(jit::Node* node, size_t position) {
       emit_chain(chain->second);
       return;
     }
+    if (auto gate = gate_end_.find(op); gate != gate_end_.end()) {
+      emit_gate(gate->second);
+      return;
+    }
     if (absorbed_.count(op) || emit_single(op)) return;
   }
   emit_torch(node);
@@ -182,9 +189,9 @@ bool PlanCompiler::emit_single(int op) {
   if (kind == OpKind::kPReLU) return emit_prelu(op);
   if (kind == OpKind::kMaxPool || kind == OpKind::kAvgPool || kind == OpKind::kAdaptiveAvgPool)
     return emit_pool(op);
-  if (kind == OpKind::kAdd) return emit_add(op);
   if (kind == OpKind::kConcat) return emit_concat(op);
-  return emit_eltwise(op);
+  if (kind == OpKind::kBatchNorm) return emit_batchnorm(op);
+  return emit_eltwise(op) || emit_binary(op);
 }
 
 StepInfo PlanCompiler::info_of(const std::vector<int>& ops, const std::string& kind) const {

@@ -7,11 +7,12 @@
 //                          compile_plan() with its choice of INT8 engine;
 //   plan_values.cpp        the value table: slots, native tensors, conversions, 8-bit grids;
 //   plan_fusion.cpp        the layer chains (BatchNorm, activations, residual adds and fake
-//                          quantizations fused into a layer);
+//                          quantizations fused into a layer) and the gates (x·sigmoid(x), ...);
 //   emit_float_layers.cpp  a chain's layer as a float32 oneDNN primitive;
 //   emit_int8_layers.cpp   a chain's layer in integers, fake quantizations, 8-bit views;
 //   qnnpack_emit.cpp       a chain's layer on LibTorch's QNNPACK kernels;
-//   emit_single_ops.cpp    pools, eltwise activations, PReLU, adds and concatenations alone;
+//   emit_single_ops.cpp    pools, eltwise activations and gates, PReLU, batch norms, sums and
+//                          products, concatenations alone;
 //   emit_libtorch.cpp      the fallback: an op as LibTorch's operator, constants folded.
 // Internal to runtime/.
 
@@ -58,6 +59,18 @@ memory::desc with_type(memory::desc desc, Type type);
 
 bool is_int8(const memory::desc& d);
 
+/// `shape` in the layout `like` has (plain, channels last or channel-blocked), of `like`'s type;
+/// nothing when that layout is another.
+std::optional<memory::desc> same_layout(const memory::desc& like,
+                                        const std::vector<int64_t>& shape);
+
+/// Whether oneDNN picked its reference implementation (no kernel of this CPU takes the
+/// combination): often two orders of magnitude slower than LibTorch's operator.
+template <class PrimitiveDesc>
+bool is_reference(const PrimitiveDesc& pd) {
+  return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+}
+
 /// Packs `t` (plain, `plain_tag`, logical dims `dims`) into a buffer of layout `desc`.
 memory pack(const at::Tensor& t, const memory::dims& dims, Tag plain_tag, const memory::desc& desc,
             const dnnl::engine& engine, dnnl::stream& stream);
@@ -103,6 +116,17 @@ struct Chain {
 /// oneDNN's deconvolution kernels are two orders of magnitude slower than a convolution for
 /// FSRCNN's 9×9 stride-3 output layer.
 bool subpixel_pays(const LayerForm& f);
+
+/// x · f(x) where f is a run of elementwise ops of x alone, computing a sigmoid or a hard sigmoid:
+/// the SiLU and the hard swish as exporters write them (Sigmoid then Mul; HardSigmoid, or
+/// x + 3 clamped to [0, 6] and divided by 6, then Mul), one oneDNN eltwise (swish, hardswish).
+struct Gate {
+  /// f's ops, then the product.
+  std::vector<int> ops;
+  EltwiseForm form;
+  const jit::Value* input = nullptr;
+  const jit::Value* output = nullptr;
+};
 
 /// A value held on an 8-bit grid: its native tensors of type u8 or s8 hold value / scale.
 struct Quantized {
@@ -178,6 +202,8 @@ class PlanCompiler {
   std::optional<IntegerWeights> layer_grid(int op, const at::Tensor& weight) const;
   void absorb_quantization(Chain& c);
   bool extend(Chain& c, int next);
+  std::optional<Gate> gate_of(const jit::Value* x) const;
+  void plan_gates();
 
   // ----- Emission: dispatch (plan_compiler.cpp), LibTorch (emit_libtorch.cpp) ----------------
   void emit_node(jit::Node* node, size_t position);
@@ -217,8 +243,10 @@ class PlanCompiler {
   void add_unary_step(int op, dnnl::primitive primitive, int src, const memory::desc& dst_desc,
                       dnnl::memory weights = {});
   bool emit_prelu(int op);
-  bool emit_add(int op);
+  bool emit_binary(int op);
+  bool emit_batchnorm(int op);
   bool emit_concat(int op);
+  void emit_gate(const Gate& gate);
 
   const graph::SummaryGraph& g_;
   InferenceOptions options_;
@@ -233,6 +261,8 @@ class PlanCompiler {
   std::unordered_map<const jit::Node*, int> op_of_;
   std::unordered_map<const jit::Node*, size_t> position_;
   std::unordered_map<int, Chain> chain_end_;
+  /// The gates no layer's chain took, by their product's op.
+  std::unordered_map<int, Gate> gate_end_;
   std::unordered_set<int> absorbed_, claimed_;
   std::unordered_set<const jit::Node*> deferred_lists_;
 };

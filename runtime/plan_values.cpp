@@ -24,6 +24,20 @@ bool is_int8(const memory::desc& d) {
   return d.data_type() == Type::u8 || d.data_type() == Type::s8;
 }
 
+std::optional<memory::desc> same_layout(const memory::desc& like,
+                                        const std::vector<int64_t>& shape) {
+  const auto dims = like.dims();
+  if (dims.size() != shape.size() || (dims.size() != 4 && dims.size() != 2)) return std::nullopt;
+  const std::vector<Tag> tags =
+      dims.size() == 2
+          ? std::vector<Tag>{Tag::ab, Tag::ba}
+          : std::vector<Tag>{Tag::abcd, Tag::acdb, Tag::aBcd8b, Tag::aBcd16b, Tag::aBcd4b};
+  for (Tag tag : tags)
+    if (memory::desc(dims, like.data_type(), tag) == like)
+      return memory::desc(dims_of(shape), like.data_type(), tag);
+  return std::nullopt;
+}
+
 Quantized held_on(const QuantForm& q, const jit::Value* source) {
   return {q.scale, q.is_unsigned ? Type::u8 : Type::s8, source, q.is_unsigned,
           std::min<int64_t>(q.hi, q.is_unsigned ? 255 : 127)};

@@ -306,6 +306,73 @@ TEST(InferenceModel, PoolingOnAPlainInputIsNative) {
             1e-5 * expected.abs().max().item<double>());
 }
 
+/// The activations exporters write as several ops: SiLU as x·sigmoid(x), a squeeze-excitation's
+/// hard sigmoid as scale, shift and clamp, the hard swish as x·clamp(x + 3, 0, 6)/6; a
+/// pre-activation batch norm after a concatenation; arithmetic with constants.
+struct ExportedActivations : torch::nn::Module {
+  ExportedActivations() {
+    using torch::nn::Conv2dOptions;
+    stem = register_module("stem", torch::nn::Conv2d(Conv2dOptions(3, 16, 3).padding(1)));
+    fc = register_module("fc", torch::nn::Conv2d(Conv2dOptions(16, 16, 1)));
+    conv = register_module("conv", torch::nn::Conv2d(Conv2dOptions(16, 8, 3).padding(1)));
+    bn = register_module("bn", torch::nn::BatchNorm2d(24));
+  }
+  at::Tensor forward(at::Tensor x) {
+    x = stem(x);
+    x = x * torch::sigmoid(x);
+    auto s = fc(torch::adaptive_avg_pool2d(x, {1, 1}));
+    s = torch::clamp(s * (1.0 / 6) + 0.5, 0, 1);
+    x = x * s;
+    auto z = torch::relu(bn(torch::cat({x, conv(x)}, 1)));
+    z = z * (torch::clamp(z + 3, 0, 6) / 6);
+    return torch::sub(one, z / 4);
+  }
+  torch::nn::Conv2d stem{nullptr}, fc{nullptr}, conv{nullptr};
+  torch::nn::BatchNorm2d bn{nullptr};
+  at::Tensor one = torch::ones({1});
+};
+
+TEST(InferenceModel, ExportersActivationsRunAsOneDnnPostOpsAndPrimitives) {
+  torch::manual_seed(6);
+  auto net = std::make_shared<ExportedActivations>();
+  {
+    torch::NoGradGuard no_grad;
+    net->bn->running_mean.uniform_(-0.5, 0.5);
+    net->bn->running_var.uniform_(0.5, 1.5);
+    net->bn->weight.uniform_(0.5, 1.5);
+    net->bn->bias.uniform_(-0.2, 0.2);
+  }
+  net->eval();
+  auto form = InferenceModel::make(
+      net, [net](const at::Tensor& x) { return net->forward(x); }, "net");
+  const std::vector<int64_t> shape = {1, 3, 20, 24};
+  const auto steps = form->steps(shape);
+  std::string kinds;
+  for (const auto& s : steps) kinds += s.kind + " [" + s.implementation + "]\n";
+  // SiLU as the stem's swish post-op; the hard sigmoid's scale and shift as linear post-ops and
+  // its clamp as a clip; the excitation a broadcast product; the batch norm with its ReLU; the
+  // hard swish one eltwise; the closing arithmetic two eltwise steps.
+  EXPECT_EQ(count_kind(steps, "Conv+Sigmoid+Mul"), 1) << kinds;
+  EXPECT_EQ(count_kind(steps, "Conv+Mul+Add+Clamp"), 1) << kinds;
+  EXPECT_EQ(count_kind(steps, "Mul"), 1) << kinds;
+  EXPECT_EQ(count_kind(steps, "Concat"), 1) << kinds;
+  EXPECT_EQ(count_kind(steps, "BatchNorm+ReLU"), 1) << kinds;
+  EXPECT_EQ(count_kind(steps, "Add+Clamp+Div+Mul"), 1) << kinds;
+  EXPECT_EQ(count_kind(steps, "Div"), 1) << kinds;
+  EXPECT_EQ(count_kind(steps, "Sub"), 1) << kinds;
+  for (const auto& s : steps) {
+    EXPECT_TRUE(s.native || s.kind.rfind("prim::", 0) == 0) << kinds;
+    EXPECT_NE(s.implementation.rfind("ref", 0), 0u) << kinds;
+  }
+  torch::NoGradGuard no_grad;
+  for (int64_t batch : {1, 2}) {
+    auto x = torch::randn({batch, 3, 20, 24});
+    const auto expected = net->forward(x);
+    EXPECT_LE((form->forward(x) - expected).abs().max().item<double>(),
+              1e-5 * expected.abs().max().item<double>());
+  }
+}
+
 // The algorithm cache reads what it wrote (a key is measured once, by any process), and measures
 // again what a file of the older single-run method holds.
 TEST(AlgorithmCache, KeepsWhatItMeasuredAndRemeasuresAnOlderMethodsFile) {
