@@ -88,7 +88,7 @@ std::string InferenceModel::summary(const std::vector<int64_t>& input_shape) {
     reference += s.implementation.rfind("ref", 0) == 0 ? 1 : 0;
     if (s.kind == "Reorder" || s.kind == "Quantize") {
       ++reorders;
-    } else if (s.native && (s.kind == "Slice" || s.kind == "Pad")) {
+    } else if (s.native && (s.kind == "Slice" || s.kind == "Pad") && s.implementation.empty()) {
       ++views;  // Int8ViewStep: igb's own copy of 8-bit values
     } else if (s.native) {
       ++native;

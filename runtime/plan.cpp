@@ -158,6 +158,27 @@ void SubpixelStep::run(Plan& plan) {
                            .contiguous();
 }
 
+ViewReorderStep::ViewReorderStep(Plan& plan, int src, dnnl::memory::desc from, int dst,
+                                 dnnl::memory::desc to)
+    : src_(src), dst_(dst), from_(std::move(from)), to_(std::move(to)) {
+  const dnnl::reorder::primitive_desc pd(plan.engine, from_, plan.engine, to_, user_scratchpad());
+  plan.need_scratchpad(pd);
+  reorder_ = dnnl::reorder(pd);
+  info.implementation = implementation_of(reorder_);
+  info.native = true;
+  reads.push_back(src);
+  writes.push_back(dst);
+}
+
+void ViewReorderStep::run(Plan& plan) {
+  // The buffers' addresses as they are now (a plan's input may be read in place).
+  dnnl::memory from(from_, plan.engine, plan.memory(src_).get_data_handle());
+  dnnl::memory to(to_, plan.engine, plan.memory(dst_).get_data_handle());
+  reorder_.execute(
+      plan.stream,
+      {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, plan.scratchpad}});
+}
+
 Int8ViewStep::Int8ViewStep(int src, int dst, std::vector<int64_t> in, std::vector<int64_t> out,
                            View view)
     : src_(src), dst_(dst), in_(std::move(in)), out_(std::move(out)), view_(view) {

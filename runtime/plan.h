@@ -132,6 +132,20 @@ class SubpixelStep : public Step {
   dnnl::reorder reorder_;
 };
 
+/// A copy between views of two native tensors' buffers: `from` describes part or all of the source
+/// tensor's buffer (other dimensions and strides: a channel shuffle's five-dimensional view, a
+/// slice's sub-memory), `to` the destination's. One oneDNN reorder.
+class ViewReorderStep : public Step {
+ public:
+  ViewReorderStep(Plan& plan, int src, dnnl::memory::desc from, int dst, dnnl::memory::desc to);
+  void run(Plan& plan) override;
+
+ private:
+  int src_, dst_;
+  dnnl::memory::desc from_, to_;
+  dnnl::reorder reorder_;
+};
+
 /// A strided slice of an 8-bit NHWC native tensor, or the tensor zero-padded along its channels
 /// (ResNet's option-A shortcut, `x[:, :, ::2, ::2]` padded with zero channels), written into
 /// another 8-bit NHWC native tensor: output element (n, c, h, w) is input element

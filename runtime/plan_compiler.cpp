@@ -36,6 +36,7 @@ std::unique_ptr<Plan> PlanCompiler::compile() {
   if (options_.native) {
     plan_chains();
     if (options_.fuse) plan_gates();
+    plan_shuffles();
   }
   size_t position = 0;
   for (jit::Node* node : graph.nodes()) {
@@ -177,6 +178,11 @@ void PlanCompiler::emit_node(jit::Node* node, size_t position) {
       emit_gate(gate->second);
       return;
     }
+    if (auto shuffle = shuffle_end_.find(op); shuffle != shuffle_end_.end()) {
+      if (!emit_shuffle(shuffle->second))
+        for (int part : shuffle->second.ops) emit_torch(g_.jit_node(part));
+      return;
+    }
     if (absorbed_.count(op) || emit_single(op)) return;
   }
   emit_torch(node);
@@ -185,7 +191,10 @@ void PlanCompiler::emit_node(jit::Node* node, size_t position) {
 bool PlanCompiler::emit_single(int op) {
   const auto kind = g_.op(op).op_kind;
   if (kind == OpKind::kFakeQuantize) return options_.int8 && emit_quantize(op);
-  if ((kind == OpKind::kSlice || kind == OpKind::kPad) && options_.int8) return emit_int8_view(op);
+  if ((kind == OpKind::kSlice || kind == OpKind::kPad) && options_.int8 && emit_int8_view(op))
+    return true;
+  if (kind == OpKind::kSlice) return emit_slice(op);
+  if (kind == OpKind::kPad) return false;
   if (kind == OpKind::kPReLU) return emit_prelu(op);
   if (kind == OpKind::kMaxPool || kind == OpKind::kAvgPool || kind == OpKind::kAdaptiveAvgPool)
     return emit_pool(op);

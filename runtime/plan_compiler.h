@@ -11,6 +11,7 @@
 //   emit_float_layers.cpp  a chain's layer as a float32 oneDNN primitive;
 //   emit_int8_layers.cpp   a chain's layer in integers, fake quantizations, 8-bit views;
 //   qnnpack_emit.cpp       a chain's layer on LibTorch's QNNPACK kernels;
+//   emit_views.cpp         channel shuffles and slices as reorders between views;
 //   emit_single_ops.cpp    pools, eltwise activations and gates, PReLU, batch norms, sums and
 //                          products, concatenations alone;
 //   emit_libtorch.cpp      the fallback: an op as LibTorch's operator, constants folded.
@@ -128,6 +129,16 @@ struct Gate {
   const jit::Value* output = nullptr;
 };
 
+/// A channel shuffle as PyTorch writes it (ShuffleNet's reshape to N×g×C/g×H×W, transpose of
+/// the two channel axes, reshape back): one reorder between two views of the channels.
+struct Shuffle {
+  /// The reshape, the transpose (and a contiguous copy), the reshape back.
+  std::vector<int> ops;
+  int64_t groups = 1;
+  const jit::Value* input = nullptr;
+  const jit::Value* output = nullptr;
+};
+
 /// A value held on an 8-bit grid: its native tensors of type u8 or s8 hold value / scale.
 struct Quantized {
   double scale = 1;
@@ -237,6 +248,12 @@ class PlanCompiler {
   bool emit_quantize(int op);
   bool emit_int8_view(int op);
 
+  // ----- Views (emit_views.cpp) --------------------------------------------------------------
+  std::optional<Shuffle> shuffle_from(int op) const;
+  void plan_shuffles();
+  bool emit_shuffle(const Shuffle& s);
+  bool emit_slice(int op);
+
   // ----- Single ops (emit_single_ops.cpp) ----------------------------------------------------
   bool emit_pool(int op);
   bool emit_eltwise(int op);
@@ -263,6 +280,8 @@ class PlanCompiler {
   std::unordered_map<int, Chain> chain_end_;
   /// The gates no layer's chain took, by their product's op.
   std::unordered_map<int, Gate> gate_end_;
+  /// The channel shuffles, by their last op.
+  std::unordered_map<int, Shuffle> shuffle_end_;
   std::unordered_set<int> absorbed_, claimed_;
   std::unordered_set<const jit::Node*> deferred_lists_;
 };

@@ -373,6 +373,51 @@ TEST(InferenceModel, ExportersActivationsRunAsOneDnnPostOpsAndPrimitives) {
   }
 }
 
+/// ShuffleNet's unit as PyTorch writes it: the channels split in two by slices, one half through
+/// convolutions, the halves concatenated and shuffled (a view to N×2×C/2×H×W, the channel axes
+/// transposed, a view back).
+struct ShuffleUnit : torch::nn::Module {
+  ShuffleUnit() {
+    using torch::nn::Conv2dOptions;
+    stem = register_module("stem", torch::nn::Conv2d(Conv2dOptions(3, 16, 3).padding(1)));
+    branch = register_module("branch", torch::nn::Conv2d(Conv2dOptions(8, 8, 3).padding(1)));
+    head = register_module("head", torch::nn::Conv2d(Conv2dOptions(12, 4, 1)));
+  }
+  at::Tensor forward(at::Tensor x) {
+    x = torch::relu(stem(x));
+    auto y = torch::cat({x.slice(1, 0, 8), torch::relu(branch(x.slice(1, 8, 16)))}, 1);
+    const int64_t n = y.size(0), h = y.size(2), w = y.size(3);
+    y = y.view({n, 2, 8, h, w}).transpose(1, 2).contiguous().view({n, 16, h, w});
+    return head(y.slice(1, 4, 16)) + head(y.slice(1, 0, 12));
+  }
+  torch::nn::Conv2d stem{nullptr}, branch{nullptr}, head{nullptr};
+};
+
+TEST(InferenceModel, ChannelShufflesAndSlicesAreReordersBetweenViews) {
+  torch::manual_seed(7);
+  auto net = std::make_shared<ShuffleUnit>();
+  net->eval();
+  auto form = InferenceModel::make(
+      net, [net](const at::Tensor& x) { return net->forward(x); }, "net");
+  const auto steps = form->steps({1, 3, 12, 10});
+  std::string kinds;
+  for (const auto& s : steps) kinds += s.kind + " [" + s.implementation + "]\n";
+  EXPECT_EQ(count_kind(steps, "ChannelShuffle"), 1) << kinds;
+  // The halves, and the two overlapping windows of 12 channels the head reads.
+  EXPECT_EQ(count_kind(steps, "Slice"), 4) << kinds;
+  for (const auto& s : steps) {
+    EXPECT_TRUE(s.native || s.kind.rfind("prim::", 0) == 0) << kinds;
+    EXPECT_NE(s.implementation.rfind("ref", 0), 0u) << kinds;
+  }
+  torch::NoGradGuard no_grad;
+  for (int64_t batch : {1, 3}) {
+    auto x = torch::randn({batch, 3, 12, 10});
+    const auto expected = net->forward(x);
+    EXPECT_LE((form->forward(x) - expected).abs().max().item<double>(),
+              1e-5 * expected.abs().max().item<double>());
+  }
+}
+
 // The algorithm cache reads what it wrote (a key is measured once, by any process), and measures
 // again what a file of the older single-run method holds.
 TEST(AlgorithmCache, KeepsWhatItMeasuredAndRemeasuresAnOlderMethodsFile) {
