@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -1089,6 +1090,77 @@ TEST(ServeCommand, MasterRunsAPartitionPlanAndReportsTheSimulatorBesideTheMeasur
   r = test::run_app("igb-serve worker --model resnet20_cifar --compute-speed 2");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("--compute-speed must be in (0, 1]"), std::string::npos) << r.output;
+}
+
+// A model brought as an ONNX file (igb's own export of ResNet-20, docs/onnx-import.md) named
+// onnx:PATH everywhere: partitioned, served by workers and a master that verifies the chain's
+// output against the file's forward pass, and measured by an igb-bench plan beside its zoo twin.
+TEST(ServeCommand, AnImportedOnnxFileIsPartitionedServedAndBenchmarked) {
+  test::TempDir tmp;
+  const fs::path dir = tmp.path();
+  const std::string model = "onnx:" + (dir / "r20.onnx").string();
+  auto r = test::run_app("igb-tools export-onnx --model resnet20_cifar --out " +
+                         (dir / "r20.onnx").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  {
+    std::ofstream f(dir / "devices.yaml");
+    f << "devices:\n  - {name: a}\n  - {name: b}\n  - {name: c}\n"
+         "links:\n  - {bandwidth_mb_s: 50, latency_ms: 1}\n  - {bandwidth_mb_s: 50, latency_ms: "
+         "1}\n";
+  }
+  fs::create_directories(dir / "frames");
+  torch::manual_seed(4);
+  for (int i = 0; i < 3; ++i)
+    data::write_image(dir / "frames" / ("f" + std::to_string(i) + ".png"),
+                      torch::rand({3, 32, 32}));
+  r = test::run_app("igb-tools partition --model " + model + " --devices " +
+                    (dir / "devices.yaml").string() + " --threads 1 --cache-dir " +
+                    (dir / "cache").string() + " --out " + (dir / "plan").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto plan = json::parse(std::ifstream(dir / "plan" / "plan.json"));
+  int used = 0;
+  for (const auto& d : plan["plans"][0]["devices"]) used += d["ops"].empty() ? 0 : 1;
+  std::vector<std::string> addresses;
+  std::vector<pid_t> pids;
+  for (int i = 0; i < used; ++i) {
+    addresses.push_back("127.0.0.1:" + std::to_string(free_local_port()));
+    pids.push_back(start_process({std::string(IGB_BIN_DIR) + "/igb-serve", "worker", "--listen",
+                                  addresses.back(), "--model", model, "--threads", "1"},
+                                 dir / ("w" + std::to_string(i) + ".log")));
+  }
+  for (const auto& a : addresses) worker_report(a, 60000);
+  std::string workers;
+  for (const auto& a : addresses) workers += (workers.empty() ? "" : ",") + a;
+  r = test::run_app("igb-serve master --plan " + (dir / "plan" / "plan.json").string() +
+                    " --workers " + workers + " --model " + model + " --input " +
+                    (dir / "frames").string() + " --frames 3 --verify --threads 1 --cache-dir " +
+                    (dir / "cache").string() + " --out " + (dir / "out").string());
+  for (pid_t p : pids) {
+    ::kill(p, SIGKILL);
+    wait_process(p);
+  }
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto report = json::parse(std::ifstream(dir / "out" / "serve.json"));
+  EXPECT_EQ(report["frames"], 3);
+  EXPECT_LE(report["verify_max_abs_diff"].get<double>(), 1e-5);
+  {
+    std::ofstream f(dir / "bench.yaml");
+    f << "title: imported and zoo ResNet-20\ndefaults:\n  optform: classify\n  epochs: 1\n"
+         "  options: {synthetic-train: 32, synthetic-val: 16, batch-size: 16, threads: 1}\n"
+         "latency: {batch_size: 2, repeats: 1}\nruns:\n  - name: imported\n    model: "
+      << model << "\n  - name: zoo\n    model: resnet20_cifar\n";
+  }
+  r = test::run_app("igb-bench --plan " + (dir / "bench.yaml").string() + " --out " +
+                    (dir / "bench").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto bench = json::parse(std::ifstream(dir / "bench" / "bench.json"));
+  std::map<std::string, json> runs;
+  for (const auto& run : bench["runs"]) runs[run["run"].get<std::string>()] = run;
+  ASSERT_EQ(runs.size(), 2u) << bench.dump();
+  EXPECT_EQ(runs["imported"]["status"], "ok") << runs["imported"].dump();
+  // The file is the zoo model's export: the same parameters and MACs.
+  EXPECT_EQ(runs["imported"]["macs"], runs["zoo"]["macs"]) << bench.dump();
+  EXPECT_EQ(runs["imported"]["params"], runs["zoo"]["params"]) << bench.dump();
 }
 
 // Hosts of a real network (test::NetLab: namespaces whose packets a relay delays, drops, reorders
