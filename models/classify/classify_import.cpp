@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "models/classify/classifier.h"
+#include "models/classify/early_exit.h"
 #include "models/import/imported.h"
 
 namespace igb::models::classify {
@@ -43,6 +44,13 @@ ImportHook classify_import_hook(const std::string& family) {
   h.wrap = [](std::shared_ptr<ImportedBody> body, const ImportedArgs& args) -> Model {
     return std::make_shared<ImportedClassifier>(std::move(body), args, args.value, args.channels,
                                                 args.input_size);
+  };
+  // Early exits at the file's activations, as on a zoo classifier (docs/early-exit.md).
+  h.take_args = take_exit_args;
+  h.apply_args = [](const Model& model, const nlohmann::json& exits) {
+    auto* clf = dynamic_cast<ClassifierImpl*>(model.get());
+    attach_exit_args(*model, exits, model->input_shape(), clf->num_classes());
+    clf->set_exit_args(exits);
   };
   return h;
 }

@@ -106,6 +106,12 @@ struct ImportHook {
   /// The file's code as a model of the family's model base class: an Imported<Base>
   /// (models/import/imported.h).
   std::function<Model(std::shared_ptr<ImportedBody> body, const ImportedArgs& args)> wrap;
+  /// The family's further model args (classify: "exits" and "exit_pool", early exits at the
+  /// file's activations), taken out of `args` before the importer reads its own; an empty object
+  /// when none is given. Null: the family has none.
+  std::function<nlohmann::json(nlohmann::json& args)> take_args;
+  /// Applies what take_args took to the model `wrap` made (classify: attaches the exits' heads).
+  std::function<void(const Model& model, const nlohmann::json& taken)> apply_args;
 };
 
 }  // namespace igb::models

@@ -66,7 +66,11 @@ ImportedOptions read_imported_options(const std::string& kind, const nlohmann::j
                                       const std::vector<ImportHook>& hooks,
                                       const ImportedOptions& defaults) {
   ImportedOptions o = defaults;
-  OptionReader r(kind, json);
+  nlohmann::json own = json;
+  o.hook_extras.clear();
+  for (const auto& h : hooks)
+    o.hook_extras.push_back(h.take_args ? h.take_args(own) : nlohmann::json::object());
+  OptionReader r(kind, own);
   // 0 means "the file says" where the defaults say so.
   const int64_t lowest = defaults.input_size == 0 ? 0 : 1;
   o.file = r.get<std::string>("file", "");
@@ -128,9 +132,16 @@ Model wrap_imported(const ImportedOptions& o, const std::vector<ImportHook>& hoo
   args.channels = o.channels;
   args.input_size = o.input_size;
   const size_t h = hook_index(hooks, o.family);
+  for (size_t i = 0; i < o.hook_extras.size() && i < hooks.size(); ++i)
+    if (i != h && !o.hook_extras[i].empty())
+      throw InputError(o.file + ": model arg '" + o.hook_extras[i].begin().key() + "' is family " +
+                       hooks[i].family + "'s; this model's family is " + o.family);
   if (h < hooks.size()) {
     args.value = o.hook_args[h];
-    return hooks[h].wrap(std::move(body), args);
+    Model model = hooks[h].wrap(std::move(body), args);
+    if (h < o.hook_extras.size() && !o.hook_extras[h].empty() && hooks[h].apply_args)
+      hooks[h].apply_args(model, o.hook_extras[h]);
+    return model;
   }
   return std::make_shared<ImportedModel>(std::move(body), args, input);
 }

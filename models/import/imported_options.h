@@ -35,6 +35,8 @@ struct ImportedOptions {
   /// The value of each family hook's own arg (ImportHook::arg), 0 until given or resolved; by
   /// the hooks' order.
   std::vector<int64_t> hook_args;
+  /// What each family hook's take_args took (ImportHook::take_args), by the hooks' order.
+  std::vector<nlohmann::json> hook_extras;
 
   nlohmann::json to_json(const std::vector<ImportHook>& hooks) const;
 };
@@ -58,8 +60,9 @@ size_t hook_index(const std::vector<ImportHook>& hooks, const std::string& name)
 void resolve_family(ImportedOptions& o, const std::vector<ImportHook>& hooks, const at::Tensor& out,
                     const std::vector<int64_t>& input);
 
-/// The model: `body` wrapped by the family's hook, or a plain model of input `input` the tools
-/// take (family model).
+/// The model: `body` wrapped by the family's hook (with the family's further args applied), or a
+/// plain model of input `input` the tools take (family model). Another family's further args are
+/// an InputError naming the arg and both families.
 Model wrap_imported(const ImportedOptions& o, const std::vector<ImportHook>& hooks,
                     std::shared_ptr<ImportedBody> body, const std::vector<int64_t>& input);
 

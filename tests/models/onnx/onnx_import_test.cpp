@@ -14,6 +14,7 @@
 #include "core/activation.h"
 #include "models/model.h"
 #include "models/onnx/onnx_tensor.h"
+#include "tests/apps/run_support.h"
 #include "tests/support.h"
 
 namespace igb::models::onnx_import {
@@ -298,6 +299,39 @@ TEST(OnnxImport, BadFilesAreRefusedInOneLine) {
   // Given the size, it imports.
   auto model = create_model("onnx:" + sym, {{"input_size", 16}});
   EXPECT_EQ(model->input_shape(), (std::vector<int64_t>{1, 3, 16, 16}));
+}
+
+// Early exits at an imported classifier's activations (docs/early-exit.md), named as the file's
+// ReLU nodes are: trained with Distiller's loss weights, calibrated and measured by early-exit; a
+// checkpoint rebuilds the heads. Exits on a file of another family are refused in one line.
+TEST(OnnxImport, EarlyExitsAttachAtTheFilesActivationsAndCalibrate) {
+  test::TempDir tmp;
+  const fs::path dir = tmp.path();
+  auto r = test::run_app("igb-tools export-onnx --model resnet20_cifar --out " +
+                         (dir / "r20.onnx").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string model = "onnx:" + (dir / "r20.onnx").string();
+  r = test::run_app("igb-train --optform=classify --model " + model +
+                    " --model-arg exits=layer1_2_relu2 --earlyexit_lossweights 0.3 "
+                    "--synthetic-train 32 --synthetic-val 16 --batch-size 16 --threads 1 "
+                    "--seed 3 --epochs 1 --out " +
+                    (dir / "run").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = test::run_app("igb-tools early-exit --checkpoint " +
+                    (dir / "run" / "checkpoint.ckpt").string() +
+                    " --data synthetic --max-samples 200 --repeats 1 --threads 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find(" layer1_2_relu2 |"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("decisions of the cascade that differ from every exit computed on "
+                          "every sample: 0"),
+            std::string::npos)
+      << r.output;
+  r = test::run_app("igb-tools summary --model " + model +
+                    " --model-arg family=model --model-arg exits=layer1_2_relu2");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("model arg 'exits' is family classify's; this model's family is model"),
+            std::string::npos)
+      << r.output;
 }
 
 }  // namespace
