@@ -136,7 +136,7 @@ void PlanCompiler::quantize_into(const jit::Value* v, const Quantized& q, int ds
     auto step = std::make_unique<PrimitiveStep>(
         dnnl::reorder(dnnl::reorder::primitive_desc(plan_->engine, plan_->natives[held].desc,
                                                     plan_->engine, dst_desc, reorder_attr(scale))),
-        StepInfo{producer_name(v), "Reorder", {}, true, 0, false});
+        StepInfo{producer_name(v), "Reorder", {}, true, 0, false, false, false, {}});
     step->use(DNNL_ARG_FROM, held, false);
     step->use(DNNL_ARG_TO, dst, true);
     plan_->add_step(std::move(step));
