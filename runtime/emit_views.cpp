@@ -112,12 +112,8 @@ bool PlanCompiler::emit_shuffle(const Shuffle& s) {
     return false;
   }
   const int dst = plan_->add_native(dst_desc);
-  auto step = std::make_unique<ViewReorderStep>(*plan_, src, from, dst, to);
-  const std::string implementation = step->info.implementation;
-  step->info = info_of(s.ops, "ChannelShuffle");
-  step->info.native = true;
-  step->info.implementation = implementation;
-  plan_->add_step(std::move(step));
+  plan_->add_step(std::make_unique<ViewReorderStep>(*plan_, src, from, dst, to,
+                                                    info_of(s.ops, "ChannelShuffle")));
   value(s.output).natives = {dst};
   return true;
 }
@@ -149,12 +145,8 @@ bool PlanCompiler::emit_slice(int op) {
     const dnnl::reorder::primitive_desc pd(plan_->engine, from, plan_->engine, to);
     if (is_reference(pd)) return false;
     const int dst = plan_->add_native(to);
-    auto view = std::make_unique<ViewReorderStep>(*plan_, src, from, dst, to);
-    const std::string implementation = view->info.implementation;
-    view->info = info_of({op}, "");
-    view->info.native = true;
-    view->info.implementation = implementation;
-    plan_->add_step(std::move(view));
+    plan_->add_step(
+        std::make_unique<ViewReorderStep>(*plan_, src, from, dst, to, info_of({op}, "")));
     value(node->output(0)).natives = {dst};
     return true;
   } catch (const dnnl::error&) {

@@ -159,8 +159,9 @@ void SubpixelStep::run(Plan& plan) {
 }
 
 ViewReorderStep::ViewReorderStep(Plan& plan, int src, dnnl::memory::desc from, int dst,
-                                 dnnl::memory::desc to)
+                                 dnnl::memory::desc to, StepInfo step_info)
     : src_(src), dst_(dst), from_(std::move(from)), to_(std::move(to)) {
+  info = std::move(step_info);
   const dnnl::reorder::primitive_desc pd(plan.engine, from_, plan.engine, to_, user_scratchpad());
   plan.need_scratchpad(pd);
   reorder_ = dnnl::reorder(pd);

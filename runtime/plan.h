@@ -137,7 +137,8 @@ class SubpixelStep : public Step {
 /// slice's sub-memory), `to` the destination's. One oneDNN reorder.
 class ViewReorderStep : public Step {
  public:
-  ViewReorderStep(Plan& plan, int src, dnnl::memory::desc from, int dst, dnnl::memory::desc to);
+  ViewReorderStep(Plan& plan, int src, dnnl::memory::desc from, int dst, dnnl::memory::desc to,
+                  StepInfo step_info);
   void run(Plan& plan) override;
 
  private:
